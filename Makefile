@@ -1,0 +1,39 @@
+# Every target installs what it needs: `make run` and `make test` work on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+export LAKEHOUSE_ROOT ?= $(CURDIR)/lakehouse_data
+export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
+DAGSTER_PORT ?= 3000
+
+.PHONY: install run test test-fast clean
+
+$(INSTALLED): pyproject.toml constraints.txt scripts/check_java.sh
+	@scripts/check_java.sh
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11" >&2; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade "pip>=24"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
+	@touch $@
+
+install: $(INSTALLED)
+
+## Start the Dagster UI on 127.0.0.1 with a persistent home, so run history and cursors survive restarts.
+run: $(INSTALLED)
+	@scripts/check_java.sh
+	@mkdir -p "$(DAGSTER_HOME)" "$(LAKEHOUSE_ROOT)"
+	$(BIN)/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
+
+## Run the whole test suite, slow end-to-end tests included.
+test: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m pytest
+
+## Skip the slow end-to-end tests while iterating.
+test-fast: $(INSTALLED)
+	$(BIN)/python -m pytest -m "not slow"
+
+clean:
+	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache

@@ -1,0 +1,92 @@
+"""Where the lakehouse lives and how Spark is reached, read from the environment when asked.
+
+Nothing here is read at import time: Dagster imports definitions in several processes, and
+tests point ``LAKEHOUSE_ROOT`` at a temporary folder per session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lakehouse_assets.errors import ConfigurationError
+
+DEFAULT_ROOT = "./lakehouse_data"
+DEFAULT_SPARK_MASTER = "local[2]"
+DEFAULT_SENSOR_INTERVAL_SECONDS = 30
+
+# Folders under the root that are not tables: they hold the machinery's own state.
+CHECKPOINTS_DIR = "_checkpoints"
+SCHEMAS_DIR = "_schemas"
+LANDING_DIR = "landing"
+
+
+@dataclass(frozen=True)
+class LakehouseSettings:
+    """The lakehouse's locations and Spark connection, resolved to absolute paths."""
+
+    root: Path
+    spark_master: str = DEFAULT_SPARK_MASTER
+    spark_conf: Mapping[str, str] = field(default_factory=dict)
+    sensor_interval_seconds: int = DEFAULT_SENSOR_INTERVAL_SECONDS
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> LakehouseSettings:
+        """Read ``LAKEHOUSE_ROOT``, ``LAKEHOUSE_SPARK_MASTER``, ``LAKEHOUSE_SPARK_CONF`` (a JSON
+        object of Spark settings) and ``LAKEHOUSE_SENSOR_INTERVAL`` (seconds)."""
+        env = os.environ if environ is None else environ
+        root = Path(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT).expanduser().resolve()
+        conf_text = env.get("LAKEHOUSE_SPARK_CONF", "").strip()
+        try:
+            spark_conf = json.loads(conf_text) if conf_text else {}
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(
+                f"LAKEHOUSE_SPARK_CONF is not valid JSON ({exc.msg}); "
+                'give an object such as {"spark.driver.memory": "4g"}'
+            ) from exc
+        if not isinstance(spark_conf, dict):
+            raise ConfigurationError("LAKEHOUSE_SPARK_CONF must be a JSON object of Spark settings")
+        interval_text = env.get("LAKEHOUSE_SENSOR_INTERVAL", str(DEFAULT_SENSOR_INTERVAL_SECONDS))
+        try:
+            interval = int(interval_text)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"LAKEHOUSE_SENSOR_INTERVAL must be a whole number of seconds, got {interval_text!r}"
+            ) from exc
+        if interval < 1:
+            raise ConfigurationError("LAKEHOUSE_SENSOR_INTERVAL must be at least 1 second")
+        return cls(
+            root=root,
+            spark_master=env.get("LAKEHOUSE_SPARK_MASTER") or DEFAULT_SPARK_MASTER,
+            spark_conf={str(k): str(v) for k, v in spark_conf.items()},
+            sensor_interval_seconds=interval,
+        )
+
+    def table_path(self, layer: str, name: str) -> Path:
+        """The Delta table of ``layer.name``: ``$LAKEHOUSE_ROOT/<layer>/<name>``."""
+        return self.root / _safe_part(layer) / _safe_part(name)
+
+    def landing_path(self, source: str) -> Path:
+        """The folder files of ``source`` land in: ``$LAKEHOUSE_ROOT/landing/<source>``."""
+        return self.root / LANDING_DIR / _safe_part(source)
+
+    def checkpoint_path(self, layer: str, name: str) -> Path:
+        """The streaming checkpoint of the query that writes ``layer.name``."""
+        return self.root / CHECKPOINTS_DIR / _safe_part(layer) / _safe_part(name)
+
+    def schema_path(self, layer: str, name: str) -> Path:
+        """Where ingestion stores the inferred schema of ``layer.name``."""
+        return self.root / SCHEMAS_DIR / _safe_part(layer) / _safe_part(name)
+
+
+def _safe_part(part: str) -> str:
+    """A path segment that cannot climb out of the root or hide as a dot file."""
+    if not part or part in {".", ".."} or "/" in part or "\\" in part or part.startswith((".", "_")):
+        raise ConfigurationError(
+            f"{part!r} is not a valid table, layer or source name: use letters, digits and "
+            "underscores, not starting with '_' or '.'"
+        )
+    return part

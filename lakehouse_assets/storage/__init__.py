@@ -1,0 +1,28 @@
+"""Tables: batch and streaming reads and writes of Delta tables.
+
+Only this package knows that Delta is committed with delta-rs; everything above it speaks
+of a :class:`TableStore` and table paths.
+"""
+
+from lakehouse_assets.storage.delta_rs import DeltaRsTableStore
+from lakehouse_assets.storage.engine import (
+    AppTransaction,
+    CommitResult,
+    HistoryEntry,
+    StreamOptions,
+    TableStore,
+    WriteMode,
+)
+from lakehouse_assets.storage.sink import DeltaSink, OutputMode
+
+__all__ = [
+    "AppTransaction",
+    "CommitResult",
+    "DeltaRsTableStore",
+    "DeltaSink",
+    "HistoryEntry",
+    "OutputMode",
+    "StreamOptions",
+    "TableStore",
+    "WriteMode",
+]

@@ -1,0 +1,103 @@
+"""Reading a Delta log version by version, for the streaming source.
+
+delta-rs answers "what is the table at version N"; a stream needs "what did version N
+add", which is the commit file ``_delta_log/<N>.json`` itself.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from lakehouse_assets.storage._files import Location, locate
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file a version added."""
+
+    path: str  # absolute
+    size: int
+    partition_values: dict[str, str | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What one version of the table did, as far as a stream reader cares."""
+
+    version: int
+    added: list[DataFile]
+    removes_data: bool
+    schema_string: str | None
+    operation: str
+
+
+def commit_file(table: Location, version: int) -> Location:
+    return table.child("_delta_log", f"{version:020d}.json")
+
+
+def latest_version(table_path: str, known: int | None = None) -> int:
+    """The newest committed version, found by probing commit files after ``known``."""
+    table = locate(table_path)
+    if known is None:
+        return DeltaTable(table_path, without_files=True).version()
+    version = known
+    while commit_file(table, version + 1).exists():
+        version += 1
+    return version
+
+
+def read_commit(table_path: str, version: int) -> Commit:
+    """The actions of ``version``, from its commit file."""
+    table = locate(table_path)
+    text = commit_file(table, version).read_text()
+    added: list[DataFile] = []
+    removes_data = False
+    schema_string = None
+    operation = "UNKNOWN"
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        action: dict[str, Any] = json.loads(line)
+        if "add" in action:
+            add = action["add"]
+            if add.get("dataChange", True):
+                added.append(DataFile(_absolute(table_path, add["path"]), int(add.get("size", 0)), add.get("partitionValues") or {}))
+        elif "remove" in action:
+            if action["remove"].get("dataChange", True):
+                removes_data = True
+        elif "metaData" in action:
+            schema_string = action["metaData"].get("schemaString")
+        elif "commitInfo" in action:
+            operation = action["commitInfo"].get("lakehouse.operation") or action["commitInfo"].get("operation", operation)
+    return Commit(version, added, removes_data, schema_string, operation)
+
+
+def snapshot_files(table_path: str, version: int) -> list[DataFile]:
+    """The data files of the table at ``version``, oldest first (a stable order)."""
+    table = DeltaTable(table_path, version=version)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    names = actions.column_names
+    partition_columns = [n for n in names if n.startswith("partition.")]
+    rows = actions.to_pylist()
+    rows.sort(key=lambda r: (r["modification_time"], str(r["path"])))
+    return [
+        DataFile(
+            _absolute(table_path, str(r["path"])),
+            int(r["size_bytes"]),
+            {c[len("partition."):]: (None if r[c] is None else str(r[c])) for c in partition_columns},
+        )
+        for r in rows
+    ]
+
+
+def _absolute(table_path: str, relative: str) -> str:
+    from urllib.parse import unquote
+
+    if "://" in relative or relative.startswith("/"):
+        return relative
+    return f"{table_path.rstrip('/')}/{unquote(relative)}"

@@ -1,0 +1,131 @@
+"""Schemas across Spark, Arrow and Delta, and the rules for writing a batch into a table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from lakehouse_assets.errors import SchemaMismatchError
+
+# Widening casts that never lose information: a narrower batch column is written into a
+# wider table column, as Delta's store assignment does.
+_INTEGRAL_ORDER = [T.ByteType, T.ShortType, T.IntegerType, T.LongType]
+
+
+def spark_to_arrow(schema: T.StructType) -> pa.Schema:
+    """The Arrow schema of a Spark schema, every field nullable, timestamps in UTC."""
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    return pa.schema([field.with_nullable(True) for field in arrow])
+
+
+def arrow_to_spark(schema: pa.Schema) -> T.StructType:
+    """The Spark schema of an Arrow schema (Delta ``timestamp`` becomes ``TimestampType``)."""
+    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
+
+
+def storable(schema: T.StructType) -> T.StructType:
+    """The schema as a table stores it: all-null (void) columns become strings, since Delta
+    has no void type, and every field is nullable."""
+    return T.StructType(
+        [
+            T.StructField(f.name, T.StringType() if isinstance(f.dataType, T.NullType) else f.dataType, True)
+            for f in schema.fields
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """How a batch goes into a table: the table's schema after the write, and the batch
+    columns that must be cast to the table's type first."""
+
+    table_schema: T.StructType
+    casts: dict[str, T.DataType]
+    new_columns: list[str]
+
+
+def plan_write(
+    path: str,
+    table_schema: T.StructType | None,
+    batch_schema: T.StructType,
+    *,
+    merge_schema: bool,
+    overwrite_schema: bool = False,
+) -> WritePlan:
+    """Decide how ``batch_schema`` is written into a table whose schema is ``table_schema``
+    (None for a new table). Raises :class:`SchemaMismatchError` naming the column and both
+    types when the batch cannot be written."""
+    _check_unique_names(path, batch_schema)
+    if table_schema is None or overwrite_schema:
+        target = storable(batch_schema)
+        casts = {f.name: T.StringType() for f in batch_schema.fields if isinstance(f.dataType, T.NullType)}
+        return WritePlan(target, casts, [])
+
+    by_name = {f.name.lower(): f for f in table_schema.fields}
+    casts: dict[str, T.DataType] = {}
+    new_fields: list[T.StructField] = []
+    for field in batch_schema.fields:
+        existing = by_name.get(field.name.lower())
+        if existing is None:
+            new_fields.append(field)
+            continue
+        if _same_type(existing.dataType, field.dataType):
+            continue
+        if isinstance(field.dataType, T.NullType) or _is_widening(field.dataType, existing.dataType):
+            casts[field.name] = existing.dataType
+            continue
+        raise SchemaMismatchError(
+            path,
+            f"column {existing.name!r} is {existing.dataType.simpleString()} in the table but "
+            f"{field.dataType.simpleString()} in the data being written. Cast the column in the "
+            "query, or full-refresh the table to change its type.",
+        )
+    if new_fields and not merge_schema:
+        names = ", ".join(repr(f.name) for f in new_fields)
+        raise SchemaMismatchError(
+            path,
+            f"the data has columns the table does not: {names}. Enable schema merging "
+            "(merge_schema=True) to add them, or drop them in the query.",
+        )
+    stored_new = storable(T.StructType(new_fields))
+    for f in new_fields:
+        if isinstance(f.dataType, T.NullType):
+            casts[f.name] = T.StringType()
+    target = T.StructType(list(table_schema.fields) + list(stored_new.fields))
+    return WritePlan(target, casts, [f.name for f in new_fields])
+
+
+def _check_unique_names(path: str, schema: T.StructType) -> None:
+    seen: set[str] = set()
+    for field in schema.fields:
+        key = field.name.lower()
+        if key in seen:
+            raise SchemaMismatchError(
+                path, f"column {field.name!r} appears twice (names are case-insensitive); rename one"
+            )
+        seen.add(key)
+
+
+def _same_type(a: T.DataType, b: T.DataType) -> bool:
+    """Equal types, ignoring nullability (tables store every field as nullable)."""
+    return _strip_nullability(a) == _strip_nullability(b)
+
+
+def _strip_nullability(dtype: T.DataType) -> T.DataType:
+    if isinstance(dtype, T.StructType):
+        return T.StructType([T.StructField(f.name, _strip_nullability(f.dataType), True) for f in dtype.fields])
+    if isinstance(dtype, T.ArrayType):
+        return T.ArrayType(_strip_nullability(dtype.elementType), True)
+    if isinstance(dtype, T.MapType):
+        return T.MapType(_strip_nullability(dtype.keyType), _strip_nullability(dtype.valueType), True)
+    return dtype
+
+
+def _is_widening(source: T.DataType, target: T.DataType) -> bool:
+    integral = [type(t) for t in (source, target) if type(t) in _INTEGRAL_ORDER]
+    if len(integral) == 2:
+        return _INTEGRAL_ORDER.index(type(source)) < _INTEGRAL_ORDER.index(type(target))
+    return isinstance(source, T.FloatType) and isinstance(target, T.DoubleType)

@@ -1,0 +1,375 @@
+"""Delta tables on delta-rs, compute on Spark.
+
+Spark's executors write the Parquet data files; the driver commits them to the Delta log
+with delta-rs in one transaction, with statistics taken from the Parquet footers. Files a
+failed write leaves behind are never in the log, so no reader sees them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import deltalake
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import DeltaError, TableNotFoundError as DeltaTableNotFound
+from deltalake.transaction import AddAction, create_table_with_add_actions
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse_assets.errors import (
+    LakehouseError,
+    NotADeltaTableError,
+    TableNotFoundError,
+    UnsupportedTableError,
+)
+from lakehouse_assets.storage._files import Location, locate
+from lakehouse_assets.storage._parquet_stats import stats_json
+from lakehouse_assets.storage._schema import arrow_to_spark, plan_write, spark_to_arrow
+from lakehouse_assets.storage.engine import (
+    AppTransaction,
+    CommitResult,
+    HistoryEntry,
+    StreamOptions,
+    WriteMode,
+)
+
+# Custom commitInfo keys: who wrote a version, so history can say which query and batch.
+META_OPERATION = "lakehouse.operation"
+META_QUERY = "lakehouse.query"
+META_BATCH = "lakehouse.batchId"
+META_ROWS = "lakehouse.rowsWritten"
+
+# Reader features this engine reads correctly by listing files and reading Parquet.
+_READABLE_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+
+
+@dataclass(frozen=True)
+class _StagedFile:
+    relative_path: str
+    size: int
+    modification_time_ms: int
+    num_rows: int
+    stats: str
+
+
+class DeltaRsTableStore:
+    """A :class:`~lakehouse_assets.storage.engine.TableStore` that commits with delta-rs."""
+
+    def __init__(self, storage_options: Mapping[str, str] | None = None) -> None:
+        self._storage_options = dict(storage_options) if storage_options else None
+
+    # -- inspecting ---------------------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` holds a Delta table."""
+        return DeltaTable.is_deltatable(str(path), storage_options=self._storage_options)
+
+    def version(self, path: str) -> int | None:
+        """The latest version, or None when there is no table."""
+        if not self.exists(path):
+            return None
+        return self._open(path, without_files=True).version()
+
+    def schema(self, path: str) -> T.StructType:
+        """The table's current schema as Spark sees it."""
+        return _spark_schema(self._open(path, without_files=True))
+
+    def committed_batch(self, path: str, app_id: str) -> int | None:
+        """The last batch id ``app_id`` committed to the table, or None."""
+        if not self.exists(path):
+            return None
+        return self._open(path, without_files=True).transaction_version(app_id)
+
+    def history(self, path: str, *, limit: int | None = None) -> list[HistoryEntry]:
+        """Commits newest first, like ``DESCRIBE HISTORY``, with the query and batch that
+        wrote each one when a streaming sink did."""
+        entries = []
+        for commit in self._open(path, without_files=True).history(limit):
+            metrics = commit.get("operationMetrics") or {}
+            rows = commit.get(META_ROWS)
+            if rows is None:
+                inserted = metrics.get("num_target_rows_inserted")
+                updated = metrics.get("num_target_rows_updated")
+                if inserted is not None or updated is not None:
+                    rows = (inserted or 0) + (updated or 0)
+            batch = commit.get(META_BATCH)
+            entries.append(
+                HistoryEntry(
+                    version=int(commit["version"]),
+                    timestamp=dt.datetime.fromtimestamp(commit["timestamp"] / 1000, tz=dt.timezone.utc),
+                    operation=str(commit.get(META_OPERATION) or commit.get("operation") or "UNKNOWN"),
+                    parameters=commit.get("operationParameters") or {},
+                    rows_written=None if rows is None else int(rows),
+                    query=commit.get(META_QUERY),
+                    batch_id=None if batch is None else int(batch),
+                    metrics=metrics,
+                )
+            )
+        return entries
+
+    # -- reading ------------------------------------------------------------------------------
+    def read(self, spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:
+        """The table at its latest version, or at ``version`` (time travel). Rows are read
+        by Spark's executors from the data files the Delta log lists."""
+        table = self._open(path, version=version)
+        _check_readable(path, table)
+        schema = _spark_schema(table)
+        uris = table.file_uris()
+        if not uris:
+            return spark.createDataFrame([], schema)
+        reader = spark.read.schema(schema)
+        if table.metadata().partition_columns:
+            reader = reader.option("basePath", str(path))
+        return reader.parquet(*uris)
+
+    def read_stream(self, spark: SparkSession, path: str, options: StreamOptions | None = None) -> DataFrame:
+        """The table as a streaming source: each committed version's new rows, once."""
+        from lakehouse_assets.storage.source import read_delta_stream
+
+        table = self._open(path, without_files=True)
+        _check_readable(path, table)
+        return read_delta_stream(spark, str(path), _spark_schema(table), options or StreamOptions())
+
+    # -- writing ------------------------------------------------------------------------------
+    def write(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        mode: WriteMode = "append",
+        merge_schema: bool = False,
+        overwrite_schema: bool = False,
+        transaction: AppTransaction | None = None,
+        operation: str = "WRITE",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CommitResult:
+        """Append to or overwrite the table in one commit; create it if it does not exist.
+
+        With ``transaction``, a batch the table already holds is skipped, and the commit
+        records the batch so a replay is skipped too.
+        """
+        if mode not in ("append", "overwrite"):
+            raise LakehouseError(f"Unknown write mode {mode!r} for {path}: use 'append' or 'overwrite'")
+        path = str(path)
+        table = self._open_for_write(path)
+        if table is not None and _already_committed(table, transaction):
+            return CommitResult(path, None, skipped=True)
+        current = _spark_schema(table) if table is not None else None
+        plan = plan_write(
+            path, current, df.schema, merge_schema=merge_schema, overwrite_schema=mode == "overwrite" and overwrite_schema
+        )
+        staged = self._stage(_apply_casts(df, plan.casts), path)
+        rows = sum(f.num_rows for f in staged)
+        if table is not None and mode == "append" and rows == 0 and not plan.new_columns:
+            return CommitResult(path, None)
+        actions = [
+            AddAction(
+                path=f.relative_path,
+                size=f.size,
+                partition_values={},
+                modification_time=f.modification_time_ms,
+                data_change=True,
+                stats=f.stats,
+            )
+            for f in staged
+        ]
+        properties = _commit_properties(operation, transaction, rows, metadata)
+        delta_schema = deltalake.Schema.from_arrow(spark_to_arrow(plan.table_schema))
+        try:
+            if table is None:
+                create_table_with_add_actions(
+                    path, delta_schema, actions, mode="error",
+                    storage_options=self._storage_options, commit_properties=properties,
+                )
+            else:
+                table.create_write_transaction(actions, mode=mode, schema=delta_schema, commit_properties=properties)
+        except DeltaError as exc:
+            raise LakehouseError(f"Commit to Delta table {path} failed: {exc}. No rows were made visible; retry the write.") from exc
+        return CommitResult(
+            path,
+            self.version(path),
+            rows_written=rows,
+            files_written=len(staged),
+            bytes_written=sum(f.size for f in staged),
+        )
+
+    def merge(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        keys: Sequence[str],
+        merge_schema: bool = False,
+        transaction: AppTransaction | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CommitResult:
+        """Upsert by ``keys``: rows whose keys match are updated, the others inserted.
+
+        The merge runs in delta-rs on the driver (the batch is collected as Arrow), so it
+        suits lookup tables and per-batch upserts, not bulk loads; appends and overwrites
+        are written by the executors.
+        """
+        if not keys:
+            raise LakehouseError(f"Merge into {path} needs at least one key column")
+        path = str(path)
+        table = self._open_for_write(path)
+        if table is None:
+            return self.write(df, path, mode="append", transaction=transaction, operation="MERGE", metadata=metadata)
+        if _already_committed(table, transaction):
+            return CommitResult(path, None, skipped=True)
+        missing = [k for k in keys if k not in df.columns]
+        if missing:
+            raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
+        plan = plan_write(path, _spark_schema(table), df.schema, merge_schema=merge_schema)
+        source = _apply_casts(df, plan.casts).toArrow()
+        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
+        properties = _commit_properties("MERGE", transaction, None, metadata)
+        try:
+            metrics = (
+                table.merge(
+                    source, predicate, source_alias="s", target_alias="t",
+                    merge_schema=merge_schema, commit_properties=properties,
+                )
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute()
+            )
+        except DeltaError as exc:
+            raise LakehouseError(f"Merge into Delta table {path} failed: {exc}") from exc
+        written = int(metrics.get("num_target_rows_inserted", 0)) + int(metrics.get("num_target_rows_updated", 0))
+        return CommitResult(path, self.version(path), rows_written=written,
+                            files_written=int(metrics.get("num_target_files_added", 0)))
+
+    def drop(self, path: str) -> None:
+        """Delete the table folder and everything in it."""
+        location = locate(str(path))
+        if location.exists():
+            location.fs.delete_dir(location.path)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _open(self, path: str, *, version: int | None = None, without_files: bool = False) -> DeltaTable:
+        try:
+            table = DeltaTable(str(path), storage_options=self._storage_options, without_files=without_files)
+        except DeltaTableNotFound as exc:
+            raise TableNotFoundError(str(path)) from exc
+        if version is not None:
+            latest = table.version()
+            if not 0 <= version <= latest:
+                raise LakehouseError(
+                    f"Delta table {path} has no version {version}: its versions run from 0 to {latest}. "
+                    "See its history for what each version holds."
+                )
+            try:
+                table.load_as_version(version)
+            except DeltaError as exc:
+                raise LakehouseError(
+                    f"Version {version} of Delta table {path} can no longer be read ({exc}); "
+                    "its log or files were cleaned up. Read a later version."
+                ) from exc
+        return table
+
+    def _open_for_write(self, path: str) -> DeltaTable | None:
+        if self.exists(path):
+            return self._open(path, without_files=True)
+        if not locate(path).is_empty_or_missing():
+            raise NotADeltaTableError(path)
+        return None
+
+    def _stage(self, df: DataFrame, path: str) -> list[_StagedFile]:
+        """Write the data files with Spark's Parquet writer into a fresh folder of the table."""
+        folder = f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+        table = locate(path)
+        df.write.mode("errorifexists").parquet(f"{path.rstrip('/')}/{folder}")
+        staged_dir = table.child(folder)
+        staged = []
+        for info in table.fs.get_file_info(pafs.FileSelector(staged_dir.path, recursive=True)):
+            name = info.base_name
+            if info.type != pafs.FileType.File or not name.endswith(".parquet") or name.startswith((".", "_")):
+                continue
+            footer = pq.read_metadata(info.path, filesystem=table.fs)
+            relative = info.path[len(table.path.rstrip("/")) + 1 :]
+            staged.append(
+                _StagedFile(
+                    relative_path=relative,
+                    size=info.size,
+                    modification_time_ms=int(info.mtime.timestamp() * 1000),
+                    num_rows=footer.num_rows,
+                    stats=stats_json(footer),
+                )
+            )
+        empty = [f for f in staged if f.num_rows == 0]
+        for f in empty:
+            table.fs.delete_file(table.child(f.relative_path).path)
+        _remove_checksum_files(staged_dir)
+        return [f for f in staged if f.num_rows > 0]
+
+
+def _spark_schema(table: DeltaTable) -> T.StructType:
+    return arrow_to_spark(pa.schema(table.schema().to_arrow()))
+
+
+def _check_readable(path: str, table: DeltaTable) -> None:
+    protocol = table.protocol()
+    features = set(protocol.reader_features or [])
+    unsupported = features - _READABLE_FEATURES
+    if protocol.min_reader_version > 3 or unsupported:
+        raise UnsupportedTableError(
+            f"Delta table {path} needs reader features {sorted(unsupported) or protocol.min_reader_version} "
+            "that the delta-rs storage engine cannot read through Spark. Rewrite the table without them "
+            "(for example, purge deletion vectors) or read it with a native Delta engine."
+        )
+
+
+def _already_committed(table: DeltaTable, transaction: AppTransaction | None) -> bool:
+    if transaction is None:
+        return False
+    committed = table.transaction_version(transaction.app_id)
+    return committed is not None and committed >= transaction.batch_id
+
+
+def _commit_properties(
+    operation: str, transaction: AppTransaction | None, rows: int | None, metadata: Mapping[str, Any] | None
+) -> CommitProperties:
+    custom: dict[str, Any] = {META_OPERATION: operation}
+    if rows is not None:
+        custom[META_ROWS] = rows
+    if transaction is not None:
+        custom[META_QUERY] = transaction.app_id
+        custom[META_BATCH] = transaction.batch_id
+    custom.update(metadata or {})
+    return CommitProperties(
+        custom_metadata=custom,
+        app_transactions=[Transaction(app_id=transaction.app_id, version=transaction.batch_id)] if transaction else None,
+    )
+
+
+def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
+    if not casts:
+        return df
+    return df.select(
+        *[F.col(f"`{c}`").cast(casts[c]).alias(c) if c in casts else F.col(f"`{c}`") for c in df.columns]
+    )
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _remove_checksum_files(folder: Location) -> None:
+    """Hadoop's local file system leaves ``.crc`` files beside data files; they are not
+    part of the table."""
+    if not isinstance(folder.fs, pafs.LocalFileSystem):
+        return
+    for info in folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True)):
+        if info.type == pafs.FileType.File and info.base_name.endswith(".crc"):
+            folder.fs.delete_file(info.path)
+
+
+__all__ = ["DeltaRsTableStore"]

@@ -1,0 +1,126 @@
+"""What the rest of the project needs from table storage, independent of the Delta engine.
+
+:class:`TableStore` is implemented by :class:`~lakehouse_assets.storage.delta_rs.DeltaRsTableStore`
+(Spark computes, delta-rs commits). A store backed by delta-spark's own jars could implement the
+same protocol where those jars can be installed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from pyspark.sql import DataFrame, SparkSession
+
+WriteMode = Literal["append", "overwrite"]
+
+
+@dataclass(frozen=True)
+class AppTransaction:
+    """A streaming query's micro-batch, recorded in the commit that writes it (Delta's
+    ``txn`` action: ``appId`` and ``version``), so a replay of the batch is recognised."""
+
+    app_id: str
+    batch_id: int
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What one write did. ``version`` is None when nothing was committed: the batch was
+    already committed (``skipped``) or it held no rows for an existing table."""
+
+    path: str
+    version: int | None
+    rows_written: int = 0
+    files_written: int = 0
+    bytes_written: int = 0
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One row of ``DESCRIBE HISTORY``."""
+
+    version: int
+    timestamp: dt.datetime
+    operation: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    rows_written: int | None = None
+    query: str | None = None
+    batch_id: int | None = None
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    """Options of a table read as a stream, named as Delta names them."""
+
+    starting_version: int | None = None
+    max_files_per_trigger: int | None = None
+    skip_change_commits: bool = False
+
+
+class TableStore(Protocol):
+    """Batch and streaming access to tables at storage paths."""
+
+    def exists(self, path: str) -> bool:
+        """Whether a table has been created at ``path``."""
+        ...
+
+    def version(self, path: str) -> int | None:
+        """The table's latest version, or None when there is no table."""
+        ...
+
+    def schema(self, path: str) -> Any:
+        """The table's Spark schema (``StructType``)."""
+        ...
+
+    def read(self, spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:
+        """The table as a batch DataFrame, at its latest version or at ``version``."""
+        ...
+
+    def read_stream(self, spark: SparkSession, path: str, options: StreamOptions | None = None) -> DataFrame:
+        """The table as a streaming DataFrame: the rows of each newly committed version, once."""
+        ...
+
+    def write(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        mode: WriteMode = "append",
+        merge_schema: bool = False,
+        overwrite_schema: bool = False,
+        transaction: AppTransaction | None = None,
+        operation: str = "WRITE",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CommitResult:
+        """Append to or overwrite the table in one commit."""
+        ...
+
+    def merge(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        keys: Sequence[str],
+        merge_schema: bool = False,
+        transaction: AppTransaction | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CommitResult:
+        """Upsert rows by ``keys``: update matches, insert the rest, in one commit."""
+        ...
+
+    def committed_batch(self, path: str, app_id: str) -> int | None:
+        """The last batch id committed by ``app_id``, or None."""
+        ...
+
+    def history(self, path: str, *, limit: int | None = None) -> list[HistoryEntry]:
+        """The table's commits, newest first."""
+        ...
+
+    def drop(self, path: str) -> None:
+        """Delete the table and its files (for a full refresh)."""
+        ...

@@ -1,0 +1,84 @@
+"""An exactly-once Delta sink for Structured Streaming, as a ``foreachBatch`` function.
+
+Spark replays a micro-batch after a crash when its offsets were logged but the batch was
+not marked done in the checkpoint. Each commit records ``(query id, batch id)`` as a Delta
+app transaction, so a replayed batch that the table already holds is skipped: the table
+changes exactly once per batch whatever happens between the commit and the checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pyspark.sql import DataFrame
+
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.storage._files import locate
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+
+OutputMode = Literal["append", "complete", "update"]
+
+
+@dataclass
+class DeltaSink:
+    """Writes each micro-batch to the table at ``path`` in one idempotent commit.
+
+    Output modes: ``append`` adds the batch's rows; ``complete`` replaces the table's
+    contents with the batch atomically; ``update`` merges the batch into the table by
+    ``keys``.
+    """
+
+    store: TableStore
+    path: str
+    checkpoint_location: str
+    output_mode: OutputMode = "append"
+    keys: Sequence[str] = ()
+    merge_schema: bool = False
+    commits: list[CommitResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.output_mode not in ("append", "complete", "update"):
+            raise LakehouseError(
+                f"Unknown output mode {self.output_mode!r} for {self.path}: use append, complete or update"
+            )
+        if self.output_mode == "update" and not self.keys:
+            raise LakehouseError(f"Output mode 'update' into {self.path} needs key columns to merge on")
+        self._lock = threading.Lock()
+        self._query_id: str | None = None
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        transaction = AppTransaction(self.query_id(), int(batch_id))
+        if self.output_mode == "update":
+            result = self.store.merge(
+                batch_df, self.path, keys=self.keys, merge_schema=self.merge_schema, transaction=transaction
+            )
+        else:
+            result = self.store.write(
+                batch_df,
+                self.path,
+                mode="append" if self.output_mode == "append" else "overwrite",
+                merge_schema=self.merge_schema,
+                overwrite_schema=self.output_mode == "complete",
+                transaction=transaction,
+                operation="STREAMING UPDATE",
+                metadata={"lakehouse.outputMode": self.output_mode},
+            )
+        with self._lock:
+            self.commits.append(result)
+
+    def query_id(self) -> str:
+        """The streaming query's id, from its checkpoint: it names the query's commits."""
+        if self._query_id is None:
+            metadata = locate(self.checkpoint_location).child("metadata")
+            try:
+                self._query_id = str(json.loads(metadata.read_text())["id"])
+            except (OSError, ValueError, KeyError) as exc:
+                raise LakehouseError(
+                    f"Cannot read the query id from checkpoint {self.checkpoint_location}/metadata ({exc}). "
+                    "The checkpoint is damaged: repair it or full-refresh the table."
+                ) from exc
+        return self._query_id

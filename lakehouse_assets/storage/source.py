@@ -1,0 +1,230 @@
+"""A Delta table as a Structured Streaming source, through PySpark's Python Data Source API.
+
+Offsets are positions in the table's history, as in Delta's own source:
+``{"version": v, "index": i, "snapshot": s}`` means every data file up to the ``i``-th file
+of version ``v`` has been read. A new query first reads the table as it stands (the
+snapshot, ``snapshot=True``), then the files each later commit adds. Offsets live in the
+query's checkpoint, so a restarted query goes on where it stopped. Rows are read on the
+executors, one Parquet file per Spark partition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+
+from lakehouse_assets.errors import StreamSourceError
+from lakehouse_assets.storage._delta_log import DataFile, latest_version, read_commit, snapshot_files
+from lakehouse_assets.storage._schema import arrow_to_spark, spark_to_arrow
+from lakehouse_assets.storage.engine import StreamOptions
+
+SOURCE_NAME = "lakehouse_delta"
+# Marks the error raised when the table's schema grew under a running query; the stream
+# runner restarts the query once to pick up the new columns.
+SCHEMA_CHANGED_MARKER = "LAKEHOUSE_SOURCE_SCHEMA_CHANGED"
+
+_NOT_STARTED = {"version": -1, "index": -1, "snapshot": True}
+
+
+def read_delta_stream(spark: SparkSession, path: str, schema: T.StructType, options: StreamOptions) -> DataFrame:
+    """A streaming DataFrame over the Delta table at ``path``."""
+    spark.dataSource.register(DeltaStreamDataSource)
+    reader = spark.readStream.format(SOURCE_NAME).schema(schema).option("path", path)
+    if options.starting_version is not None:
+        reader = reader.option("startingVersion", str(options.starting_version))
+    if options.max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", str(options.max_files_per_trigger))
+    if options.skip_change_commits:
+        reader = reader.option("skipChangeCommits", "true")
+    return reader.load()
+
+
+class DeltaStreamDataSource(DataSource):
+    """``spark.readStream.format("lakehouse_delta").option("path", ...)``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> T.StructType:
+        from deltalake import DeltaTable
+
+        table = DeltaTable(self.options["path"], without_files=True)
+        return arrow_to_spark(pa.schema(table.schema().to_arrow()))
+
+    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
+        return DeltaStreamReader(dict(self.options), schema)
+
+
+@dataclass(frozen=True)
+class _Position:
+    version: int
+    snapshot: bool
+    index: int
+
+    def offset(self) -> dict:
+        return {"version": self.version, "index": self.index, "snapshot": self.snapshot}
+
+
+@dataclass(frozen=True)
+class _SchemaBoundary:
+    version: int
+    new_schema: str
+
+
+class DeltaFilePartition(InputPartition):
+    """One data file to read."""
+
+    def __init__(self, path: str, partition_values: dict[str, str | None]) -> None:
+        super().__init__(path)
+        self.path = path
+        self.partition_values = partition_values
+
+
+class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches from the Delta log and reads their files."""
+
+    def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
+        self.path = options["path"]
+        starting = options.get("startingVersion")
+        self.starting_version = None if starting in (None, "latest") else int(starting)
+        self.start_at_latest = starting == "latest"
+        max_files = options.get("maxFilesPerTrigger")
+        self.max_files = int(max_files) if max_files else None
+        self.skip_change_commits = options.get("skipChangeCommits", "false").lower() == "true"
+        self.schema_json = schema.json()
+        self._available_now_version: int | None = None
+        self._known_version: int | None = None
+
+    # -- planning (runs in the driver's Python worker) ----------------------------------------
+    def initialOffset(self) -> dict:
+        if self.start_at_latest:
+            return {"version": latest_version(self.path) + 1, "index": -1, "snapshot": False}
+        if self.starting_version is not None:
+            return {"version": self.starting_version, "index": -1, "snapshot": False}
+        return dict(_NOT_STARTED)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # availableNow reads what was committed when the query started, no more.
+        self._available_now_version = latest_version(self.path)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        upto = self._upto()
+        max_files = limit.maxFiles if isinstance(limit, ReadMaxFiles) else None
+        last: _Position | None = None
+        count = 0
+        for item in self._walk(start, snapshot_version=upto, upto=upto):
+            if isinstance(item, _SchemaBoundary):
+                if count == 0:
+                    raise StreamSourceError(
+                        f"{SCHEMA_CHANGED_MARKER}: the schema of Delta table {self.path} changed at "
+                        f"version {item.version} to {item.new_schema}. Restart the streaming query "
+                        "to read with the new schema."
+                    )
+                break
+            last = item[0]
+            count += 1
+            if max_files is not None and count >= max_files:
+                break
+        return start if last is None else last.offset()
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        if start == end:
+            return []
+        end_position = _Position(end["version"], end["snapshot"], end["index"])
+        parts: list[InputPartition] = []
+        for item in self._walk(start, snapshot_version=end["version"], upto=end["version"]):
+            if isinstance(item, _SchemaBoundary):
+                continue
+            position, data_file = item
+            parts.append(DeltaFilePartition(data_file.path, data_file.partition_values))
+            if position == end_position:
+                break
+        return parts
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: offsets live in Spark's checkpoint."""
+
+    def _upto(self) -> int:
+        if self._available_now_version is not None:
+            return self._available_now_version
+        self._known_version = latest_version(self.path, self._known_version)
+        return self._known_version
+
+    def _walk(self, start: dict, *, snapshot_version: int, upto: int) -> Iterator[tuple[_Position, DataFile] | _SchemaBoundary]:
+        """Every data file after ``start``, in order, up to version ``upto``."""
+        if start["snapshot"]:
+            version = start["version"] if start["version"] >= 0 else snapshot_version
+            for index, data_file in enumerate(snapshot_files(self.path, version)):
+                if index > start["index"]:
+                    yield _Position(version, True, index), data_file
+            next_version, skip_through = version + 1, -1
+        else:
+            next_version, skip_through = start["version"], start["index"]
+        for version in range(next_version, upto + 1):
+            commit = read_commit(self.path, version)
+            if commit.schema_string is not None and not self._reads_schema(commit.schema_string):
+                yield _SchemaBoundary(version, commit.schema_string)
+            if commit.removes_data:
+                if self.skip_change_commits:
+                    continue
+                raise StreamSourceError(
+                    f"Delta table {self.path} changed existing rows at version {version} "
+                    f"({commit.operation}); a streaming read only follows appends. Set "
+                    "skipChangeCommits to ignore such commits, or full-refresh the downstream table."
+                )
+            for index, data_file in enumerate(commit.added):
+                if version == next_version and index <= skip_through:
+                    continue
+                yield _Position(version, False, index), data_file
+
+    def _reads_schema(self, schema_string: str) -> bool:
+        """Whether every column of a version's schema is one this query reads, with its type."""
+        from deltalake import Schema
+
+        version_schema = arrow_to_spark(pa.schema(Schema.from_json(schema_string).to_arrow()))
+        ours = {f.name.lower(): f.dataType for f in T.StructType.fromJson(json.loads(self.schema_json)).fields}
+        return all(ours.get(f.name.lower()) == f.dataType for f in version_schema.fields)
+
+    # -- reading (runs on the executors) ------------------------------------------------------
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, DeltaFilePartition)
+        target = spark_to_arrow(T.StructType.fromJson(json.loads(self.schema_json)))
+        parquet = pq.ParquetFile(partition.path)
+        present = {name.lower(): name for name in parquet.schema_arrow.names}
+        columns = [present[f.name.lower()] for f in target if f.name.lower() in present]
+        for batch in parquet.iter_batches(batch_size=65_536, columns=columns):
+            yield _conform(batch, target, partition.partition_values)
+
+
+def _conform(batch: pa.RecordBatch, target: pa.Schema, partition_values: dict[str, str | None]) -> pa.RecordBatch:
+    """The batch with the target's columns and types; columns a file predates are null."""
+    by_name = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+    arrays = []
+    for field in target:
+        index = by_name.get(field.name.lower())
+        if index is not None:
+            column = batch.column(index)
+            arrays.append(column if column.type == field.type else column.cast(field.type))
+        elif field.name in partition_values:
+            value = partition_values[field.name]
+            arrays.append(pa.array([value] * batch.num_rows, pa.string()).cast(field.type))
+        else:
+            arrays.append(pa.nulls(batch.num_rows, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)

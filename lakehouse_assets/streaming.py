@@ -1,0 +1,137 @@
+"""Running one incremental Structured Streaming query to completion, and what it did.
+
+Every table in the lakehouse is written by a query started here: with a trigger
+(``availableNow`` by default), a checkpoint of its own, and an exactly-once sink.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame
+
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.storage import CommitResult, DeltaSink
+
+TriggerKind = Literal["availableNow", "once", "processingTime"]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """When the query runs its micro-batches.
+
+    ``availableNow`` processes everything that has arrived, in as many micro-batches as the
+    source's rate limits ask for, then stops. ``once`` does the same in a single batch.
+    ``processingTime`` runs a batch every ``interval`` until ``timeout_seconds`` pass.
+    """
+
+    kind: TriggerKind = "availableNow"
+    interval: str = "10 seconds"
+    timeout_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("availableNow", "once", "processingTime"):
+            raise LakehouseError(f"Unknown trigger {self.kind!r}: use availableNow, once or processingTime")
+        if self.kind == "processingTime" and not self.timeout_seconds:
+            raise LakehouseError(
+                "A processingTime trigger runs until stopped: give timeout_seconds to bound "
+                "how long a materialization keeps it running"
+            )
+
+
+@dataclass
+class StreamRun:
+    """What one run of a query did."""
+
+    query_id: str | None = None
+    batches: int = 0
+    input_rows: int = 0
+    restarts: int = 0
+    duration_seconds: float = 0.0
+    commits: list[CommitResult] = field(default_factory=list)
+    progress: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def rows_written(self) -> int:
+        return sum(c.rows_written for c in self.commits)
+
+    @property
+    def last_version(self) -> int | None:
+        versions = [c.version for c in self.commits if c.version is not None]
+        return max(versions) if versions else None
+
+
+RestartPolicy = Callable[[StreamingQueryException], bool]
+
+
+def run_stream(
+    build: Callable[[], DataFrame],
+    sink: DeltaSink,
+    *,
+    checkpoint_location: str,
+    trigger: Trigger = Trigger(),
+    query_name: str | None = None,
+    restart_when: RestartPolicy | None = None,
+    max_restarts: int = 3,
+) -> StreamRun:
+    """Start the query ``build()`` returns, writing through ``sink``, and wait for it.
+
+    When the query fails with an error ``restart_when`` accepts (for example, its source's
+    schema grew), it is built again and restarted from its checkpoint, up to
+    ``max_restarts`` times, within this one call.
+    """
+    run = StreamRun()
+    started = time.monotonic()
+    while True:
+        df = build()
+        writer = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint_location)
+        if query_name:
+            writer = writer.queryName(query_name)
+        if trigger.kind == "availableNow":
+            writer = writer.trigger(availableNow=True)
+        elif trigger.kind == "once":
+            writer = writer.trigger(once=True)
+        else:
+            writer = writer.trigger(processingTime=trigger.interval)
+        commits_before = len(sink.commits)
+        query = writer.start()
+        run.query_id = str(query.id)
+        try:
+            if trigger.kind == "processingTime":
+                query.awaitTermination(trigger.timeout_seconds)
+                query.stop()
+            else:
+                query.awaitTermination()
+        except StreamingQueryException as exc:
+            _collect(run, query, sink, commits_before)
+            if restart_when is not None and restart_when(exc) and run.restarts < max_restarts:
+                run.restarts += 1
+                continue
+            raise
+        _collect(run, query, sink, commits_before)
+        break
+    run.duration_seconds = time.monotonic() - started
+    return run
+
+
+def _collect(run: StreamRun, query: Any, sink: DeltaSink, commits_before: int) -> None:
+    """Fold the query's progress reports (one per batch; batch ids go on across restarts)
+    and the sink's commits into ``run``."""
+    by_batch = {p["batchId"]: p for p in run.progress}
+    for progress in query.recentProgress:
+        entry = {
+            "batchId": progress.batchId,
+            "numInputRows": progress.numInputRows,
+            "durationMs": dict(progress.durationMs or {}),
+        }
+        known = by_batch.get(progress.batchId)
+        if known is None or entry["numInputRows"] > known["numInputRows"]:
+            by_batch[progress.batchId] = entry
+    run.progress = sorted(by_batch.values(), key=lambda p: p["batchId"])
+    run.commits.extend(sink.commits[commits_before:])
+    run.batches = sum(1 for p in run.progress if p["numInputRows"])
+    run.input_rows = sum(p["numInputRows"] for p in run.progress)

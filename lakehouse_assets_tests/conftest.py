@@ -1,0 +1,50 @@
+"""Shared fixtures: one SparkSession for the whole test session, and a temporary lakehouse."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import build_spark_session
+from lakehouse_assets.storage import DeltaRsTableStore
+
+
+@pytest.fixture(scope="session")
+def session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("lakehouse_session")
+
+
+@pytest.fixture(scope="session")
+def spark(session_root: Path) -> Iterator[SparkSession]:
+    """The test session's one SparkSession (a JVM start costs seconds)."""
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(session_root)})
+    session = build_spark_session(settings, app_name="lakehouse_assets_tests",
+                                  extra_conf={"spark.sql.shuffle.partitions": "2"})
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+
+
+@pytest.fixture
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LakehouseSettings:
+    """A fresh, empty lakehouse root for one test, also exported as ``LAKEHOUSE_ROOT``."""
+    root = tmp_path / "lakehouse"
+    root.mkdir()
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(root))
+    return LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(root)})
+
+
+@pytest.fixture(scope="session")
+def store() -> DeltaRsTableStore:
+    return DeltaRsTableStore()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Spark's Python workers must run this interpreter even before the first session starts.
+    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
