@@ -1,0 +1,50 @@
+"""The reference data set, like the one behind the course's ``DA.data_factory.load()``.
+
+Heart-rate recordings over 2020 from about 1,000 patients on about 50 devices, as JSON lines
+(``device_id``, ``mrn``, ``time``, ``heartrate``), plus the patients CSV (``mrn,name``) they
+join to. Deterministic for a seed, landed file after file in time order, with a controllable,
+exactly counted share of bad records::
+
+    from lakehouse_assets.simulator import Dataset, SimulatorConfig
+
+    generated = Dataset(SimulatorConfig(seed=42, bad_rate=0.01)).file(1)
+    generated.counts.unknown_patient  # exactly how many rows the silver join must drop
+
+No Spark here: generation is numpy and the standard library.
+"""
+
+from lakehouse_assets.simulator.config import (
+    DEFAULT_DEVICE_COUNT,
+    DEFAULT_FILES_PER_YEAR,
+    DEFAULT_PATIENT_COUNT,
+    DEFAULT_RECORDS_PER_FILE,
+    DEFAULT_SEED,
+    YEAR,
+    YEAR_END,
+    YEAR_START,
+    SimulatorConfig,
+)
+from lakehouse_assets.simulator.dataset import Dataset, GeneratedFile
+from lakehouse_assets.simulator.kinds import BAD_KINDS, RecordCounts, RecordKind
+from lakehouse_assets.simulator.patients import Patient, generate_patients
+from lakehouse_assets.simulator.recordings import file_time_range
+
+__all__ = [
+    "BAD_KINDS",
+    "DEFAULT_DEVICE_COUNT",
+    "DEFAULT_FILES_PER_YEAR",
+    "DEFAULT_PATIENT_COUNT",
+    "DEFAULT_RECORDS_PER_FILE",
+    "DEFAULT_SEED",
+    "YEAR",
+    "YEAR_END",
+    "YEAR_START",
+    "Dataset",
+    "GeneratedFile",
+    "Patient",
+    "RecordCounts",
+    "RecordKind",
+    "SimulatorConfig",
+    "file_time_range",
+    "generate_patients",
+]

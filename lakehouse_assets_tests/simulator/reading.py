@@ -1,0 +1,69 @@
+"""An independent reader of landed files: parses them with json and csv, not the simulator.
+
+The tests compare what the simulator says it landed with what this reader finds, so it must
+not import the simulator's own formatting or classification.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+KEYS = {"device_id", "mrn", "time", "heartrate"}
+
+
+def read_patients(path: Path) -> dict[int, str]:
+    """mrn -> name from a patients CSV, checking its header."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.reader(handle)
+        assert next(reader) == ["mrn", "name"]
+        return {int(mrn): name for mrn, name in reader}
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def classify(line: str, known_mrns: set[int] | dict[int, str]) -> str:
+    """The kind of one landed line, by the silver layer's rules."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return "malformed"
+    if not isinstance(record, dict) or set(record) != KEYS:
+        return "unexpected shape"  # the simulator never makes these: tests fail on it
+    device_id, mrn, time, heartrate = (record[k] for k in ("device_id", "mrn", "time",
+                                                            "heartrate"))
+    if not (isinstance(device_id, int) and not isinstance(device_id, bool)
+            and isinstance(mrn, int) and not isinstance(mrn, bool)
+            and is_number(time) and is_number(heartrate)):
+        return "wrong_type"
+    if heartrate <= 0:
+        return "non_positive_heartrate"
+    if mrn not in known_mrns:
+        return "unknown_patient"
+    return "good"
+
+
+def lines_of(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    assert text.endswith("\n"), f"{path} does not end with a newline"
+    return text[:-1].split("\n")
+
+
+def count_kinds(paths: Iterable[Path], known_mrns: set[int] | dict[int, str]) -> Counter[str]:
+    return Counter(classify(line, known_mrns) for path in paths for line in lines_of(path))
+
+
+def parsed_records(path: Path) -> list[dict[str, object]]:
+    """The JSON objects of a file's parseable lines."""
+    records = []
+    for line in lines_of(path):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return records
