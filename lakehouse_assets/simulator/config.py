@@ -76,8 +76,8 @@ class SimulatorConfig:
     @cached_property
     def bad_fraction(self) -> Fraction:
         """``bad_rate`` as the short fraction it was meant to be (0.29 is 29/100, not the
-        nearest binary float), so that floor(bad_rate * records) never lands one short. Cached: it is
-        used for every file and ``limit_denominator`` is slow."""
+        nearest binary float), so that floor(bad_rate * records) never lands one short.
+        Cached: it is used for every file and ``limit_denominator`` is slow."""
         return Fraction(self.bad_rate).limit_denominator(10**9)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from lakehouse_assets.simulator import BAD_KINDS, Dataset, RecordKind, SimulatorConfig
@@ -105,3 +106,11 @@ def test_malformed_lines_are_single_non_empty_lines() -> None:
     assert len(malformed) == 120
     assert all(line.startswith('{"device_id":') and not line.endswith("}") for line in malformed)
     assert len({len(line) for line in malformed}) > 20  # cut at varying points
+
+
+def test_an_unknown_mrn_is_redrawn_until_it_is_no_patients() -> None:
+    from lakehouse_assets.simulator.bad_records import _unknown_mrn
+
+    first_draws = np.random.default_rng(5).integers(10_000_000, 100_000_000, size=3).tolist()
+    mrn = _unknown_mrn(frozenset(first_draws[:2]), np.random.default_rng(5))
+    assert mrn == first_draws[2]

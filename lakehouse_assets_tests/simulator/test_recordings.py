@@ -5,6 +5,7 @@ from collections import Counter
 
 import pytest
 
+from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.simulator import (
     YEAR_END,
     YEAR_START,
@@ -13,7 +14,6 @@ from lakehouse_assets.simulator import (
     SimulatorConfig,
     file_time_range,
 )
-from lakehouse_assets.errors import ConfigurationError
 
 SMALL = SimulatorConfig(seed=7, records_per_file=500)
 
