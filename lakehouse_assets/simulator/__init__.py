@@ -1,14 +1,15 @@
-"""The reference data set, like the one behind the course's ``DA.data_factory.load()``.
+"""The reference data set and its lander, like the course's ``DA.data_factory.load()``.
 
 Heart-rate recordings over 2020 from about 1,000 patients on about 50 devices, as JSON lines
 (``device_id``, ``mrn``, ``time``, ``heartrate``), plus the patients CSV (``mrn,name``) they
 join to. Deterministic for a seed, landed file after file in time order, with a controllable,
 exactly counted share of bad records::
 
-    from lakehouse_assets.simulator import Dataset, SimulatorConfig
+    from lakehouse_assets.simulator import land
 
-    generated = Dataset(SimulatorConfig(seed=42, bad_rate=0.01)).file(1)
-    generated.counts.unknown_patient  # exactly how many rows the silver join must drop
+    result = land("lakehouse_data/landing", files=3, records_per_file=5_000, bad_rate=0.01,
+                  seed=42)
+    result.counts.unknown_patient  # exactly how many rows the silver join must drop
 
 No Spark here: generation is numpy and the standard library.
 """
@@ -25,7 +26,30 @@ from lakehouse_assets.simulator.config import (
     SimulatorConfig,
 )
 from lakehouse_assets.simulator.dataset import Dataset, GeneratedFile
+from lakehouse_assets.simulator.errors import (
+    DatasetExhaustedError,
+    LandingError,
+    LandingStateError,
+)
 from lakehouse_assets.simulator.kinds import BAD_KINDS, RecordCounts, RecordKind
+from lakehouse_assets.simulator.lander import (
+    LandingResult,
+    land,
+    land_continuously,
+    next_file_index,
+)
+from lakehouse_assets.simulator.layout import (
+    LandingLayout,
+    is_data_file_name,
+    recording_file_index,
+    recording_file_name,
+)
+from lakehouse_assets.simulator.manifest import (
+    DatasetIdentity,
+    LandedFile,
+    LandingManifest,
+    read_manifest,
+)
 from lakehouse_assets.simulator.patients import Patient, generate_patients
 from lakehouse_assets.simulator.recordings import file_time_range
 
@@ -40,11 +64,26 @@ __all__ = [
     "YEAR_END",
     "YEAR_START",
     "Dataset",
+    "DatasetExhaustedError",
+    "DatasetIdentity",
     "GeneratedFile",
+    "LandedFile",
+    "LandingError",
+    "LandingLayout",
+    "LandingManifest",
+    "LandingResult",
+    "LandingStateError",
     "Patient",
     "RecordCounts",
     "RecordKind",
     "SimulatorConfig",
     "file_time_range",
     "generate_patients",
+    "is_data_file_name",
+    "land",
+    "land_continuously",
+    "next_file_index",
+    "read_manifest",
+    "recording_file_index",
+    "recording_file_name",
 ]

@@ -1,0 +1,268 @@
+"""Landing the reference data set, file after file, as the course's ``DA.data_factory.load()``.
+
+"Next" is kept in two places, and the lander trusts whichever is further along:
+
+- the manifest (``recordings/_manifest.json``), which survives ingestion moving or deleting
+  processed files; and
+- the recordings files in the folder, which survive a crash between landing a file and
+  rewriting the manifest.
+
+So numbering never goes back and never repeats, and a landing that was interrupted resumes
+after the last file that fully appeared. Landers on one folder take turns through a lock file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.simulator._atomic import (
+    fsync_directory,
+    write_all_atomically,
+    write_atomically,
+)
+from lakehouse_assets.simulator.config import (
+    DEFAULT_DEVICE_COUNT,
+    DEFAULT_FILES_PER_YEAR,
+    DEFAULT_PATIENT_COUNT,
+    DEFAULT_RECORDS_PER_FILE,
+    DEFAULT_SEED,
+    SimulatorConfig,
+)
+from lakehouse_assets.simulator.dataset import Dataset
+from lakehouse_assets.simulator.errors import DatasetExhaustedError, LandingStateError
+from lakehouse_assets.simulator.kinds import BAD_KINDS, RecordCounts, RecordKind
+from lakehouse_assets.simulator.layout import LandingLayout, is_temporary_name
+from lakehouse_assets.simulator.manifest import (
+    DatasetIdentity,
+    LandedFile,
+    LandingManifest,
+    read_manifest,
+    write_manifest,
+)
+
+# Files are generated and written in groups: their fsyncs overlap (see _atomic), while memory
+# stays bounded at a few dozen files' bytes however many files one call lands.
+_FILES_PER_WRITE = 32
+
+
+@dataclass(frozen=True)
+class LandingResult:
+    """What one call of :func:`land` or :func:`land_continuously` landed."""
+
+    landing_root: Path
+    patients_path: Path
+    #: Whether this call wrote the patients CSV (it is written only when missing).
+    patients_written: bool
+    #: The files landed by this call, in landing order.
+    files: tuple[LandedFile, ...]
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        """The landed recordings files, in landing order."""
+        return tuple(f.path for f in self.files)
+
+    @property
+    def counts(self) -> RecordCounts:
+        """Per-kind counts over all files landed by this call."""
+        return RecordCounts.sum(f.counts for f in self.files)
+
+
+def land(
+    landing_root: Path | str,
+    *,
+    files: int,
+    records_per_file: int = DEFAULT_RECORDS_PER_FILE,
+    bad_rate: float = 0.0,
+    seed: int = DEFAULT_SEED,
+    start_index: int | None = None,
+    bad_kinds: Sequence[RecordKind | str] = BAD_KINDS,
+    patient_count: int = DEFAULT_PATIENT_COUNT,
+    device_count: int = DEFAULT_DEVICE_COUNT,
+    files_per_year: int = DEFAULT_FILES_PER_YEAR,
+) -> LandingResult:
+    """Land the next ``files`` recordings files of the data set into
+    ``<landing_root>/recordings/``, and the patients CSV into
+    ``<landing_root>/patients/patients.csv`` if it is missing.
+
+    "Next" continues after every file landed before, whether the manifest or the folder
+    remembers it. ``start_index`` lands from that index instead (re-landing a file rewrites the
+    same bytes if the settings are the same). Each file appears atomically. The same seed and
+    settings always give byte-identical files for the same indexes.
+
+    Raises :class:`DatasetExhaustedError` (landing nothing) if the files would run past the end
+    of 2020, and :class:`LandingStateError` if the folder holds another data set (another
+    seed, patient or device count, or files_per_year, or an edited patients CSV).
+    """
+    config = SimulatorConfig(
+        seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
+        bad_kinds=tuple(bad_kinds), patient_count=patient_count, device_count=device_count,
+        files_per_year=files_per_year)
+    return _Lander(Path(landing_root), config).land(files=files, start_index=start_index)
+
+
+def land_continuously(
+    landing_root: Path | str,
+    *,
+    interval_seconds: float,
+    stop_event: threading.Event | None = None,
+    max_files: int | None = None,
+    on_landed: Callable[[LandedFile], None] | None = None,
+    records_per_file: int = DEFAULT_RECORDS_PER_FILE,
+    bad_rate: float = 0.0,
+    seed: int = DEFAULT_SEED,
+    bad_kinds: Sequence[RecordKind | str] = BAD_KINDS,
+    patient_count: int = DEFAULT_PATIENT_COUNT,
+    device_count: int = DEFAULT_DEVICE_COUNT,
+    files_per_year: int = DEFAULT_FILES_PER_YEAR,
+) -> LandingResult:
+    """Land the next file, then one more every ``interval_seconds``, until ``stop_event`` is
+    set, ``max_files`` have landed, or the year's last file has landed; whichever comes first.
+    With neither ``stop_event`` nor ``max_files`` it runs until interrupted.
+
+    Setting ``stop_event`` also cuts the current wait short. ``on_landed`` is called after each
+    file appears (the CLI prints progress with it). Returns everything this call landed.
+    """
+    if isinstance(interval_seconds, bool) or not isinstance(interval_seconds, (int, float)) \
+            or not math.isfinite(interval_seconds) or interval_seconds < 0:
+        raise ConfigurationError(
+            f"interval_seconds must be a finite number >= 0, got {interval_seconds!r}")
+    if max_files is not None:
+        _require_count("max_files", max_files)
+    config = SimulatorConfig(
+        seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
+        bad_kinds=tuple(bad_kinds), patient_count=patient_count, device_count=device_count,
+        files_per_year=files_per_year)
+    lander = _Lander(Path(landing_root), config)
+    # A private event stands in for "never stopped", so one wait() serves both cases.
+    stop = stop_event if stop_event is not None else threading.Event()
+    landed: list[LandedFile] = []
+    patients_written = False
+    while not stop.is_set() and (max_files is None or len(landed) < max_files):
+        try:
+            result = lander.land(files=1)
+        except DatasetExhaustedError:
+            break  # the year is complete: nothing left to land
+        landed.extend(result.files)
+        patients_written = patients_written or result.patients_written
+        if on_landed is not None:
+            for landed_file in result.files:
+                on_landed(landed_file)
+        if max_files is not None and len(landed) >= max_files:
+            break  # do not make the caller wait an interval for nothing
+        stop.wait(interval_seconds)
+    return LandingResult(landing_root=lander.layout.root,
+                         patients_path=lander.layout.patients_csv,
+                         patients_written=patients_written, files=tuple(landed))
+
+
+def next_file_index(landing_root: Path | str) -> int:
+    """The index the next landed file will get: one past the furthest file that the manifest
+    or the folder knows of (1 for an empty folder)."""
+    layout = LandingLayout(Path(landing_root))
+    return _next_index(layout, read_manifest(layout.root))
+
+
+class _Lander:
+    """One data set landing into one folder; builds the data set's patients only once."""
+
+    def __init__(self, root: Path, config: SimulatorConfig) -> None:
+        self.layout = LandingLayout(root)
+        self.config = config
+        self.dataset = Dataset(config)
+
+    def land(self, *, files: int, start_index: int | None = None) -> LandingResult:
+        _require_count("files", files)
+        if start_index is not None:
+            _require_count("start_index", start_index, minimum=1)
+        layout, config = self.layout, self.config
+        layout.recordings_dir.mkdir(parents=True, exist_ok=True)
+        with _locked(layout.lock):
+            _remove_stale_temporaries(layout)
+            identity = DatasetIdentity.of(config)
+            manifest = read_manifest(layout.root)
+            if manifest is not None and manifest.dataset != identity:
+                raise LandingStateError(
+                    f"{layout.root} holds the data set {manifest.dataset}, not {identity}. "
+                    "Land with the same settings, or into an empty landing folder.")
+            patients_written = self._ensure_patients()
+            first = start_index if start_index is not None else _next_index(layout, manifest)
+            if first + files - 1 > config.files_per_year:
+                raise DatasetExhaustedError(next_index=first, requested=files,
+                                            files_per_year=config.files_per_year)
+            landed: list[LandedFile] = []
+            for chunk_start in range(first, first + files, _FILES_PER_WRITE):
+                chunk_end = min(chunk_start + _FILES_PER_WRITE, first + files)
+                landed.extend(self._land_files(range(chunk_start, chunk_end)))
+            if landed:
+                # One directory sync makes every rename above durable.
+                fsync_directory(layout.recordings_dir)
+                base = manifest if manifest is not None else LandingManifest(identity)
+                write_manifest(layout.root, base.with_files(landed))
+        return LandingResult(landing_root=layout.root, patients_path=layout.patients_csv,
+                             patients_written=patients_written, files=tuple(landed))
+
+    def _land_files(self, indexes: range) -> list[LandedFile]:
+        generated = [self.dataset.file(index) for index in indexes]
+        paths = [self.layout.recording(g.index) for g in generated]
+        write_all_atomically([(path, g.content) for path, g in zip(paths, generated)])
+        return [LandedFile(index=g.index, path=path, start_time=g.start_time,
+                           end_time=g.end_time, bad_rate=self.config.bad_rate,
+                           bad_kinds=self.config.bad_kinds, counts=g.counts)
+                for path, g in zip(paths, generated)]
+
+    def _ensure_patients(self) -> bool:
+        path = self.layout.patients_csv
+        expected = self.dataset.patients_csv()
+        if path.exists():
+            # Every count the lander reports (unknown_patient above all) assumes this exact
+            # CSV, so a CSV from another seed or an edited one must not pass silently.
+            if path.read_bytes() != expected:
+                raise LandingStateError(
+                    f"{path} is not the patients CSV of seed {self.config.seed} with "
+                    f"{self.config.patient_count} patients; the recordings' patients would not "
+                    "match it. Land with the seed it was made with, or remove it.")
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, expected)
+        fsync_directory(path.parent)
+        return True
+
+
+def _next_index(layout: LandingLayout, manifest: LandingManifest | None) -> int:
+    in_folder = layout.landed_indexes()
+    furthest = max(manifest.last_index if manifest is not None else 0,
+                   in_folder[-1] if in_folder else 0)
+    return furthest + 1
+
+
+def _require_count(name: str, value: object, *, minimum: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+
+
+@contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    # flock, not a create-exclusive file: the kernel releases it if the lander dies, so a
+    # crash never leaves the folder locked.
+    with open(lock_path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove_stale_temporaries(layout: LandingLayout) -> None:
+    # Only called under the lock, so any temporary file left is from a lander that died.
+    for folder in (layout.recordings_dir, layout.patients_dir):
+        if folder.is_dir():
+            for path in folder.iterdir():
+                if is_temporary_name(path.name):
+                    path.unlink(missing_ok=True)
