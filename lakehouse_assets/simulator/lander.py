@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.simulator._atomic import (
@@ -100,10 +101,9 @@ def land(
     of 2020, and :class:`LandingStateError` if the folder holds another data set (another
     seed, patient or device count, or files_per_year, or an edited patients CSV).
     """
-    config = SimulatorConfig(
-        seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
-        bad_kinds=tuple(bad_kinds), patient_count=patient_count, device_count=device_count,
-        files_per_year=files_per_year)
+    config = _config(seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
+                     bad_kinds=bad_kinds, patient_count=patient_count,
+                     device_count=device_count, files_per_year=files_per_year)
     return _Lander(Path(landing_root), config).land(files=files, start_index=start_index)
 
 
@@ -135,10 +135,9 @@ def land_continuously(
             f"interval_seconds must be a finite number >= 0, got {interval_seconds!r}")
     if max_files is not None:
         _require_count("max_files", max_files)
-    config = SimulatorConfig(
-        seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
-        bad_kinds=tuple(bad_kinds), patient_count=patient_count, device_count=device_count,
-        files_per_year=files_per_year)
+    config = _config(seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
+                     bad_kinds=bad_kinds, patient_count=patient_count,
+                     device_count=device_count, files_per_year=files_per_year)
     lander = _Lander(Path(landing_root), config)
     # A private event stands in for "never stopped", so one wait() serves both cases.
     stop = stop_event if stop_event is not None else threading.Event()
@@ -197,14 +196,18 @@ class _Lander:
                 raise DatasetExhaustedError(next_index=first, requested=files,
                                             files_per_year=config.files_per_year)
             landed: list[LandedFile] = []
-            for chunk_start in range(first, first + files, _FILES_PER_WRITE):
-                chunk_end = min(chunk_start + _FILES_PER_WRITE, first + files)
-                landed.extend(self._land_files(range(chunk_start, chunk_end)))
-            if landed:
-                # One directory sync makes every rename above durable.
-                fsync_directory(layout.recordings_dir)
-                base = manifest if manifest is not None else LandingManifest(identity)
-                write_manifest(layout.root, base.with_files(landed))
+            try:
+                for chunk_start in range(first, first + files, _FILES_PER_WRITE):
+                    chunk_end = min(chunk_start + _FILES_PER_WRITE, first + files)
+                    landed.extend(self._land_files(range(chunk_start, chunk_end)))
+            finally:
+                # Even if a later group failed, record the groups that did land: their counts
+                # cannot be recovered from the folder alone.
+                if landed:
+                    # One directory sync makes every rename above durable.
+                    fsync_directory(layout.recordings_dir)
+                    base = manifest if manifest is not None else LandingManifest(identity)
+                    write_manifest(layout.root, base.with_files(landed))
         return LandingResult(landing_root=layout.root, patients_path=layout.patients_csv,
                              patients_written=patients_written, files=tuple(landed))
 
@@ -233,6 +236,20 @@ class _Lander:
         write_atomically(path, expected)
         fsync_directory(path.parent)
         return True
+
+
+def _config(*, seed: int, records_per_file: int, bad_rate: float,
+            bad_kinds: Sequence[RecordKind | str], patient_count: int, device_count: int,
+            files_per_year: int) -> SimulatorConfig:
+    if isinstance(bad_kinds, str):
+        # tuple("malformed") would be nine one-letter kinds: say what was meant instead.
+        raise ConfigurationError(
+            f"bad_kinds must be a sequence of kinds, e.g. ({bad_kinds!r},), not a string")
+    # SimulatorConfig turns kind names into kinds (and refuses unknown ones).
+    kinds = cast("tuple[RecordKind, ...]", tuple(bad_kinds))
+    return SimulatorConfig(seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
+                           bad_kinds=kinds, patient_count=patient_count,
+                           device_count=device_count, files_per_year=files_per_year)
 
 
 def _next_index(layout: LandingLayout, manifest: LandingManifest | None) -> int:

@@ -263,3 +263,32 @@ def test_zero_files_only_writes_the_patients_csv(landing: Path) -> None:
     result = land(landing, files=0, seed=1)
     assert result.files == () and result.patients_path.exists()
     assert read_manifest(landing) is None
+
+
+def test_bad_kinds_can_be_chosen_by_name(landing: Path) -> None:
+    result = land(landing, files=2, records_per_file=100, bad_rate=0.1, seed=1,
+                  bad_kinds=["unknown_patient"])
+    assert result.counts.unknown_patient == result.counts.bad == 20
+    with pytest.raises(ConfigurationError, match="not a string"):
+        land(landing, files=1, records_per_file=100, bad_rate=0.1, seed=1,
+             bad_kinds="malformed")
+
+
+def test_groups_landed_before_a_failure_are_in_the_manifest(
+        landing: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakehouse_assets.simulator import dataset
+
+    real_file = dataset.Dataset.file
+
+    def fail_at_40(self: dataset.Dataset, index: int) -> dataset.GeneratedFile:
+        if index == 40:
+            raise RuntimeError("generator broke")
+        return real_file(self, index)
+
+    monkeypatch.setattr(dataset.Dataset, "file", fail_at_40)
+    with pytest.raises(RuntimeError, match="generator broke"):
+        land(landing, files=50, records_per_file=10, seed=1)
+    manifest = read_manifest(landing)
+    # Files are written in groups of 32: the first group landed whole, the second not at all.
+    assert manifest is not None and [f.index for f in manifest.files] == list(range(1, 33))
+    assert [p.name for p in data_files(landing)][-1] == "recordings-000032.json"
