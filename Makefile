@@ -24,6 +24,7 @@ install: $(INSTALLED)
 run: $(INSTALLED)
 	@scripts/check_java.sh
 	@mkdir -p "$(DAGSTER_HOME)" "$(LAKEHOUSE_ROOT)"
+	@cp instance/dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
 	$(BIN)/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
 ## Run the whole test suite, slow end-to-end tests included.

@@ -9,7 +9,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
 
+from dagster_pyspark import LazyPySparkResource
+from pydantic import Field
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
@@ -73,3 +77,23 @@ def build_spark_session(
             spark.conf.set(key, value)
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+class SparkResource(LazyPySparkResource):
+    """The run's SparkSession, started on first use (never at import, never per step).
+
+    ``master`` and ``spark_config`` override ``LAKEHOUSE_SPARK_MASTER`` and
+    ``LAKEHOUSE_SPARK_CONF``; left empty, the environment decides.
+    """
+
+    master: str | None = Field(default=None, description="Spark master URL; default LAKEHOUSE_SPARK_MASTER or local[2]")
+    spark_config: dict[str, Any] = Field(default_factory=dict, description="Extra Spark settings")
+
+    def _init_session(self) -> None:
+        if self._spark_session is None:
+            settings = LakehouseSettings.from_env()
+            if self.master:
+                settings = replace(settings, spark_master=self.master)
+            self._spark_session = build_spark_session(
+                settings, extra_conf={k: str(v) for k, v in self.spark_config.items()}
+            )

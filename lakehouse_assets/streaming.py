@@ -88,7 +88,11 @@ def run_stream(
     started = time.monotonic()
     while True:
         df = build()
-        writer = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint_location)
+        writer = (
+            df.writeStream.foreachBatch(sink)
+            .outputMode(sink.output_mode)
+            .option("checkpointLocation", checkpoint_location)
+        )
         if query_name:
             writer = writer.queryName(query_name)
         if trigger.kind == "availableNow":

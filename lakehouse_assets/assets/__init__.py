@@ -1,0 +1,1 @@
+"""The reference pipeline's assets, a module per medallion layer, and the table-asset machinery."""

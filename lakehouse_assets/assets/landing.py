@@ -1,0 +1,24 @@
+"""External assets: the folders files land in. Nothing materializes them; sensors watch them."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from lakehouse_assets.assets.table_asset import DEFAULT_OWNER
+
+recordings = dg.AssetSpec(
+    key=["landing", "recordings"],
+    group_name="landing",
+    description="Heart-rate recordings landing as JSON lines at $LAKEHOUSE_ROOT/landing/recordings/ "
+    "(device_id, mrn, time in Unix seconds, heartrate).",
+    kinds={"json", "files"},
+    owners=[DEFAULT_OWNER],
+)
+
+patients = dg.AssetSpec(
+    key=["landing", "patients"],
+    group_name="landing",
+    description="The patients lookup landing as CSV (mrn, name) at $LAKEHOUSE_ROOT/landing/patients/.",
+    kinds={"csv", "files"},
+    owners=[DEFAULT_OWNER],
+)

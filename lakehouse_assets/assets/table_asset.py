@@ -1,0 +1,159 @@
+"""Declaring a table asset: the transformation, plus how its table is written and read.
+
+``table_asset`` wraps Dagster's ``@asset`` with the lakehouse's conventions: the asset key
+``[layer, name]`` is the table ``$LAKEHOUSE_ROOT/<layer>/<name>``, the group is the layer,
+the Delta IO manager writes whatever the body returns, and Spark steps share one pool so no
+two runs drive the same checkpoint at once. The body holds only the transformation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Literal
+
+import dagster as dg
+from pydantic import Field
+from pyspark.sql import DataFrame
+
+from lakehouse_assets.storage import OutputMode
+from lakehouse_assets.streaming import RestartPolicy
+
+IO_MANAGER_KEY = "delta_io_manager"
+SPARK_POOL = "spark"
+DEFAULT_OWNER = "team:data-engineering"
+
+# Definition metadata that the Delta IO manager reads; shown in the UI as well.
+OUTPUT_MODE = "lakehouse/output_mode"
+WRITE_MODE = "lakehouse/write_mode"
+MERGE_KEYS = "lakehouse/merge_keys"
+MERGE_SCHEMA = "lakehouse/merge_schema"
+TRIGGER = "lakehouse/trigger"
+TIMEOUT_SECONDS = "lakehouse/timeout_seconds"
+COLUMN_LINEAGE = "lakehouse/column_lineage"
+# Input metadata: how the consuming asset wants the upstream table.
+READ_AS = "lakehouse/read_as"
+SKIP_CHANGE_COMMITS = "lakehouse/skip_change_commits"
+
+WriteMode = Literal["append", "overwrite", "merge"]
+TriggerName = Literal["availableNow", "once", "processingTime"]
+
+
+class TriggerChoice(str, Enum):
+    """The triggers a run can choose (a dropdown in the Launchpad)."""
+
+    availableNow = "availableNow"
+    once = "once"
+    processingTime = "processingTime"
+
+
+class TableRunConfig(dg.Config):
+    """Run configuration every table asset accepts (in the Launchpad: ``ops: <asset>: config``)."""
+
+    full_refresh: bool = Field(
+        default=False,
+        description="Clear the table, its checkpoint and stored schema, then rebuild it from its source",
+    )
+    trigger: TriggerChoice | None = Field(
+        default=None,
+        description="availableNow, once or processingTime; default: the asset's own trigger",
+    )
+    processing_time: str = Field(default="10 seconds", description="Interval of a processingTime trigger")
+    timeout_seconds: float | None = Field(
+        default=None, description="How long a processingTime trigger keeps the query running"
+    )
+
+
+@dataclass(frozen=True)
+class IncrementalSource:
+    """What an ingestion asset returns: how to build its streaming DataFrame, so the query
+    can be rebuilt and restarted when the source's schema evolves mid-run."""
+
+    build: Callable[[], DataFrame]
+    restart_when: RestartPolicy | None = None
+
+
+@dataclass(frozen=True)
+class ColumnSource:
+    """An upstream column an output column is computed from (for column lineage)."""
+
+    table: str  # "layer.name"
+    column: str
+
+
+def stream_from(key: Sequence[str], *, skip_change_commits: bool = False) -> dg.AssetIn:
+    """An input read as a stream: the rows each new upstream version adds, once."""
+    return dg.AssetIn(
+        key=dg.AssetKey(list(key)),
+        metadata={READ_AS: "stream", SKIP_CHANGE_COMMITS: skip_change_commits},
+    )
+
+
+def batch_from(key: Sequence[str]) -> dg.AssetIn:
+    """An input read as a batch: the upstream table as it stands (a static lookup)."""
+    return dg.AssetIn(key=dg.AssetKey(list(key)), metadata={READ_AS: "batch"})
+
+
+def table_asset(
+    *,
+    layer: str,
+    name: str | None = None,
+    description: str | None = None,
+    ins: Mapping[str, dg.AssetIn] | None = None,
+    deps: Sequence[dg.AssetKey | Sequence[str]] = (),
+    output_mode: OutputMode = "append",
+    write_mode: WriteMode = "overwrite",
+    merge_keys: Sequence[str] = (),
+    merge_schema: bool = False,
+    trigger: TriggerName = "availableNow",
+    timeout_seconds: float | None = None,
+    column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
+    owners: Sequence[str] = (DEFAULT_OWNER,),
+    automation_condition: dg.AutomationCondition | None = None,
+    check_specs: Sequence[dg.AssetCheckSpec] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """Decorate a transformation that returns a Spark DataFrame as the table ``layer.name``.
+
+    A streaming DataFrame is run as an incremental query (``trigger``, ``output_mode``:
+    append, complete, or update by ``merge_keys``) with its own checkpoint; a batch
+    DataFrame is written with ``write_mode`` (overwrite, append, or merge on
+    ``merge_keys``). ``name`` defaults to the function's name, ``description`` to its
+    docstring.
+    """
+
+    def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
+        table_name = name or fn.__name__
+        definition_metadata: dict[str, Any] = {
+            OUTPUT_MODE: output_mode,
+            WRITE_MODE: write_mode,
+            MERGE_KEYS: list(merge_keys),
+            MERGE_SCHEMA: merge_schema,
+            TRIGGER: trigger,
+            TIMEOUT_SECONDS: timeout_seconds,
+            "table": f"{layer}.{table_name}",
+        }
+        if column_lineage:
+            definition_metadata[COLUMN_LINEAGE] = {
+                column: [[source.table, source.column] for source in sources]
+                for column, sources in column_lineage.items()
+            }
+        definition_metadata.update(metadata or {})
+        return dg.asset(
+            key=dg.AssetKey([layer, table_name]),
+            group_name=layer,
+            description=description or (fn.__doc__ or "").strip() or None,
+            ins=dict(ins or {}),
+            deps=[dep if isinstance(dep, dg.AssetKey) else dg.AssetKey(list(dep)) for dep in deps],
+            io_manager_key=IO_MANAGER_KEY,
+            kinds={"spark", "delta"},
+            owners=list(owners),
+            pool=SPARK_POOL,
+            metadata=definition_metadata,
+            config_schema=TableRunConfig.to_config_schema(),
+            automation_condition=automation_condition,
+            check_specs=check_specs,
+        )(fn)
+
+    return decorate

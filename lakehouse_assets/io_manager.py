@@ -1,0 +1,212 @@
+"""The Delta IO manager: asset key ``[layer, name]`` ↔ the Delta table ``root/layer/name``.
+
+Given a streaming DataFrame it runs the query into the table (checkpoint under the asset's
+key, exactly-once sink); given a batch DataFrame it writes it with the asset's write mode.
+It loads inputs as the consuming asset asks: a stream of new rows, or the table as a batch.
+It also reports what each materialization did as metadata.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame
+
+from lakehouse_assets.assets.table_asset import (
+    COLUMN_LINEAGE,
+    MERGE_KEYS,
+    MERGE_SCHEMA,
+    OUTPUT_MODE,
+    READ_AS,
+    SKIP_CHANGE_COMMITS,
+    TIMEOUT_SECONDS,
+    TRIGGER,
+    WRITE_MODE,
+    IncrementalSource,
+    TableRunConfig,
+)
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.storage import CommitResult, DeltaRsTableStore, DeltaSink, StreamOptions, TableStore
+from lakehouse_assets.streaming import StreamRun, Trigger, run_stream
+
+
+@dataclass(frozen=True)
+class TableLocation:
+    """Where one asset's table and its machinery live."""
+
+    layer: str
+    name: str
+    path: Path
+    checkpoint: Path
+    schema_location: Path
+
+    @property
+    def table_name(self) -> str:
+        return f"{self.layer}.{self.name}"
+
+
+class DeltaIOManager(dg.ConfigurableIOManager):
+    """Reads and writes table assets as Delta tables under the lakehouse root."""
+
+    spark: SparkResource
+
+    def settings(self) -> LakehouseSettings:
+        """Read when used, not when definitions load: ``LAKEHOUSE_ROOT`` decides."""
+        return LakehouseSettings.from_env()
+
+    def store(self) -> TableStore:
+        return DeltaRsTableStore()
+
+    def locate(self, key: dg.AssetKey) -> TableLocation:
+        """The table of an asset key ``[layer, name]``."""
+        if len(key.path) != 2:
+            raise LakehouseError(
+                f"Asset {key.to_user_string()} cannot be stored by the Delta IO manager: table assets "
+                "have keys [layer, name], e.g. ['silver', 'recordings_enriched']"
+            )
+        layer, name = key.path
+        settings = self.settings()
+        return TableLocation(
+            layer, name, settings.table_path(layer, name),
+            settings.checkpoint_path(layer, name), settings.schema_path(layer, name),
+        )
+
+    # -- writing ------------------------------------------------------------------------------
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        if obj is None:
+            return
+        table = self.locate(context.asset_key)
+        spec = context.definition_metadata or {}
+        config = TableRunConfig(**(_op_config(context) or {}))
+        if config.full_refresh:
+            full_refresh(self.store(), table)
+            context.log.info(f"Full refresh of {table.table_name}: cleared its table, checkpoint and stored schema")
+        started = time.monotonic()
+        if isinstance(obj, IncrementalSource) or (isinstance(obj, DataFrame) and obj.isStreaming):
+            run = self._run_stream(context, table, obj, spec, config)
+            metadata = _stream_metadata(run)
+            version = run.last_version
+        elif isinstance(obj, DataFrame):
+            commit = self._write_batch(table, obj, spec)
+            metadata = {"rows_written": commit.rows_written}
+            version = commit.version
+        else:
+            raise LakehouseError(
+                f"Asset {table.table_name} returned {type(obj).__name__}; a table asset returns a "
+                "Spark DataFrame (streaming or batch)"
+            )
+        metadata.update(self._table_metadata(table, spec, version))
+        metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
+        context.add_output_metadata(metadata)
+
+    def _run_stream(
+        self, context: dg.OutputContext, table: TableLocation, obj: Any, spec: Mapping[str, Any], config: TableRunConfig
+    ) -> StreamRun:
+        source = obj if isinstance(obj, IncrementalSource) else IncrementalSource(build=lambda: obj)
+        sink = DeltaSink(
+            self.store(), str(table.path), str(table.checkpoint),
+            output_mode=spec.get(OUTPUT_MODE, "append"),
+            keys=tuple(spec.get(MERGE_KEYS) or ()),
+            merge_schema=bool(spec.get(MERGE_SCHEMA, False)),
+        )
+        trigger = Trigger(
+            kind=(config.trigger.value if config.trigger else spec.get(TRIGGER, "availableNow")),
+            interval=config.processing_time,
+            timeout_seconds=config.timeout_seconds or spec.get(TIMEOUT_SECONDS),
+        )
+        context.log.info(f"Running the {trigger.kind} query of {table.table_name} (checkpoint {table.checkpoint})")
+        return run_stream(
+            source.build, sink,
+            checkpoint_location=str(table.checkpoint),
+            trigger=trigger,
+            query_name=table.table_name.replace(".", "__"),
+            restart_when=source.restart_when,
+        )
+
+    def _write_batch(self, table: TableLocation, df: DataFrame, spec: Mapping[str, Any]) -> CommitResult:
+        mode = spec.get(WRITE_MODE, "overwrite")
+        merge_schema = bool(spec.get(MERGE_SCHEMA, False))
+        if mode == "merge":
+            return self.store().merge(df, str(table.path), keys=spec.get(MERGE_KEYS) or (), merge_schema=merge_schema)
+        return self.store().write(
+            df, str(table.path), mode=mode, merge_schema=merge_schema, overwrite_schema=mode == "overwrite"
+        )
+
+    def _table_metadata(self, table: TableLocation, spec: Mapping[str, Any], version: int | None) -> dict[str, Any]:
+        store = self.store()
+        metadata: dict[str, Any] = {"table_path": dg.MetadataValue.path(str(table.path))}
+        if not store.exists(str(table.path)):
+            return metadata
+        delta = DeltaTable(str(table.path))
+        metadata["delta_version"] = dg.MetadataValue.int(delta.version())
+        metadata["written_version"] = dg.MetadataValue.int(version) if version is not None else dg.MetadataValue.text("none (nothing new)")
+        metadata["dagster/row_count"] = dg.MetadataValue.int(_row_count(delta))
+        schema = store.schema(str(table.path))
+        metadata["dagster/column_schema"] = dg.TableSchema(
+            columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in schema.fields]
+        )
+        lineage = spec.get(COLUMN_LINEAGE)
+        if lineage:
+            metadata["dagster/column_lineage"] = dg.TableColumnLineage(
+                deps_by_column={
+                    column: [
+                        dg.TableColumnDep(asset_key=dg.AssetKey(source_table.split(".")), column_name=source_column)
+                        for source_table, source_column in sources
+                    ]
+                    for column, sources in lineage.items()
+                }
+            )
+        return metadata
+
+    # -- reading ------------------------------------------------------------------------------
+    def load_input(self, context: dg.InputContext) -> DataFrame:
+        table = self.locate(context.asset_key)
+        spark = self.spark.spark_session
+        wanted = context.definition_metadata or {}
+        if wanted.get(READ_AS) == "stream":
+            return self.store().read_stream(
+                spark, str(table.path),
+                StreamOptions(skip_change_commits=bool(wanted.get(SKIP_CHANGE_COMMITS, False))),
+            )
+        return self.store().read(spark, str(table.path))
+
+
+def full_refresh(store: TableStore, table: TableLocation) -> None:
+    """Forget everything about a table: its data, its query's checkpoint, its stored schema."""
+    store.drop(str(table.path))
+    for folder in (table.checkpoint, table.schema_location):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _op_config(context: dg.OutputContext) -> dict[str, Any] | None:
+    step = context.step_context
+    return step.op_config if step is not None else None
+
+
+def _row_count(table: DeltaTable) -> int:
+    """Rows in the table, from the log's per-file statistics (no data files are read)."""
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return 0
+    return int(pc.sum(actions.column("num_records").cast(pa.int64())).as_py() or 0)
+
+
+def _stream_metadata(run: StreamRun) -> dict[str, Any]:
+    return {
+        "rows_processed": dg.MetadataValue.int(run.input_rows),
+        "rows_written": dg.MetadataValue.int(run.rows_written),
+        "micro_batches": dg.MetadataValue.int(run.batches),
+        "query_restarts": dg.MetadataValue.int(run.restarts),
+        "query_id": dg.MetadataValue.text(run.query_id or ""),
+    }

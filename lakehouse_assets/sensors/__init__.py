@@ -1,0 +1,1 @@
+"""What starts runs without a click: landing-folder sensors and declarative automation."""

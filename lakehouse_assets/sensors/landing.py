@@ -1,0 +1,164 @@
+"""A sensor per landing folder: new or re-landed files request a run of the table that ingests them.
+
+The sensor only decides *when* to run; which files a run ingests is the ingestion query's
+checkpoint's business. So a missed tick only delays, and an extra run finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from lakehouse_assets.settings import LakehouseSettings
+
+# A file younger than this, whose size we have not seen hold still, may still be written.
+SETTLE_SECONDS = 2.0
+# How many file names a run's tags list (the count is always there).
+TAGGED_FILE_NAMES = 20
+
+TAG_FILE_COUNT = "lakehouse/trigger_file_count"
+TAG_FILES = "lakehouse/trigger_files"
+TAG_SOURCE = "lakehouse/landing_source"
+
+
+def is_data_file(name: str) -> bool:
+    """Whether a landed file name is data: not hidden (``.``), not internal (``_``), not a
+    file still being written under a temporary name."""
+    return not name.startswith((".", "_")) and not name.endswith((".tmp", ".partial", ".crc"))
+
+
+@dataclass(frozen=True)
+class FileState:
+    """What a look at one file saw."""
+
+    size: int
+    mtime_ns: int
+
+    def encode(self) -> str:
+        return f"{self.size}:{self.mtime_ns}"
+
+    @classmethod
+    def decode(cls, text: str) -> FileState:
+        size, mtime = text.split(":")
+        return cls(int(size), int(mtime))
+
+
+@dataclass(frozen=True)
+class LandingCursor:
+    """Files already announced, and files seen once but not yet settled."""
+
+    announced: Mapping[str, FileState]
+    pending: Mapping[str, FileState]
+
+    @classmethod
+    def parse(cls, text: str | None) -> LandingCursor:
+        if not text:
+            return cls({}, {})
+        data = json.loads(text)
+        return cls(
+            {k: FileState.decode(v) for k, v in data.get("announced", {}).items()},
+            {k: FileState.decode(v) for k, v in data.get("pending", {}).items()},
+        )
+
+    def serialize(self) -> str:
+        return json.dumps(
+            {
+                "announced": {k: v.encode() for k, v in sorted(self.announced.items())},
+                "pending": {k: v.encode() for k, v in sorted(self.pending.items())},
+            },
+            separators=(",", ":"),
+        )
+
+
+@dataclass(frozen=True)
+class LandingScan:
+    """The outcome of one look at a landing folder."""
+
+    ready: list[str]
+    waiting: list[str]
+    cursor: LandingCursor
+
+
+def scan_landing(folder: Path, cursor: LandingCursor, *, now: float | None = None) -> LandingScan:
+    """Compare the folder with the cursor: which files are new (or changed) and settled,
+    which are new but may still be growing."""
+    now = time.time() if now is None else now
+    announced = dict(cursor.announced)
+    pending: dict[str, FileState] = {}
+    ready: list[str] = []
+    waiting: list[str] = []
+    for name, state in _list_files(folder):
+        if announced.get(name) == state:
+            continue
+        settled = cursor.pending.get(name) == state or now - state.mtime_ns / 1e9 >= SETTLE_SECONDS
+        if settled:
+            ready.append(name)
+            announced[name] = state
+        else:
+            waiting.append(name)
+            pending[name] = state
+    return LandingScan(sorted(ready), sorted(waiting), LandingCursor(announced, pending))
+
+
+def _list_files(folder: Path) -> Iterable[tuple[str, FileState]]:
+    if not folder.is_dir():
+        return
+    for path in folder.rglob("*"):
+        relative = path.relative_to(folder)
+        if any(not is_data_file(part) for part in relative.parts):
+            continue
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # removed between listing and looking
+            continue
+        if path.is_file():
+            yield relative.as_posix(), FileState(stat.st_size, stat.st_mtime_ns)
+
+
+def landing_sensor(
+    *,
+    source: str,
+    target: dg.AssetKey,
+    minimum_interval_seconds: int,
+    name: str | None = None,
+    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+) -> dg.SensorDefinition:
+    """A sensor on ``$LAKEHOUSE_ROOT/landing/<source>`` that requests one run of ``target``
+    per tick in which files arrived, tagged with the files that triggered it."""
+
+    @dg.sensor(
+        name=name or f"landing_{source}_sensor",
+        minimum_interval_seconds=minimum_interval_seconds,
+        default_status=default_status,
+        asset_selection=[target],
+        description=f"Requests {target.to_user_string()} when files land in landing/{source}/",
+    )
+    def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        folder = LakehouseSettings.from_env().landing_path(source)
+        cursor = LandingCursor.parse(context.cursor)
+        scan = scan_landing(folder, cursor)
+        if not scan.ready:
+            if scan.cursor != cursor:
+                context.update_cursor(scan.cursor.serialize())
+            reason = f"{len(scan.waiting)} file(s) in {folder} still being written" if scan.waiting else f"No new files in {folder}"
+            return dg.SkipReason(reason)
+        digest = hashlib.sha256("\n".join(f"{n}={scan.cursor.announced[n].encode()}" for n in scan.ready).encode()).hexdigest()
+        shown = scan.ready[:TAGGED_FILE_NAMES]
+        request = dg.RunRequest(
+            run_key=f"{source}:{digest[:16]}",
+            asset_selection=[target],
+            tags={
+                TAG_SOURCE: source,
+                TAG_FILE_COUNT: str(len(scan.ready)),
+                TAG_FILES: ", ".join(shown) + (f" … and {len(scan.ready) - len(shown)} more" if len(scan.ready) > len(shown) else ""),
+            },
+        )
+        return dg.SensorResult(run_requests=[request], cursor=scan.cursor.serialize())
+
+    return _sensor
