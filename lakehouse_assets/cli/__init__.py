@@ -1,0 +1,120 @@
+"""The ``lakehouse`` command: land demo data and look after the lakehouse's tables.
+
+Thin commands over the simulator, delta-rs and the IO manager's full refresh. Each
+subcommand is a module with ``add_parser`` and ``run``; heavy libraries are imported inside
+``run`` so ``--help`` and usage errors answer at once, and no command starts a JVM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from lakehouse_assets.cli import history, land, show, status
+from lakehouse_assets.cli.errors import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+)
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.settings import DEFAULT_ROOT, LakehouseSettings
+
+__all__ = ["main", "build_parser"]
+
+PROG = "lakehouse"
+
+DESCRIPTION = """\
+Land demo data into the lakehouse and inspect or reset its Delta tables.
+
+TABLE arguments are layer.name, e.g. silver.recordings_enriched: letters, digits and
+underscores, each part starting with a letter.
+"""
+
+EPILOG = f"""\
+environment:
+  LAKEHOUSE_ROOT   the lakehouse folder (default {DEFAULT_ROOT}); --root overrides it
+
+exit codes:
+  {EXIT_OK}    success
+  {EXIT_FAILURE}    failure: e.g. a missing table, a refused landing
+  {EXIT_USAGE}    usage error: bad options or TABLE
+  {EXIT_INTERRUPTED}  interrupted by Ctrl-C (land --continuous stops cleanly with 0 instead)
+
+Run `{PROG} COMMAND --help` for the options of a command.
+"""
+
+_SUBCOMMANDS = (land, status, history, show)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``lakehouse`` and its subcommands."""
+    # --root and --debug are accepted before or after the subcommand; SUPPRESS keeps a value
+    # given before the subcommand from being reset by the subcommand's default.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", metavar="PATH", default=argparse.SUPPRESS,
+                        help="the lakehouse folder (default: $LAKEHOUSE_ROOT, else ./lakehouse_data)")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show Python tracebacks of unexpected errors")
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=DESCRIPTION, epilog=EPILOG, parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
+    for module in _SUBCOMMANDS:
+        module.add_parser(subparsers, parents=[common])
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors and 0 for --help
+        return int(exc.code or 0)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    debug = getattr(args, "debug", False)
+    try:
+        settings = _settings(getattr(args, "root", None))
+        return int(args.run(args, settings))
+    except CommandError as exc:
+        _error(str(exc))
+        return exc.exit_code
+    except LakehouseError as exc:  # the project's own errors say what failed and what to do
+        _error(str(exc))
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`lakehouse show t | head`): not an error. Point stdout at
+        # devnull so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except OSError as exc:  # a folder that cannot be read or written: name it
+        _error(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
+        return EXIT_FAILURE
+    except Exception as exc:  # noqa: BLE001 - a bug, or a library's error we did not foresee
+        if debug:
+            traceback.print_exc()
+        else:
+            _error(f"unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)")
+        return EXIT_FAILURE
+
+
+def _settings(root: str | None) -> LakehouseSettings:
+    env = dict(os.environ)
+    if root is not None:
+        env["LAKEHOUSE_ROOT"] = root
+    return LakehouseSettings.from_env(env)
+
+
+def _error(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
