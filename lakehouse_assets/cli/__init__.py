@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from lakehouse_assets.cli import history, land, show, status
+from lakehouse_assets.cli import history, land, reset, show, status
 from lakehouse_assets.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -41,14 +41,14 @@ environment:
 
 exit codes:
   {EXIT_OK}    success
-  {EXIT_FAILURE}    failure: e.g. a missing table, a refused landing
-  {EXIT_USAGE}    usage error: bad options or TABLE
+  {EXIT_FAILURE}    failure: e.g. a missing table, a refused landing, a declined reset
+  {EXIT_USAGE}    usage error: bad options or TABLE, or a reset without --yes and no terminal
   {EXIT_INTERRUPTED}  interrupted by Ctrl-C (land --continuous stops cleanly with 0 instead)
 
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, status, history, show)
+_SUBCOMMANDS = (land, status, history, show, reset)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -54,7 +54,7 @@ def test_a_very_long_part_is_refused() -> None:
     assert table_name("bronze." + "a" * 128).name == "a" * 128
 
 
-@pytest.mark.parametrize("command", ["history", "show"])
+@pytest.mark.parametrize("command", ["history", "show", "reset"])
 @pytest.mark.parametrize("text", ["../etc", "bronze", "a.b.c"])
 def test_every_table_command_refuses_bad_names_as_usage_errors(
         lakehouse: Runner, root: Path, command: str, text: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from lakehouse_assets_tests.cli.helpers import Runner
 
-SUBCOMMANDS = ["land", "status", "history", "show"]
+SUBCOMMANDS = ["land", "status", "history", "show", "reset"]
 
 
 def test_top_level_help_lists_commands_and_documents_exit_codes(lakehouse: Runner) -> None:
