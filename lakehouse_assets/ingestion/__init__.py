@@ -1,0 +1,68 @@
+"""Landing files into bronze tables: Auto Loader-style streams and COPY INTO.
+
+- :func:`autoload_to_table` / :func:`autoload_stream`: incremental, exactly-once ingestion of
+  a landing folder, with a stored schema, evolution modes and rescued data.
+- :func:`copy_into`: an idempotent batch load that remembers the files it loaded in the table.
+- :func:`ingested_files` / :func:`copied_files`: what was ingested, file by file.
+"""
+
+from lakehouse_assets.ingestion.autoloader import (
+    SchemaChange,
+    autoload_stream,
+    autoload_to_table,
+    restart_after_schema_evolution,
+    schema_change_after_failure,
+)
+from lakehouse_assets.ingestion.errors import (
+    CheckpointStateError,
+    CopyIntoError,
+    IngestionError,
+    IngestionOptionsError,
+    NewColumnsError,
+    NothingToInferError,
+    SchemaEvolvedError,
+    SchemaInferenceError,
+    StoredSchemaError,
+    UnknownColumnsError,
+)
+from lakehouse_assets.ingestion.files import data_file_glob, is_data_file
+from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode, SourceFormat
+from lakehouse_assets.ingestion.rescue import (
+    INGESTED_AT_COLUMN,
+    METADATA_COLUMNS,
+    RESCUED_DATA_COLUMN,
+    SOURCE_FILE_COLUMN,
+)
+from lakehouse_assets.ingestion.schema_store import SchemaStore, StoredSchema
+from lakehouse_assets.ingestion.state import IngestedFile, ingested_files
+
+__all__ = [
+    "INGESTED_AT_COLUMN",
+    "METADATA_COLUMNS",
+    "RESCUED_DATA_COLUMN",
+    "SOURCE_FILE_COLUMN",
+    "AutoLoaderOptions",
+    "CheckpointStateError",
+    "CopyIntoError",
+    "IngestedFile",
+    "IngestionError",
+    "IngestionOptionsError",
+    "NewColumnsError",
+    "NothingToInferError",
+    "SchemaChange",
+    "SchemaEvolutionMode",
+    "SchemaEvolvedError",
+    "SchemaInferenceError",
+    "SchemaStore",
+    "SourceFormat",
+    "StoredSchema",
+    "StoredSchemaError",
+    "UnknownColumnsError",
+    "autoload_stream",
+    "autoload_to_table",
+    "data_file_glob",
+    "ingested_files",
+    "is_data_file",
+    "restart_after_schema_evolution",
+    "schema_change_after_failure",
+]

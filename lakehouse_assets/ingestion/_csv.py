@@ -1,0 +1,211 @@
+"""Header-aware CSV parsing, run on the executors by ``mapInArrow``.
+
+Spark's CSV reader matches columns by position and takes one header for all files, so a
+file whose header adds, drops or reorders a column would be read into the wrong columns.
+Here every file's own header names its values: each record becomes a map from column name
+to raw text, and the shared rescue logic decides what fits the stored schema.
+
+Rows arrive in file order within a partition (Spark reads a file split sequentially), so the
+first non-empty line of a file's first split is its header. A later split of a large file
+reads its header from the file itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pyarrow as pa
+
+BOM = "\ufeff"
+OUTPUT_SCHEMA = pa.schema(
+    [
+        ("_record", pa.string()),
+        ("_fields", pa.map_(pa.string(), pa.string())),
+        ("_malformed", pa.bool_()),
+        ("_source_file", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class CsvDialect:
+    """The CSV options the parser honours, with Spark's defaults."""
+
+    header: bool = False
+    sep: str = ","
+    quote: str = '"'
+    escape: str | None = None
+    null_value: str = ""
+
+    def reader(self, lines: Iterable[str]) -> Iterator[list[str]]:
+        return csv.reader(
+            lines, delimiter=self.sep, quotechar=self.quote, escapechar=self.escape, doublequote=True, strict=True
+        )
+
+
+def parse_csv_batches(batches: Iterator[pa.RecordBatch], dialect: CsvDialect, multi_line: bool) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` function: text rows (``value``, ``_source_file``, ``_block_start``) in,
+    one row per CSV record out (``_record``, ``_fields``, ``_malformed``, ``_source_file``).
+
+    Blank lines and header lines are not records. A line that does not parse, or has more or
+    fewer values than its header has names, is malformed: its parsed values are kept under
+    their names and its raw text goes to rescued data.
+    """
+    state = _FileState(dialect)
+    for batch in batches:
+        values = batch.column("value").to_pylist()
+        files = batch.column("_source_file").to_pylist()
+        blocks = batch.column("_block_start").to_pylist()
+        out = _Output()
+        for value, file, block in zip(values, files, blocks):
+            if value is None:
+                continue
+            if multi_line:
+                for record, fields, malformed in parse_document(value, dialect):
+                    out.add(record, fields, malformed, file)
+                continue
+            state.enter(file, block)
+            if not value:
+                continue
+            if state.needs_header:
+                state.set_header(value)
+                continue
+            record, fields, malformed = parse_line(value, state.names, dialect)
+            out.add(record, fields, malformed, file)
+        if out.records:
+            yield out.batch()
+
+
+class _FileState:
+    """The header of the file split being read."""
+
+    def __init__(self, dialect: CsvDialect) -> None:
+        self.dialect = dialect
+        self.key: tuple[str, int] | None = None
+        self.names: list[str] | None = None
+        self.needs_header = False
+
+    def enter(self, file: str, block: int) -> None:
+        if self.key == (file, block):
+            return
+        self.key = (file, block)
+        self.names = None
+        self.needs_header = self.dialect.header and block == 0
+        if self.dialect.header and block != 0:
+            self.names = list(read_header(file, self.dialect))
+
+    def set_header(self, line: str) -> None:
+        self.names = header_names(_tokens(line.lstrip(BOM), self.dialect) or [])
+        self.needs_header = False
+
+
+class _Output:
+    def __init__(self) -> None:
+        self.records: list[str] = []
+        self.fields: list[list[tuple[str, str | None]] | None] = []
+        self.malformed: list[bool] = []
+        self.files: list[str] = []
+
+    def add(self, record: str, fields: list[tuple[str, str | None]] | None, malformed: bool, file: str) -> None:
+        self.records.append(record)
+        self.fields.append(fields)
+        self.malformed.append(malformed)
+        self.files.append(file)
+
+    def batch(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(self.records, pa.string()),
+                pa.array(self.fields, pa.map_(pa.string(), pa.string())),
+                pa.array(self.malformed, pa.bool_()),
+                pa.array(self.files, pa.string()),
+            ],
+            schema=OUTPUT_SCHEMA,
+        )
+
+
+def parse_line(
+    line: str, names: list[str] | None, dialect: CsvDialect
+) -> tuple[str, list[tuple[str, str | None]] | None, bool]:
+    """One line as (raw text, name -> value pairs or None, malformed)."""
+    tokens = _tokens(line, dialect)
+    if tokens is None:
+        return line, None, True
+    return (line, *_name_values(tokens, names, dialect))
+
+
+def parse_document(
+    text: str, dialect: CsvDialect
+) -> Iterator[tuple[str, list[tuple[str, str | None]] | None, bool]]:
+    """Every record of a whole file, where quoted values may span lines."""
+    lines = list(io.StringIO(text.lstrip(BOM), newline=""))
+    names: list[str] | None = None if dialect.header else []
+    position = 0
+    while position < len(lines):
+        if not lines[position].strip("\r\n"):
+            position += 1
+            continue
+        chunk = iter(lines[position:])
+        reader = dialect.reader(chunk)
+        try:
+            tokens: list[str] | None = next(reader)
+            consumed = reader.line_num
+        except csv.Error:
+            tokens, consumed = None, 1
+        except StopIteration:
+            break
+        raw = "".join(lines[position : position + consumed]).rstrip("\r\n")
+        position += consumed
+        if names is None:
+            names = header_names(tokens or [])
+            continue
+        if tokens is None:
+            yield raw, None, True
+            continue
+        yield (raw, *_name_values(tokens, names or None, dialect))
+
+
+def _name_values(
+    tokens: list[str], names: list[str] | None, dialect: CsvDialect
+) -> tuple[list[tuple[str, str | None]], bool]:
+    def value(token: str) -> str | None:
+        return None if token == dialect.null_value else token
+
+    if not names:  # no header: columns are named by position, as Spark names them
+        return [(f"_c{i}", value(t)) for i, t in enumerate(tokens)], False
+    pairs = [(name, value(token)) for name, token in zip(names, tokens)]
+    return pairs, len(tokens) != len(names)
+
+
+def _tokens(line: str, dialect: CsvDialect) -> list[str] | None:
+    try:
+        return next(dialect.reader([line]), [])
+    except csv.Error:
+        return None
+
+
+def header_names(tokens: list[str]) -> list[str]:
+    """Column names from a header line, made unique as Spark makes them: an empty name becomes
+    ``_c<i>``, and repeated names get their position appended (``a0``, ``a3``)."""
+    names = [t.strip() or f"_c{i}" for i, t in enumerate(tokens)]
+    lowered = [n.lower() for n in names]
+    return [f"{n}{i}" if lowered.count(n.lower()) > 1 else n for i, n in enumerate(names)]
+
+
+@lru_cache(maxsize=1024)
+def read_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
+    """The header of the file at ``path``, read from the file (for splits after the first)."""
+    from lakehouse_assets.ingestion.files import filesystem
+
+    fs, local = filesystem(path)
+    with fs.open_input_stream(local) as stream:
+        reader = io.TextIOWrapper(stream, encoding="utf-8", newline="")
+        for line in reader:
+            line = line.lstrip(BOM).rstrip("\r\n")
+            if line:
+                return tuple(header_names(_tokens(line, dialect) or []))
+    return ()

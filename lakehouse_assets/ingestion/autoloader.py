@@ -1,0 +1,307 @@
+"""Auto Loader-style incremental ingestion of a landing folder into a bronze Delta table.
+
+Spark's own file stream source finds the files: its checkpoint log remembers every file it
+assigned to a micro-batch, so each file is read once, a restarted query goes on where it
+stopped, and ``availableNow`` takes the files present when the run starts (a file landing
+during a run is taken by this run or the next). The ingestion adds what Auto Loader adds on
+top: a stored schema (:mod:`.schema_store`), schema evolution modes, rescued data
+(:mod:`.rescue`) and the ``_source_file`` / ``_ingested_at`` columns. The Delta sink commits
+each micro-batch exactly once.
+
+Two layers: :func:`autoload_stream` is the streaming DataFrame, for callers that run the
+query themselves; :func:`autoload_to_table` runs it into a table, like the course's
+``autoload_to_table(data_source, source_format, table_name, checkpoint_directory)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse_assets.ingestion.errors import (
+    IngestionError,
+    NothingToInferError,
+    SchemaEvolvedError,
+    UnknownColumnsError,
+)
+from lakehouse_assets.ingestion.files import list_data_files, spark_file_uri
+from lakehouse_assets.ingestion.options import AutoLoaderOptions, SourceFormat
+from lakehouse_assets.ingestion.records import file_reader, records, text_lines
+from lakehouse_assets.ingestion.rescue import (
+    READ_SCHEMA_STALE_MARKER,
+    parse_marker,
+    shape_parquet,
+    shape_records,
+)
+from lakehouse_assets.ingestion.schema_store import (
+    SchemaStore,
+    StoredSchema,
+    add_columns,
+    infer_schema,
+    new_columns,
+    resolve_schema,
+)
+from lakehouse_assets.ingestion.state import file_source_log, last_committed_batch, uncommitted_files
+from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink, TableStore
+from lakehouse_assets.streaming import StreamRun, Trigger, run_stream
+
+logger = logging.getLogger(__name__)
+
+# Restarts within one run: each picks up columns found in one micro-batch's files.
+MAX_SCHEMA_RESTARTS = 20
+
+PathLike = str | os.PathLike[str]
+
+
+RestartPolicy = Callable[[BaseException], bool]
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """Why a query stopped on its data's columns, found in its error.
+
+    ``evolved``: new columns were added to the stored schema (``addNewColumns``) as version
+    ``schema.version``; ``unknown``: new columns refused (``failOnNewColumns``); ``reread``:
+    a Parquet file has columns the read did not plan for, and the query must be planned again
+    to rescue them.
+    """
+
+    kind: Literal["evolved", "unknown", "reread"]
+    columns: tuple[str, ...]
+    files: tuple[str, ...]
+    schema_location: str
+    schema: StoredSchema | None = None
+
+    @property
+    def restartable(self) -> bool:
+        """Whether restarting the query now can succeed without anyone changing anything."""
+        return self.kind in ("evolved", "reread")
+
+    def error(self) -> IngestionError | None:
+        """The error to stop the run with, when it stops."""
+        if self.kind == "evolved" and self.schema is not None:
+            return SchemaEvolvedError(
+                columns=self.columns, files=self.files, schema_location=self.schema_location,
+                schema_version=self.schema.version,
+            )
+        if self.kind == "unknown":
+            return UnknownColumnsError(columns=self.columns, files=self.files, schema_location=self.schema_location)
+        return None
+
+
+def autoload_stream(
+    spark: SparkSession,
+    *,
+    source_dir: PathLike,
+    options: AutoLoaderOptions,
+    schema_location: PathLike,
+    checkpoint_location: PathLike | None = None,
+) -> DataFrame:
+    """A streaming DataFrame of the files landing in ``source_dir``, like
+    ``spark.readStream.format("cloudFiles")``: the stored schema's columns (inferred and
+    stored at ``schema_location`` on the first call), then ``_rescued_data``, ``_source_file``
+    and ``_ingested_at``.
+
+    Run it with a checkpoint of its own, and with :func:`restart_after_schema_evolution` as
+    the restart policy: when the query stops on new columns, the policy evolves the stored
+    schema (``addNewColumns``) and says whether to build the stream again and restart.
+    ``checkpoint_location`` (the query's) lets Parquet in ``rescue`` mode plan for the columns
+    of only the files not yet read.
+
+    Raises :class:`~.errors.NothingToInferError` when nothing has landed and no schema is stored.
+    """
+    source = str(source_dir)
+    stored = resolve_schema(spark, source, options, SchemaStore(schema_location))
+    reader = file_reader(spark, options, streaming=True)
+    mode = options.schema_evolution_mode
+    if options.format != "parquet":
+        lines = text_lines(reader.load(source), options)
+        return shape_records(records(lines, options), stored.schema, mode=mode, schema_location=str(schema_location))
+    extra = (
+        _unread_parquet_columns(spark, source, options, stored, None if checkpoint_location is None else str(checkpoint_location))
+        if mode == "rescue"
+        else T.StructType([])
+    )
+    rows = reader.schema(T.StructType(list(stored.schema.fields) + list(extra.fields))).load(source)
+    if options.path_glob_filter:
+        rows = rows.where(~F.col("_metadata.file_name").rlike(r"(^[_.])|(\.tmp$)|(\.partial$)"))
+    return shape_parquet(rows, stored.schema, mode=mode, extra=extra, schema_location=str(schema_location))
+
+
+def autoload_to_table(
+    spark: SparkSession,
+    *,
+    data_source: PathLike,
+    source_format: SourceFormat,
+    table_path: PathLike,
+    checkpoint_directory: PathLike,
+    schema_location: PathLike | None = None,
+    options: AutoLoaderOptions | None = None,
+    store: TableStore | None = None,
+    trigger: Trigger = Trigger(),
+    query_name: str | None = None,
+) -> StreamRun:
+    """Ingest the files landed in ``data_source`` into the Delta table at ``table_path``, and
+    wait until the trigger is done (``availableNow`` by default: every file present at the
+    start, in micro-batches of ``options``' rate limit).
+
+    ``source_format`` overrides ``options.format``. The schema is stored at
+    ``schema_location`` (by default the checkpoint directory, as in the course). With nothing
+    landed and no stored schema, nothing happens and an empty run is returned.
+
+    In ``addNewColumns`` mode, new columns stop the run with :class:`~.errors.SchemaEvolvedError`
+    after the stored schema gained them; with ``options.continue_on_new_columns`` the query is
+    restarted with them instead, and the run goes on. In ``failOnNewColumns`` mode they stop it
+    with :class:`~.errors.UnknownColumnsError`, every run, until the file or schema is fixed.
+    """
+    options = dataclasses.replace(options or AutoLoaderOptions(), format=source_format)
+    source = str(data_source)
+    checkpoint = str(checkpoint_directory)
+    location = str(schema_location or checkpoint_directory)
+    try:
+        resolve_schema(spark, source, options, SchemaStore(location))
+    except NothingToInferError:
+        logger.info("Nothing has landed in %s yet and no schema is stored at %s: nothing to ingest", source, location)
+        return StreamRun()
+
+    def build() -> DataFrame:
+        return autoload_stream(
+            spark, source_dir=source, options=options, schema_location=location, checkpoint_location=checkpoint
+        )
+
+    changes: list[tuple[BaseException, SchemaChange | None]] = []
+
+    def restart_when(error: StreamingQueryException) -> bool:
+        change = schema_change_after_failure(
+            spark, error, options=options, schema_location=location, checkpoint_location=checkpoint
+        )
+        changes.append((error, change))
+        return _should_restart(change, options)
+
+    sink = DeltaSink(store or DeltaRsTableStore(), str(table_path), checkpoint, merge_schema=True)
+    try:
+        return run_stream(
+            build,
+            sink,
+            checkpoint_location=checkpoint,
+            trigger=trigger,
+            query_name=query_name,
+            restart_when=restart_when,
+            max_restarts=MAX_SCHEMA_RESTARTS,
+        )
+    except StreamingQueryException as error:
+        change = next((c for e, c in reversed(changes) if e is error), None)
+        translated = change.error() if change is not None else None
+        if translated is not None:
+            raise translated from error
+        raise
+
+
+def restart_after_schema_evolution(
+    options: AutoLoaderOptions, *, checkpoint_location: PathLike | None = None
+) -> RestartPolicy:
+    """A restart policy for ``run_stream(..., restart_when=...)`` over :func:`autoload_stream`.
+
+    On a failure caused by new columns it evolves the stored schema (``addNewColumns``; the
+    schema location is named in the error), then answers whether to restart: yes with
+    ``continue_on_new_columns``, and yes when a Parquet read must be planned again to rescue
+    columns; no otherwise (the next run goes on with the new columns). Given the query's
+    ``checkpoint_location``, the new columns are typed from all files of the failed batch,
+    else from the file the error names (a restart then finds any others one file at a time).
+    """
+
+    def restart_when(error: BaseException) -> bool:
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            return False
+        change = schema_change_after_failure(spark, error, options=options, checkpoint_location=checkpoint_location)
+        return _should_restart(change, options)
+
+    return restart_when
+
+
+def _should_restart(change: SchemaChange | None, options: AutoLoaderOptions) -> bool:
+    if change is None:
+        return False
+    if change.kind == "evolved":
+        logger.warning(
+            "New columns %s in %s; stored schema %s is now version %s", list(change.columns), list(change.files),
+            change.schema_location, change.schema.version if change.schema else "?",
+        )
+        return options.continue_on_new_columns
+    return change.kind == "reread"
+
+
+def schema_change_after_failure(
+    spark: SparkSession,
+    error: BaseException,
+    *,
+    options: AutoLoaderOptions,
+    schema_location: PathLike | None = None,
+    checkpoint_location: PathLike | None = None,
+) -> SchemaChange | None:
+    """What a failed ingestion query's error says about new columns, and in ``addNewColumns``
+    mode, the stored schema evolved to hold them; None for any other failure.
+
+    The new columns are typed by inferring the schema of the files of the batch that failed
+    (from ``checkpoint_location``'s file log, else the file the error names), with the schema
+    hints applied, and appended to the stored schema as a new version. The failed batch is read
+    again, with them, when the query restarts. ``schema_location`` defaults to the one the
+    error names.
+    """
+    marked = parse_marker(str(error))
+    if marked is None:
+        return None
+    location = str(schema_location or marked.schema_location or "")
+    files = tuple(spark_file_uri(f) for f in [marked.file] if f)
+    if marked.marker == READ_SCHEMA_STALE_MARKER:
+        return SchemaChange("reread", marked.columns, files, location)
+    if options.schema_evolution_mode != "addNewColumns":
+        return SchemaChange("unknown", marked.columns, files, location)
+    if not location:
+        return None
+    store = SchemaStore(location)
+    current = store.latest()
+    if current is None:
+        return None
+    batch = uncommitted_files(str(checkpoint_location)) if checkpoint_location is not None else []
+    paths = list(dict.fromkeys([spark_file_uri(p) for p in batch] + list(files)))
+    added = new_columns(current.schema, infer_schema(spark, paths, options))
+    # A column the query saw but inference did not type is still added, as a string, so the
+    # restarted query does not stop on it again.
+    typed = {f.name.lower() for f in added.fields}
+    untyped = [T.StructField(c, T.StringType(), True) for c in marked.columns if c.lower() not in typed]
+    added = new_columns(current.schema, T.StructType(list(added.fields) + untyped))
+    if not added.fields:
+        return None
+    evolved = add_columns(store, current, added, options=options, files=paths)
+    return SchemaChange("evolved", tuple(f.name for f in added.fields), files or tuple(paths), location, evolved)
+
+
+def _unread_parquet_columns(
+    spark: SparkSession,
+    source: str,
+    options: AutoLoaderOptions,
+    stored: StoredSchema,
+    checkpoint_location: str | None,
+) -> T.StructType:
+    """Columns of the Parquet files not yet ingested that the stored schema lacks: read too, so
+    that ``rescue`` mode can put their values in ``_rescued_data``."""
+    recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
+    landed = list_data_files(source, recursive=recursive, path_glob_filter=options.path_glob_filter)
+    done: set[str] = set()
+    if checkpoint_location is not None:
+        committed = last_committed_batch(checkpoint_location)
+        if committed is not None:
+            done = {spark_file_uri(e.path) for e in file_source_log(checkpoint_location) if e.batch_id <= committed}
+    pending = [f.path for f in landed if f.path not in done]
+    return new_columns(stored.schema, infer_schema(spark, pending, options)) if pending else T.StructType([])

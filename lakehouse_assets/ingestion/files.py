@@ -1,0 +1,169 @@
+"""Which landed files are data, and finding them.
+
+Writers land a file under a temporary name and rename it when it is complete, so names
+starting with ``_`` or ``.`` and names ending in ``.tmp`` or ``.partial`` are never data.
+Spark's file source is told the same rule as a Hadoop glob (:func:`data_file_glob`), so such
+files are never opened, counted against rate limits, or remembered as ingested.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import itertools
+from dataclasses import dataclass
+from urllib.parse import quote, unquote, urlparse
+
+import pyarrow.fs as pafs
+
+IGNORED_PREFIXES = ("_", ".")
+IGNORED_SUFFIXES = (".tmp", ".partial")
+
+
+def is_data_file(name: str) -> bool:
+    """Whether a file called ``name`` (no folder) holds data rather than being in progress
+    or hidden."""
+    return bool(name) and not name.startswith(IGNORED_PREFIXES) and not name.endswith(IGNORED_SUFFIXES)
+
+
+def data_file_glob() -> str:
+    """A Hadoop glob (as ``pathGlobFilter`` takes it) matching exactly the names
+    :func:`is_data_file` accepts.
+
+    Globs cannot say "does not end with", so the rule is spelt out over the last characters of
+    the name: a name is data when, for every ignored suffix, at least one of its last characters
+    differs from that suffix. Expanding that conjunction of disjunctions gives an alternation of
+    patterns in which a few positions are ``[^c]`` classes. Names no longer than the longest
+    suffix are enumerated by length; longer ones are ``[^_.]*`` followed by the last characters.
+    """
+    width = max(len(s) for s in IGNORED_SUFFIXES)
+    patterns: list[str] = []
+    for length in range(1, width + 2):
+        open_ended = length == width + 1
+        window = width if open_ended else length
+        # Each clause is a list of alternatives (position, forbidden character); a name is
+        # data when every clause holds, i.e. when one alternative of each clause holds.
+        clauses = []
+        for suffix in IGNORED_SUFFIXES:
+            if len(suffix) > (window if open_ended else length):
+                continue
+            start = window - len(suffix)
+            clauses.append([(start + i, ch) for i, ch in enumerate(suffix)])
+        terms: list[tuple[frozenset[str], ...]] = []
+        for choice in itertools.product(*clauses):
+            forbidden: dict[int, set[str]] = {}
+            for position, ch in choice:
+                forbidden.setdefault(position, set()).add(ch)
+            if not open_ended:
+                forbidden.setdefault(0, set()).update(IGNORED_PREFIXES)
+            terms.append(tuple(frozenset(forbidden.get(p, ())) for p in range(window)))
+        # A term that forbids more than another of the same length matches fewer names: drop it.
+        kept = [t for t in dict.fromkeys(terms) if not any(o != t and all(a <= b for a, b in zip(o, t)) for o in terms)]
+        for term in kept:
+            body = "".join(_glob_class(chars) for chars in term)
+            patterns.append(f"[^{''.join(IGNORED_PREFIXES)}]*{body}" if open_ended else body)
+    return "{" + ",".join(patterns) + "}"
+
+
+def _glob_class(forbidden: frozenset[str]) -> str:
+    return "?" if not forbidden else "[^" + "".join(sorted(forbidden)) + "]"
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """The alternatives of a glob with ``{a,b}`` groups (nested groups too), as plain globs."""
+    depth = 0
+    for i, ch in enumerate(pattern):
+        if ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                inner = pattern[start + 1 : i]
+                options, level, last = [], 0, 0
+                for j, c in enumerate(inner):
+                    level += c == "{"
+                    level -= c == "}"
+                    if c == "," and level == 0:
+                        options.append(inner[last:j])
+                        last = j + 1
+                options.append(inner[last:])
+                head, tail = pattern[:start], pattern[i + 1 :]
+                return [x for opt in options for x in expand_braces(head + opt + tail)]
+    return [pattern]
+
+
+def glob_matches(text: str, pattern: str) -> bool:
+    """Whether ``text`` matches a Hadoop-style glob (``*``, ``?``, ``[abc]``, ``[^a]``,
+    ``{a,b}``), case-sensitively."""
+    return any(fnmatch.fnmatchcase(text, alt.replace("[^", "[!")) for alt in expand_braces(pattern))
+
+
+# -- paths ---------------------------------------------------------------------------------------
+def to_local_or_uri(path: str) -> str:
+    """A path as pyarrow's file systems take it: ``file:`` URIs become local paths."""
+    if path.startswith("file:"):
+        return unquote(urlparse(path).path)
+    return path
+
+
+def spark_file_uri(path: str) -> str:
+    """A file's path as Spark's ``_metadata.file_path`` spells it (``file:/abs/path``), so
+    paths from listings, checkpoints and bronze rows compare equal."""
+    if path.startswith("file:"):
+        path = unquote(urlparse(path).path)
+    elif "://" in path:
+        return path
+    return "file:" + quote(path, safe="/:@!$&'()*+,;=~")
+
+
+def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+    """The file system holding ``path`` (a local path or a URI) and the path on it."""
+    if "://" in path and not path.startswith("file:"):
+        return pafs.FileSystem.from_uri(path)
+    return pafs.LocalFileSystem(), to_local_or_uri(path)
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    """A file in a landing folder."""
+
+    path: str  # as Spark names it: file:/... for local files
+    relative_path: str
+    size: int
+    modification_time: dt.datetime
+
+
+def list_data_files(
+    folder: str, *, recursive: bool = False, path_glob_filter: str | None = None
+) -> list[LandedFile]:
+    """The data files in ``folder``, oldest first (then by name). Hidden and in-progress names
+    are skipped, and so are folders whose names start with ``_`` or ``.``. A folder that does
+    not exist holds no files."""
+    fs, root = filesystem(folder)
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.NotFound:
+        return []
+    root = root.rstrip("/")
+    found = []
+    for entry in fs.get_file_info(pafs.FileSelector(root, recursive=recursive)):
+        if entry.type != pafs.FileType.File:
+            continue
+        relative = entry.path[len(root) + 1 :]
+        parts = relative.split("/")
+        if any(p.startswith(IGNORED_PREFIXES) for p in parts[:-1]) or not is_data_file(parts[-1]):
+            continue
+        if path_glob_filter and not glob_matches(parts[-1], path_glob_filter):
+            continue
+        uri = spark_file_uri(entry.path) if isinstance(fs, pafs.LocalFileSystem) else f"{folder.rstrip('/')}/{relative}"
+        found.append(
+            LandedFile(
+                path=uri,
+                relative_path=relative,
+                size=int(entry.size or 0),
+                modification_time=entry.mtime or dt.datetime.fromtimestamp(0, dt.timezone.utc),
+            )
+        )
+    found.sort(key=lambda f: (f.modification_time, f.relative_path))
+    return found

@@ -1,0 +1,234 @@
+"""What an Auto Loader-style ingestion reads and how: :class:`AutoLoaderOptions`.
+
+Fields are snake_case and typed; :meth:`AutoLoaderOptions.from_options` also accepts the option
+names Databricks users know (``cloudFiles.format``, ``cloudFiles.schemaHints``,
+``cloudFiles.inferColumnTypes``, ``cloudFiles.schemaEvolutionMode``, ``multiLine``, ...).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, get_args
+
+from lakehouse_assets.ingestion.errors import IngestionOptionsError
+
+SourceFormat = Literal["json", "csv", "parquet"]
+SchemaEvolutionMode = Literal["addNewColumns", "rescue", "failOnNewColumns", "none"]
+
+# Auto Loader's default batch size when no rate limit is given: a large backlog is read in
+# several micro-batches instead of one that may not fit in memory.
+DEFAULT_MAX_FILES_PER_TRIGGER = 1000
+DEFAULT_INFERENCE_MAX_FILES = 1000
+
+# Reader options each format understands, beyond the typed fields. Anything else is refused:
+# a misspelt option silently ignored would change what lands in bronze.
+_LISTING_OPTIONS = {"recursiveFileLookup"}
+_READER_OPTIONS: Mapping[str, frozenset[str]] = {
+    # JSON options are given to Spark's JSON parser (from_json), which reads each record.
+    "json": frozenset(
+        {
+            "allowComments",
+            "allowUnquotedFieldNames",
+            "allowSingleQuotes",
+            "allowNumericLeadingZeros",
+            "allowBackslashEscapingAnyCharacter",
+            "allowNonNumericNumbers",
+            "allowUnquotedControlChars",
+        }
+    ),
+    # CSV options are honoured by the ingestion's own header-aware CSV parser.
+    "csv": frozenset({"sep", "delimiter", "quote", "escape", "nullValue"}),
+    "parquet": frozenset({"datetimeRebaseMode", "int96RebaseMode"}),
+}
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AutoLoaderOptions:
+    """How files in a landing folder become rows of a bronze table.
+
+    - ``format``: ``json`` (JSON lines, or one document per file with ``multi_line``), ``csv``
+      or ``parquet``.
+    - ``schema_hints``: column types that override inference, in DDL (``"time DOUBLE, mrn
+      BIGINT"``); hinted columns missing from the data are added. Top-level columns only.
+    - ``infer_column_types``: off (the default, as in Auto Loader) makes every JSON/CSV column
+      a string; on infers bigint, double, boolean, timestamp, structs and arrays. Parquet
+      always keeps its own types.
+    - ``schema_evolution_mode``: what a column the stored schema does not have does:
+      ``addNewColumns`` stops the run naming the columns and adds them to the stored schema
+      (the next run goes on with them; ``continue_on_new_columns`` restarts within the same
+      run); ``rescue`` keeps the schema and puts the values in ``_rescued_data``;
+      ``failOnNewColumns`` stops, and keeps stopping until the file or the schema is fixed;
+      ``none`` ignores them.
+    - ``max_files_per_trigger`` / ``max_bytes_per_trigger``: the most files, or about the
+      most bytes (``"10g"``, ``"512m"`` or a number), one micro-batch reads. Spark's file
+      source takes one of the two; with neither, batches hold up to 1,000 files.
+    - ``multi_line``: each JSON/CSV file is one document (a JSON object or array, or CSV with
+      quoted line breaks) instead of one record per line.
+    - ``header``: CSV files start with a header line naming the columns (matched by name,
+      file by file); without it columns are ``_c0``, ``_c1``, ...
+    - ``path_glob_filter``: only file names matching this glob are data (``"*.json"``).
+    - ``schema_inference_max_files``: how many of the files present the first schema is
+      inferred from.
+    - ``reader_options``: further format options (JSON: ``allowComments``...; CSV: ``sep``,
+      ``quote``, ``escape``, ``nullValue``; any format: ``recursiveFileLookup``).
+    """
+
+    format: SourceFormat = "json"
+    schema_hints: str | None = None
+    infer_column_types: bool = False
+    schema_evolution_mode: SchemaEvolutionMode = "addNewColumns"
+    continue_on_new_columns: bool = False
+    max_files_per_trigger: int | None = None
+    max_bytes_per_trigger: int | str | None = None
+    multi_line: bool = False
+    header: bool = False
+    path_glob_filter: str | None = None
+    schema_inference_max_files: int = DEFAULT_INFERENCE_MAX_FILES
+    reader_options: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.format not in get_args(SourceFormat):
+            raise IngestionOptionsError(
+                f"Unknown source format {self.format!r}: use one of {', '.join(get_args(SourceFormat))}"
+            )
+        if self.schema_evolution_mode not in get_args(SchemaEvolutionMode):
+            raise IngestionOptionsError(
+                f"Unknown schemaEvolutionMode {self.schema_evolution_mode!r}: use one of "
+                f"{', '.join(get_args(SchemaEvolutionMode))}"
+            )
+        if self.continue_on_new_columns and self.schema_evolution_mode != "addNewColumns":
+            raise IngestionOptionsError(
+                "continue_on_new_columns only applies to schemaEvolutionMode addNewColumns, "
+                f"not {self.schema_evolution_mode}"
+            )
+        if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
+            raise IngestionOptionsError(f"maxFilesPerTrigger must be at least 1, got {self.max_files_per_trigger}")
+        if self.max_files_per_trigger is not None and self.max_bytes_per_trigger is not None:
+            raise IngestionOptionsError(
+                "Give maxFilesPerTrigger or maxBytesPerTrigger, not both: Spark's file source "
+                "limits a micro-batch by one of them"
+            )
+        if self.max_bytes_per_trigger is not None:
+            parse_byte_size(self.max_bytes_per_trigger, option="maxBytesPerTrigger")
+        if self.schema_inference_max_files < 1:
+            raise IngestionOptionsError(
+                f"schema_inference_max_files must be at least 1, got {self.schema_inference_max_files}"
+            )
+        if self.schema_hints is not None and not self.schema_hints.strip():
+            object.__setattr__(self, "schema_hints", None)
+        allowed = _READER_OPTIONS[self.format] | _LISTING_OPTIONS
+        unknown = sorted(set(self.reader_options) - allowed)
+        if unknown:
+            raise IngestionOptionsError(
+                f"Unknown {self.format} reader option(s) {unknown}: this ingestion understands "
+                f"{sorted(allowed)} (and the typed fields of AutoLoaderOptions)"
+            )
+        csv_chars = {k: v for k, v in self.reader_options.items() if k in {"sep", "delimiter", "quote", "escape"}}
+        for key, value in csv_chars.items():
+            if len(str(value)) != 1:
+                raise IngestionOptionsError(f"CSV option {key} must be one character, got {value!r}")
+        object.__setattr__(self, "reader_options", MappingProxyType({k: str(v) for k, v in self.reader_options.items()}))
+
+    # -- Auto Loader's option names -------------------------------------------------------------
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> AutoLoaderOptions:
+        """Options as a Databricks notebook gives them to ``readStream.option(...)``:
+        ``cloudFiles.format``, ``cloudFiles.schemaHints``, ``cloudFiles.inferColumnTypes``,
+        ``cloudFiles.schemaEvolutionMode``, ``cloudFiles.maxFilesPerTrigger``,
+        ``cloudFiles.maxBytesPerTrigger``, ``cloudFiles.schemaInference.sampleSize.numFiles``,
+        ``pathGlobFilter``, ``multiLine``, ``header``; other keys become reader options. The
+        ``cloudFiles.`` prefix is optional."""
+        typed: dict[str, Any] = {}
+        reader: dict[str, str] = {}
+        for raw_key, value in options.items():
+            key = raw_key[len("cloudFiles.") :] if raw_key.startswith("cloudFiles.") else raw_key
+            target = _AUTO_LOADER_NAMES.get(key)
+            if target is None:
+                if key in {"schemaLocation", "useNotifications", "includeExistingFiles"}:
+                    raise IngestionOptionsError(
+                        f"Option {raw_key} has no effect here: the schema location is an argument, and "
+                        "files are found by listing the folder, existing files included"
+                    )
+                reader[key] = str(value)
+                continue
+            name, kind = target
+            typed[name] = _convert(raw_key, value, kind)
+        return cls(**typed, reader_options=reader)
+
+    # -- derived ---------------------------------------------------------------------------------
+    @property
+    def max_bytes(self) -> int | None:
+        """``max_bytes_per_trigger`` in bytes."""
+        if self.max_bytes_per_trigger is None:
+            return None
+        return parse_byte_size(self.max_bytes_per_trigger, option="maxBytesPerTrigger")
+
+    def rate_limit(self) -> dict[str, str]:
+        """The file source's rate-limit option: the given one, or 1,000 files per batch."""
+        if self.max_bytes is not None:
+            return {"maxBytesPerTrigger": str(self.max_bytes)}
+        return {"maxFilesPerTrigger": str(self.max_files_per_trigger or DEFAULT_MAX_FILES_PER_TRIGGER)}
+
+    def inference_key(self) -> dict[str, Any]:
+        """The options a stored schema was inferred with; a schema inferred under other ones
+        does not describe what this reader would infer."""
+        return {
+            "format": self.format,
+            "infer_column_types": self.infer_column_types,
+            "multi_line": self.multi_line,
+            "header": self.header,
+        }
+
+
+_AUTO_LOADER_NAMES: Mapping[str, tuple[str, str]] = {
+    "format": ("format", "str"),
+    "schemaHints": ("schema_hints", "str"),
+    "inferColumnTypes": ("infer_column_types", "bool"),
+    "schemaEvolutionMode": ("schema_evolution_mode", "str"),
+    "maxFilesPerTrigger": ("max_files_per_trigger", "int"),
+    "maxBytesPerTrigger": ("max_bytes_per_trigger", "str"),
+    "schemaInference.sampleSize.numFiles": ("schema_inference_max_files", "int"),
+    "pathGlobFilter": ("path_glob_filter", "str"),
+    "multiLine": ("multi_line", "bool"),
+    "multiline": ("multi_line", "bool"),
+    "header": ("header", "bool"),
+}
+
+
+def _convert(key: str, value: Any, kind: str) -> Any:
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in {"true", "false"}:
+            return text == "true"
+        raise IngestionOptionsError(f"Option {key} must be true or false, got {value!r}")
+    if kind == "int":
+        try:
+            return int(value)
+        except (TypeError, ValueError) as exc:
+            raise IngestionOptionsError(f"Option {key} must be a whole number, got {value!r}") from exc
+    return str(value)
+
+
+def parse_byte_size(value: int | str, *, option: str = "size") -> int:
+    """Bytes from a number or a size like ``"10g"``, ``"512mb"``, ``"64KiB"`` (powers of 1024)."""
+    if isinstance(value, bool):
+        raise IngestionOptionsError(f"{option} must be a size such as 10g or 1048576, got {value!r}")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.match(str(value))
+        if not match:
+            raise IngestionOptionsError(f"{option} must be a size such as 10g or 1048576, got {value!r}")
+        size = int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+    if size < 1:
+        raise IngestionOptionsError(f"{option} must be positive, got {value!r}")
+    return size
+

@@ -1,0 +1,150 @@
+"""Landed files as records: one row per landed record, before any schema is applied.
+
+JSON and CSV files are read as text by Spark's file source and parsed into a map from field
+name to raw value text (``_fields``), next to the record's raw text (``_record``). Keeping the
+raw text is what lets a value that does not fit its column, a field no column exists for, or
+a whole malformed record be rescued instead of dropped. Parquet carries its own types and is
+read by Spark's Parquet reader directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+
+from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming import DataStreamReader
+
+from lakehouse_assets.ingestion._csv import CsvDialect, parse_csv_batches
+from lakehouse_assets.ingestion.files import data_file_glob
+from lakehouse_assets.ingestion.options import AutoLoaderOptions
+
+RECORD = "_record"
+FIELDS = "_fields"
+MALFORMED = "_malformed"
+FILE = "_source_file"
+BLOCK = "_block_start"
+
+RAW_FIELDS_TYPE = T.MapType(T.StringType(), T.StringType())
+RECORDS_SCHEMA = T.StructType(
+    [
+        T.StructField(RECORD, T.StringType()),
+        T.StructField(FIELDS, RAW_FIELDS_TYPE),
+        T.StructField(MALFORMED, T.BooleanType()),
+        T.StructField(FILE, T.StringType()),
+    ]
+)
+
+# Spark's file source forgets files older than maxFileAge (7 days by default) relative to the
+# newest file it has seen, so a late file with an old modification time would be skipped.
+# Auto Loader has no such limit by default; neither does this ingestion.
+_NEVER_TOO_OLD = "36500d"
+
+
+def file_reader(spark: SparkSession, options: AutoLoaderOptions, *, streaming: bool) -> DataStreamReader | DataFrameReader:
+    """Spark's reader for the landing folder: text for JSON/CSV (whole files when
+    ``multi_line``), Parquet as itself; only data files, with the rate limit when streaming."""
+    reader = spark.readStream if streaming else spark.read
+    reader = reader.format("parquet" if options.format == "parquet" else "text")
+    if options.format != "parquet" and options.multi_line:
+        reader = reader.option("wholetext", "true")
+    glob = options.path_glob_filter or data_file_glob()
+    reader = reader.option("pathGlobFilter", glob)
+    if "recursiveFileLookup" in options.reader_options:
+        reader = reader.option("recursiveFileLookup", options.reader_options["recursiveFileLookup"])
+    for key in ("datetimeRebaseMode", "int96RebaseMode"):
+        if key in options.reader_options:
+            reader = reader.option(key, options.reader_options[key])
+    if streaming:
+        reader = reader.option("maxFileAge", _NEVER_TOO_OLD)
+        for key, value in options.rate_limit().items():
+            reader = reader.option(key, value)
+    return reader
+
+
+def text_lines(df: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """The text source's rows with the file each came from. Spark's own ignore rules use the
+    file name; with a custom glob, in-progress names are dropped here too."""
+    df = df.select(
+        F.col("value"),
+        F.col("_metadata.file_path").alias(FILE),
+        F.col("_metadata.file_block_start").alias(BLOCK),
+        F.col("_metadata.file_name").alias("_file_name"),
+    )
+    if options.path_glob_filter:
+        df = df.where(~F.col("_file_name").rlike(r"(^[_.])|(\.tmp$)|(\.partial$)"))
+    return df.drop("_file_name")
+
+
+def json_options(options: AutoLoaderOptions) -> dict[str, str]:
+    """Options for Spark's JSON parser, always permissive: a record that does not parse is
+    rescued, never a reason to stop."""
+    return {**dict(options.reader_options), "mode": "PERMISSIVE"}
+
+
+def json_records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """JSON documents (lines, or whole files with ``multi_line``) as records.
+
+    A document that is an array of objects is one record per element, as Spark's JSON reader
+    reads it. A record whose object repeats a key is ambiguous and counts as malformed.
+    """
+    opts = json_options(options)
+    doc = F.col("value")
+    if options.multi_line:
+        # Hadoop's line reader drops a leading UTF-8 BOM; a whole-text read keeps it.
+        doc = F.regexp_replace(doc, "^\ufeff", "")
+    elements = F.from_json(doc, T.ArrayType(T.StringType()), opts)
+    objects_array = (
+        F.regexp_like(doc, F.lit(r"^\s*\["))
+        & elements.isNotNull()
+        & F.forall(elements, lambda e: F.from_json(e, RAW_FIELDS_TYPE, opts).isNotNull())
+    )
+    documents = (
+        F.when(F.regexp_like(doc, F.lit(r"^\s*$")), F.array().cast(T.ArrayType(T.StringType())))
+        .when(objects_array, elements)
+        .otherwise(F.array(doc))
+    )
+    records = lines.select(F.explode(documents).alias(RECORD), F.col(FILE))
+    parsed = F.from_json(F.col(RECORD), RAW_FIELDS_TYPE, opts)
+    keys = F.map_keys(parsed)
+    fields = F.when(F.size(keys) == F.size(F.array_distinct(keys)), parsed)
+    return records.select(
+        F.col(RECORD), fields.alias(FIELDS), fields.isNull().alias(MALFORMED), F.col(FILE)
+    )
+
+
+def csv_dialect(options: AutoLoaderOptions) -> CsvDialect:
+    opts = options.reader_options
+    return CsvDialect(
+        header=options.header,
+        sep=opts.get("sep", opts.get("delimiter", ",")),
+        quote=opts.get("quote", '"'),
+        escape=opts.get("escape"),
+        null_value=opts.get("nullValue", ""),
+    )
+
+
+def csv_records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """CSV lines (or whole files with ``multi_line``) as records, each file read by its own
+    header (see :mod:`lakehouse_assets.ingestion._csv`)."""
+    function = partial(parse_csv_batches, dialect=csv_dialect(options), multi_line=options.multi_line)
+    return lines.mapInArrow(function, RECORDS_SCHEMA)
+
+
+def records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """The records of JSON or CSV text rows."""
+    return csv_records(lines, options) if options.format == "csv" else json_records(lines, options)
+
+
+def read_batch_records(spark: SparkSession, paths: Sequence[str], options: AutoLoaderOptions) -> DataFrame:
+    """The records of some JSON/CSV files, read once (for schema inference)."""
+    lines = text_lines(file_reader(spark, options, streaming=False).load(list(paths)), options)
+    return records(lines, options)
+
+
+def with_options(reader: DataFrameReader, options: Mapping[str, str]) -> DataFrameReader:
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader

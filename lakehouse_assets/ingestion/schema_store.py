@@ -1,0 +1,338 @@
+"""The schema a table's ingestion reads with: inferred once, stored, versioned, evolved.
+
+Like Auto Loader's ``cloudFiles.schemaLocation``, the first run infers the schema from the
+files present and writes it to ``<schema location>/_schemas/0``; later runs read the newest
+version instead of inferring again, so a restart reads exactly as the run before it did.
+Each change (new columns, changed schema hints) writes the next version, ``1``, ``2``, ...,
+as a small JSON document holding the Spark schema, the options it was inferred with, and why
+it changed. Versions are never rewritten.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse_assets.ingestion.errors import (
+    IngestionOptionsError,
+    NothingToInferError,
+    StoredSchemaError,
+)
+from lakehouse_assets.ingestion.files import list_data_files, to_local_or_uri
+from lakehouse_assets.ingestion.options import AutoLoaderOptions
+from lakehouse_assets.ingestion.records import FIELDS, file_reader, json_options, read_batch_records
+from lakehouse_assets.ingestion.rescue import METADATA_COLUMNS
+
+SCHEMAS_DIR = "_schemas"
+_CORRUPT = "_lakehouse_corrupt_record"
+# Types tried, narrowest first, when inferring the type of CSV text values.
+_CSV_CANDIDATE_TYPES: Sequence[T.DataType] = (T.LongType(), T.DoubleType(), T.BooleanType(), T.TimestampType())
+
+
+@dataclass(frozen=True)
+class StoredSchema:
+    """One version of a stored schema."""
+
+    version: int
+    schema: T.StructType
+    inferred_with: Mapping[str, Any]
+    schema_hints: str | None
+    reason: str
+    created_at: dt.datetime
+    files: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "version": self.version,
+                "schema": self.schema.jsonValue(),
+                "ddl": ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in self.schema.fields),
+                "inferredWith": dict(self.inferred_with),
+                "schemaHints": self.schema_hints,
+                "reason": self.reason,
+                "createdAt": self.created_at.isoformat(),
+                "files": list(self.files),
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> StoredSchema:
+        doc = json.loads(text)
+        return cls(
+            version=int(doc["version"]),
+            schema=T.StructType.fromJson(doc["schema"]),
+            inferred_with=doc.get("inferredWith") or {},
+            schema_hints=doc.get("schemaHints"),
+            reason=doc.get("reason", ""),
+            created_at=dt.datetime.fromisoformat(doc["createdAt"]),
+            files=tuple(doc.get("files") or ()),
+        )
+
+
+class SchemaStore:
+    """The versions of one table's stored schema under ``location`` (a local folder)."""
+
+    def __init__(self, location: str | os.PathLike[str]) -> None:
+        text = str(location)
+        if "://" in text and not text.startswith("file:"):
+            raise IngestionOptionsError(
+                f"Schema location {text} is not on the local file system; give a local folder"
+            )
+        self.location = str(location)
+        self.folder = Path(to_local_or_uri(text)) / SCHEMAS_DIR
+
+    def versions(self) -> list[int]:
+        """The stored versions, oldest first."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(int(p.name) for p in self.folder.iterdir() if p.name.isdigit())
+
+    def read(self, version: int) -> StoredSchema:
+        path = self.folder / str(version)
+        try:
+            return StoredSchema.from_json(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise StoredSchemaError(
+                f"Stored schema {path} cannot be read ({exc}). Restore it from a backup, or delete "
+                f"{self.folder} and full-refresh the table to infer the schema again."
+            ) from exc
+
+    def latest(self) -> StoredSchema | None:
+        versions = self.versions()
+        return self.read(versions[-1]) if versions else None
+
+    def add(
+        self,
+        schema: T.StructType,
+        *,
+        inferred_with: Mapping[str, Any],
+        schema_hints: str | None,
+        reason: str,
+        files: Sequence[str] = (),
+    ) -> StoredSchema:
+        """Store ``schema`` as the next version. When another run stored that version first,
+        its schema wins and is returned: both inferred from the same folder."""
+        versions = self.versions()
+        stored = StoredSchema(
+            version=versions[-1] + 1 if versions else 0,
+            schema=schema,
+            inferred_with=dict(inferred_with),
+            schema_hints=schema_hints,
+            reason=reason,
+            created_at=dt.datetime.now(dt.timezone.utc),
+            files=tuple(files[:100]),
+        )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        target = self.folder / str(stored.version)
+        # Written aside, then linked into place: readers never see half a file, and of two
+        # writers of the same version exactly one succeeds.
+        fd, temp = tempfile.mkstemp(prefix=f".{stored.version}.", suffix=".tmp", dir=self.folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(stored.to_json())
+            os.link(temp, target)
+        except FileExistsError:
+            return self.read(stored.version)
+        finally:
+            os.unlink(temp)
+        return stored
+
+
+# -- schema hints ----------------------------------------------------------------------------------
+def parse_schema_hints(hints: str) -> T.StructType:
+    """Schema hints in DDL (``"time DOUBLE, mrn BIGINT"``) as a struct."""
+    try:
+        parsed = T.StructType.fromDDL(hints)
+    except (PySparkException, ValueError) as exc:
+        raise IngestionOptionsError(
+            f"Schema hints {hints!r} are not valid DDL ({exc}). Write them as 'name TYPE, name TYPE' "
+            "for top-level columns, e.g. 'time DOUBLE, mrn BIGINT'."
+        ) from exc
+    reserved = [f.name for f in parsed.fields if f.name in METADATA_COLUMNS]
+    if reserved:
+        raise IngestionOptionsError(f"Schema hints cannot type the metadata columns {reserved}")
+    return parsed
+
+
+def apply_schema_hints(schema: T.StructType, hints: str | None) -> T.StructType:
+    """``schema`` with the hinted columns' types replaced (names matched case-insensitively)
+    and hinted columns it lacks appended."""
+    if not hints:
+        return schema
+    hinted = {f.name.lower(): f for f in parse_schema_hints(hints).fields}
+    fields = [
+        T.StructField(f.name, hinted[f.name.lower()].dataType, True) if f.name.lower() in hinted else f
+        for f in schema.fields
+    ]
+    present = {f.name.lower() for f in schema.fields}
+    fields += [T.StructField(h.name, h.dataType, True) for key, h in hinted.items() if key not in present]
+    return T.StructType(fields)
+
+
+# -- inference ---------------------------------------------------------------------------------------
+def infer_schema(spark: SparkSession, paths: Sequence[str], options: AutoLoaderOptions) -> T.StructType:
+    """The schema of the files at ``paths``, as ``options`` would read them, before hints.
+
+    JSON and Parquet use Spark's own inference. CSV files are read by their own headers, and
+    with ``infer_column_types`` each column gets the narrowest of bigint, double, boolean and
+    timestamp that all its values parse as, else string. Without ``infer_column_types``
+    every JSON/CSV column is a string.
+    """
+    if not paths:
+        return T.StructType([])
+    # Inference must not fail on a file whose fields differ only by case ("time" and "Time"):
+    # a case-sensitive session of its own keeps both, and the first is kept (the other is
+    # rescued when read). The caller's session is left as it is.
+    spark = spark.newSession()
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    if options.format == "parquet":
+        inferred = file_reader(spark, options, streaming=False).option("mergeSchema", "true").load(list(paths)).schema
+    elif options.format == "json":
+        reader = spark.read.format("json").option("columnNameOfCorruptRecord", _CORRUPT)
+        reader = reader.option("multiLine", str(options.multi_line).lower())
+        for key, value in json_options(options).items():
+            reader = reader.option(key, value)
+        inferred = reader.load(list(paths)).schema
+        if not options.infer_column_types:
+            inferred = _all_strings(inferred)
+    else:
+        inferred = _infer_csv(read_batch_records(spark, paths, options), options.infer_column_types)
+    return _storable(inferred)
+
+
+def _infer_csv(records: DataFrame, infer_types: bool) -> T.StructType:
+    positions = (
+        records.select(F.posexplode(F.map_keys(F.col(FIELDS))).alias("position", "name"))
+        .groupBy("name")
+        .agg(F.min("position").alias("position"))
+        .orderBy("position", "name")
+        .collect()
+    )
+    names = [row["name"] for row in positions]
+    if not names:
+        return T.StructType([])
+    if not infer_types:
+        return T.StructType([T.StructField(n, T.StringType(), True) for n in names])
+    checks = []
+    for i, name in enumerate(names):
+        value = F.try_element_at(F.col(FIELDS), F.lit(name))
+        checks.append(F.count(value).alias(f"n{i}"))
+        for j, candidate in enumerate(_CSV_CANDIDATE_TYPES):
+            checks.append(F.bool_and(value.isNull() | value.try_cast(candidate).isNotNull()).alias(f"c{i}_{j}"))
+    result = records.agg(*checks).first()
+    fields = []
+    for i, name in enumerate(names):
+        data_type: T.DataType = T.StringType()
+        if result[f"n{i}"]:
+            for j, candidate in enumerate(_CSV_CANDIDATE_TYPES):
+                if result[f"c{i}_{j}"]:
+                    data_type = candidate
+                    break
+        fields.append(T.StructField(name, data_type, True))
+    return T.StructType(fields)
+
+
+def _all_strings(schema: T.StructType) -> T.StructType:
+    return T.StructType([T.StructField(f.name, T.StringType(), True) for f in schema.fields])
+
+
+def _storable(schema: T.StructType) -> T.StructType:
+    """Without the corrupt-record and metadata columns, without a second column that differs
+    only by case (its values are rescued), and with all-null columns as strings."""
+    seen: set[str] = set()
+    fields = []
+    for f in schema.fields:
+        if f.name == _CORRUPT or f.name in METADATA_COLUMNS or f.name.lower() in seen:
+            continue
+        seen.add(f.name.lower())
+        data_type = T.StringType() if isinstance(f.dataType, T.NullType) else f.dataType
+        fields.append(T.StructField(f.name, data_type, True))
+    return T.StructType(fields)
+
+
+def new_columns(schema: T.StructType, candidates: T.StructType) -> T.StructType:
+    """The columns of ``candidates`` that ``schema`` lacks (compared case-insensitively)."""
+    present = {f.name.lower() for f in schema.fields}
+    return T.StructType([f for f in candidates.fields if f.name.lower() not in present])
+
+
+# -- the schema a run reads with -----------------------------------------------------------------------
+def resolve_schema(
+    spark: SparkSession, source_dir: str, options: AutoLoaderOptions, store: SchemaStore
+) -> StoredSchema:
+    """The schema to read ``source_dir`` with: the newest stored version, or, on the first
+    run, one inferred from up to ``schema_inference_max_files`` of the files present (with
+    the schema hints applied) and stored as version 0.
+
+    Changed schema hints are applied to the stored schema and stored as a new version. A
+    stored schema inferred with another format, ``infer_column_types``, ``multi_line`` or
+    ``header`` is refused: it does not describe what these options read.
+    """
+    latest = store.latest()
+    if latest is None:
+        files = list_data_files(
+            source_dir,
+            recursive=options.reader_options.get("recursiveFileLookup", "false").lower() == "true",
+            path_glob_filter=options.path_glob_filter,
+        )
+        if not files:
+            raise NothingToInferError(source_dir, store.location)
+        sample = [f.path for f in files[: options.schema_inference_max_files]]
+        inferred = apply_schema_hints(infer_schema(spark, sample, options), options.schema_hints)
+        return store.add(
+            inferred,
+            inferred_with=options.inference_key(),
+            schema_hints=options.schema_hints,
+            reason=f"inferred from {len(sample)} file(s) in {source_dir}",
+            files=sample,
+        )
+    expected = options.inference_key()
+    if dict(latest.inferred_with) != expected:
+        raise StoredSchemaError(
+            f"The schema stored at {store.location} (version {latest.version}) was inferred with "
+            f"{dict(latest.inferred_with)}, but the ingestion now reads with {expected}. Restore the "
+            "options, or start over with a new schema location and a full refresh of the table."
+        )
+    if (latest.schema_hints or None) != options.schema_hints:
+        hinted = apply_schema_hints(latest.schema, options.schema_hints)
+        return store.add(
+            hinted,
+            inferred_with=expected,
+            schema_hints=options.schema_hints,
+            reason=f"schema hints changed from {latest.schema_hints!r} to {options.schema_hints!r}",
+        )
+    return latest
+
+
+def add_columns(
+    store: SchemaStore,
+    current: StoredSchema,
+    columns: T.StructType,
+    *,
+    options: AutoLoaderOptions,
+    files: Sequence[str],
+) -> StoredSchema:
+    """Store ``current`` plus ``columns`` (typed by the schema hints where hinted) as the
+    next version."""
+    hinted = apply_schema_hints(columns, options.schema_hints)
+    hinted = T.StructType([f for f in hinted.fields if f.name.lower() in {c.name.lower() for c in columns.fields}])
+    evolved = T.StructType(list(current.schema.fields) + list(hinted.fields))
+    return store.add(
+        evolved,
+        inferred_with=options.inference_key(),
+        schema_hints=options.schema_hints,
+        reason=f"added columns {[f.name for f in hinted.fields]} found in {len(files)} file(s)",
+        files=files,
+    )
