@@ -1,0 +1,72 @@
+"""Bronze contracts: raw records as landed, with the ingestion's metadata columns.
+
+Bronze keeps everything, malformed records included, so its value columns may be null;
+its promises are about structure: the columns are there, with their types, and every row
+says which file it came from and when it was ingested. Rescued data is expected here (that
+is what rescuing is for), so at bronze it is a warning; silver quarantines those rows.
+"""
+
+from __future__ import annotations
+
+import pandera.pyspark as pa
+import pyspark.sql.types as T
+
+from lakehouse_assets.quality.contract import Contract
+from lakehouse_assets.quality.rules import Severity, not_null, null_or_empty
+
+RESCUED_DATA = "_rescued_data"
+SOURCE_FILE = "_source_file"
+INGESTED_AT = "_ingested_at"
+
+RESCUED_DATA_EMPTY = null_or_empty(
+    RESCUED_DATA,
+    name="rescued_data_empty",
+    description="Nothing was rescued: the record parsed and every value fit its column "
+    "(non-empty _rescued_data marks a malformed record or a value of the wrong type)",
+)
+SOURCE_FILE_PRESENT = not_null(
+    SOURCE_FILE, name="source_file_present",
+    description="_source_file names the landed file the row came from",
+)
+INGESTED_AT_PRESENT = not_null(
+    INGESTED_AT, name="ingested_at_present",
+    description="_ingested_at says when the row was ingested",
+)
+
+
+class RecordingsBronze(pa.DataFrameModel):
+    """bronze.recordings: the landed JSON fields, typed (``time`` in Unix seconds), plus
+    the ingestion's metadata. Not strict: ingestion may add columns as the source evolves."""
+
+    device_id: T.LongType() = pa.Field(nullable=True)
+    mrn: T.LongType() = pa.Field(nullable=True)
+    time: T.DoubleType() = pa.Field(nullable=True)
+    heartrate: T.DoubleType() = pa.Field(nullable=True)
+    rescued_data: T.StringType() = pa.Field(nullable=True, alias=RESCUED_DATA)
+    source_file: T.StringType() = pa.Field(nullable=True, alias=SOURCE_FILE)
+    ingested_at: T.TimestampType() = pa.Field(nullable=True, alias=INGESTED_AT)
+
+    class Config:
+        name = "bronze.recordings"
+        strict = False
+
+
+RECORDINGS = Contract(
+    "bronze",
+    "recordings",
+    RecordingsBronze,
+    rules=(SOURCE_FILE_PRESENT, INGESTED_AT_PRESENT, RESCUED_DATA_EMPTY.with_severity(Severity.WARN)),
+    description="Raw recordings with their ingestion metadata",
+)
+
+#: The bronze recordings' columns, in order: what the quarantine keeps of every row.
+RECORDINGS_COLUMNS: tuple[str, ...] = tuple(RECORDINGS.columns)
+
+__all__ = [
+    "INGESTED_AT_PRESENT",
+    "RECORDINGS",
+    "RECORDINGS_COLUMNS",
+    "RESCUED_DATA_EMPTY",
+    "RecordingsBronze",
+    "SOURCE_FILE_PRESENT",
+]

@@ -1,0 +1,135 @@
+"""A table's contract: its Pandera model (columns and types) plus its rules.
+
+Pandera's PySpark support validates the structure in Spark: which columns, which types.
+It reports *which* checks failed, not how many rows or which ones, so row-level rules are
+:class:`~lakehouse_assets.quality.rules.Rule` columns, counted in one Spark pass by
+:mod:`lakehouse_assets.quality.evaluation`. The same rules are attached to the Pandera
+schema (:meth:`Contract.schema`), so validating with Pandera alone applies them too.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pandera.pyspark as pa
+from pandera.api.pyspark.container import DataFrameSchema
+from pandera.config import ValidationDepth, config_context
+from pyspark.sql import DataFrame
+
+from lakehouse_assets.quality.rules import Rule, UniqueKey
+
+
+@dataclass(frozen=True)
+class StructureError:
+    """One thing Pandera found wrong with a table's structure."""
+
+    column: str | None
+    check: str
+    error: str
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What the table ``layer.name`` promises: ``model``'s columns and types, the row
+    ``rules`` every row satisfies, and the ``unique`` keys no two rows share."""
+
+    layer: str
+    name: str
+    model: type[pa.DataFrameModel]
+    rules: tuple[Rule, ...] = ()
+    unique: tuple[UniqueKey, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        columns = {c.lower() for c in self.columns}
+        for rule in [*self.rules, *self.unique]:
+            missing = [c for c in rule.columns if c.lower() not in columns]
+            if missing:
+                raise ValueError(
+                    f"Contract {self.table}: rule {rule.name!r} reads {missing}, which the model "
+                    f"{self.model.__name__} does not declare. Add the columns to the model or drop the rule."
+                )
+        names = [r.name for r in [*self.rules, *self.unique]]
+        duplicated = sorted({n for n in names if names.count(n) > 1})
+        if duplicated:
+            raise ValueError(f"Contract {self.table}: rule names {duplicated} appear twice; names must be unique")
+
+    @property
+    def table(self) -> str:
+        """``layer.name``, as the lakehouse names tables."""
+        return f"{self.layer}.{self.name}"
+
+    @property
+    def key(self) -> list[str]:
+        """The asset key path of the table: ``[layer, name]``."""
+        return [self.layer, self.name]
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns the model declares, in order."""
+        return list(self.model.to_schema().columns)
+
+    def structure_schema(self) -> DataFrameSchema:
+        """The model's Pandera schema alone: columns, types, strictness."""
+        return self.model.to_schema()
+
+    @cached_property
+    def _full_schema(self) -> DataFrameSchema:
+        schema = copy.deepcopy(self.model.to_schema())
+        schema.checks = [*schema.checks, *[_pandera_check(rule) for rule in self.rules]]
+        if self.unique:
+            schema.unique = list(self.unique[0].columns)
+        return schema
+
+    def schema(self) -> DataFrameSchema:
+        """The Pandera schema of the whole contract: the model plus every row rule as a
+        dataframe check (named after the rule) and the unique keys.
+
+        Pandera PySpark keeps a single ``unique`` setting per schema, so with several unique
+        keys only the first is Pandera's; all of them are counted by the evaluation.
+        """
+        return self._full_schema
+
+    def structure_errors(self, df: DataFrame) -> list[StructureError]:
+        """What is wrong with ``df``'s columns and types, by Pandera at schema depth: no
+        data is read (every declared column is nullable; nulls are the rules' business)."""
+        with config_context(validation_depth=ValidationDepth.SCHEMA_ONLY):
+            validated = self.structure_schema().validate(df, lazy=True)
+        return flatten_errors(validated.pandera.errors)
+
+    def validate(self, df: DataFrame) -> dict[str, Any]:
+        """Full Pandera validation of ``df`` against :meth:`schema` (structure, rules and the
+        first unique key); returns ``df.pandera.errors`` (empty when it passes). Each failing
+        rule costs a Spark job; the asset checks use the evaluation's single pass instead."""
+        with config_context(validation_depth=ValidationDepth.SCHEMA_AND_DATA):
+            validated = self.schema().validate(df, lazy=True)
+        return dict(validated.pandera.errors)
+
+
+def flatten_errors(errors: dict[str, Any]) -> list[StructureError]:
+    """Pandera's ``{depth: {reason: [error, ...]}}`` as a flat list."""
+    flat = []
+    for reasons in errors.values():
+        for entries in reasons.values():
+            for entry in entries:
+                column = entry.get("column")
+                check = str(entry.get("check"))
+                error = str(entry.get("error"))
+                if error.startswith("<Schema"):
+                    # A dataframe check's message is the schema's repr; its name says more.
+                    error = f"failed {check}"
+                flat.append(StructureError(None if column == entry.get("schema") else column, check, error))
+    return flat
+
+
+def _pandera_check(rule: Rule) -> pa.Check:
+    """The rule as a Pandera dataframe check: passes when no row fails it."""
+
+    def no_failing_row(df: DataFrame) -> bool:
+        return df.where(rule.failed()).limit(1).count() == 0
+
+    return pa.Check(no_failing_row, name=rule.name, error=f"{rule.name}: {rule.description}")
+

@@ -1,0 +1,78 @@
+"""Gold contracts: the aggregates reports read."""
+
+from __future__ import annotations
+
+import pandera.pyspark as pa
+import pyspark.sql.types as T
+
+from lakehouse_assets.quality.contract import Contract
+from lakehouse_assets.quality.rules import Severity, UniqueKey, greater_than, in_range, not_null
+from lakehouse_assets.quality.silver import MAX_HEARTRATE, MRN_POSITIVE
+
+AVG_HEARTRATE_IN_RANGE = in_range(
+    "avg_heartrate", 0, MAX_HEARTRATE, name="avg_heartrate_in_range",
+    description=f"avg_heartrate in (0, {MAX_HEARTRATE:g}]: an average of valid heart rates",
+)
+DATE_PRESENT = not_null("date", name="date_present", description="every average is for a day")
+TOTAL_RECORDINGS_POSITIVE = greater_than(
+    "total_recordings", 0, name="total_recordings_positive",
+    description="a device row counts at least one recording",
+)
+DEVICE_ID_KNOWN = not_null(
+    "device_id", name="device_id_known", severity=Severity.WARN,
+    description="recordings without a device_id are counted under a null device",
+)
+
+
+class DailyPatientAvg(pa.DataFrameModel):
+    """gold.daily_patient_avg: the average heart rate per patient and day."""
+
+    mrn: T.LongType() = pa.Field(nullable=True)
+    name: T.StringType() = pa.Field(nullable=True)
+    avg_heartrate: T.DoubleType() = pa.Field(nullable=True)
+    date: T.TimestampType() = pa.Field(nullable=True)
+
+    class Config:
+        name = "gold.daily_patient_avg"
+        strict = True
+
+
+class DeviceCounts(pa.DataFrameModel):
+    """gold.device_counts: recordings per device."""
+
+    device_id: T.LongType() = pa.Field(nullable=True)
+    total_recordings: T.LongType() = pa.Field(nullable=True)
+
+    class Config:
+        name = "gold.device_counts"
+        strict = True
+
+
+DAILY_PATIENT_AVG = Contract(
+    "gold",
+    "daily_patient_avg",
+    DailyPatientAvg,
+    rules=(AVG_HEARTRATE_IN_RANGE, MRN_POSITIVE, DATE_PRESENT),
+    unique=(UniqueKey("one_row_per_patient_day", "one row per (mrn, date)", ("mrn", "date")),),
+    description="One plausible average per patient and day",
+)
+
+DEVICE_COUNTS = Contract(
+    "gold",
+    "device_counts",
+    DeviceCounts,
+    rules=(TOTAL_RECORDINGS_POSITIVE, DEVICE_ID_KNOWN),
+    unique=(UniqueKey("one_row_per_device", "one row per device_id", ("device_id",)),),
+    description="One positive count per device",
+)
+
+__all__ = [
+    "AVG_HEARTRATE_IN_RANGE",
+    "DAILY_PATIENT_AVG",
+    "DATE_PRESENT",
+    "DEVICE_COUNTS",
+    "DEVICE_ID_KNOWN",
+    "DailyPatientAvg",
+    "DeviceCounts",
+    "TOTAL_RECORDINGS_POSITIVE",
+]

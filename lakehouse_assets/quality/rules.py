@@ -1,0 +1,196 @@
+"""Row rules: a named condition on a row, written once as a Spark ``Column``.
+
+A rule's condition is TRUE when a row passes. The same rule routes rows in the silver
+stream (:mod:`lakehouse_assets.quality.quarantine`) and counts failing rows in the asset
+checks (:mod:`lakehouse_assets.quality.checks`), so the two cannot disagree.
+
+Conditions are built when asked for (:meth:`Rule.condition`), never at import: building a
+``Column`` needs a running SparkSession, and Dagster imports definitions without one.
+The factories here are pure functions returning rules, in the manner of databrickslabs/dqx.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class Severity(str, Enum):
+    """How much a failing rule matters.
+
+    ERROR: the row is quarantined by the stream, and a failing check blocks downstream
+    assets (when the checks are blocking). WARN: reported only; the row flows on.
+    """
+
+    ERROR = "ERROR"
+    WARN = "WARN"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A row-level rule: ``name`` (also the asset check's name), what it means, how much it
+    matters, the columns it reads, and how to build its condition.
+
+    ``build`` returns a Column that is TRUE for a passing row and may be NULL; the rule
+    treats NULL as failing (see :meth:`condition`), so a null in a column the rule reads
+    fails it unless ``build`` says otherwise (``col.isNull() | ...``).
+    """
+
+    name: str
+    description: str
+    severity: Severity
+    columns: tuple[str, ...]
+    build: Callable[[], Column]
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise ValueError(
+                f"Rule name {self.name!r} is not usable as an asset check name: use lower-case "
+                "letters, digits and underscores, starting with a letter"
+            )
+        if not self.columns:
+            raise ValueError(f"Rule {self.name!r} must name the columns it reads")
+
+    def condition(self) -> Column:
+        """TRUE when a row passes, FALSE otherwise: never NULL."""
+        return F.coalesce(self.build(), F.lit(False))
+
+    def failed(self) -> Column:
+        """TRUE when a row fails: never NULL."""
+        return ~self.condition()
+
+    def with_severity(self, severity: Severity) -> Rule:
+        """The same rule (name, condition) with another severity, e.g. a WARN at bronze of
+        what quarantines a row at silver."""
+        return replace(self, severity=severity)
+
+
+@dataclass(frozen=True)
+class UniqueKey:
+    """A table-level rule: no two rows share the values of ``columns`` (nulls compare equal,
+    as GROUP BY groups them)."""
+
+    name: str
+    description: str
+    columns: tuple[str, ...]
+    severity: Severity = Severity.ERROR
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.name):
+            raise ValueError(f"Unique key name {self.name!r}: use lower-case letters, digits and underscores")
+        if not self.columns:
+            raise ValueError(f"Unique key {self.name!r} must name its columns")
+
+
+# -- factories ------------------------------------------------------------------------------
+
+
+def not_null(column: str, *, name: str | None = None, severity: Severity = Severity.ERROR,
+             description: str | None = None) -> Rule:
+    """``column`` has a value."""
+    return Rule(
+        name or f"{column.lstrip('_')}_present",
+        description or f"{column} is not null",
+        severity,
+        (column,),
+        lambda: F.col(column).isNotNull(),
+    )
+
+
+def null_or_empty(column: str, *, name: str, severity: Severity = Severity.ERROR,
+                  description: str | None = None) -> Rule:
+    """``column`` is null, blank, or an empty JSON object (``{}``): nothing was put there."""
+
+    def build() -> Column:
+        text = F.trim(F.col(column).cast(T.StringType()))
+        return F.col(column).isNull() | text.isin("", "{}")
+
+    return Rule(name, description or f"{column} is null or empty", severity, (column,), build)
+
+
+def greater_than(column: str, bound: float, *, name: str, severity: Severity = Severity.ERROR,
+                 description: str | None = None) -> Rule:
+    """``column > bound`` (a null fails)."""
+    return Rule(name, description or f"{column} > {bound:g}", severity, (column,),
+                lambda: F.col(column) > F.lit(bound))
+
+
+def at_most(column: str, bound: float, *, name: str, severity: Severity = Severity.ERROR,
+            description: str | None = None) -> Rule:
+    """``column <= bound`` (a null fails)."""
+    return Rule(name, description or f"{column} <= {bound:g}", severity, (column,),
+                lambda: F.col(column) <= F.lit(bound))
+
+
+def in_range(column: str, low: float, high: float, *, name: str, low_inclusive: bool = False,
+             high_inclusive: bool = True, severity: Severity = Severity.ERROR,
+             description: str | None = None) -> Rule:
+    """``column`` between ``low`` and ``high``, by default ``(low, high]`` (a null fails)."""
+
+    def build() -> Column:
+        value = F.col(column)
+        above = value >= F.lit(low) if low_inclusive else value > F.lit(low)
+        below = value <= F.lit(high) if high_inclusive else value < F.lit(high)
+        return above & below
+
+    interval = f"{'[' if low_inclusive else '('}{low:g}, {high:g}{']' if high_inclusive else ')'}"
+    return Rule(name, description or f"{column} in {interval}", severity, (column,), build)
+
+
+def plausible_time(column: str, *, earliest: dt.datetime, future_tolerance: dt.timedelta,
+                   name: str, severity: Severity = Severity.ERROR,
+                   description: str | None = None) -> Rule:
+    """``column`` is a time between ``earliest`` and now plus ``future_tolerance``.
+
+    The column may be a timestamp or a number of Unix seconds (bronze keeps the landed
+    seconds, silver a timestamp): both are read as a timestamp, so one rule serves both.
+    "Now" is Spark's ``current_timestamp()``, which a streaming query fixes per
+    micro-batch, so every row of a batch is judged against the same clock.
+    """
+    earliest_utc = earliest if earliest.tzinfo else earliest.replace(tzinfo=dt.timezone.utc)
+    tolerance_seconds = int(future_tolerance.total_seconds())
+
+    def build() -> Column:
+        # try_cast: a value that is no time at all is null, and so fails, instead of failing
+        # the query under ANSI mode.
+        time = F.col(column).try_cast(T.TimestampType())
+        latest = F.current_timestamp() + F.make_interval(secs=F.lit(tolerance_seconds))
+        return (time >= F.lit(earliest_utc)) & (time <= latest)
+
+    return Rule(
+        name,
+        description or f"{column} between {earliest_utc:%Y-%m-%d} and now + {future_tolerance}",
+        severity,
+        (column,),
+        build,
+    )
+
+
+def rules_reading(rules: Sequence[Rule], columns: Sequence[str]) -> tuple[Rule, ...]:
+    """The rules whose columns are all among ``columns`` (names compared case-insensitively,
+    as Spark resolves them)."""
+    available = {c.lower() for c in columns}
+    return tuple(r for r in rules if all(c.lower() in available for c in r.columns))
+
+
+__all__ = [
+    "Rule",
+    "Severity",
+    "UniqueKey",
+    "at_most",
+    "greater_than",
+    "in_range",
+    "not_null",
+    "null_or_empty",
+    "plausible_time",
+    "rules_reading",
+]

@@ -1,0 +1,154 @@
+"""Silver contracts and the rules that route the silver stream.
+
+The routing rules are applied by the silver query while it runs (see
+:mod:`lakehouse_assets.quality.quarantine`): a row failing any ERROR rule goes to
+``silver.recordings_quarantine`` with the names of the rules it failed, the others to
+``silver.recordings_enriched``. The same Rule objects are the silver table's asset checks,
+so what the stream lets through is exactly what the checks accept.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandera.pyspark as pa
+import pyspark.sql.types as T
+
+from lakehouse_assets.quality.bronze import RESCUED_DATA_EMPTY, RecordingsBronze
+from lakehouse_assets.quality.contract import Contract
+from lakehouse_assets.quality.rules import (
+    Severity,
+    UniqueKey,
+    at_most,
+    greater_than,
+    not_null,
+    plausible_time,
+    rules_reading,
+)
+
+QUARANTINE_REASON = "_quarantine_reason"
+EARLIEST_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+FUTURE_TOLERANCE = dt.timedelta(days=1)
+MAX_HEARTRATE = 300.0
+
+KNOWN_PATIENT = not_null(
+    "name", name="known_patient",
+    description="The mrn matched a patient in silver.patients (the joined name is not null)",
+)
+HEARTRATE_POSITIVE = greater_than(
+    "heartrate", 0, name="heartrate_positive",
+    description="heartrate > 0: zero or less means no patient on the device, or a transmission error",
+)
+HEARTRATE_IN_RANGE = at_most(
+    "heartrate", MAX_HEARTRATE, name="heartrate_in_range",
+    description=f"heartrate <= {MAX_HEARTRATE:g} bpm: anything higher is not a human heart rate",
+)
+MRN_POSITIVE = greater_than("mrn", 0, name="mrn_positive", description="mrn is a positive number")
+TIME_PLAUSIBLE = plausible_time(
+    "time", earliest=EARLIEST_TIME, future_tolerance=FUTURE_TOLERANCE, name="time_plausible",
+    description="time is a timestamp between 2000-01-01 and one day from now",
+)
+DEVICE_ID_PRESENT = not_null(
+    "device_id", name="device_id_present", severity=Severity.WARN,
+    description="device_id is known (a recording without one still counts for its patient)",
+)
+QUARANTINE_REASON_PRESENT = not_null(
+    QUARANTINE_REASON, name="quarantine_reason_present",
+    description="every quarantined row says which rules it failed",
+)
+NAME_PRESENT = not_null("name", name="name_present", description="every patient has a name")
+
+#: The rules the silver query applies to bronze rows joined with the patients' names.
+#: ERROR rules route (a failing row is quarantined); WARN rules are only reported.
+ROUTING_RULES: tuple = (
+    RESCUED_DATA_EMPTY,
+    KNOWN_PATIENT,
+    MRN_POSITIVE,
+    HEARTRATE_POSITIVE,
+    HEARTRATE_IN_RANGE,
+    TIME_PLAUSIBLE,
+    DEVICE_ID_PRESENT,
+)
+
+
+class RecordingsEnriched(pa.DataFrameModel):
+    """silver.recordings_enriched: recordings of known patients, ``time`` as a timestamp."""
+
+    device_id: T.LongType() = pa.Field(nullable=True)
+    mrn: T.LongType() = pa.Field(nullable=True)
+    name: T.StringType() = pa.Field(nullable=True)
+    time: T.TimestampType() = pa.Field(nullable=True)
+    heartrate: T.DoubleType() = pa.Field(nullable=True)
+
+    class Config:
+        name = "silver.recordings_enriched"
+        strict = True
+
+
+class RecordingsQuarantine(RecordingsBronze):
+    """silver.recordings_quarantine: the bronze rows silver refused, as they were, with the
+    rules they failed."""
+
+    quarantine_reason: T.StringType() = pa.Field(nullable=True, alias=QUARANTINE_REASON)
+
+    class Config:
+        name = "silver.recordings_quarantine"
+        strict = False
+
+
+class Patients(pa.DataFrameModel):
+    """silver.patients: the patients lookup."""
+
+    mrn: T.LongType() = pa.Field(nullable=True)
+    name: T.StringType() = pa.Field(nullable=True)
+
+    class Config:
+        name = "silver.patients"
+        strict = True
+
+
+RECORDINGS_ENRICHED = Contract(
+    "silver",
+    "recordings_enriched",
+    RecordingsEnriched,
+    # The routing rules that can be read on the silver table itself (it has no
+    # _rescued_data): computed, so the stream and the checks cannot drift apart.
+    rules=rules_reading(ROUTING_RULES, list(RecordingsEnriched.to_schema().columns)),
+    description="Recordings that passed every routing rule",
+)
+
+RECORDINGS_QUARANTINE = Contract(
+    "silver",
+    "recordings_quarantine",
+    RecordingsQuarantine,
+    rules=(QUARANTINE_REASON_PRESENT,),
+    description="Bronze rows the silver query refused, with the rules they failed",
+)
+
+PATIENTS = Contract(
+    "silver",
+    "patients",
+    Patients,
+    rules=(MRN_POSITIVE, NAME_PRESENT),
+    unique=(UniqueKey("mrn_unique", "one row per mrn: a join on mrn must not multiply recordings", ("mrn",)),),
+    description="One named patient per mrn",
+)
+
+__all__ = [
+    "DEVICE_ID_PRESENT",
+    "HEARTRATE_IN_RANGE",
+    "HEARTRATE_POSITIVE",
+    "KNOWN_PATIENT",
+    "MRN_POSITIVE",
+    "NAME_PRESENT",
+    "PATIENTS",
+    "QUARANTINE_REASON",
+    "QUARANTINE_REASON_PRESENT",
+    "RECORDINGS_ENRICHED",
+    "RECORDINGS_QUARANTINE",
+    "ROUTING_RULES",
+    "TIME_PLAUSIBLE",
+    "Patients",
+    "RecordingsEnriched",
+    "RecordingsQuarantine",
+]
