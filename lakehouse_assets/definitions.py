@@ -1,0 +1,33 @@
+"""The one Definitions object: assets, checks, sensors, resources and executor, in one place.
+
+Nothing here starts Spark or reads the lakehouse: the Spark session starts lazily inside a
+run, and paths are read from the environment when a run or sensor tick needs them.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from lakehouse_assets.assets import bronze, gold, landing, silver
+from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY
+from lakehouse_assets.io_manager import DeltaIOManager
+from lakehouse_assets.sensors.automation import automation_sensor
+from lakehouse_assets.sensors.landing import landing_sensor
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import SparkResource
+
+_spark = SparkResource()
+_sensor_interval = LakehouseSettings.from_env().sensor_interval_seconds
+
+table_assets = dg.load_assets_from_modules([bronze, silver, gold])
+
+defs = dg.Definitions(
+    assets=[landing.recordings, landing.patients, *table_assets],
+    sensors=[
+        landing_sensor(source="recordings", target=bronze.recordings.key, minimum_interval_seconds=_sensor_interval),
+        landing_sensor(source="patients", target=silver.patients.key, minimum_interval_seconds=_sensor_interval),
+        automation_sensor(dg.AssetSelection.groups("silver", "gold")),
+    ],
+    resources={"spark": _spark, IO_MANAGER_KEY: DeltaIOManager(spark=_spark)},
+    executor=dg.in_process_executor,
+)

@@ -1,0 +1,85 @@
+"""Running the reference pipeline in tests, and computing what it should produce another way."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse_assets.settings import LakehouseSettings
+
+RAW_SCHEMA = "device_id BIGINT, mrn BIGINT, time DOUBLE, heartrate DOUBLE"
+
+
+def materialize(selection: str | Sequence[str] = "*", *, instance: dg.DagsterInstance | None = None,
+                run_config: dict[str, Any] | None = None) -> dg.ExecuteInProcessResult:
+    """Materialize assets of the project's own Definitions, as the UI would."""
+    from lakehouse_assets.definitions import defs
+
+    return dg.materialize(
+        list(defs.assets or []),
+        selection=selection,
+        resources=dict(defs.resources or {}),
+        instance=instance or dg.DagsterInstance.ephemeral(),
+        run_config=run_config,
+        raise_on_error=True,
+    )
+
+
+def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """Per asset (``layer/name``), the metadata of its materialization in this run."""
+    found = {}
+    for event in result.get_asset_materialization_events():
+        materialization = event.materialization
+        assert materialization is not None
+        found[materialization.asset_key.to_user_string()] = {
+            key: getattr(value, "value", value) for key, value in materialization.metadata.items()
+        }
+    return found
+
+
+def delta_rows(settings: LakehouseSettings, layer: str, name: str, columns: Sequence[str]) -> list[tuple]:
+    """A table's rows as read by delta-rs alone, sorted: the independent reader."""
+    path = settings.table_path(layer, name)
+    # An explicit local file system: delta-rs' default one can crash the process at exit.
+    dataset = DeltaTable(str(path)).to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem()))
+    table = dataset.to_table(columns=list(columns))
+    return sorted(_normalise(table))
+
+
+def spark_rows(df: DataFrame, columns: Sequence[str]) -> list[tuple]:
+    return sorted(_normalise(df.select(*columns).toArrow()))
+
+
+def _normalise(table: pa.Table) -> list[tuple]:
+    rows = []
+    for record in table.to_pylist():
+        rows.append(tuple(round(v, 9) if isinstance(v, float) else v for v in record.values()))
+    return rows
+
+
+def expected_outputs(spark: SparkSession, landing: Path) -> dict[str, DataFrame]:
+    """The course's queries as one batch job over every landed file."""
+    recordings = spark.read.schema(RAW_SCHEMA).json(str(landing / "recordings"))
+    patients = spark.read.csv(str(landing / "patients"), header=True, schema="mrn BIGINT, name STRING")
+    enriched = (
+        recordings.join(patients, "mrn")
+        .where("heartrate > 0")
+        .select(
+            "device_id", "mrn", "name",
+            F.from_unixtime("time", "yyyy-MM-dd HH:mm:ss").cast("timestamp").alias("time"),
+            "heartrate",
+        )
+    )
+    daily = enriched.groupBy("mrn", "name", F.date_trunc("DD", "time").alias("date")).agg(
+        F.mean("heartrate").alias("avg_heartrate")
+    )
+    counts = recordings.groupBy("device_id").agg(F.count("device_id").alias("total_recordings"))
+    return {"recordings": recordings, "recordings_enriched": enriched, "daily_patient_avg": daily, "device_counts": counts}
