@@ -1,0 +1,80 @@
+"""Declarative automation: new bronze data flows to silver and gold, never over a failed blocking check."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from lakehouse_assets.definitions import defs
+
+BRONZE = dg.AssetKey(["bronze", "recordings"])
+PATIENTS = dg.AssetKey(["silver", "patients"])
+SILVER = dg.AssetKey(["silver", "recordings_enriched"])
+DAILY = dg.AssetKey(["gold", "daily_patient_avg"])
+DEVICES = dg.AssetKey(["gold", "device_counts"])
+TABLES = [BRONZE, PATIENTS, SILVER, DAILY, DEVICES]
+
+
+@dg.asset_check(asset=SILVER, blocking=True, name="test_blocking_rule")
+def failing_silver_check() -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(passed=False)
+
+
+def materialized(instance: dg.DagsterInstance, *keys: dg.AssetKey) -> None:
+    for key in keys:
+        instance.report_runless_asset_event(dg.AssetMaterialization(key))
+
+
+def settled(definitions: dg.Definitions, instance: dg.DagsterInstance) -> dg.EvaluateAutomationConditionsResult:
+    """Every table materialized once, and a first evaluation that sees nothing new."""
+    materialized(instance, *TABLES)
+    result = dg.evaluate_automation_conditions(defs=definitions, instance=instance)
+    assert result.total_requested == 0, result.get_requested_partitions
+    return result
+
+
+def requested(result: dg.EvaluateAutomationConditionsResult) -> set[dg.AssetKey]:
+    return {key for key in TABLES if result.get_num_requested(key)}
+
+
+def test_new_bronze_data_requests_silver_and_gold():
+    instance = dg.DagsterInstance.ephemeral()
+    first = settled(defs, instance)
+
+    materialized(instance, BRONZE)
+    result = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+
+    assert requested(result) == {SILVER, DAILY, DEVICES}
+
+
+def test_a_failed_blocking_check_on_silver_keeps_gold_from_being_requested():
+    definitions = dg.Definitions.merge(defs, dg.Definitions(asset_checks=[failing_silver_check]))
+    instance = dg.DagsterInstance.ephemeral()
+    first = settled(definitions, instance)
+
+    materialized(instance, SILVER)
+    instance.report_runless_asset_event(
+        dg.AssetCheckEvaluation(
+            asset_key=SILVER, check_name="test_blocking_rule", passed=False,
+            severity=dg.AssetCheckSeverity.ERROR, blocking=True,
+        )
+    )
+    result = dg.evaluate_automation_conditions(defs=definitions, instance=instance, cursor=first.cursor)
+
+    assert DAILY not in requested(result)
+
+
+def test_a_passed_blocking_check_on_silver_lets_gold_run():
+    definitions = dg.Definitions.merge(defs, dg.Definitions(asset_checks=[failing_silver_check]))
+    instance = dg.DagsterInstance.ephemeral()
+    first = settled(definitions, instance)
+
+    materialized(instance, SILVER)
+    instance.report_runless_asset_event(
+        dg.AssetCheckEvaluation(
+            asset_key=SILVER, check_name="test_blocking_rule", passed=True,
+            severity=dg.AssetCheckSeverity.ERROR, blocking=True,
+        )
+    )
+    result = dg.evaluate_automation_conditions(defs=definitions, instance=instance, cursor=first.cursor)
+
+    assert DAILY in requested(result)
