@@ -1,0 +1,378 @@
+"""Dagster asset checks from a contract: one check per rule, plus structure and schema drift.
+
+For a contract on table ``layer.name``, :func:`contract_checks` builds one
+``@multi_asset_check`` (one Spark pass for all rules) with these checks on the asset
+``[layer, name]``:
+
+- ``pandera_schema`` (ERROR): Pandera's structure validation (columns, types);
+- one per row rule and unique key, named after the rule (``heartrate_positive``, ...), with
+  the rule's severity;
+- ``schema_drift`` (WARN): the column schema changed since the previous check.
+
+ERROR checks are blocking when ``blocking=True``: a failure keeps downstream assets from
+materializing in the same run, and ``AutomationCondition.all_deps_blocking_checks_passed()``
+keeps later automated runs from doing so. WARN checks never block.
+
+Scope ``"new"`` validates only the rows committed since the previous evaluation of these
+checks (found in the Dagster instance's event log, see :func:`resume_after`), so checking
+stays cheap as the table grows; ``"full"`` validates the whole table every time.
+"""
+
+# No ``from __future__ import annotations``: Dagster reads the check function's annotations
+# (context type, resource types) at definition time and needs them as objects.
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+import dagster as dg
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.quality.contract import Contract, StructureError
+from lakehouse_assets.quality.evaluation import DEFAULT_SAMPLE_SIZE, Evaluation, RuleResult, evaluate, markdown_table
+from lakehouse_assets.quality.rules import Severity
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.storage import DeltaRsTableStore, TableStore
+from lakehouse_assets.storage.changes import ChangePlan, plan_changes, read_plan, schema_at, table_id
+
+Scope = Literal["new", "full"]
+
+#: Check names beside the rules' own.
+STRUCTURE_CHECK = "pandera_schema"
+SCHEMA_DRIFT_CHECK = "schema_drift"
+
+#: Metadata every check result carries (what the next evaluation reads back, too).
+ROWS_CHECKED = "rows_checked"
+FAILING_ROWS = "failing_rows"
+FAILING_SAMPLE = "failing_sample"
+DELTA_VERSION = "delta_version"
+VERSIONS_CHECKED = "versions_checked"
+CHECKED_AFTER_VERSION = "checked_after_version"  # -1: from the table's first row
+DELTA_TABLE_ID = "delta_table_id"
+SCOPE = "scope"
+
+# How many past executions of a check to look through for its last completed evaluation
+# (runs that planned the check but never ran it leave records without one).
+_HISTORY_LIMIT = 25
+
+
+def check_names(contract: Contract) -> list[str]:
+    """The names of the checks :func:`contract_checks` defines for ``contract``, in order."""
+    return [STRUCTURE_CHECK, *[r.name for r in contract.rules], *[u.name for u in contract.unique], SCHEMA_DRIFT_CHECK]
+
+
+def contract_check_specs(
+    contract: Contract, *, asset_key: dg.AssetKey | Sequence[str] | None = None, blocking: bool = True
+) -> list[dg.AssetCheckSpec]:
+    """The check specs of ``contract``: ERROR checks blocking when ``blocking``, WARN never."""
+    key = _asset_key(contract, asset_key)
+    specs = [
+        dg.AssetCheckSpec(
+            STRUCTURE_CHECK, asset=key, blocking=blocking,
+            description=f"Columns and types of {contract.table} match the Pandera model {contract.model.__name__}",
+        )
+    ]
+    for rule in [*contract.rules, *contract.unique]:
+        specs.append(
+            dg.AssetCheckSpec(
+                rule.name, asset=key,
+                blocking=blocking and rule.severity is Severity.ERROR,
+                description=f"{rule.description} ({rule.severity.value})",
+                metadata={"severity": rule.severity.value, "columns": ", ".join(rule.columns)},
+            )
+        )
+    specs.append(
+        dg.AssetCheckSpec(
+            SCHEMA_DRIFT_CHECK, asset=key, blocking=False,
+            description=f"Warns when the columns of {contract.table} change between materializations",
+        )
+    )
+    return specs
+
+
+def contract_checks(
+    contract: Contract,
+    *,
+    asset_key: dg.AssetKey | Sequence[str] | None = None,
+    blocking: bool = True,
+    scope: Scope = "new",
+    sample_size: int = DEFAULT_SAMPLE_SIZE,
+    store: Callable[[], TableStore] = DeltaRsTableStore,
+) -> dg.AssetChecksDefinition:
+    """Asset checks validating the table of ``asset_key`` (default ``[layer, name]`` of the
+    contract) against ``contract``, all in one step that uses the ``spark`` resource.
+
+    ``scope="new"`` checks the rows added since the previous evaluation (the whole table
+    when there was none, when the versions since removed data, as complete-mode and
+    overwrite writes do, or when an ERROR rule failed last time: the failing rows are
+    still there, so they are checked again until a rewrite removes them);
+    ``scope="full"`` checks the whole table every time.
+    """
+    if scope not in ("new", "full"):
+        raise LakehouseError(f"Unknown check scope {scope!r} for {contract.table}: use 'new' or 'full'")
+    key = _asset_key(contract, asset_key)
+    specs = contract_check_specs(contract, asset_key=key, blocking=blocking)
+
+    @dg.multi_asset_check(
+        specs=specs,
+        name=f"{'_'.join(key.path)}_contract",
+        description=f"Contract of {contract.table}: {contract.description}".rstrip(": "),
+        compute_kind="pandera",
+    )
+    def _contract_checks(context: dg.AssetCheckExecutionContext, spark: SparkResource) -> Iterator[dg.AssetCheckResult]:
+        yield from run_checks(
+            context, spark.spark_session, contract, key, scope=scope, sample_size=sample_size, store=store()
+        )
+
+    return _contract_checks
+
+
+def run_checks(
+    context: dg.AssetCheckExecutionContext,
+    spark: SparkSession,
+    contract: Contract,
+    key: dg.AssetKey,
+    *,
+    scope: Scope,
+    sample_size: int,
+    store: TableStore,
+) -> Iterator[dg.AssetCheckResult]:
+    """Evaluate ``contract`` on the table of ``key`` and yield one result per check."""
+    path = str(LakehouseSettings.from_env().table_path(*key.path))
+    if not store.exists(path):
+        yield from _no_table(contract, key, path)
+        return
+    identity = table_id(path)
+    after = resume_after(context, key, contract, identity) if scope == "new" else None
+    plan = plan_changes(store, path, after_version=after)
+    context.log.info(f"Checking {contract.table}: versions {plan.versions}" + (f" ({plan.reason})" if plan.reason else ""))
+    evaluation = evaluate(contract, read_plan(store, spark, plan), sample_size=sample_size)
+    common = _common_metadata(plan, identity, evaluation, scope)
+    yield _structure_result(key, evaluation, common)
+    for result in evaluation.results.values():
+        yield _rule_result(key, result, evaluation, common)
+    yield schema_drift_result(context, key, path, plan.latest_version, identity)
+
+
+def resume_after(
+    context: dg.AssetCheckExecutionContext, key: dg.AssetKey, contract: Contract, identity: str
+) -> int | None:
+    """The version after which rows must be checked, or None for the whole table.
+
+    For each of the contract's checks, the last completed evaluation in an earlier run is
+    read from the instance's event log
+    (``instance.event_log_storage.get_asset_check_execution_history``; the latest record is
+    this run's own planned execution). A check that passed, or failed only as a warning,
+    resumes after the version it checked (``delta_version``); one that failed as an ERROR
+    resumes where it started (``checked_after_version``), so failing rows are checked
+    until they are gone. The earliest over all checks wins; a check never evaluated, or
+    evaluated on another incarnation of the table (``delta_table_id``), means the whole
+    table.
+    """
+    starts = []
+    for name in check_names(contract)[:-1]:  # schema drift compares schemas, not rows
+        evaluation = last_evaluation(context, dg.AssetCheckKey(key, name))
+        if evaluation is None:
+            return None
+        metadata = plain_metadata(evaluation.metadata)
+        version = metadata.get(DELTA_VERSION)
+        start = metadata.get(CHECKED_AFTER_VERSION)
+        if metadata.get(DELTA_TABLE_ID) != identity or not isinstance(version, int) or not isinstance(start, int):
+            return None
+        failed_hard = not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+        starts.append(start if failed_hard else version)
+    earliest = min(starts)
+    return None if earliest < 0 else earliest
+
+
+def last_evaluation(context: dg.AssetCheckExecutionContext, check_key: dg.AssetCheckKey) -> dg.AssetCheckEvaluation | None:
+    """The latest completed evaluation of ``check_key`` in an earlier run, or None."""
+    records = context.instance.event_log_storage.get_asset_check_execution_history(check_key, limit=_HISTORY_LIMIT)
+    for record in records:
+        if record.run_id == context.run.run_id or record.event is None or record.event.dagster_event is None:
+            continue
+        data = record.event.dagster_event.event_specific_data
+        if isinstance(data, dg.AssetCheckEvaluation):
+            return data
+    return None
+
+
+def plain_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata values as plain Python values (``IntMetadataValue(5)`` -> ``5``)."""
+    return {k: getattr(v, "value", v) for k, v in metadata.items()}
+
+
+def schema_drift_result(
+    context: dg.AssetCheckExecutionContext, key: dg.AssetKey, path: str, version: int, identity: str
+) -> dg.AssetCheckResult:
+    """WARN when the table's columns at ``version`` differ from those at the version the
+    previous drift check saw (or, the first time, the version before)."""
+    previous = last_evaluation(context, dg.AssetCheckKey(key, SCHEMA_DRIFT_CHECK))
+    base = None
+    if previous is not None:
+        metadata = plain_metadata(previous.metadata)
+        seen = metadata.get(DELTA_VERSION)
+        if metadata.get(DELTA_TABLE_ID) == identity and isinstance(seen, int) and seen <= version:
+            base = seen
+    if base is None and version > 0:
+        base = version - 1
+    metadata: dict[str, Any] = {DELTA_VERSION: dg.MetadataValue.int(version), DELTA_TABLE_ID: identity}
+    current = schema_at(path, version)
+    metadata["dagster/column_schema"] = dg.TableSchema(
+        columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in current.fields]
+    )
+    if base is None:
+        return _drift(key, True, metadata, "The table's first version: nothing to compare with yet")
+    metadata["compared_with_version"] = dg.MetadataValue.int(base)
+    try:
+        before = schema_at(path, base)
+    except LakehouseError as exc:
+        return _drift(key, True, metadata, f"Version {base} can no longer be read, so it was not compared ({exc})")
+    added, removed, changed = schema_changes(before, current)
+    metadata["columns_added"] = ", ".join(added)
+    metadata["columns_removed"] = ", ".join(removed)
+    metadata["columns_changed"] = ", ".join(changed)
+    metadata["columns_changed_count"] = dg.MetadataValue.int(len(added) + len(removed) + len(changed))
+    if not (added or removed or changed):
+        return _drift(key, True, metadata, f"Same columns as version {base}")
+    parts = [f"{label}: {', '.join(items)}" for label, items in
+             (("added", added), ("removed", removed), ("changed", changed)) if items]
+    return _drift(key, False, metadata,
+                  f"Columns changed since version {base}: {'; '.join(parts)}. Update downstream "
+                  "queries and the table's contract if the change is intended.")
+
+
+def schema_changes(before: T.StructType, after: T.StructType) -> tuple[list[str], list[str], list[str]]:
+    """Columns added, removed, and changed in type (``"mrn: int -> bigint"``), by
+    case-insensitive name, as Delta compares column names."""
+    old = {f.name.lower(): f for f in before.fields}
+    new = {f.name.lower(): f for f in after.fields}
+    added = [new[n].name for n in new if n not in old]
+    removed = [old[n].name for n in old if n not in new]
+    changed = [
+        f"{new[n].name}: {old[n].dataType.simpleString()} -> {new[n].dataType.simpleString()}"
+        for n in new
+        if n in old and old[n].dataType.simpleString() != new[n].dataType.simpleString()
+    ]
+    return added, removed, changed
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+def _common_metadata(plan: ChangePlan, identity: str, evaluation: Evaluation, scope: Scope) -> dict[str, Any]:
+    return {
+        ROWS_CHECKED: dg.MetadataValue.int(evaluation.rows_checked),
+        DELTA_VERSION: dg.MetadataValue.int(plan.latest_version),
+        VERSIONS_CHECKED: dg.MetadataValue.text(plan.versions),
+        CHECKED_AFTER_VERSION: dg.MetadataValue.int(
+            -1 if plan.whole_table or plan.after_version is None else plan.after_version
+        ),
+        DELTA_TABLE_ID: dg.MetadataValue.text(identity),
+        SCOPE: dg.MetadataValue.text(scope),
+    }
+
+
+def _structure_result(key: dg.AssetKey, evaluation: Evaluation, common: Mapping[str, Any]) -> dg.AssetCheckResult:
+    errors = evaluation.structure_errors
+    metadata = {
+        **common,
+        "structure_errors": dg.MetadataValue.int(len(errors)),
+        "errors": dg.MetadataValue.md(_errors_markdown(errors)),
+    }
+    description = (
+        "Columns and types match the model"
+        if not errors
+        else f"{evaluation.table} does not match its model: " + "; ".join(e.error for e in errors[:5])
+    )
+    return dg.AssetCheckResult(
+        asset_key=key, check_name=STRUCTURE_CHECK, passed=not errors,
+        severity=dg.AssetCheckSeverity.ERROR, metadata=metadata, description=description,
+    )
+
+
+def _rule_result(
+    key: dg.AssetKey, result: RuleResult, evaluation: Evaluation, common: Mapping[str, Any]
+) -> dg.AssetCheckResult:
+    metadata = {
+        **common,
+        FAILING_ROWS: dg.MetadataValue.int(result.failing_rows),
+        FAILING_SAMPLE: dg.MetadataValue.md(result.sample_markdown() or "no failing rows"),
+    }
+    if result.duplicate_keys is not None:
+        metadata["duplicate_keys"] = dg.MetadataValue.int(result.duplicate_keys)
+    if result.missing_columns:
+        description = (
+            f"Not evaluated: {evaluation.table} has no column {', '.join(result.missing_columns)}. "
+            f"See the {STRUCTURE_CHECK} check."
+        )
+    elif result.failing_rows:
+        description = f"{result.failing_rows} of {evaluation.rows_checked} rows fail: {result.description}"
+    else:
+        description = f"All {evaluation.rows_checked} rows pass: {result.description}"
+    return dg.AssetCheckResult(
+        asset_key=key, check_name=result.name, passed=result.passed,
+        severity=_severity(result.severity), metadata=metadata, description=description,
+    )
+
+
+def _no_table(contract: Contract, key: dg.AssetKey, path: str) -> Iterator[dg.AssetCheckResult]:
+    message = (
+        f"No Delta table at {path}: nothing has been written to {contract.table} yet. "
+        f"Materialize {key.to_user_string()} (with data to write) before checking it."
+    )
+    empty = {ROWS_CHECKED: dg.MetadataValue.int(0), "table_path": dg.MetadataValue.path(path)}
+    yield dg.AssetCheckResult(asset_key=key, check_name=STRUCTURE_CHECK, passed=False,
+                              severity=dg.AssetCheckSeverity.ERROR, metadata=empty, description=message)
+    for rule in [*contract.rules, *contract.unique]:
+        yield dg.AssetCheckResult(asset_key=key, check_name=rule.name, passed=True,
+                                  severity=_severity(rule.severity), metadata={**empty, FAILING_ROWS: dg.MetadataValue.int(0)},
+                                  description="No table, so no rows to check")
+    yield _drift(key, True, empty, "No table yet")
+
+
+def _drift(key: dg.AssetKey, passed: bool, metadata: Mapping[str, Any], description: str) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(
+        asset_key=key, check_name=SCHEMA_DRIFT_CHECK, passed=passed,
+        severity=dg.AssetCheckSeverity.WARN, metadata=dict(metadata), description=description,
+    )
+
+
+def _errors_markdown(errors: Sequence[StructureError]) -> str:
+    if not errors:
+        return "no structure errors"
+    return markdown_table(["column", "check", "error"], [(e.column or "(table)", e.check, e.error) for e in errors])
+
+
+def _severity(severity: Severity) -> dg.AssetCheckSeverity:
+    return dg.AssetCheckSeverity.ERROR if severity is Severity.ERROR else dg.AssetCheckSeverity.WARN
+
+
+def _asset_key(contract: Contract, asset_key: dg.AssetKey | Sequence[str] | None) -> dg.AssetKey:
+    if asset_key is None:
+        return dg.AssetKey(contract.key)
+    return asset_key if isinstance(asset_key, dg.AssetKey) else dg.AssetKey(list(asset_key))
+
+
+__all__ = [
+    "CHECKED_AFTER_VERSION",
+    "DELTA_TABLE_ID",
+    "DELTA_VERSION",
+    "FAILING_ROWS",
+    "FAILING_SAMPLE",
+    "ROWS_CHECKED",
+    "SCHEMA_DRIFT_CHECK",
+    "STRUCTURE_CHECK",
+    "Scope",
+    "VERSIONS_CHECKED",
+    "check_names",
+    "contract_check_specs",
+    "contract_checks",
+    "last_evaluation",
+    "resume_after",
+    "run_checks",
+    "schema_changes",
+    "schema_drift_result",
+]

@@ -1,0 +1,200 @@
+"""Asset checks from contracts, run the way Dagster runs them: materialize a tiny asset that
+writes a Delta table, then its checks, and read the results' metadata."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+import pytest
+
+from lakehouse_assets.quality import bronze, gold, silver
+from lakehouse_assets.quality.checks import (
+    SCHEMA_DRIFT_CHECK,
+    STRUCTURE_CHECK,
+    check_names,
+    contract_checks,
+)
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets_tests.quality.data import (
+    BRONZE_SCHEMA,
+    GOLD_AVG_SCHEMA,
+    SILVER_SCHEMA,
+    UTC,
+    bronze_row,
+    silver_row,
+)
+
+SILVER_KEY = dg.AssetKey(["silver", "recordings_enriched"])
+
+
+@dataclass
+class Batch:
+    """What the next materialization of a test table writes."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    schema: str = SILVER_SCHEMA
+    mode: str = "append"
+
+
+def table_writer(key: dg.AssetKey, batch: Batch) -> dg.AssetsDefinition:
+    """An asset that writes ``batch`` to the table of ``key`` (empty rows: writes nothing)."""
+
+    @dg.asset(key=key)
+    def _table(spark: SparkResource) -> None:
+        if not batch.rows:
+            return
+        path = LakehouseSettings.from_env().table_path(*key.path)
+        df = spark.spark_session.createDataFrame(batch.rows, batch.schema)
+        DeltaRsTableStore().write(df, str(path), mode=batch.mode, overwrite_schema=batch.mode == "overwrite")
+
+    return _table
+
+
+def run(assets: list, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    return dg.materialize(assets, instance=instance, resources={"spark": SparkResource()}, raise_on_error=False)
+
+
+def results(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+
+def meta(evaluation: dg.AssetCheckEvaluation, name: str) -> Any:
+    return getattr(evaluation.metadata[name], "value", evaluation.metadata[name])
+
+
+@pytest.fixture
+def instance() -> dg.DagsterInstance:
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
+def test_checks_pass_on_good_rows_and_count_the_bad_ones(spark, settings, instance):
+    good = [silver_row(device_id=i, heartrate=60.0 + i) for i in range(20)]
+    bad = [silver_row(name=None)] * 12 + [silver_row(heartrate=0.0), silver_row(heartrate=350.0), silver_row(device_id=None)]
+    batch = Batch(rows=good + bad)
+
+    outcome = results(run([table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED)], instance))
+
+    assert set(outcome) == set(check_names(silver.RECORDINGS_ENRICHED))
+    expected_failures = {"known_patient": 12, "heartrate_positive": 1, "heartrate_in_range": 1, "device_id_present": 1,
+                         "mrn_positive": 0, "time_plausible": 0}
+    for name, failing in expected_failures.items():
+        assert meta(outcome[name], "failing_rows") == failing, name
+        assert outcome[name].passed is (failing == 0)
+        assert meta(outcome[name], "rows_checked") == len(good) + len(bad)
+        assert meta(outcome[name], "delta_version") == 0
+    assert outcome["device_id_present"].severity == dg.AssetCheckSeverity.WARN
+    assert outcome["known_patient"].severity == dg.AssetCheckSeverity.ERROR
+    sample = meta(outcome["known_patient"], "failing_sample")
+    assert len(sample.splitlines()) == 2 + 10  # header, rule, ten rows
+    assert outcome[STRUCTURE_CHECK].passed and outcome[SCHEMA_DRIFT_CHECK].passed
+
+
+def _pipeline(batch: Batch, *, blocking: bool) -> tuple[list, list[str]]:
+    ran: list[str] = []
+
+    @dg.asset(deps=[SILVER_KEY])
+    def downstream() -> None:
+        ran.append("downstream")
+
+    assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED, blocking=blocking), downstream]
+    return assets, ran
+
+
+@pytest.mark.parametrize(
+    ("rows", "blocking", "downstream_runs"),
+    [
+        ([silver_row(), silver_row(mrn=-4)], True, False),  # an ERROR rule fails: blocked
+        ([silver_row(), silver_row(mrn=-4)], False, True),  # same failure, checks not blocking
+        ([silver_row(), silver_row(device_id=None)], True, True),  # only a WARN rule fails
+    ],
+    ids=["error-blocks", "non-blocking", "warn-never-blocks"],
+)
+def test_a_failing_blocking_check_stops_downstream_in_the_same_run(spark, settings, instance, rows, blocking, downstream_runs):
+    assets, ran = _pipeline(Batch(rows=rows), blocking=blocking)
+
+    result = run(assets, instance)
+
+    materialized = {m.asset_key for m in result.asset_materializations_for_node("downstream")} if downstream_runs else set()
+    assert (ran == ["downstream"]) is downstream_runs
+    assert (dg.AssetKey("downstream") in materialized) is downstream_runs
+
+
+def test_new_scope_checks_only_the_rows_added_since_the_last_check(spark, settings, instance):
+    batch = Batch(rows=[silver_row(heartrate=60.0 + i) for i in range(5)])
+    assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED, scope="new")]
+
+    first = results(run(assets, instance))["heartrate_positive"]
+    batch.rows = [silver_row(), silver_row(), silver_row(heartrate=-1.0)]
+    second = results(run(assets, instance))["heartrate_positive"]
+    batch.rows = [silver_row(), silver_row()]
+    third = results(run(assets, instance))["heartrate_positive"]
+    batch.rows = []
+    fourth = results(run(assets, instance))  # nothing new, but the bad row is still there
+
+    assert (meta(first, "rows_checked"), meta(first, "versions_checked")) == (5, "whole table at 0")
+    assert (meta(second, "rows_checked"), meta(second, "failing_rows"), meta(second, "versions_checked")) == (3, 1, "1")
+    # The ERROR failure is not forgotten: its rows are checked again with the new ones.
+    assert (meta(third, "rows_checked"), meta(third, "failing_rows"), meta(third, "versions_checked")) == (5, 1, "1-2")
+    assert not fourth["heartrate_positive"].passed
+    # One scan serves every rule, so the rules that passed are re-read over the same range.
+    assert meta(fourth["known_patient"], "rows_checked") == 5
+
+
+def test_full_scope_checks_the_whole_table_every_time(spark, settings, instance):
+    batch = Batch(rows=[silver_row()] * 4)
+    assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED, scope="full")]
+
+    run(assets, instance)
+    batch.rows = [silver_row()] * 3
+    second = results(run(assets, instance))["known_patient"]
+
+    assert (meta(second, "rows_checked"), meta(second, "versions_checked")) == (7, "whole table at 1")
+
+
+def test_a_complete_mode_table_is_checked_as_it_stands(spark, settings, instance):
+    key = dg.AssetKey(["gold", "daily_patient_avg"])
+    day = dt.datetime(2020, 3, 1, tzinfo=UTC)
+    batch = Batch(rows=[(1, "A", 70.0, day), (2, "B", 71.0, day)], schema=GOLD_AVG_SCHEMA, mode="overwrite")
+    assets = [table_writer(key, batch), contract_checks(gold.DAILY_PATIENT_AVG)]
+
+    run(assets, instance)
+    batch.rows = [(1, "A", 70.0, day), (1, "A renamed", 72.0, day), (2, "B", 71.0, day)]
+    second = results(run(assets, instance))
+
+    unique = second["one_row_per_patient_day"]
+    assert (meta(unique, "rows_checked"), meta(unique, "versions_checked")) == (3, "whole table at 1")
+    assert (meta(unique, "failing_rows"), meta(unique, "duplicate_keys")) == (2, 1)
+    assert not unique.passed and second["avg_heartrate_in_range"].passed
+
+
+def test_schema_drift_warns_with_the_columns_that_changed(spark, settings, instance):
+    key = dg.AssetKey(["bronze", "recordings"])
+    batch = Batch(rows=[bronze_row() + (0.5,)], schema=BRONZE_SCHEMA + ", battery DOUBLE", mode="overwrite")
+    assets = [table_writer(key, batch), contract_checks(bronze.RECORDINGS, blocking=False)]
+
+    first = results(run(assets, instance))[SCHEMA_DRIFT_CHECK]
+    batch.rows = [bronze_row() + ("low", "1.2")]
+    batch.schema = BRONZE_SCHEMA + ", battery STRING, firmware STRING"
+    second = results(run(assets, instance))
+
+    drift = second[SCHEMA_DRIFT_CHECK]
+    assert first.passed
+    assert not drift.passed and drift.severity == dg.AssetCheckSeverity.WARN
+    assert meta(drift, "columns_added") == "firmware"
+    assert meta(drift, "columns_changed") == "battery: double -> string"
+    assert meta(drift, "compared_with_version") == 0
+    assert second[STRUCTURE_CHECK].passed  # bronze may grow columns
+
+
+def test_a_missing_table_fails_the_structure_check_and_says_what_to_do(spark, settings, instance):
+    outcome = results(run([table_writer(SILVER_KEY, Batch()), contract_checks(silver.RECORDINGS_ENRICHED)], instance))
+
+    assert not outcome[STRUCTURE_CHECK].passed
+    assert "Materialize silver/recordings_enriched" in (outcome[STRUCTURE_CHECK].description or "")
+    assert outcome["known_patient"].passed
