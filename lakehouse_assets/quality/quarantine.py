@@ -1,0 +1,181 @@
+"""Expectations in the stream, made lossless: route each row to the table or to quarantine.
+
+Delta Live Tables' ``expect_or_drop`` drops failing rows; here they go to a quarantine table
+with every bronze column and ``_quarantine_reason``, the comma-separated names of the ERROR
+rules they failed. The reason is computed once per row, and the two outputs are the rows
+where it is null and the rows where it is not, so no row can be in both or in neither:
+rows in = rows passed + rows quarantined. WARN rules never route; the asset checks report
+them.
+
+Everything here is a transformation (no Spark actions), so it works on streaming and batch
+DataFrames alike. :class:`QuarantineSink` writes both outputs of each micro-batch, so one
+query (one checkpoint) feeds both tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.quality.rules import Rule, Severity
+from lakehouse_assets.quality.silver import QUARANTINE_REASON
+
+REASON_SEPARATOR = ","
+
+ColumnLike = str | Column
+
+
+def routing_rules(rules: Sequence[Rule]) -> tuple[Rule, ...]:
+    """The rules that decide where a row goes: the ERROR ones."""
+    return tuple(r for r in rules if r.severity is Severity.ERROR)
+
+
+def quarantine_reason(rules: Sequence[Rule]) -> Column:
+    """The names of the ERROR rules a row fails, comma-separated in the rules' order, or
+    NULL when it fails none (WARN rules are ignored)."""
+    routing = routing_rules(rules)
+    if not routing:
+        return F.lit(None).cast("string")
+    failed = F.concat_ws(REASON_SEPARATOR, *[F.when(rule.failed(), F.lit(rule.name)) for rule in routing])
+    # concat_ws skips the nulls of passing rules, leaving "" when every rule passed.
+    return F.when(failed != F.lit(""), failed)
+
+
+def route(df: DataFrame, rules: Sequence[Rule]) -> DataFrame:
+    """``df`` with ``_quarantine_reason`` added: the one place the routing is decided.
+
+    In a streaming query, compute this before ``foreachBatch`` (as
+    :class:`QuarantineSink` expects): Spark then fixes ``current_timestamp()`` (read by
+    ``time_plausible``) once per micro-batch, and both outputs of a batch see one reason.
+    """
+    missing = sorted({c for r in routing_rules(rules) for c in r.columns if c.lower() not in {x.lower() for x in df.columns}})
+    if missing:
+        raise LakehouseError(
+            f"Cannot route rows: the routing rules read columns {missing} that the DataFrame lacks "
+            f"(it has {df.columns}). Select the bronze columns and the joined patient name first."
+        )
+    if QUARANTINE_REASON in df.columns:
+        raise LakehouseError(
+            f"The DataFrame already has a {QUARANTINE_REASON} column; route each row only once"
+        )
+    return df.withColumn(QUARANTINE_REASON, quarantine_reason(rules))
+
+
+def split_routed(
+    routed: DataFrame, *, passed_columns: Sequence[ColumnLike], quarantine_columns: Sequence[ColumnLike]
+) -> tuple[DataFrame, DataFrame]:
+    """Split a :func:`route`-d DataFrame on its reason: the passed rows projected on
+    ``passed_columns``, and the quarantined rows on ``quarantine_columns`` plus
+    ``_quarantine_reason``."""
+    if QUARANTINE_REASON not in routed.columns:
+        raise LakehouseError(f"split_routed needs the {QUARANTINE_REASON} column that route() adds")
+    reason = F.col(QUARANTINE_REASON)
+    passed = routed.where(reason.isNull()).select(*_columns(passed_columns))
+    quarantined = routed.where(reason.isNotNull()).select(*_columns(quarantine_columns), reason)
+    return passed, quarantined
+
+
+def split(
+    df: DataFrame,
+    rules: Sequence[Rule],
+    *,
+    passed_columns: Sequence[ColumnLike],
+    quarantine_columns: Sequence[ColumnLike],
+) -> tuple[DataFrame, DataFrame]:
+    """Route ``df``'s rows by ``rules``: ``(passed, quarantined)``.
+
+    ``df`` is the silver query's joined rows: every bronze column plus the patient's
+    ``name`` from a LEFT join (null when the mrn is unknown), before any filter.
+    ``passed_columns`` shape the passing rows (the silver projection),
+    ``quarantine_columns`` the others (the bronze columns), to which ``_quarantine_reason``
+    is added. Works on streaming and batch DataFrames and runs no Spark action.
+
+    On a batch DataFrame the two outputs are two queries, each reading the clock once for
+    ``time_plausible``; for an exact split of rows a second from the one-day horizon,
+    route once and checkpoint (``route(df, rules).localCheckpoint()``), then
+    :func:`split_routed`.
+    """
+    return split_routed(route(df, rules), passed_columns=passed_columns, quarantine_columns=quarantine_columns)
+
+
+BatchWriter = Callable[[DataFrame, int], Any]
+
+
+@dataclass
+class QuarantineSink:
+    """A ``foreachBatch`` function that writes each routed micro-batch to two tables.
+
+    ``passed`` and ``quarantine`` are batch writers such as
+    :class:`~lakehouse_assets.storage.DeltaSink` (exactly-once by query id and batch id, so
+    a replayed batch is skipped by each table on its own). The streaming DataFrame must
+    already carry ``_quarantine_reason`` (:func:`route`). The batch is cached while both
+    writes read it, so the source and the join are computed once.
+
+    It looks like a DeltaSink to :func:`~lakehouse_assets.streaming.run_stream`:
+    ``output_mode`` and ``commits`` are the passed table's; ``quarantine_commits`` and
+    ``rows_quarantined`` report the other table.
+    """
+
+    passed: BatchWriter
+    quarantine: BatchWriter
+    passed_columns: Sequence[ColumnLike]
+    quarantine_columns: Sequence[ColumnLike]
+    output_mode: str = "append"
+    batches: int = 0
+
+    def __post_init__(self) -> None:
+        if self.output_mode != "append":
+            raise LakehouseError(
+                "QuarantineSink routes rows of an append stream; a complete or update stream "
+                "rewrites rows, and rewriting quarantined rows would lose their history"
+            )
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        batch_df.persist()
+        try:
+            passed, quarantined = split_routed(
+                batch_df, passed_columns=self.passed_columns, quarantine_columns=self.quarantine_columns
+            )
+            # Each writer skips a replayed batch its table already holds, so a run stopped
+            # between the two writes completes both when the batch is replayed.
+            self.quarantine(quarantined, batch_id)
+            self.passed(passed, batch_id)
+            self.batches += 1
+        finally:
+            batch_df.unpersist()
+
+    @property
+    def commits(self) -> list[Any]:
+        """The passed table's commits (what the run reports as rows written)."""
+        return list(getattr(self.passed, "commits", []))
+
+    @property
+    def quarantine_commits(self) -> list[Any]:
+        """The quarantine table's commits."""
+        return list(getattr(self.quarantine, "commits", []))
+
+    @property
+    def rows_quarantined(self) -> int:
+        return sum(getattr(c, "rows_written", 0) for c in self.quarantine_commits)
+
+
+def _columns(columns: Sequence[ColumnLike]) -> list[Column]:
+    if not columns:
+        raise LakehouseError("Give the columns of each output: an empty projection would drop every value")
+    return [F.col(f"`{c}`") if isinstance(c, str) else c for c in columns]
+
+
+__all__ = [
+    "REASON_SEPARATOR",
+    "QuarantineSink",
+    "quarantine_reason",
+    "route",
+    "routing_rules",
+    "split",
+    "split_routed",
+]
