@@ -8,6 +8,7 @@ failed write leaves behind are never in the log, so no reader sees them.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ META_OPERATION = "lakehouse.operation"
 META_QUERY = "lakehouse.query"
 META_BATCH = "lakehouse.batchId"
 META_ROWS = "lakehouse.rowsWritten"
+
+# Folders _stage writes data files into: <UTC time>-<12 hex digits>.
+_STAGING_FOLDER = re.compile(r"\d{8}T\d{6}-[0-9a-f]{12}")
 
 # Reader features this engine reads correctly by listing files and reading Parquet.
 _READABLE_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
@@ -183,6 +187,8 @@ class DeltaRsTableStore:
         properties = _commit_properties(operation, transaction, rows, metadata)
         delta_schema = deltalake.Schema.from_arrow(spark_to_arrow(plan.table_schema))
         try:
+            if table is not None and mode == "append" and plan.new_columns:
+                _add_columns(table, plan.table_schema, plan.new_columns, properties)
             if table is None:
                 create_table_with_add_actions(
                     path, delta_schema, actions, mode="error",
@@ -277,8 +283,13 @@ class DeltaRsTableStore:
 
     def _open_for_write(self, path: str) -> DeltaTable | None:
         if self.exists(path):
-            return self._open(path, without_files=True)
-        if not locate(path).is_empty_or_missing():
+            table = self._open(path, without_files=True)
+            # Spark writes files under the logical column names; in a table this engine
+            # cannot read (column mapping), such files would corrupt it for every reader.
+            _check_readable(path, table)
+            return table
+        location = locate(path)
+        if not location.is_empty_or_missing() and not _holds_only_staging_folders(location):
             raise NotADeltaTableError(path)
         return None
 
@@ -286,8 +297,15 @@ class DeltaRsTableStore:
         """Write the data files with Spark's Parquet writer into a fresh folder of the table."""
         folder = f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
         table = locate(path)
-        df.write.mode("errorifexists").parquet(f"{path.rstrip('/')}/{folder}")
         staged_dir = table.child(folder)
+        try:
+            df.write.mode("errorifexists").parquet(f"{path.rstrip('/')}/{folder}")
+        except BaseException:
+            # A failed job leaves the folder (and sometimes finished task files) behind. They
+            # are invisible to readers, but in a table not created yet they would make the
+            # retry refuse the path as "not a Delta table".
+            _delete_quietly(staged_dir)
+            raise
         staged = []
         for info in table.fs.get_file_info(pafs.FileSelector(staged_dir.path, recursive=True)):
             name = info.base_name
@@ -311,6 +329,43 @@ class DeltaRsTableStore:
         return [f for f in staged if f.num_rows > 0]
 
 
+def _add_columns(
+    table: DeltaTable, table_schema: T.StructType, names: Sequence[str], properties: CommitProperties
+) -> None:
+    """Add the nullable columns ``names`` (typed as in ``table_schema``) to the table.
+
+    delta-rs changes a table's schema in a write only when it overwrites: an append with new
+    columns would commit their files while the log keeps the old schema, and the columns
+    would never be read. So the columns are added in a commit of their own just before the
+    append. Files written earlier read the new columns as null; if the append then fails,
+    the table only has the (empty) columns, and the retry appends into them.
+    """
+    wanted = {n.lower() for n in names}
+    added = T.StructType([f for f in table_schema.fields if f.name.lower() in wanted])
+    fields = deltalake.Schema.from_arrow(spark_to_arrow(added)).fields
+    custom = {k: v for k, v in (properties.custom_metadata or {}).items() if k not in (META_ROWS, META_BATCH, META_QUERY)}
+    custom[META_OPERATION] = "ADD COLUMNS"
+    table.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata=custom))
+
+
+def _holds_only_staging_folders(location: Location) -> bool:
+    """Whether a folder without a Delta log holds nothing but data folders of writes that
+    were killed before their first commit (named as :meth:`DeltaRsTableStore._stage` names
+    them). No reader ever sees those files, so the path is still free for a new table."""
+    entries = location.fs.get_file_info(pafs.FileSelector(location.path, recursive=False))
+    return bool(entries) and all(
+        e.type == pafs.FileType.Directory and _STAGING_FOLDER.fullmatch(e.base_name) for e in entries
+    )
+
+
+def _delete_quietly(folder: Location) -> None:
+    try:
+        if folder.exists():
+            folder.fs.delete_dir(folder.path)
+    except OSError:
+        pass  # best effort: files outside the log are never read
+
+
 def _spark_schema(table: DeltaTable) -> T.StructType:
     return arrow_to_spark(pa.schema(table.schema().to_arrow()))
 
@@ -319,6 +374,10 @@ def _check_readable(path: str, table: DeltaTable) -> None:
     protocol = table.protocol()
     features = set(protocol.reader_features or [])
     unsupported = features - _READABLE_FEATURES
+    # Column mapping (reader version 2 lists no features) stores columns under physical
+    # names that Spark's Parquet reader does not know: it would read every column as null.
+    if (table.metadata().configuration or {}).get("delta.columnMapping.mode", "none") != "none":
+        unsupported.add("columnMapping")
     if protocol.min_reader_version > 3 or unsupported:
         raise UnsupportedTableError(
             f"Delta table {path} needs reader features {sorted(unsupported) or protocol.min_reader_version} "

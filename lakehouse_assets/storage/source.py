@@ -27,7 +27,13 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from lakehouse_assets.errors import StreamSourceError
-from lakehouse_assets.storage._delta_log import DataFile, latest_version, read_commit, snapshot_files
+from lakehouse_assets.storage._delta_log import (
+    DataFile,
+    latest_version,
+    read_commit,
+    snapshot_files,
+    snapshot_schema,
+)
 from lakehouse_assets.storage._schema import arrow_to_spark, spark_to_arrow
 from lakehouse_assets.storage.engine import StreamOptions
 
@@ -98,13 +104,16 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Plans micro-batches from the Delta log and reads their files."""
 
     def __init__(self, options: dict[str, str], schema: T.StructType) -> None:
+        # Spark hands a data source its options with lower-cased names (a CaseInsensitiveDict,
+        # which dict() copies as stored): look every option up by its lower-cased name.
+        options = {str(k).lower(): v for k, v in options.items()}
         self.path = options["path"]
-        starting = options.get("startingVersion")
+        starting = options.get("startingversion")
         self.starting_version = None if starting in (None, "latest") else int(starting)
         self.start_at_latest = starting == "latest"
-        max_files = options.get("maxFilesPerTrigger")
+        max_files = options.get("maxfilespertrigger")
         self.max_files = int(max_files) if max_files else None
-        self.skip_change_commits = options.get("skipChangeCommits", "false").lower() == "true"
+        self.skip_change_commits = str(options.get("skipchangecommits", "false")).lower() == "true"
         self.schema_json = schema.json()
         self._available_now_version: int | None = None
         self._known_version: int | None = None
@@ -126,7 +135,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         upto = self._upto()
-        max_files = limit.maxFiles if isinstance(limit, ReadMaxFiles) else None
+        max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
         last: _Position | None = None
         count = 0
         for item in self._walk(start, snapshot_version=upto, upto=upto):
@@ -171,6 +180,12 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Every data file after ``start``, in order, up to version ``upto``."""
         if start["snapshot"]:
             version = start["version"] if start["version"] >= 0 else snapshot_version
+            schema_string = snapshot_schema(self.path, version)
+            if not self._reads_schema(schema_string):
+                # The table grew after this query was built: reading the snapshot with the
+                # query's schema would drop the new columns silently.
+                yield _SchemaBoundary(version, schema_string)
+                return
             for index, data_file in enumerate(snapshot_files(self.path, version)):
                 if index > start["index"]:
                     yield _Position(version, True, index), data_file

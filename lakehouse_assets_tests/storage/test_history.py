@@ -1,0 +1,60 @@
+"""History: what each version did, when, with how many rows, and which query batch wrote it."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink
+
+from .helpers import write_checkpoint_metadata
+
+
+def test_history_describes_every_version(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    before = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+    store.write(spark.range(0, 4), path, metadata={"lakehouse.asset": "silver.t"})
+    store.write(spark.range(4, 6), path, mode="append")
+    store.merge(spark.createDataFrame([(1,), (10,)], "id long"), path, keys=["id"])
+    store.write(spark.range(0, 3), path, mode="overwrite", operation="FULL REFRESH")
+    after = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+
+    history = store.history(path)
+    assert [h.version for h in history] == [3, 2, 1, 0]  # newest first
+    assert [h.operation for h in history] == ["FULL REFRESH", "MERGE", "WRITE", "WRITE"]
+    assert [h.rows_written for h in history] == [3, 2, 2, 4]  # merge: 1 updated + 1 inserted
+    for entry in history:
+        assert entry.timestamp.tzinfo is not None and before <= entry.timestamp <= after
+        assert entry.query is None and entry.batch_id is None
+    assert [h.timestamp for h in history] == sorted((h.timestamp for h in history), reverse=True)
+
+    refresh, merge, append, _create = history
+    assert refresh.parameters["mode"] == "Overwrite"
+    assert append.parameters["mode"] == "Append"
+    assert merge.parameters["mergePredicate"].replace('"', '') == "t.id = s.id"
+    assert merge.metrics["num_target_rows_updated"] == 1 and merge.metrics["num_target_rows_inserted"] == 1
+    # Custom metadata lands in the commit, where any Delta reader finds it.
+    assert DeltaTable(path).history()[-1]["lakehouse.asset"] == "silver.t"
+
+    assert [h.version for h in store.history(path, limit=2)] == [3, 2]
+
+
+def test_history_names_the_query_and_batch_a_sink_wrote(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "t")
+    query_id = write_checkpoint_metadata(tmp_path / "checkpoint")
+    sink = DeltaSink(store, path, str(tmp_path / "checkpoint"))
+    sink(spark.range(0, 3), 0)
+    sink(spark.range(3, 5), 1)
+    sink(spark.range(3, 5), 1)  # replay: no new version
+
+    history = store.history(path)
+    assert [(h.version, h.query, h.batch_id, h.rows_written) for h in history] == [
+        (1, query_id, 1, 2),
+        (0, query_id, 0, 3),
+    ]
+    assert {h.operation for h in history} == {"STREAMING UPDATE"}

@@ -1,0 +1,111 @@
+"""The exactly-once foreachBatch sink: a replayed batch never changes the table twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink
+from lakehouse_assets.streaming import run_stream
+
+from .helpers import collected, sort_rows, write_checkpoint_metadata
+
+
+def test_replayed_batch_id_writes_nothing(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    checkpoint = tmp_path / "checkpoint"
+    query_id = write_checkpoint_metadata(checkpoint)
+    sink = DeltaSink(store, path, str(checkpoint))
+
+    sink(spark.range(0, 3), 0)
+    sink(spark.range(0, 3), 0)
+    # A new sink object (a restarted process) recognises the batch from the table alone.
+    DeltaSink(store, path, str(checkpoint))(spark.range(0, 3), 0)
+
+    assert [(c.version, c.skipped, c.rows_written) for c in sink.commits] == [(0, False, 3), (None, True, 0)]
+    assert sorted(r.id for r in store.read(spark, path).collect()) == [0, 1, 2]
+    assert store.version(path) == 0
+    assert store.committed_batch(path, query_id) == 0
+    assert sink.query_id() == query_id
+
+
+def test_complete_mode_replaces_the_table(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    write_checkpoint_metadata(tmp_path / "checkpoint")
+    sink = DeltaSink(store, path, str(tmp_path / "checkpoint"), output_mode="complete")
+
+    sink(spark.createDataFrame([("a", 1)], "k string, n long"), 0)
+    # Complete mode may change the result's schema: it is the whole answer each time.
+    sink(spark.createDataFrame([("a", 2.5), ("b", 1.0)], "k string, n double"), 1)
+    sink(spark.createDataFrame([("stale", 0.0)], "k string, n double"), 1)  # replay
+
+    assert collected(store.read(spark, path)) == [{"k": "a", "n": 2.5}, {"k": "b", "n": 1.0}]
+    assert store.history(path)[0].parameters["mode"] == "Overwrite"
+
+
+def test_update_mode_merges_on_keys(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    write_checkpoint_metadata(tmp_path / "checkpoint")
+    sink = DeltaSink(store, path, str(tmp_path / "checkpoint"), output_mode="update", keys=["k"])
+
+    sink(spark.createDataFrame([("a", 1), ("b", 1)], "k string, n long"), 0)
+    sink(spark.createDataFrame([("b", 2), ("c", 1)], "k string, n long"), 1)
+    sink(spark.createDataFrame([("b", 99)], "k string, n long"), 1)  # replay
+
+    assert collected(store.read(spark, path)) == sort_rows(
+        [{"k": "a", "n": 1}, {"k": "b", "n": 2}, {"k": "c", "n": 1}]
+    )
+    assert [h.batch_id for h in store.history(path)] == [1, 0]
+
+
+def test_sink_configuration_errors(store: DeltaRsTableStore, tmp_path: Path) -> None:
+    with pytest.raises(LakehouseError, match="Unknown output mode 'upsert'"):
+        DeltaSink(store, str(tmp_path / "t"), str(tmp_path / "c"), output_mode="upsert")  # type: ignore[arg-type]
+    with pytest.raises(LakehouseError, match="needs key columns"):
+        DeltaSink(store, str(tmp_path / "t"), str(tmp_path / "c"), output_mode="update")
+    sink = DeltaSink(store, str(tmp_path / "t"), str(tmp_path / "no_checkpoint"))
+    with pytest.raises(LakehouseError) as caught:
+        sink.query_id()
+    assert str(tmp_path / "no_checkpoint") in str(caught.value)
+
+
+def _land(folder: Path, name: str, ids: range) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("".join(json.dumps({"id": i}) + "\n" for i in ids))
+
+
+def test_crash_between_delta_commit_and_checkpoint_commit_writes_no_duplicates(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    landing, path, checkpoint = tmp_path / "landing", str(tmp_path / "t"), str(tmp_path / "checkpoint")
+
+    def build():
+        return spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(landing))
+
+    _land(landing, "a.json", range(0, 3))
+    _land(landing, "b.json", range(3, 5))
+    first = run_stream(build, DeltaSink(store, path, checkpoint), checkpoint_location=checkpoint)
+    assert [c.version for c in first.commits] == [0, 1]
+
+    # Crash after the Delta commit of batch 1 but before Spark marked it done: the checkpoint
+    # has the batch's offsets but not its commit entry (nor the entry's checksum file).
+    commits = Path(checkpoint) / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    assert last == 1
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    _land(landing, "c.json", range(5, 7))
+
+    second = run_stream(build, DeltaSink(store, path, checkpoint), checkpoint_location=checkpoint)
+
+    # Spark replayed batch 1; the sink recognised it and wrote nothing; batch 2 went on.
+    assert second.query_id == first.query_id
+    assert [(c.skipped, c.version) for c in second.commits] == [(True, None), (False, 2)]
+    assert sorted(r.id for r in store.read(spark, path).collect()) == list(range(7))
+    history = store.history(path)
+    assert [(h.version, h.batch_id, h.rows_written) for h in history] == [(2, 2, 2), (1, 1, 2), (0, 0, 3)]
+    assert {h.query for h in history} == {first.query_id}

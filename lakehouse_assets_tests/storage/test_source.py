@@ -1,0 +1,152 @@
+"""A Delta table as a streaming source: each committed version once, with Delta's options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
+from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink, StreamOptions
+from lakehouse_assets.storage.source import SCHEMA_CHANGED_MARKER, read_delta_stream
+from lakehouse_assets.streaming import StreamRun, run_stream
+
+from .helpers import collected, sort_rows
+
+
+def _append(spark: SparkSession, store: DeltaRsTableStore, path: str, ids: range, **kwargs) -> None:
+    """One commit of one data file."""
+    store.write(spark.createDataFrame([(i,) for i in ids], "id long").coalesce(1), path, **kwargs)
+
+
+def _stream(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path, options: StreamOptions | None = None,
+            build=None, source: str | None = None, **kwargs) -> StreamRun:
+    """Run the query source -> sink once (availableNow), with target and checkpoint under
+    tmp_path; the source is tmp_path/source unless given."""
+    source = source or str(tmp_path / "source")
+    target, checkpoint = str(tmp_path / "target"), str(tmp_path / "checkpoint")
+    sink = DeltaSink(store, target, checkpoint, merge_schema=True)
+    return run_stream(build or (lambda: store.read_stream(spark, source, options)), sink,
+                      checkpoint_location=checkpoint, **kwargs)
+
+
+def _target_ids(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> list[int]:
+    return sorted(r.id for r in store.read(spark, str(tmp_path / "target")).collect())
+
+
+def test_each_version_is_read_once_across_restarts_in_batches_of_max_files(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    source = str(tmp_path / "source")
+    _append(spark, store, source, range(0, 3))
+    _append(spark, store, source, range(3, 5))
+
+    first = _stream(spark, store, tmp_path, StreamOptions(max_files_per_trigger=1))
+
+    # One file per micro-batch: two batches, as the query's progress reports show.
+    assert first.batches == 2
+    assert [p["numInputRows"] for p in first.progress if p["numInputRows"]] == [3, 2]
+    assert [c.rows_written for c in first.commits] == [3, 2]
+    assert _target_ids(spark, store, tmp_path) == list(range(5))
+
+    _append(spark, store, source, range(5, 7))
+    _append(spark, store, source, range(7, 8))
+    second = _stream(spark, store, tmp_path, StreamOptions(max_files_per_trigger=1))
+
+    # The restarted query reads the two new versions only, once each, one file per batch.
+    assert second.query_id == first.query_id
+    assert [p["numInputRows"] for p in second.progress if p["numInputRows"]] == [2, 1]
+    assert _target_ids(spark, store, tmp_path) == list(range(8))
+
+
+@pytest.fixture(scope="module")
+def with_overwrite(spark: SparkSession, store: DeltaRsTableStore, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """v0: 0-2; v1: 3-4; v2: overwrite with 100-101; v3: 5. Queries only read it."""
+    source = str(tmp_path_factory.mktemp("upstream") / "source")
+    _append(spark, store, source, range(0, 3))
+    _append(spark, store, source, range(3, 5))
+    _append(spark, store, source, range(100, 102), mode="overwrite")
+    _append(spark, store, source, range(5, 6))
+    return source
+
+
+def test_starting_version_and_skip_change_commits(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path, with_overwrite: str
+) -> None:
+    run = _stream(spark, store, tmp_path, StreamOptions(starting_version=1, skip_change_commits=True),
+                  source=with_overwrite)
+
+    # From version 1 on (version 0 is not read), the overwrite at version 2 is skipped whole.
+    assert _target_ids(spark, store, tmp_path) == [3, 4, 5]
+    assert run.input_rows == 3
+
+
+def test_a_change_commit_upstream_stops_the_stream(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path, with_overwrite: str
+) -> None:
+    with pytest.raises(StreamingQueryException) as caught:
+        _stream(spark, store, tmp_path, StreamOptions(starting_version=1), source=with_overwrite)
+
+    message = str(caught.value)
+    assert with_overwrite in message and "version 2" in message and "skipChangeCommits" in message
+    assert not store.exists(str(tmp_path / "target"))
+
+
+def _old_schema_first(spark: SparkSession, store: DeltaRsTableStore, source: str, old_schema, builds: list[str]):
+    """A query built before the table grew (with its old schema); rebuilt ones see the table now."""
+
+    def build():
+        if not builds:
+            builds.append("old schema")
+            return read_delta_stream(spark, source, old_schema, StreamOptions())
+        builds.append("current schema")
+        return store.read_stream(spark, source)
+
+    return build
+
+
+def test_schema_growth_upstream_stops_the_query_and_a_restart_reads_the_new_column(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    source = str(tmp_path / "source")
+    _append(spark, store, source, range(0, 2))
+    old_schema = store.schema(source)
+    _stream(spark, store, tmp_path)  # the query has read the table as it stood
+    store.write(spark.createDataFrame([(2, "new")], "id long, note string"), source, merge_schema=True)
+
+    failures: list[str] = []
+
+    def restart_when(exc: StreamingQueryException) -> bool:
+        failures.append(str(exc))
+        return SCHEMA_CHANGED_MARKER in str(exc)
+
+    builds: list[str] = []
+    run = _stream(spark, store, tmp_path, build=_old_schema_first(spark, store, source, old_schema, builds),
+                  restart_when=restart_when)
+
+    assert len(failures) == 1 and SCHEMA_CHANGED_MARKER in failures[0] and source in failures[0]
+    assert run.restarts == 1 and builds == ["old schema", "current schema"]
+    assert collected(store.read(spark, str(tmp_path / "target"))) == sort_rows(
+        [{"id": 0, "note": None}, {"id": 1, "note": None}, {"id": 2, "note": "new"}]
+    )
+
+
+def test_schema_growth_before_the_first_batch_is_not_lost(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    source = str(tmp_path / "source")
+    _append(spark, store, source, range(0, 2))
+    old_schema = store.schema(source)
+    # The table grows between building the query and its first batch, which reads the
+    # table's snapshot: the new column must not be dropped silently.
+    store.write(spark.createDataFrame([(2, "new")], "id long, note string"), source, merge_schema=True)
+
+    builds: list[str] = []
+    run = _stream(spark, store, tmp_path, build=_old_schema_first(spark, store, source, old_schema, builds),
+                  restart_when=lambda exc: SCHEMA_CHANGED_MARKER in str(exc))
+
+    assert run.restarts == 1
+    assert collected(store.read(spark, str(tmp_path / "target"))) == sort_rows(
+        [{"id": 0, "note": None}, {"id": 1, "note": None}, {"id": 2, "note": "new"}]
+    )

@@ -1,0 +1,258 @@
+"""Appends and overwrites: what is read back, what a failed write leaves, and where writes refuse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse_assets.errors import LakehouseError, NotADeltaTableError, TableNotFoundError
+from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore
+
+from ..conftest import TEST_JVM_OPTIONS
+from .helpers import ALL_TYPES_ROWS, ALL_TYPES_SCHEMA, collected, expected, fields, sort_rows
+
+
+def _ids(spark: SparkSession, store: DeltaRsTableStore, path: str) -> list[int]:
+    return sorted(r["id"] for r in store.read(spark, path).collect())
+
+
+def _parquet_files_on_disk(table: Path) -> set[str]:
+    return {str(p.relative_to(table)) for p in table.rglob("*.parquet")}
+
+
+def test_every_type_round_trips(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "types")
+    result = store.write(spark.createDataFrame(ALL_TYPES_ROWS, ALL_TYPES_SCHEMA), path)
+
+    back = store.read(spark, path)
+    assert fields(back.schema) == fields(ALL_TYPES_SCHEMA)
+    assert collected(back) == expected(ALL_TYPES_ROWS, ALL_TYPES_SCHEMA)
+    assert (result.version, result.rows_written, result.skipped) == (0, len(ALL_TYPES_ROWS), False)
+    assert result.files_written >= 1 and result.bytes_written > 0
+    assert fields(store.schema(path)) == fields(ALL_TYPES_SCHEMA)
+
+
+def test_append_adds_rows_in_a_new_version(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    first = store.write(spark.createDataFrame([(1, "a"), (2, "b")], "id long, v string"), path)
+    second = store.write(spark.createDataFrame([(3, "c")], "id long, v string"), path, mode="append")
+
+    assert (first.version, second.version) == (0, 1)
+    assert second.rows_written == 1
+    assert collected(store.read(spark, path)) == sort_rows([
+        {"id": 1, "v": "a"}, {"id": 2, "v": "b"}, {"id": 3, "v": "c"}
+    ])
+    assert store.version(path) == 1 and store.exists(path)
+
+
+def test_overwrite_replaces_all_rows(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    store.write(spark.range(0, 5), path)
+    store.write(spark.range(5, 7), path)
+    result = store.write(spark.range(100, 102), path, mode="overwrite")
+
+    assert result.version == 2 and result.rows_written == 2
+    assert _ids(spark, store, path) == [100, 101]
+    # The replaced files are no longer part of the table, as delta-rs sees it too.
+    assert len(DeltaTable(path).file_uris()) == result.files_written
+
+
+def test_overwrite_with_no_rows_empties_the_table(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    store.write(spark.range(3), path)
+    result = store.write(spark.range(0), path, mode="overwrite")
+
+    assert result.version == 1 and result.rows_written == 0
+    assert store.read(spark, path).count() == 0
+
+
+def test_appending_no_rows_commits_nothing(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    store.write(spark.range(3), path)
+    result = store.write(spark.range(0), path)
+
+    assert result.version is None and result.rows_written == 0 and not result.skipped
+    assert store.version(path) == 0
+
+
+def test_first_write_of_no_rows_creates_an_empty_table(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    result = store.write(spark.createDataFrame([], "id long, name string"), path)
+
+    assert result.version == 0 and store.exists(path)
+    back = store.read(spark, path)
+    assert back.count() == 0
+    assert fields(back.schema) == [("id", "bigint"), ("name", "string")]
+
+
+def test_unknown_mode_is_refused(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    with pytest.raises(LakehouseError, match="Unknown write mode 'upsert'"):
+        store.write(spark.range(1), path, mode="upsert")  # type: ignore[arg-type]
+    assert not store.exists(path)
+
+
+def test_transaction_makes_a_batch_commit_once(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    first = store.write(spark.range(0, 3), path, transaction=AppTransaction("query-a", 0))
+    replay = store.write(spark.range(0, 3), path, transaction=AppTransaction("query-a", 0))
+    older = store.write(spark.range(50, 53), path, transaction=AppTransaction("query-a", -1))
+    other_query = store.write(spark.range(10, 11), path, transaction=AppTransaction("query-b", 0))
+    next_batch = store.write(spark.range(3, 4), path, transaction=AppTransaction("query-a", 1))
+
+    assert first.version == 0 and not first.skipped
+    assert replay == older
+    assert replay.skipped and replay.version is None and replay.rows_written == 0
+    assert (other_query.version, next_batch.version) == (1, 2)
+    assert _ids(spark, store, path) == [0, 1, 2, 3, 10]
+    assert store.committed_batch(path, "query-a") == 1
+    assert store.committed_batch(path, "query-b") == 0
+    assert store.committed_batch(path, "query-c") is None
+    assert store.committed_batch(str(tmp_path / "missing"), "query-a") is None
+
+
+def test_writing_into_a_non_delta_folder_names_the_path(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    folder = tmp_path / "csv_export"
+    folder.mkdir()
+    (folder / "rows.csv").write_text("id\n1\n")
+
+    with pytest.raises(NotADeltaTableError) as caught:
+        store.write(spark.range(3), str(folder))
+    assert str(folder) in str(caught.value) and "not a Delta table" in str(caught.value)
+    assert sorted(p.name for p in folder.iterdir()) == ["rows.csv"]
+    with pytest.raises(NotADeltaTableError, match=str(folder)):
+        store.merge(spark.range(3), str(folder), keys=["id"])
+
+
+def _poisoned(spark: SparkSession):
+    """Rows whose computation fails at row 7, in the middle of the write job. (The UDF is
+    defined here so that it is pickled by value: workers need not import this module.)"""
+
+    def fail_on_seven(value):
+        if value == 7:
+            raise ValueError("row 7 is poisoned")
+        return value
+
+    poison = F.udf(fail_on_seven, "long")
+    # Two tasks: the one without row 7 may finish and write its file before the job fails.
+    return spark.range(0, 20, numPartitions=2).select(poison("id").alias("id"))
+
+
+def test_failed_write_leaves_the_table_unchanged(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    path = str(table)
+    store.write(spark.range(100, 103), path)
+    files_before = _parquet_files_on_disk(table)
+
+    with pytest.raises(Exception, match="row 7 is poisoned"):
+        store.write(_poisoned(spark), path)
+
+    assert store.version(path) == 0
+    assert _ids(spark, store, path) == [100, 101, 102]
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == [100, 101, 102]
+    # Nothing the failed job wrote stays beside the table's files.
+    assert _parquet_files_on_disk(table) == files_before
+
+
+def test_failed_first_write_creates_no_table_and_can_be_retried(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "t")
+    with pytest.raises(Exception, match="row 7 is poisoned"):
+        store.write(_poisoned(spark), path)
+
+    assert not store.exists(path)
+    with pytest.raises(TableNotFoundError, match=path):
+        store.read(spark, path)
+    result = store.write(spark.range(0, 3), path)
+    assert result.version == 0
+    assert _ids(spark, store, path) == [0, 1, 2]
+
+
+def test_drop_deletes_the_table(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    store.write(spark.range(3), path)
+    store.drop(path)
+    assert not store.exists(path) and store.version(path) is None
+    assert not Path(path).exists()
+    store.drop(path)  # dropping what is not there is not an error
+    assert store.write(spark.range(2), path).version == 0
+
+
+# A writer process that stops just before committing, in two threads: one appending to an
+# existing table, one creating a table. The test kills it there with SIGKILL.
+_KILLED_WRITER = r"""
+import sys, threading
+from deltalake import DeltaTable
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import build_spark_session
+from lakehouse_assets.storage import DeltaRsTableStore, delta_rs
+
+existing, new = sys.argv[1], sys.argv[2]
+staged = threading.Semaphore(0)
+
+def stop_before_commit(*args, **kwargs):
+    staged.release()
+    threading.Event().wait()
+
+delta_rs.create_table_with_add_actions = stop_before_commit
+DeltaTable.create_write_transaction = stop_before_commit
+settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": sys.argv[3], "LAKEHOUSE_SPARK_CONF": sys.argv[4]})
+spark = build_spark_session(settings, app_name="killed_writer")
+store = DeltaRsTableStore()
+for path in (existing, new):
+    threading.Thread(target=store.write, args=(spark.range(1000, 1100, numPartitions=2), path), daemon=True).start()
+staged.acquire(); staged.acquire()
+print("STAGED", flush=True)
+threading.Event().wait()
+"""
+
+
+@pytest.mark.slow
+def test_writer_killed_between_writing_files_and_committing(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    import os
+    import select
+    import signal
+    import subprocess
+    import sys
+
+    existing, new = tmp_path / "existing", tmp_path / "new"
+    store.write(spark.range(0, 3), str(existing))
+    files_before = _parquet_files_on_disk(existing)
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER, str(existing), str(new), str(tmp_path / "root"),
+         json.dumps({"spark.driver.memory": "512m", "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS})],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+    )
+    try:
+        assert child.stdout is not None
+        ready, _, _ = select.select([child.stdout], [], [], 300)
+        assert ready, "the writer process never reached its commit"
+        assert child.stdout.readline().strip() == "STAGED"
+    finally:
+        # The child's session holds the child and its JVM, both started by this test.
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+
+    # The killed write had written its data files...
+    assert len(_parquet_files_on_disk(existing)) > len(files_before)
+    assert list(new.rglob("*.parquet"))
+    # ...but no reader sees them.
+    assert store.version(str(existing)) == 0
+    assert _ids(spark, store, str(existing)) == [0, 1, 2]
+    assert sorted(DeltaTable(str(existing)).to_pyarrow_table().column("id").to_pylist()) == [0, 1, 2]
+    assert not store.exists(str(new))
+    with pytest.raises(TableNotFoundError):
+        store.read(spark, str(new))
+    # The retry of the first write is not refused because of the killed write's files.
+    assert store.write(spark.range(5, 7), str(new)).version == 0
+    assert _ids(spark, store, str(new)) == [5, 6]

@@ -1,0 +1,83 @@
+"""Settings come from the environment when asked, with errors that say how to fix them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.settings import (
+    DEFAULT_SENSOR_INTERVAL_SECONDS,
+    DEFAULT_SPARK_MASTER,
+    LakehouseSettings,
+)
+
+
+def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = LakehouseSettings.from_env({})
+    assert settings.root == tmp_path.resolve() / "lakehouse_data"
+    assert settings.spark_master == DEFAULT_SPARK_MASTER
+    assert settings.spark_conf == {}
+    assert settings.sensor_interval_seconds == DEFAULT_SENSOR_INTERVAL_SECONDS
+
+
+def test_every_variable_is_read(tmp_path: Path) -> None:
+    settings = LakehouseSettings.from_env({
+        "LAKEHOUSE_ROOT": str(tmp_path / "x" / ".." / "lake"),
+        "LAKEHOUSE_SPARK_MASTER": "spark://head:7077",
+        "LAKEHOUSE_SPARK_CONF": '{"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": 8}',
+        "LAKEHOUSE_SENSOR_INTERVAL": "5",
+    })
+    assert settings.root == (tmp_path / "lake").resolve() and settings.root.is_absolute()
+    assert settings.spark_master == "spark://head:7077"
+    assert settings.spark_conf == {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "8"}
+    assert settings.sensor_interval_seconds == 5
+
+
+def test_the_process_environment_is_read_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(tmp_path / "first"))
+    first = LakehouseSettings.from_env()
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(tmp_path / "second"))
+    assert (first.root.name, LakehouseSettings.from_env().root.name) == ("first", "second")
+
+
+def test_empty_values_mean_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": "", "LAKEHOUSE_SPARK_MASTER": "", "LAKEHOUSE_SPARK_CONF": "  "})
+    assert settings.root.name == "lakehouse_data"
+    assert (settings.spark_master, settings.spark_conf) == (DEFAULT_SPARK_MASTER, {})
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"LAKEHOUSE_SPARK_CONF": "{spark.driver.memory: 4g}"}, "LAKEHOUSE_SPARK_CONF is not valid JSON"),
+        ({"LAKEHOUSE_SPARK_CONF": '["spark.driver.memory"]'}, "LAKEHOUSE_SPARK_CONF must be a JSON object"),
+        ({"LAKEHOUSE_SENSOR_INTERVAL": "30s"}, "LAKEHOUSE_SENSOR_INTERVAL must be a whole number of seconds, got '30s'"),
+        ({"LAKEHOUSE_SENSOR_INTERVAL": "0"}, "LAKEHOUSE_SENSOR_INTERVAL must be at least 1 second"),
+    ],
+)
+def test_malformed_settings_are_configuration_errors(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        LakehouseSettings.from_env(env)
+    assert message in str(caught.value)
+
+
+def test_locations(settings: LakehouseSettings) -> None:
+    root = settings.root
+    assert settings.table_path("silver", "orders") == root / "silver" / "orders"
+    assert settings.landing_path("shop") == root / "landing" / "shop"
+    assert settings.checkpoint_path("silver", "orders") == root / "_checkpoints" / "silver" / "orders"
+    assert settings.schema_path("bronze", "orders") == root / "_schemas" / "bronze" / "orders"
+    # Tables never collide with the machinery's own folders.
+    assert settings.table_path("silver", "orders") != settings.checkpoint_path("silver", "orders")
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "a\\b", "../etc", ".hidden", "_checkpoints"])
+def test_names_cannot_leave_the_root_or_hide(settings: LakehouseSettings, name: str) -> None:
+    for locate in (lambda: settings.table_path(name, "t"), lambda: settings.table_path("silver", name),
+                   lambda: settings.landing_path(name), lambda: settings.checkpoint_path("silver", name)):
+        with pytest.raises(ConfigurationError, match="not a valid table, layer or source name"):
+            locate()

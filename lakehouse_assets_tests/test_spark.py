@@ -1,0 +1,75 @@
+"""The SparkSession factory: correctness settings always hold, and workers run this interpreter.
+
+These tests reuse the test session's one SparkSession (``build_spark_session`` hands back the
+running session, as it does in a Dagster run) and leave its settings as they found them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import REQUIRED_CONF, build_spark_session
+
+
+def test_required_settings_hold_on_the_session(spark: SparkSession) -> None:
+    for key, value in REQUIRED_CONF.items():
+        if key.startswith("spark.hadoop."):
+            assert spark.sparkContext.getConf().get(key) == value
+        else:
+            assert spark.conf.get(key) == value
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # the test fixture's extra_conf
+
+
+def test_workers_run_this_interpreter(spark: SparkSession) -> None:
+    assert os.environ["PYSPARK_PYTHON"] == sys.executable
+
+    def worker_python(_):
+        import sys as worker_sys
+
+        import deltalake  # only installed in this virtualenv
+
+        return f"{worker_sys.executable}|{deltalake.__version__}"
+
+    seen = spark.range(1).select(F.udf(worker_python, "string")("id").alias("w")).first().w
+    executable, _ = seen.split("|")
+    assert Path(executable).resolve() == Path(sys.executable).resolve()
+
+
+def test_rebuilding_returns_the_running_session_with_its_settings_enforced(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    try:
+        settings = LakehouseSettings.from_env({
+            "LAKEHOUSE_ROOT": str(tmp_path),
+            # Overrides the local default (4) ...
+            "LAKEHOUSE_SPARK_CONF": '{"spark.sql.shuffle.partitions": "3", "spark.sql.session.timeZone": "Asia/Tokyo"}',
+        })
+        # ... and extra_conf overrides the settings; required settings override both.
+        again = build_spark_session(settings, extra_conf={"spark.sql.shuffle.partitions": "2"})
+
+        assert again is spark
+        assert again.conf.get("spark.sql.session.timeZone") == "UTC"
+        assert again.conf.get("spark.sql.shuffle.partitions") == "2"
+
+        build_spark_session(settings)
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+
+
+def test_settings_errors_surface_before_any_jvm_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakehouse_assets.errors import ConfigurationError
+
+    monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", "not json")
+    with pytest.raises(ConfigurationError, match="LAKEHOUSE_SPARK_CONF"):
+        build_spark_session()
