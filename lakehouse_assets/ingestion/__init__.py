@@ -13,6 +13,7 @@ from lakehouse_assets.ingestion.autoloader import (
     restart_after_schema_evolution,
     schema_change_after_failure,
 )
+from lakehouse_assets.ingestion.copy_into import COPY_INTO_APP_ID, CopyIntoResult, copied_files, copy_into
 from lakehouse_assets.ingestion.errors import (
     CheckpointStateError,
     CopyIntoError,
@@ -41,9 +42,11 @@ __all__ = [
     "METADATA_COLUMNS",
     "RESCUED_DATA_COLUMN",
     "SOURCE_FILE_COLUMN",
+    "COPY_INTO_APP_ID",
     "AutoLoaderOptions",
     "CheckpointStateError",
     "CopyIntoError",
+    "CopyIntoResult",
     "IngestedFile",
     "IngestionError",
     "IngestionOptionsError",
@@ -60,6 +63,8 @@ __all__ = [
     "UnknownColumnsError",
     "autoload_stream",
     "autoload_to_table",
+    "copied_files",
+    "copy_into",
     "data_file_glob",
     "ingested_files",
     "is_data_file",

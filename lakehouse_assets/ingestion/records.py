@@ -9,7 +9,7 @@ read by Spark's Parquet reader directly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
 
 from pyspark.sql import DataFrame, DataFrameReader, SparkSession
@@ -138,13 +138,8 @@ def records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
     return csv_records(lines, options) if options.format == "csv" else json_records(lines, options)
 
 
-def read_batch_records(spark: SparkSession, paths: Sequence[str], options: AutoLoaderOptions) -> DataFrame:
-    """The records of some JSON/CSV files, read once (for schema inference)."""
-    lines = text_lines(file_reader(spark, options, streaming=False).load(list(paths)), options)
+def read_batch_records(spark: SparkSession, paths: Sequence[str] | str, options: AutoLoaderOptions) -> DataFrame:
+    """The records of some JSON/CSV files (or of a folder's data files), read once."""
+    load = paths if isinstance(paths, str) else list(paths)
+    lines = text_lines(file_reader(spark, options, streaming=False).load(load), options)
     return records(lines, options)
-
-
-def with_options(reader: DataFrameReader, options: Mapping[str, str]) -> DataFrameReader:
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    return reader

@@ -182,8 +182,9 @@ def apply_schema_hints(schema: T.StructType, hints: str | None) -> T.StructType:
 
 
 # -- inference ---------------------------------------------------------------------------------------
-def infer_schema(spark: SparkSession, paths: Sequence[str], options: AutoLoaderOptions) -> T.StructType:
-    """The schema of the files at ``paths``, as ``options`` would read them, before hints.
+def infer_schema(spark: SparkSession, paths: Sequence[str] | str, options: AutoLoaderOptions) -> T.StructType:
+    """The schema of the files at ``paths`` (or of all data files in a folder, given as one
+    string), as ``options`` would read them, before hints.
 
     JSON and Parquet use Spark's own inference. CSV files are read by their own headers, and
     with ``infer_column_types`` each column gets the narrowest of bigint, double, boolean and
@@ -192,24 +193,36 @@ def infer_schema(spark: SparkSession, paths: Sequence[str], options: AutoLoaderO
     """
     if not paths:
         return T.StructType([])
-    # Inference must not fail on a file whose fields differ only by case ("time" and "Time"):
-    # a case-sensitive session of its own keeps both, and the first is kept (the other is
-    # rescued when read). The caller's session is left as it is.
-    spark = spark.newSession()
-    spark.conf.set("spark.sql.caseSensitive", "true")
+    # One folder is listed once; a list of paths is listed path by path (and, past 32 paths,
+    # by a Spark job unless spark.sql.sources.parallelPartitionDiscovery.threshold is raised).
+    load = paths if isinstance(paths, str) else list(paths)
+    session = _inference_session(spark)
     if options.format == "parquet":
-        inferred = file_reader(spark, options, streaming=False).option("mergeSchema", "true").load(list(paths)).schema
+        inferred = file_reader(session, options, streaming=False).option("mergeSchema", "true").load(load).schema
     elif options.format == "json":
-        reader = spark.read.format("json").option("columnNameOfCorruptRecord", _CORRUPT)
+        reader = file_reader(session, options, streaming=False).format("json")
+        reader = reader.option("columnNameOfCorruptRecord", _CORRUPT).option("wholetext", "false")
         reader = reader.option("multiLine", str(options.multi_line).lower())
         for key, value in json_options(options).items():
             reader = reader.option(key, value)
-        inferred = reader.load(list(paths)).schema
+        inferred = reader.load(load).schema
         if not options.infer_column_types:
             inferred = _all_strings(inferred)
     else:
-        inferred = _infer_csv(read_batch_records(spark, paths, options), options.infer_column_types)
+        inferred = _infer_csv(read_batch_records(session, load, options), options.infer_column_types)
     return _storable(inferred)
+
+
+def _inference_session(spark: SparkSession) -> SparkSession:
+    """A session like the caller's, but case-sensitive, so that inference does not fail on a
+    file whose fields differ only by case ("time" and "Time"): both are inferred, the first is
+    kept, and the other is rescued when read. The caller's session is left as it is."""
+    session = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if spark.conf.isModifiable(key):
+            session.conf.set(key, value)
+    session.conf.set("spark.sql.caseSensitive", "true")
+    return session
 
 
 def _infer_csv(records: DataFrame, infer_types: bool) -> T.StructType:
@@ -249,17 +262,23 @@ def _all_strings(schema: T.StructType) -> T.StructType:
 
 
 def _storable(schema: T.StructType) -> T.StructType:
-    """Without the corrupt-record and metadata columns, without a second column that differs
-    only by case (its values are rescued), and with all-null columns as strings."""
-    seen: set[str] = set()
-    fields = []
+    """Without the corrupt-record and metadata columns, with all-null columns as strings, and
+    with one column per name ignoring case: of ``time`` and ``Time``, the all-lowercase one is
+    kept, else the first (the other's values are rescued when read)."""
+    chosen: dict[str, T.StructField] = {}
     for f in schema.fields:
-        if f.name == _CORRUPT or f.name in METADATA_COLUMNS or f.name.lower() in seen:
+        if f.name == _CORRUPT or f.name in METADATA_COLUMNS:
             continue
-        seen.add(f.name.lower())
-        data_type = T.StringType() if isinstance(f.dataType, T.NullType) else f.dataType
-        fields.append(T.StructField(f.name, data_type, True))
-    return T.StructType(fields)
+        key = f.name.lower()
+        if key not in chosen or (f.name == key and chosen[key].name != key):
+            chosen[key] = f
+    return T.StructType(
+        [
+            T.StructField(f.name, T.StringType() if isinstance(f.dataType, T.NullType) else f.dataType, True)
+            for f in schema.fields
+            if chosen.get(f.name.lower()) is f
+        ]
+    )
 
 
 def new_columns(schema: T.StructType, candidates: T.StructType) -> T.StructType:
@@ -290,7 +309,9 @@ def resolve_schema(
         if not files:
             raise NothingToInferError(source_dir, store.location)
         sample = [f.path for f in files[: options.schema_inference_max_files]]
-        inferred = apply_schema_hints(infer_schema(spark, sample, options), options.schema_hints)
+        whole_folder = len(sample) == len(files) and "recursiveFileLookup" not in options.reader_options
+        inferred = infer_schema(spark, source_dir if whole_folder else sample, options)
+        inferred = apply_schema_hints(inferred, options.schema_hints)
         return store.add(
             inferred,
             inferred_with=options.inference_key(),
