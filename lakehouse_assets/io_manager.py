@@ -94,7 +94,14 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             context.log.info(f"Full refresh of {table.table_name}: cleared its table, checkpoint and stored schema")
         started = time.monotonic()
         if isinstance(obj, IncrementalSource) or (isinstance(obj, DataFrame) and obj.isStreaming):
-            run = self._run_stream(context, table, obj, spec, config)
+            source = obj if isinstance(obj, IncrementalSource) else IncrementalSource(build=lambda: obj)
+            if not config.full_refresh and self._nothing_to_read(table, source):
+                # Starting a query costs seconds even when it reads nothing; the checkpoint
+                # already says there is nothing new.
+                context.log.info(f"{table.table_name}: no new input since the last run; no query started")
+                run = StreamRun()
+            else:
+                run = self._run_stream(context, table, source, spec, config)
             metadata = _stream_metadata(run)
             version = run.last_version
         elif isinstance(obj, DataFrame):
@@ -110,10 +117,16 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
         context.add_output_metadata(metadata)
 
+    def _nothing_to_read(self, table: TableLocation, source: IncrementalSource) -> bool:
+        if not table.checkpoint.exists():
+            return False
+        unread = source.has_new_data() if source.has_new_data else self.store().stream_has_unread_data(str(table.checkpoint))
+        return unread is False
+
     def _run_stream(
-        self, context: dg.OutputContext, table: TableLocation, obj: Any, spec: Mapping[str, Any], config: TableRunConfig
+        self, context: dg.OutputContext, table: TableLocation, source: IncrementalSource,
+        spec: Mapping[str, Any], config: TableRunConfig,
     ) -> StreamRun:
-        source = obj if isinstance(obj, IncrementalSource) else IncrementalSource(build=lambda: obj)
         sink = DeltaSink(
             self.store(), str(table.path), str(table.checkpoint),
             output_mode=spec.get(OUTPUT_MODE, "append"),

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 
 from lakehouse_assets.assets.table_asset import IncrementalSource, table_asset
 from lakehouse_assets.ingestion import AutoLoaderOptions, autoload_stream, restart_after_schema_evolution
+from lakehouse_assets.ingestion.files import list_data_files, spark_file_uri
+from lakehouse_assets.ingestion.state import file_source_log, uncommitted_files
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 
@@ -45,9 +49,26 @@ def bronze_table(
                 checkpoint_location=checkpoint,
             ),
             restart_when=restart_after_schema_evolution(options, checkpoint_location=checkpoint),
+            has_new_data=lambda: landing_has_unread_files(settings.landing_path(data_source), checkpoint, options),
         )
 
     return _bronze
+
+
+def landing_has_unread_files(folder: Path, checkpoint: Path, options: AutoLoaderOptions) -> bool | None:
+    """Whether files landed that the ingestion query has not taken in (None: no checkpoint
+    yet), from a listing and the query's file log, without starting Spark's query."""
+    if not checkpoint.exists():
+        return None
+    if uncommitted_files(str(checkpoint)):
+        return True
+    taken = {spark_file_uri(entry.path) for entry in file_source_log(str(checkpoint))}
+    landed = list_data_files(
+        str(folder),
+        recursive=options.reader_options.get("recursiveFileLookup", "false").lower() == "true",
+        path_glob_filter=options.path_glob_filter,
+    )
+    return any(file.path not in taken for file in landed)
 
 
 recordings = bronze_table(

@@ -72,6 +72,9 @@ class IncrementalSource:
 
     build: Callable[[], DataFrame]
     restart_when: RestartPolicy | None = None
+    # Whether anything arrived since the last run (None: cannot tell), so that a run with
+    # nothing to do does not start a query.
+    has_new_data: Callable[[], bool | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,13 @@ class DeltaRsTableStore:
         """The table's current schema as Spark sees it."""
         return _spark_schema(self._open(path, without_files=True))
 
+    def stream_has_unread_data(self, checkpoint_location: str) -> bool | None:
+        """Whether the Delta-sourced query checkpointed at ``checkpoint_location`` has versions
+        to read (None: cannot tell, e.g. no batch yet or another kind of source)."""
+        from lakehouse_assets.storage.source import has_unread_data
+
+        return has_unread_data(str(checkpoint_location))
+
     def committed_batch(self, path: str, app_id: str) -> int | None:
         """The last batch id ``app_id`` committed to the table, or None."""
         if not self.exists(path):

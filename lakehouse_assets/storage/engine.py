@@ -113,6 +113,11 @@ class TableStore(Protocol):
         """Upsert rows by ``keys``: update matches, insert the rest, in one commit."""
         ...
 
+    def stream_has_unread_data(self, checkpoint_location: str) -> bool | None:
+        """Whether a query reading tables of this store, checkpointed at
+        ``checkpoint_location``, has committed data it has not read; None when unknown."""
+        ...
+
     def committed_batch(self, path: str, app_id: str) -> int | None:
         """The last batch id committed by ``app_id``, or None."""
         ...

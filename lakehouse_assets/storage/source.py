@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
@@ -27,6 +28,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from lakehouse_assets.errors import StreamSourceError
+from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._delta_log import (
     DataFile,
     latest_version,
@@ -117,14 +119,38 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.schema_json = schema.json()
         self._available_now_version: int | None = None
         self._known_version: int | None = None
+        self._id: str | None = None
 
     # -- planning (runs in the driver's Python worker) ----------------------------------------
     def initialOffset(self) -> dict:
         if self.start_at_latest:
-            return {"version": latest_version(self.path) + 1, "index": -1, "snapshot": False}
+            return self._stamp({"version": latest_version(self.path) + 1, "index": -1, "snapshot": False})
         if self.starting_version is not None:
-            return {"version": self.starting_version, "index": -1, "snapshot": False}
-        return dict(_NOT_STARTED)
+            return self._stamp({"version": self.starting_version, "index": -1, "snapshot": False})
+        return self._stamp(dict(_NOT_STARTED))
+
+    def _stamp(self, offset: dict) -> dict:
+        """An offset that also names the table it is a position in, and which incarnation of
+        it: the checkpoint then tells on its own whether the table has moved on, and a table
+        recreated under the same path (a full refresh) is not mistaken for the old one."""
+        return {**offset, "table": self.path, "tableId": self._table_id()}
+
+    def _table_id(self) -> str:
+        if self._id is None:
+            from deltalake import DeltaTable
+
+            self._id = str(DeltaTable(self.path).metadata().id)
+        return self._id
+
+    def _check_same_table(self, start: dict) -> None:
+        recorded = start.get("tableId")
+        if recorded is not None and recorded != self._table_id():
+            raise StreamSourceError(
+                f"Delta table {self.path} was recreated (id {recorded} is now {self._table_id()}), "
+                "probably by a full refresh, since this query last read it. Its checkpoint's "
+                "positions mean nothing in the new table: full-refresh the table this query "
+                "writes too (lakehouse reset <layer.table>)."
+            )
 
     def prepareForTriggerAvailableNow(self) -> None:
         # availableNow reads what was committed when the query started, no more.
@@ -134,6 +160,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._check_same_table(start)
         upto = self._upto()
         max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
         last: _Position | None = None
@@ -151,7 +178,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             count += 1
             if max_files is not None and count >= max_files:
                 break
-        return start if last is None else last.offset()
+        return start if last is None else self._stamp(last.offset())
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         if start == end:
@@ -243,3 +270,53 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, partition_values: dict[st
         else:
             arrays.append(pa.nulls(batch.num_rows, field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def has_unread_data(checkpoint_location: str) -> bool | None:
+    """Whether the query checkpointed at ``checkpoint_location`` has committed Delta versions
+    it has not read yet: True, False, or None when the checkpoint cannot tell (no batch
+    yet, or a source other than a Delta table).
+
+    Read from the checkpoint alone, without starting a query: a materialization with
+    nothing to read then costs no query start-up at all.
+    """
+    checkpoint = locate(checkpoint_location)
+    last_offsets = _last_batch(checkpoint.child("offsets"))
+    if last_offsets is None:
+        return None
+    if _last_batch(checkpoint.child("commits")) != last_offsets:
+        return True  # a planned batch was never committed: the query must finish it
+    lines = checkpoint.child("offsets", str(last_offsets)).read_text().splitlines()
+    for line in lines[2:]:  # "v1", the batch metadata, then one offset per source
+        try:
+            offset = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(offset, dict) or "table" not in offset or "version" not in offset:
+            return None
+        table, version = str(offset["table"]), int(offset["version"])
+        if offset.get("tableId") != _current_table_id(table):
+            return True  # recreated: let the query start and say so
+        if latest_version(table, max(version, 0)) > version:
+            return True
+    return False
+
+
+def _current_table_id(path: str) -> str | None:
+    from deltalake import DeltaTable
+
+    try:
+        return str(DeltaTable(path).metadata().id)
+    except Exception:  # missing or unreadable: the query itself will report it properly
+        return None
+
+
+def _last_batch(folder: Location) -> int | None:
+    if not folder.exists():
+        return None
+    batches = [
+        int(info.base_name)
+        for info in folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=False))
+        if info.base_name.isdigit()
+    ]
+    return max(batches) if batches else None

@@ -61,6 +61,13 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
     assert silver_new == second.counts.total
     assert_tables_match_batch_recomputation(spark, settings)
 
+    # Nothing new: the checkpoints say so, and no query is started at all.
+    run = materialization_metadata(materialize("*"))
+    for key in ("bronze/recordings", "silver/recordings_enriched", "gold/daily_patient_avg", "gold/device_counts"):
+        assert run[key]["rows_processed"] == 0, key
+        assert run[key]["query_id"] == "", key
+    assert_tables_match_batch_recomputation(spark, settings)
+
 
 @pytest.mark.slow
 def test_device_counts_alone_catches_up_with_bronze(spark, settings):
