@@ -47,7 +47,9 @@ class CsvDialect:
         )
 
 
-def parse_csv_batches(batches: Iterator[pa.RecordBatch], dialect: CsvDialect, multi_line: bool) -> Iterator[pa.RecordBatch]:
+def parse_csv_batches(
+    batches: Iterator[pa.RecordBatch], dialect: CsvDialect, multi_line: bool
+) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: text rows (``value``, ``_source_file``, ``_block_start``) in,
     one row per CSV record out (``_record``, ``_fields``, ``_malformed``, ``_source_file``).
 

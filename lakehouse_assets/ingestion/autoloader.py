@@ -24,7 +24,6 @@ from typing import Literal
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse_assets.ingestion.errors import (
@@ -35,8 +34,9 @@ from lakehouse_assets.ingestion.errors import (
 )
 from lakehouse_assets.ingestion.files import list_data_files, spark_file_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SourceFormat
-from lakehouse_assets.ingestion.records import file_reader, records, text_lines
+from lakehouse_assets.ingestion.records import file_reader, records, text_lines, with_source_file
 from lakehouse_assets.ingestion.rescue import (
+    METADATA_COLUMNS,
     READ_SCHEMA_STALE_MARKER,
     parse_marker,
     shape_parquet,
@@ -81,11 +81,6 @@ class SchemaChange:
     schema_location: str
     schema: StoredSchema | None = None
 
-    @property
-    def restartable(self) -> bool:
-        """Whether restarting the query now can succeed without anyone changing anything."""
-        return self.kind in ("evolved", "reread")
-
     def error(self) -> IngestionError | None:
         """The error to stop the run with, when it stops."""
         if self.kind == "evolved" and self.schema is not None:
@@ -126,15 +121,14 @@ def autoload_stream(
     if options.format != "parquet":
         lines = text_lines(reader.load(source), options)
         return shape_records(records(lines, options), stored.schema, mode=mode, schema_location=str(schema_location))
+    checkpoint = None if checkpoint_location is None else str(checkpoint_location)
     extra = (
-        _unread_parquet_columns(spark, source, options, stored, None if checkpoint_location is None else str(checkpoint_location))
-        if mode == "rescue"
-        else T.StructType([])
+        _unread_parquet_columns(spark, source, options, stored, checkpoint) if mode == "rescue" else T.StructType([])
     )
     rows = reader.schema(T.StructType(list(stored.schema.fields) + list(extra.fields))).load(source)
-    if options.path_glob_filter:
-        rows = rows.where(~F.col("_metadata.file_name").rlike(r"(^[_.])|(\.tmp$)|(\.partial$)"))
-    return shape_parquet(rows, stored.schema, mode=mode, extra=extra, schema_location=str(schema_location))
+    return shape_parquet(
+        with_source_file(rows, options), stored.schema, mode=mode, extra=extra, schema_location=str(schema_location)
+    )
 
 
 def autoload_to_table(
@@ -279,7 +273,11 @@ def schema_change_after_failure(
     # A column the query saw but inference did not type is still added, as a string, so the
     # restarted query does not stop on it again.
     typed = {f.name.lower() for f in added.fields}
-    untyped = [T.StructField(c, T.StringType(), True) for c in marked.columns if c.lower() not in typed]
+    untyped = [
+        T.StructField(c, T.StringType(), True)
+        for c in marked.columns
+        if c.lower() not in typed and c not in METADATA_COLUMNS
+    ]
     added = new_columns(current.schema, T.StructType(list(added.fields) + untyped))
     if not added.fields:
         return None

@@ -79,7 +79,8 @@ def copy_into(
         raise IngestionOptionsError(f"COPY INTO cannot read format {format!r}: use one of {', '.join(_FORMATS)}")
     store = store or DeltaRsTableStore()
     table = str(table_path)
-    matching = [f for f in list_data_files(str(source), recursive=True) if pattern is None or glob_matches(f.relative_path, pattern)]
+    listed = list_data_files(str(source), recursive=True)
+    matching = [f for f in listed if pattern is None or glob_matches(f.relative_path, pattern)]
     already = {f.path for f in copied_files(table, store=store)} if not force else set()
     to_load = [f for f in matching if f.path not in already]
     skipped = tuple(f.path for f in matching if f.path in already)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import itertools
+import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlparse
 
@@ -24,6 +25,13 @@ def is_data_file(name: str) -> bool:
     """Whether a file called ``name`` (no folder) holds data rather than being in progress
     or hidden."""
     return bool(name) and not name.startswith(IGNORED_PREFIXES) and not name.endswith(IGNORED_SUFFIXES)
+
+
+def ignored_name_regex() -> str:
+    """A regular expression (Java's and Python's) matching the names that are not data."""
+    prefixes = "".join(re.escape(p) for p in IGNORED_PREFIXES)
+    suffixes = "|".join(re.escape(s) for s in IGNORED_SUFFIXES)
+    return rf"^[{prefixes}]|({suffixes})$"
 
 
 def data_file_glob() -> str:

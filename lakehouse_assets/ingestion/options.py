@@ -133,7 +133,8 @@ class AutoLoaderOptions:
         for key, value in csv_chars.items():
             if len(str(value)) != 1:
                 raise IngestionOptionsError(f"CSV option {key} must be one character, got {value!r}")
-        object.__setattr__(self, "reader_options", MappingProxyType({k: str(v) for k, v in self.reader_options.items()}))
+        frozen = MappingProxyType({k: str(v) for k, v in self.reader_options.items()})
+        object.__setattr__(self, "reader_options", frozen)
 
     # -- Auto Loader's option names -------------------------------------------------------------
     @classmethod

@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming import DataStreamReader
 
 from lakehouse_assets.ingestion._csv import CsvDialect, parse_csv_batches
-from lakehouse_assets.ingestion.files import data_file_glob
+from lakehouse_assets.ingestion.files import data_file_glob, ignored_name_regex
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 
 RECORD = "_record"
@@ -26,6 +26,7 @@ FIELDS = "_fields"
 MALFORMED = "_malformed"
 FILE = "_source_file"
 BLOCK = "_block_start"
+_FILE_NAME = "__lakehouse_file_name"
 
 RAW_FIELDS_TYPE = T.MapType(T.StringType(), T.StringType())
 RECORDS_SCHEMA = T.StructType(
@@ -43,7 +44,9 @@ RECORDS_SCHEMA = T.StructType(
 _NEVER_TOO_OLD = "36500d"
 
 
-def file_reader(spark: SparkSession, options: AutoLoaderOptions, *, streaming: bool) -> DataStreamReader | DataFrameReader:
+def file_reader(
+    spark: SparkSession, options: AutoLoaderOptions, *, streaming: bool
+) -> DataStreamReader | DataFrameReader:
     """Spark's reader for the landing folder: text for JSON/CSV (whole files when
     ``multi_line``), Parquet as itself; only data files, with the rate limit when streaming."""
     reader = spark.readStream if streaming else spark.read
@@ -65,17 +68,28 @@ def file_reader(spark: SparkSession, options: AutoLoaderOptions, *, streaming: b
 
 
 def text_lines(df: DataFrame, options: AutoLoaderOptions) -> DataFrame:
-    """The text source's rows with the file each came from. Spark's own ignore rules use the
-    file name; with a custom glob, in-progress names are dropped here too."""
+    """The text source's rows with the file each came from."""
     df = df.select(
         F.col("value"),
         F.col("_metadata.file_path").alias(FILE),
         F.col("_metadata.file_block_start").alias(BLOCK),
-        F.col("_metadata.file_name").alias("_file_name"),
+        F.col("_metadata.file_name").alias(_FILE_NAME),
     )
-    if options.path_glob_filter:
-        df = df.where(~F.col("_file_name").rlike(r"(^[_.])|(\.tmp$)|(\.partial$)"))
-    return df.drop("_file_name")
+    return without_ignored_files(df, options).drop(_FILE_NAME)
+
+
+def with_source_file(df: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """A file source's rows (Parquet's) with the file each came from as ``_source_file``."""
+    df = df.select("*", F.col("_metadata.file_path").alias(FILE), F.col("_metadata.file_name").alias(_FILE_NAME))
+    return without_ignored_files(df, options).drop(_FILE_NAME)
+
+
+def without_ignored_files(df: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """Spark lists only data files when the glob is ours (:func:`data_file_glob`). With the
+    caller's own glob it may list in-progress names too; their rows are dropped here."""
+    if not options.path_glob_filter:
+        return df
+    return df.where(~F.col(_FILE_NAME).rlike(ignored_name_regex()))
 
 
 def json_options(options: AutoLoaderOptions) -> dict[str, str]:

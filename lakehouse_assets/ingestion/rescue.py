@@ -109,15 +109,21 @@ def shape_parquet(
     schema_location: str,
 ) -> DataFrame:
     """Bronze rows from Parquet rows read with ``schema`` plus ``extra`` (the columns of the
-    files being read that the schema lacks, read only to be rescued). A file with a column
-    that neither has stops the query: to evolve the schema (``addNewColumns``), to refuse it
-    (``failOnNewColumns``), or to re-plan the read with the column (``rescue``)."""
-    file = F.col("_metadata.file_path")
+    files being read that the schema lacks, read only to be rescued), and the file each came
+    from as ``_source_file``.
+
+    A file with a column that neither has stops the query: to evolve the schema
+    (``addNewColumns``), to refuse it (``failOnNewColumns``), or to plan the read again with
+    the column (``rescue``). Parquet values are typed by the file, so a value cannot be of the
+    wrong type for its column; a column whose type Spark cannot read as the stored one stops
+    the query with Spark's error, which names the file and column."""
+    file = F.col(FILE)
     rescued = json_object(
         [F.to_json(F.struct(*[F.col(f"`{f.name}`") for f in extra.fields])) if extra.fields else None], file=file
     )
     if mode != "none":
-        known = sorted({f.name.lower() for f in schema.fields} | {f.name.lower() for f in extra.fields})
+        read = [*schema.fields, *extra.fields]
+        known = sorted({f.name.lower() for f in read} | {c.lower() for c in METADATA_COLUMNS})
         unread = _unread_parquet_columns(known)(file)
         marker = READ_SCHEMA_STALE_MARKER if mode == "rescue" else NEW_COLUMNS_MARKER
         guard = F.when(F.size(unread) > 0, _raise(marker, unread, file, schema_location))

@@ -20,12 +20,13 @@ BOM = b"\xef\xbb\xbf"
 
 def land(folder: Path, name: str, content: str | bytes) -> Path:
     """Land a file atomically, as a well-behaved writer does: written aside, then renamed."""
-    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / name
+    target.parent.mkdir(parents=True, exist_ok=True)
     data = content.encode("utf-8") if isinstance(content, str) else content
-    temporary = folder / f".{name}.tmp"
+    temporary = target.with_name(f".{target.name}.tmp")
     temporary.write_bytes(data)
-    os.replace(temporary, folder / name)
-    return folder / name
+    os.replace(temporary, target)
+    return target
 
 
 def json_lines(records: Iterable[dict[str, Any] | str]) -> str:

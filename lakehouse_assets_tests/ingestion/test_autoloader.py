@@ -246,3 +246,37 @@ def test_nothing_landed_is_an_empty_run(spark: SparkSession, settings: Lakehouse
     run = bronze.run()
     assert (run.batches, run.input_rows, store.exists(bronze.table)) == (0, 0, False)
     assert ingested_files(bronze.checkpoint) == []
+
+
+def test_fail_on_new_columns_goes_on_once_the_schema_has_them(
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+) -> None:
+    bronze = Bronze(spark, settings, store)
+    bronze.land("1.json", json_lines([recording(1)]))
+    strict = AutoLoaderOptions(schema_evolution_mode="failOnNewColumns")
+    bronze.run(strict)
+    bronze.land("2.json", NEW_COLUMN_FILE)
+    with pytest.raises(UnknownColumnsError) as stopped:
+        bronze.run(strict)
+    assert stopped.value.columns == ["spo2"] and "schema hints" in str(stopped.value)
+
+    bronze.run(AutoLoaderOptions(schema_evolution_mode="failOnNewColumns", schema_hints="spo2 DOUBLE"))
+
+    assert sorted(r["spo2"] for r in bronze.rows() if r["spo2"] is not None) == [97.5, 98.5]
+    assert bronze.count() == 3 and bronze.column_types()["spo2"] == "double"
+
+
+def test_a_late_file_with_an_old_modification_time_is_still_ingested(
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+) -> None:
+    """Spark's file source skips, by default, files 7 days older than the newest it has seen:
+    a backfill copied with its original times would be lost without a word."""
+    bronze = Bronze(spark, settings, store)
+    bronze.land("today.json", json_lines([recording(1)]))
+    bronze.run()
+    backfill = bronze.land("last-year.json", json_lines([recording(2)]))
+    a_year_ago = time.time() - 365 * 86400
+    os.utime(backfill, (a_year_ago, a_year_ago))
+
+    assert bronze.run().input_rows == 1
+    assert file_uri(backfill) in by_source(bronze.rows())
