@@ -117,29 +117,41 @@ def null_or_empty(column: str, *, name: str, severity: Severity = Severity.ERROR
     return Rule(name, description or f"{column} is null or empty", severity, (column,), build)
 
 
+def number(column: str) -> Column:
+    """``column`` as a double, null when it is not a number.
+
+    Comparing a column of another type with a number makes Spark cast it, and under ANSI
+    mode (Spark 4's default) a value that does not parse fails the whole query: a quality
+    rule must judge bad data, never crash on it. (Bronze's types are inferred, so a
+    numeric field can arrive as a string column.)
+    """
+    return F.col(column).try_cast(T.DoubleType())
+
+
 def greater_than(column: str, bound: float, *, name: str, severity: Severity = Severity.ERROR,
                  description: str | None = None) -> Rule:
-    """``column > bound`` (a null fails)."""
+    """``column > bound`` (a null, or a value that is not a number, fails)."""
     return Rule(name, description or f"{column} > {bound:g}", severity, (column,),
-                lambda: F.col(column) > F.lit(bound))
+                lambda: number(column) > F.lit(float(bound)))
 
 
 def at_most(column: str, bound: float, *, name: str, severity: Severity = Severity.ERROR,
             description: str | None = None) -> Rule:
-    """``column <= bound`` (a null fails)."""
+    """``column <= bound`` (a null, or a value that is not a number, fails)."""
     return Rule(name, description or f"{column} <= {bound:g}", severity, (column,),
-                lambda: F.col(column) <= F.lit(bound))
+                lambda: number(column) <= F.lit(float(bound)))
 
 
 def in_range(column: str, low: float, high: float, *, name: str, low_inclusive: bool = False,
              high_inclusive: bool = True, severity: Severity = Severity.ERROR,
              description: str | None = None) -> Rule:
-    """``column`` between ``low`` and ``high``, by default ``(low, high]`` (a null fails)."""
+    """``column`` between ``low`` and ``high``, by default ``(low, high]`` (a null, or a value
+    that is not a number, fails)."""
 
     def build() -> Column:
-        value = F.col(column)
-        above = value >= F.lit(low) if low_inclusive else value > F.lit(low)
-        below = value <= F.lit(high) if high_inclusive else value < F.lit(high)
+        value = number(column)
+        above = value >= F.lit(float(low)) if low_inclusive else value > F.lit(float(low))
+        below = value <= F.lit(float(high)) if high_inclusive else value < F.lit(float(high))
         return above & below
 
     interval = f"{'[' if low_inclusive else '('}{low:g}, {high:g}{']' if high_inclusive else ')'}"
@@ -191,6 +203,7 @@ __all__ = [
     "in_range",
     "not_null",
     "null_or_empty",
+    "number",
     "plausible_time",
     "rules_reading",
 ]

@@ -123,6 +123,26 @@ def test_a_failing_blocking_check_stops_downstream_in_the_same_run(spark, settin
     materialized = {m.asset_key for m in result.asset_materializations_for_node("downstream")} if downstream_runs else set()
     assert (ran == ["downstream"]) is downstream_runs
     assert (dg.AssetKey("downstream") in materialized) is downstream_runs
+    # Dagster fails the check step when a blocking ERROR check fails, so the run fails too.
+    assert result.success is downstream_runs
+
+
+@pytest.mark.parametrize(("rows", "requested"), [([silver_row()], 1), ([silver_row(), silver_row(mrn=-4)], 0)],
+                         ids=["passed", "failed"])
+def test_a_failing_blocking_check_keeps_later_automated_runs_from_downstream(spark, settings, instance, rows, requested):
+    from lakehouse_assets.sensors.automation import downstream_of_new_data
+
+    @dg.asset(deps=[SILVER_KEY], automation_condition=downstream_of_new_data())
+    def downstream() -> None: ...
+
+    writer, checks = table_writer(SILVER_KEY, Batch(rows=rows)), contract_checks(silver.RECORDINGS_ENRICHED)
+    defs = dg.Definitions(assets=[writer, downstream], asset_checks=[checks], resources={"spark": SparkResource()})
+    before = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    run([writer, checks], instance)
+
+    after = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=before.cursor)
+
+    assert after.total_requested == requested
 
 
 def test_new_scope_checks_only_the_rows_added_since_the_last_check(spark, settings, instance):

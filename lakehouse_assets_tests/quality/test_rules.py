@@ -27,6 +27,10 @@ CASES = [
     (silver.HEARTRATE_POSITIVE, "double", [
         (72.5, True), (0.01, True), (0.0, False), (-1.0, False), (None, False),
     ]),
+    # Bronze infers its types: a numeric field can arrive as a string column. A rule judges
+    # such values (a number in text passes) instead of failing the query under ANSI mode.
+    (silver.HEARTRATE_POSITIVE, "string", [("75.46", True), ("0", False), ("abc", False), (None, False)]),
+    (silver.MRN_POSITIVE, "string", [("10000001", True), ("-3", False), ("n/a", False)]),
     (silver.HEARTRATE_IN_RANGE, "double", [
         (72.5, True), (300.0, True), (300.01, False), (-1.0, True), (None, False), (math.nan, False),
     ]),
