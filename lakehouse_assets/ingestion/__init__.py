@@ -35,7 +35,7 @@ from lakehouse_assets.ingestion.rescue import (
     SOURCE_FILE_COLUMN,
 )
 from lakehouse_assets.ingestion.schema_store import SchemaStore, StoredSchema
-from lakehouse_assets.ingestion.state import IngestedFile, ingested_files
+from lakehouse_assets.ingestion.state import IngestedFile, ingested_files, unread_files
 
 __all__ = [
     "INGESTED_AT_COLUMN",
@@ -70,4 +70,5 @@ __all__ = [
     "is_data_file",
     "restart_after_schema_evolution",
     "schema_change_after_failure",
+    "unread_files",
 ]

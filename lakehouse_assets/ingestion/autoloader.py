@@ -50,7 +50,7 @@ from lakehouse_assets.ingestion.schema_store import (
     new_columns,
     resolve_schema,
 )
-from lakehouse_assets.ingestion.state import file_source_log, last_committed_batch, uncommitted_files
+from lakehouse_assets.ingestion.state import uncommitted_files, unread_files
 from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink, TableStore
 from lakehouse_assets.streaming import StreamRun, Trigger, run_stream
 
@@ -294,12 +294,10 @@ def _unread_parquet_columns(
 ) -> T.StructType:
     """Columns of the Parquet files not yet ingested that the stored schema lacks: read too, so
     that ``rescue`` mode can put their values in ``_rescued_data``."""
-    recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
-    landed = list_data_files(source, recursive=recursive, path_glob_filter=options.path_glob_filter)
-    done: set[str] = set()
     if checkpoint_location is not None:
-        committed = last_committed_batch(checkpoint_location)
-        if committed is not None:
-            done = {spark_file_uri(e.path) for e in file_source_log(checkpoint_location) if e.batch_id <= committed}
-    pending = [f.path for f in landed if f.path not in done]
+        pending = [f.path for f in unread_files(source, checkpoint_location, options)]
+    else:
+        recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
+        landed = list_data_files(source, recursive=recursive, path_glob_filter=options.path_glob_filter)
+        pending = [f.path for f in landed]
     return new_columns(stored.schema, infer_schema(spark, pending, options)) if pending else T.StructType([])

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from lakehouse_assets.ingestion.errors import CheckpointStateError
-from lakehouse_assets.ingestion.files import filesystem, is_data_file, spark_file_uri
+from lakehouse_assets.ingestion.files import LandedFile, filesystem, is_data_file, list_data_files, spark_file_uri
+from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.storage import DeltaRsTableStore, TableStore
 
 _LOG_NAME = re.compile(r"^(\d+)(\.compact)?$")
@@ -87,6 +88,21 @@ def uncommitted_files(checkpoint_location: str) -> list[str]:
     restarted query reads again."""
     done = last_committed_batch(checkpoint_location)
     return [e.path for e in file_source_log(checkpoint_location) if done is None or e.batch_id > done]
+
+
+def unread_files(source_dir: str, checkpoint_location: str, options: AutoLoaderOptions) -> list[LandedFile]:
+    """The data files in ``source_dir`` that the query has not ingested yet: never assigned to
+    a batch, or assigned to one that did not finish. Found from a listing and the query's file
+    log, without starting Spark (to skip a run with nothing to do, or to plan a read)."""
+    done = last_committed_batch(checkpoint_location)
+    taken = (
+        {spark_file_uri(e.path) for e in file_source_log(checkpoint_location) if e.batch_id <= done}
+        if done is not None
+        else set()
+    )
+    recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
+    landed = list_data_files(source_dir, recursive=recursive, path_glob_filter=options.path_glob_filter)
+    return [f for f in landed if f.path not in taken]
 
 
 def query_id(checkpoint_location: str) -> str | None:

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.ingestion import AutoLoaderOptions, CheckpointStateError, ingested_files
+from lakehouse_assets.ingestion import AutoLoaderOptions, CheckpointStateError, ingested_files, unread_files
 from lakehouse_assets.ingestion.state import file_source_log, uncommitted_files
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaRsTableStore
 
-from .helpers import Bronze, by_source, json_lines, recording
+from .helpers import Bronze, by_source, file_uri, json_lines, recording
 
 
 def _write_log(folder: Path, name: str, entries: list[tuple[str, int]]) -> None:
@@ -72,3 +72,7 @@ def test_each_file_maps_to_the_table_version_that_holds_it(
         assert before is None or before.where(f"_source_file = '{f.path}'").count() == 0
     assert [len(sources[f.path]) for f in state] == [2, 2, 2, 1]
     assert all(f.seen_at is not None and f.seen_at >= f.modification_time for f in state)
+    # What a run would read now, without starting one.
+    assert unread_files(str(bronze.landing), bronze.checkpoint, AutoLoaderOptions()) == []
+    late = bronze.land("4.json", json_lines([recording(4)]))
+    assert [f.path for f in unread_files(str(bronze.landing), bronze.checkpoint, AutoLoaderOptions())] == [file_uri(late)]
