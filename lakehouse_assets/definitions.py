@@ -9,7 +9,7 @@ from __future__ import annotations
 import dagster as dg
 
 from lakehouse_assets.assets import bronze, gold, landing, silver
-from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY
+from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.io_manager import DeltaIOManager
 from lakehouse_assets.sensors.automation import automation_sensor
 from lakehouse_assets.sensors.landing import landing_sensor
@@ -28,6 +28,10 @@ defs = dg.Definitions(
         landing_sensor(source="patients", target=silver.patients.key, minimum_interval_seconds=_sensor_interval),
         automation_sensor(dg.AssetSelection.groups("silver", "gold")),
     ],
-    resources={"spark": _spark, IO_MANAGER_KEY: DeltaIOManager(spark=_spark)},
+    resources={
+        "spark": _spark,
+        IO_MANAGER_KEY: DeltaIOManager(spark=_spark),
+        STREAM_INPUT_KEY: DeltaIOManager(spark=_spark, read_inputs_as="stream"),
+    },
     executor=dg.in_process_executor,
 )

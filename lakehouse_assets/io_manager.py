@@ -13,9 +13,10 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
+from pydantic import Field, PrivateAttr
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
@@ -26,15 +27,17 @@ from lakehouse_assets.assets.table_asset import (
     MERGE_KEYS,
     MERGE_SCHEMA,
     OUTPUT_MODE,
-    READ_AS,
-    SKIP_CHANGE_COMMITS,
     TIMEOUT_SECONDS,
     TRIGGER,
     WRITE_MODE,
+    QUARANTINE_TABLE,
     IncrementalSource,
+    QuarantineOf,
+    RoutedRows,
     TableRunConfig,
 )
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.quality.quarantine import QuarantineSink
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import CommitResult, DeltaRsTableStore, DeltaSink, StreamOptions, TableStore
@@ -60,6 +63,12 @@ class DeltaIOManager(dg.ConfigurableIOManager):
     """Reads and writes table assets as Delta tables under the lakehouse root."""
 
     spark: SparkResource
+    read_inputs_as: Literal["batch", "stream"] = Field(
+        default="batch", description="Load inputs as the table as it stands, or as a stream of new rows"
+    )
+    # Rows each routed table's query quarantined in this process, reported on the
+    # quarantine asset's own materialization.
+    _quarantined: dict[str, int] = PrivateAttr(default_factory=dict)
 
     def settings(self) -> LakehouseSettings:
         """Read when used, not when definitions load: ``LAKEHOUSE_ROOT`` decides."""
@@ -93,7 +102,16 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             full_refresh(self.store(), table)
             context.log.info(f"Full refresh of {table.table_name}: cleared its table, checkpoint and stored schema")
         started = time.monotonic()
-        if isinstance(obj, IncrementalSource) or (isinstance(obj, DataFrame) and obj.isStreaming):
+        if isinstance(obj, QuarantineOf):
+            metadata = {"rows_written": dg.MetadataValue.int(self._quarantined.pop(obj.table.to_user_string(), 0))}
+            metadata.update(self._table_metadata(table, spec, None))
+            context.add_output_metadata(metadata)
+            return
+        if isinstance(obj, RoutedRows):
+            run = self._run_routed(context, table, obj, spec, config)
+            metadata = _stream_metadata(run)
+            version = run.last_version
+        elif isinstance(obj, IncrementalSource) or (isinstance(obj, DataFrame) and obj.isStreaming):
             source = obj if isinstance(obj, IncrementalSource) else IncrementalSource(build=lambda: obj)
             if not config.full_refresh and self._nothing_to_read(table, source):
                 # Starting a query costs seconds even when it reads nothing; the checkpoint
@@ -133,11 +151,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             keys=tuple(spec.get(MERGE_KEYS) or ()),
             merge_schema=bool(spec.get(MERGE_SCHEMA, False)),
         )
-        trigger = Trigger(
-            kind=(config.trigger.value if config.trigger else spec.get(TRIGGER, "availableNow")),
-            interval=config.processing_time,
-            timeout_seconds=config.timeout_seconds or spec.get(TIMEOUT_SECONDS),
-        )
+        trigger = _trigger(spec, config)
         context.log.info(f"Running the {trigger.kind} query of {table.table_name} (checkpoint {table.checkpoint})")
         return run_stream(
             source.build, sink,
@@ -146,6 +160,35 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             query_name=table.table_name.replace(".", "__"),
             restart_when=source.restart_when,
         )
+
+    def _run_routed(
+        self, context: dg.OutputContext, table: TableLocation, routed: RoutedRows,
+        spec: Mapping[str, Any], config: TableRunConfig,
+    ) -> StreamRun:
+        """One query writing the passed rows to the table and the failing ones to its
+        quarantine, both exactly once per micro-batch."""
+        quarantine = self.locate(dg.AssetKey(str(spec[QUARANTINE_TABLE]).split(".")))
+        if config.full_refresh:
+            full_refresh(self.store(), quarantine)
+        if not config.full_refresh and table.checkpoint.exists() and self.store().stream_has_unread_data(str(table.checkpoint)) is False:
+            context.log.info(f"{table.table_name}: no new input since the last run; no query started")
+            return StreamRun()
+        store = self.store()
+        sink = QuarantineSink(
+            passed=DeltaSink(store, str(table.path), str(table.checkpoint)),
+            quarantine=DeltaSink(store, str(quarantine.path), str(table.checkpoint)),
+            passed_columns=routed.passed_columns,
+            quarantine_columns=routed.quarantine_columns,
+        )
+        context.log.info(f"Running the availableNow query of {table.table_name} -> {quarantine.table_name} (checkpoint {table.checkpoint})")
+        run = run_stream(
+            lambda: routed.rows, sink,  # type: ignore[arg-type]
+            checkpoint_location=str(table.checkpoint),
+            trigger=_trigger(spec, config),
+            query_name=table.table_name.replace(".", "__"),
+        )
+        self._quarantined[context.asset_key.to_user_string()] = sink.rows_quarantined
+        return run
 
     def _write_batch(self, table: TableLocation, df: DataFrame, spec: Mapping[str, Any]) -> CommitResult:
         mode = spec.get(WRITE_MODE, "overwrite")
@@ -186,13 +229,18 @@ class DeltaIOManager(dg.ConfigurableIOManager):
     def load_input(self, context: dg.InputContext) -> DataFrame:
         table = self.locate(context.asset_key)
         spark = self.spark.spark_session
-        wanted = context.definition_metadata or {}
-        if wanted.get(READ_AS) == "stream":
-            return self.store().read_stream(
-                spark, str(table.path),
-                StreamOptions(skip_change_commits=bool(wanted.get(SKIP_CHANGE_COMMITS, False))),
-            )
+        if self.read_inputs_as == "stream":
+            return self.store().read_stream(spark, str(table.path), StreamOptions())
         return self.store().read(spark, str(table.path))
+
+
+def _trigger(spec: Mapping[str, Any], config: TableRunConfig) -> Trigger:
+    """The run's trigger: the run config's choice, else the asset's own."""
+    return Trigger(
+        kind=(config.trigger.value if config.trigger else spec.get(TRIGGER, "availableNow")),
+        interval=config.processing_time,
+        timeout_seconds=config.timeout_seconds or spec.get(TIMEOUT_SECONDS),
+    )
 
 
 def full_refresh(store: TableStore, table: TableLocation) -> None:

@@ -12,6 +12,7 @@ EXPECTED_DEPS = {
     "bronze/recordings": {"landing/recordings"},
     "silver/patients": {"landing/patients"},
     "silver/recordings_enriched": {"bronze/recordings", "silver/patients"},
+    "silver/recordings_quarantine": {"bronze/recordings", "silver/patients"},
     "gold/daily_patient_avg": {"silver/recordings_enriched"},
     "gold/device_counts": {"bronze/recordings"},
 }
@@ -42,7 +43,8 @@ def test_silver_and_gold_are_automated_and_bronze_is_sensor_driven():
     graph = defs.resolve_asset_graph()
     automated = {k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).automation_condition}
     assert automated == {
-        "silver/patients", "silver/recordings_enriched", "gold/daily_patient_avg", "gold/device_counts",
+        "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
+        "gold/daily_patient_avg", "gold/device_counts",
     }
     sensors = {s.name: s for s in defs.sensors or []}
     assert {"landing_recordings_sensor", "landing_patients_sensor", "lakehouse_automation_sensor"} <= set(sensors)

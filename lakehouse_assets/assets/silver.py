@@ -6,11 +6,22 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse_assets.sensors.automation import downstream_of_new_data
-from lakehouse_assets.assets.table_asset import ColumnSource, batch_from, stream_from, table_asset
+from lakehouse_assets.assets.table_asset import (
+    ColumnSource,
+    RoutedRows,
+    batch_from,
+    routed_table_asset,
+    stream_from,
+    table_asset,
+)
+from lakehouse_assets.quality.quarantine import route
+from lakehouse_assets.quality.silver import ROUTING_RULES
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 
 PATIENTS_SCHEMA = "mrn BIGINT, name STRING"
+# The bronze `time` (Unix seconds) while the rules read the parsed timestamp as `time`.
+BRONZE_TIME = "_bronze_time"
 
 
 @table_asset(
@@ -25,14 +36,19 @@ def patients(spark: SparkResource) -> DataFrame:
     return spark.spark_session.read.csv(str(landing), header=True, schema=PATIENTS_SCHEMA)
 
 
-@table_asset(
+@routed_table_asset(
     automation_condition=downstream_of_new_data(),
     layer="silver",
+    name="recordings_enriched",
+    quarantine_name="recordings_quarantine",
+    description="Recordings of known patients with their names, `time` as a timestamp, and "
+    "heart rates in (0, 300]: every routing rule passed.",
+    quarantine_description="Bronze rows silver refused, as they landed, with `_quarantine_reason` "
+    "naming the rules they failed (malformed records, unknown patients, heartrate <= 0, ...).",
     ins={
         "recordings": stream_from(["bronze", "recordings"]),
         "patients": batch_from(["silver", "patients"]),
     },
-    output_mode="append",
     column_lineage={
         "device_id": [ColumnSource("bronze.recordings", "device_id")],
         "mrn": [ColumnSource("bronze.recordings", "mrn"), ColumnSource("silver.patients", "mrn")],
@@ -41,17 +57,17 @@ def patients(spark: SparkResource) -> DataFrame:
         "heartrate": [ColumnSource("bronze.recordings", "heartrate")],
     },
 )
-def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> DataFrame:
-    """Recordings joined with patient names, `time` as a timestamp, only heart rates above 0."""
-    return (
-        recordings.alias("a")
-        .join(patients.alias("b"), F.col("a.mrn") == F.col("b.mrn"))
-        .where(F.col("a.heartrate") > 0)
-        .select(
-            F.col("a.device_id").alias("device_id"),
-            F.col("a.mrn").alias("mrn"),
-            F.col("b.name").alias("name"),
-            F.from_unixtime(F.col("a.time"), "yyyy-MM-dd HH:mm:ss").cast("timestamp").alias("time"),
-            F.col("a.heartrate").alias("heartrate"),
-        )
+def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRows:
+    """The course's join of recordings with patient names, `time` parsed as a timestamp;
+    the rows the course would drop (unknown patient, heartrate <= 0, ...) are quarantined."""
+    bronze_columns = recordings.columns
+    joined = recordings.alias("a").join(patients.alias("b"), F.col("a.mrn") == F.col("b.mrn"), "left").select(
+        *[F.col(f"a.`{c}`").alias(BRONZE_TIME if c == "time" else c) for c in bronze_columns],
+        F.col("b.name").alias("name"),
+        F.from_unixtime(F.col("a.time"), "yyyy-MM-dd HH:mm:ss").cast("timestamp").alias("time"),
+    )
+    return RoutedRows(
+        rows=route(joined, ROUTING_RULES),
+        passed_columns=["device_id", "mrn", "name", "time", "heartrate"],
+        quarantine_columns=[F.col(BRONZE_TIME).alias("time") if c == "time" else c for c in bronze_columns],
     )

@@ -8,6 +8,7 @@ two runs drive the same checkpoint at once. The body holds only the transformati
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -21,6 +22,10 @@ from lakehouse_assets.storage import OutputMode
 from lakehouse_assets.streaming import RestartPolicy
 
 IO_MANAGER_KEY = "delta_io_manager"
+# The same IO manager, loading its inputs as streams: an input says how it wants the
+# upstream table by the manager it names (Dagster allows no other input properties on a
+# multi-asset's dependencies).
+STREAM_INPUT_KEY = "delta_stream_input"
 SPARK_POOL = "spark"
 DEFAULT_OWNER = "team:data-engineering"
 
@@ -32,9 +37,8 @@ MERGE_SCHEMA = "lakehouse/merge_schema"
 TRIGGER = "lakehouse/trigger"
 TIMEOUT_SECONDS = "lakehouse/timeout_seconds"
 COLUMN_LINEAGE = "lakehouse/column_lineage"
-# Input metadata: how the consuming asset wants the upstream table.
-READ_AS = "lakehouse/read_as"
-SKIP_CHANGE_COMMITS = "lakehouse/skip_change_commits"
+QUARANTINE_TABLE = "lakehouse/quarantine_table"  # on a routed table: where failing rows go
+QUARANTINE_FOR = "lakehouse/quarantine_for"  # on a quarantine table: whose failing rows it holds
 
 WriteMode = Literal["append", "overwrite", "merge"]
 TriggerName = Literal["availableNow", "once", "processingTime"]
@@ -85,17 +89,14 @@ class ColumnSource:
     column: str
 
 
-def stream_from(key: Sequence[str], *, skip_change_commits: bool = False) -> dg.AssetIn:
+def stream_from(key: Sequence[str]) -> dg.AssetIn:
     """An input read as a stream: the rows each new upstream version adds, once."""
-    return dg.AssetIn(
-        key=dg.AssetKey(list(key)),
-        metadata={READ_AS: "stream", SKIP_CHANGE_COMMITS: skip_change_commits},
-    )
+    return dg.AssetIn(key=dg.AssetKey(list(key)), input_manager_key=STREAM_INPUT_KEY)
 
 
 def batch_from(key: Sequence[str]) -> dg.AssetIn:
     """An input read as a batch: the upstream table as it stands (a static lookup)."""
-    return dg.AssetIn(key=dg.AssetKey(list(key)), metadata={READ_AS: "batch"})
+    return dg.AssetIn(key=dg.AssetKey(list(key)))
 
 
 def table_asset(
@@ -158,5 +159,76 @@ def table_asset(
             automation_condition=automation_condition,
             check_specs=check_specs,
         )(fn)
+
+    return decorate
+
+
+@dataclass(frozen=True)
+class RoutedRows:
+    """What a table asset with a quarantine returns: its rows, each already carrying the
+    reason it failed (null when it passed), and the columns each destination keeps."""
+
+    rows: DataFrame
+    passed_columns: Sequence[Any]
+    quarantine_columns: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class QuarantineOf:
+    """The quarantine output of a routed table: written by the main table's query, so its
+    IO manager step only reports what that query put there."""
+
+    table: dg.AssetKey
+
+
+def routed_table_asset(
+    *,
+    layer: str,
+    name: str,
+    quarantine_name: str,
+    description: str,
+    quarantine_description: str,
+    ins: Mapping[str, dg.AssetIn],
+    column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
+    owners: Sequence[str] = (DEFAULT_OWNER,),
+    automation_condition: dg.AutomationCondition | None = None,
+) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
+    """Like :func:`table_asset` for an append stream whose failing rows go to a quarantine
+    table ``layer.quarantine_name``: one query, one checkpoint, both tables written per
+    micro-batch, each exactly once. Both are assets, so both show in the lineage."""
+
+    def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
+        main_key = dg.AssetKey([layer, name])
+        quarantine_key = dg.AssetKey([layer, quarantine_name])
+        main_metadata: dict[str, Any] = {
+            OUTPUT_MODE: "append", TRIGGER: "availableNow", "table": f"{layer}.{name}",
+            QUARANTINE_TABLE: f"{layer}.{quarantine_name}",
+        }
+        if column_lineage:
+            main_metadata[COLUMN_LINEAGE] = {
+                column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()
+            }
+        common = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
+                      deps=[asset_in.key for asset_in in ins.values()])
+
+        @dg.multi_asset(
+            name=f"{layer}__{name}",
+            specs=[
+                dg.AssetSpec(main_key, description=description, metadata=main_metadata,
+                             automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
+                dg.AssetSpec(quarantine_key, description=quarantine_description,
+                             metadata={"table": f"{layer}.{quarantine_name}", QUARANTINE_FOR: f"{layer}.{name}"},
+                             automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
+            ],
+            ins=dict(ins),
+            pool=SPARK_POOL,
+            config_schema=TableRunConfig.to_fields_dict(),
+        )
+        @functools.wraps(fn)
+        def _routed(**inputs: Any) -> Any:
+            yield dg.Output(fn(**inputs), output_name=f"{layer}__{name}")
+            yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
+
+        return _routed
 
     return decorate

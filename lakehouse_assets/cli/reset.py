@@ -124,11 +124,11 @@ def streaming_downstream_of_defs(table: TableName) -> list[str] | None:
 
 
 def streaming_downstream(assets: Iterable[Any], key_path: list[str]) -> list[str] | None:
-    """The assets that read ``key_path`` as a stream (input metadata ``read_as: stream``),
+    """The assets that read ``key_path`` as a stream (through the stream input manager),
     and those that stream from them, as ``layer.name``; None if no asset has that key."""
     import dagster as dg
 
-    from lakehouse_assets.assets.table_asset import READ_AS
+    from lakehouse_assets.assets.table_asset import STREAM_INPUT_KEY
 
     target = dg.AssetKey(key_path)
     known: set[dg.AssetKey] = set()
@@ -141,8 +141,7 @@ def streaming_downstream(assets: Iterable[Any], key_path: list[str]) -> list[str
             continue
         known.update(asset.keys)
         for input_name, upstream in asset.keys_by_input_name.items():
-            metadata = asset.node_def.input_def_named(input_name).metadata or {}
-            if metadata.get(READ_AS) == "stream":
+            if asset.node_def.input_def_named(input_name).input_manager_key == STREAM_INPUT_KEY:
                 readers.setdefault(upstream, set()).update(asset.keys)
     if target not in known:
         return None

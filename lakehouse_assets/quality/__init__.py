@@ -8,12 +8,21 @@
 - :mod:`~lakehouse_assets.quality.checks`: Dagster asset checks from a contract.
 """
 
+from lakehouse_assets.quality.checks import (
+    SCHEMA_DRIFT_CHECK,
+    STRUCTURE_CHECK,
+    check_names,
+    contract_check_specs,
+    contract_checks,
+)
 from lakehouse_assets.quality.contract import Contract, StructureError
 from lakehouse_assets.quality.evaluation import Evaluation, RuleResult, evaluate
 from lakehouse_assets.quality.quarantine import QuarantineSink, quarantine_reason, route, split, split_routed
 from lakehouse_assets.quality.rules import Rule, Severity, UniqueKey
 
 __all__ = [
+    "SCHEMA_DRIFT_CHECK",
+    "STRUCTURE_CHECK",
     "Contract",
     "Evaluation",
     "QuarantineSink",
@@ -22,6 +31,9 @@ __all__ = [
     "Severity",
     "StructureError",
     "UniqueKey",
+    "check_names",
+    "contract_check_specs",
+    "contract_checks",
     "evaluate",
     "quarantine_reason",
     "route",

@@ -99,7 +99,7 @@ def contract_checks(
     blocking: bool = True,
     scope: Scope = "new",
     sample_size: int = DEFAULT_SAMPLE_SIZE,
-    store: Callable[[], TableStore] = DeltaRsTableStore,
+    store_factory: Callable[[], TableStore] = DeltaRsTableStore,
 ) -> dg.AssetChecksDefinition:
     """Asset checks validating the table of ``asset_key`` (default ``[layer, name]`` of the
     contract) against ``contract``, all in one step that uses the ``spark`` resource.
@@ -108,7 +108,8 @@ def contract_checks(
     when there was none, when the versions since removed data, as complete-mode and
     overwrite writes do, or when an ERROR rule failed last time: the failing rows are
     still there, so they are checked again until a rewrite removes them);
-    ``scope="full"`` checks the whole table every time.
+    ``scope="full"`` checks the whole table every time. The table is read from
+    ``$LAKEHOUSE_ROOT/<layer>/<name>`` of the asset key, with ``store_factory()``.
     """
     if scope not in ("new", "full"):
         raise LakehouseError(f"Unknown check scope {scope!r} for {contract.table}: use 'new' or 'full'")
@@ -123,7 +124,7 @@ def contract_checks(
     )
     def _contract_checks(context: dg.AssetCheckExecutionContext, spark: SparkResource) -> Iterator[dg.AssetCheckResult]:
         yield from run_checks(
-            context, spark.spark_session, contract, key, scope=scope, sample_size=sample_size, store=store()
+            context, spark.spark_session, contract, key, scope=scope, sample_size=sample_size, store=store_factory()
         )
 
     return _contract_checks

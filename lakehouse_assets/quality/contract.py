@@ -102,8 +102,8 @@ class Contract:
 
     def validate(self, df: DataFrame) -> dict[str, Any]:
         """Full Pandera validation of ``df`` against :meth:`schema` (structure, rules and the
-        first unique key); returns ``df.pandera.errors`` (empty when it passes). Each failing
-        rule costs a Spark job; the asset checks use the evaluation's single pass instead."""
+        first unique key); returns ``df.pandera.errors`` (empty when it passes). Pandera runs a
+        Spark job per rule; the asset checks count all rules in one pass instead."""
         with config_context(validation_depth=ValidationDepth.SCHEMA_AND_DATA):
             validated = self.schema().validate(df, lazy=True)
         return dict(validated.pandera.errors)

@@ -43,7 +43,7 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
     run = materialization_metadata(materialize("*"))
 
     assert set(run) == {
-        "bronze/recordings", "silver/patients", "silver/recordings_enriched",
+        "bronze/recordings", "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
         "gold/daily_patient_avg", "gold/device_counts",
     }
     assert run["bronze/recordings"]["rows_processed"] == first.counts.total
