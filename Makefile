@@ -8,7 +8,7 @@ export LAKEHOUSE_ROOT ?= $(CURDIR)/lakehouse_data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 DAGSTER_PORT ?= 3000
 
-.PHONY: install run test test-fast clean
+.PHONY: install run test test-fast clean bench bench-quick
 
 $(INSTALLED): pyproject.toml constraints.txt scripts/check_java.sh
 	@scripts/check_java.sh
@@ -37,6 +37,17 @@ test: $(INSTALLED)
 ## Skip the slow end-to-end tests while iterating.
 test-fast: $(INSTALLED)
 	$(BIN)/python -m pytest -m "not slow"
+
+## Benchmark suite (issue 9): every contender on the same data; writes benchmarks/results/latest.{json,md}.
+## Under 30 minutes on a 2-core machine; run it when nothing else is using the machine.
+bench: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.run
+
+## A small version of the suite (under 5 minutes): benchmarks/results/quick.{json,md}.
+bench-quick: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.run --quick
 
 clean:
 	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache

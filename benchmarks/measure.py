@@ -1,0 +1,277 @@
+"""Timing a contender's whole process and sampling the resident memory of its process tree.
+
+Every contender runs as a child process (a fresh JVM), so "whole process" seconds and peak
+RSS are comparable between contenders. RSS is summed over the child and all its
+descendants (the JVM that spark-submit starts, Spark's Python workers), sampled from /proc
+(no psutil here). Children report the phases they can see (session start, queries, the
+Dagster run) as JSON in a file the parent names; those are wall-clock epochs, so the parent
+can place them on the same time line as the process start and exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PAGE_KIB = 1024
+
+#: How often the sampler looks at /proc. Fast enough to see a JVM's peak, cheap enough not
+#: to disturb a 2-core machine (one sample walks a few dozen /proc files).
+SAMPLE_INTERVAL_SECONDS = 0.1
+
+#: Environment variable through which a child learns where to write its phases.
+PHASES_ENV = "BENCH_PHASES_FILE"
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found.extend(int(c) for c in handle.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants, as /proc sees them now."""
+    seen: list[int] = []
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.append(current)
+        stack.extend(_children(current))
+    return seen
+
+
+def rss_bytes(pid: int) -> int:
+    """VmRSS of one process, 0 if it is gone (or a zombie without memory)."""
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * PAGE_KIB
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def tree_rss_bytes(pid: int) -> int:
+    return sum(rss_bytes(p) for p in process_tree(pid))
+
+
+def process_kind(pid: int) -> str:
+    """``java`` (the JVM), ``python`` (driver or Spark worker) or the command's name."""
+    try:
+        with open(f"/proc/{pid}/comm") as handle:
+            name = handle.read().strip()
+    except OSError:
+        return "gone"
+    return "python" if name.startswith("python") else name
+
+
+class TreeSampler(threading.Thread):
+    """Samples the RSS of a process tree until stopped; keeps the peak and the peak's makeup."""
+
+    def __init__(self, pid: int, interval: float = SAMPLE_INTERVAL_SECONDS) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.interval = interval
+        self.peak = 0
+        self.samples = 0
+        self.peak_processes = 0
+        self.peak_makeup: dict[str, int] = {}
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            pids = process_tree(self.pid)
+            sizes = [(p, rss_bytes(p)) for p in pids]
+            total = sum(size for _, size in sizes)
+            self.samples += 1
+            if total > self.peak:
+                self.peak = total
+                self.peak_processes = len(pids)
+                makeup: dict[str, int] = {}
+                for p, size in sizes:
+                    kind = process_kind(p)
+                    makeup[kind] = makeup.get(kind, 0) + size
+                self.peak_makeup = makeup
+            self._stop_event.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=5)
+
+
+@dataclass
+class ProcessResult:
+    """One child process: how long it ran, how much memory its tree held at most, and what
+    it reported about its phases."""
+
+    argv: list[str]
+    wall_seconds: float
+    peak_rss_bytes: int
+    returncode: int
+    started_at: float
+    ended_at: float
+    phases: dict[str, Any] = field(default_factory=dict)
+    log_path: str = ""
+    peak_makeup: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "wall_seconds": round(self.wall_seconds, 3),
+            "peak_rss_mib": round(self.peak_rss_bytes / 2**20, 1),
+            "peak_rss_makeup_mib": {k: round(v / 2**20) for k, v in sorted(self.peak_makeup.items())},
+            "returncode": self.returncode,
+            "phases": self.phases,
+            "log": self.log_path,
+        }
+
+
+class ChildFailed(RuntimeError):
+    """A contender's process exited non-zero or ran out of time."""
+
+
+def run_child(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    log_path: str | Path,
+    timeout_seconds: float = 900,
+    check: bool = True,
+) -> ProcessResult:
+    """Run ``argv`` to completion, timing it from spawn to exit and sampling its tree's RSS.
+
+    Output goes to ``log_path``. The child's phases are read from the JSON file named by
+    ``$BENCH_PHASES_FILE`` (set here), when the child wrote one.
+    """
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    phases_path = log_path.with_suffix(".phases.json")
+    phases_path.unlink(missing_ok=True)
+    child_env = dict(os.environ if env is None else env)
+    child_env[PHASES_ENV] = str(phases_path)
+    with open(log_path, "wb") as log:
+        started = time.time()
+        t0 = time.monotonic()
+        process = subprocess.Popen(
+            list(argv), env=child_env, cwd=None if cwd is None else str(cwd),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        sampler = TreeSampler(process.pid)
+        sampler.start()
+        try:
+            returncode = process.wait(timeout=timeout_seconds)
+        except subprocess.TimeoutExpired:
+            _kill_group(process)
+            returncode = -9
+        finally:
+            wall = time.monotonic() - t0
+            sampler.stop()
+        # A JVM or Python worker left behind by the child would skew the next contender.
+        _kill_group(process)
+    phases: dict[str, Any] = {}
+    if phases_path.exists():
+        try:
+            phases = json.loads(phases_path.read_text())
+        except json.JSONDecodeError:
+            phases = {"error": "unreadable phases file"}
+    result = ProcessResult(
+        argv=list(argv), wall_seconds=wall, peak_rss_bytes=sampler.peak, returncode=returncode,
+        started_at=started, ended_at=started + wall, phases=phases, log_path=str(log_path),
+        peak_makeup=sampler.peak_makeup,
+    )
+    if check and returncode != 0:
+        tail = _tail(log_path)
+        raise ChildFailed(f"{' '.join(argv[:4])} ... exited {returncode}; log {log_path}:\n{tail}")
+    return result
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """End what is left of the child's own process group (its session, started for it)."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# -- what a child reports -----------------------------------------------------------------------
+
+
+class Phases:
+    """Used inside a child: marks named moments (epoch seconds) and extra values, and writes
+    them where the parent asked, at every mark (so a crash still leaves what happened)."""
+
+    def __init__(self) -> None:
+        self.path = os.environ.get(PHASES_ENV)
+        self.data: dict[str, Any] = {"marks": {}, "values": {}}
+
+    def mark(self, name: str) -> float:
+        now = time.time()
+        self.data["marks"][name] = now
+        self._write()
+        return now
+
+    def value(self, name: str, value: Any) -> None:
+        self.data["values"][name] = value
+        self._write()
+
+    def _write(self) -> None:
+        if not self.path:
+            return
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "w") as handle:
+            json.dump(self.data, handle)
+        os.replace(tmp, self.path)
+
+
+# -- summaries ------------------------------------------------------------------------------------
+
+
+def median(values: Sequence[float]) -> float | None:
+    clean = [v for v in values if v is not None]
+    return statistics.median(clean) if clean else None
+
+
+def spread(values: Sequence[float]) -> dict[str, float] | None:
+    clean = [v for v in values if v is not None]
+    if not clean:
+        return None
+    return {"min": round(min(clean), 3), "max": round(max(clean), 3), "n": len(clean)}

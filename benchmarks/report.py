@@ -1,0 +1,430 @@
+"""The results as JSON (everything measured) and Markdown (medians, ratios, targets met or
+missed, and why), from one invocation's results."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+LA = "lakehouse_assets"
+LA_CHECKS = "lakehouse_assets+checks"
+SS = "plain_streaming"
+SDP = "sdp"
+GIB = 1024  # MiB
+
+LABELS = {
+    LA: "lakehouse_assets",
+    LA_CHECKS: "lakehouse_assets + checks",
+    "lakehouse_assets_cli": "lakehouse_assets (CLI)",
+    SS: "plain Structured Streaming",
+    "plain_batch": "plain batch",
+    SDP: "Spark Declarative Pipelines",
+    "spark_start": "anchor: Spark start",
+    "spark_trivial": "anchor: Spark start + trivial job",
+}
+
+SPLIT_LABELS = {
+    "python_start_and_imports": "Python start + imports",
+    "spark_session_start": "JVM / SparkSession start",
+    "before_materialize": "selection + instance",
+    "dagster_materialize": "materialize()",
+    "dagster_overhead": "Dagster overhead in run",
+    "query_work_io_manager": "query work (IO manager)",
+    "query_work": "query work",
+    "teardown_and_exit": "stop + exit",
+    "jvm_and_connect_server_start": "JVM + Connect server start",
+    "graph_and_definitions": "graph + definitions",
+    "run_start_to_first_flow": "run start to first flow",
+    "flows": "flows",
+    "teardown": "stop + exit",
+    "process_start_to_run_start": "process start to run start",
+    "dagster_run": "Dagster run",
+    "steps": "steps",
+    "io_manager_writes": "IO manager writes",
+    "run_end_to_exit": "run end to exit",
+}
+
+
+def _median(results: dict[str, Any], scenario: str, contender: str) -> float | None:
+    return (((results.get(scenario) or {}).get("contenders") or {}).get(contender) or {}).get("median_seconds")
+
+
+def _split(results: dict[str, Any], scenario: str, contender: str) -> dict[str, float]:
+    return (((results.get(scenario) or {}).get("contenders") or {}).get(contender) or {}).get("median_split") or {}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if not a or not b else round(a / b, 3)
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+# -- targets ------------------------------------------------------------------------------------------
+
+
+def evaluate_targets(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    results = doc["results"]
+    facts = doc.get("product", {})
+    targets: list[dict[str, Any]] = []
+
+    def add(name: str, limit: str, measured: float | None, ok: bool | None, why: str = "", unit: str = "") -> None:
+        targets.append({"target": name, "limit": limit, "measured": measured, "unit": unit,
+                        "met": ok, "why": "" if ok else why})
+
+    la_init, ss_init, sdp_init = (_median(results, "initial_load", c) for c in (LA, SS, SDP))
+    r = _ratio(la_init, ss_init)
+    add("Initial load, pipeline alone vs plain Structured Streaming", "≤ 1.15×", r, None if r is None else r <= 1.15,
+        _why_slower(results, "initial_load", LA, SS), "×")
+    if facts.get("checks_defined"):
+        rc = _ratio(_median(results, "initial_load", LA_CHECKS), ss_init)
+        add("Initial load with quality checks + quarantine vs plain Structured Streaming", "≤ 1.4×", rc,
+            None if rc is None else rc <= 1.4, _why_slower(results, "initial_load", LA_CHECKS, SS), "×")
+    else:
+        add("Initial load with quality checks + quarantine vs plain Structured Streaming", "≤ 1.4×", None, None,
+            "not measured: the project's Definitions hold no asset checks yet (quality layer not integrated)", "×")
+    rs = _ratio(la_init, sdp_init)
+    add("Initial load vs Spark Declarative Pipelines", "< 1.0×", rs, None if rs is None else rs < 1.0,
+        _why_slower(results, "initial_load", LA, SDP), "×")
+
+    ri = _ratio(_median(results, "increment", LA), _median(results, "increment", SS))
+    add("One-file increment vs plain Structured Streaming", "≤ 0.8×", ri, None if ri is None else ri <= 0.8,
+        _why_slower(results, "increment", LA, SS), "×")
+
+    history = ((results.get("history") or {}).get("contenders") or {}).get(LA) or {}
+    sizes = (results.get("history") or {}).get("sizes") or []
+    if history and len(sizes) >= 2:
+        first, last = history.get(str(sizes[0]), {}), history.get(str(sizes[-1]), {})
+        rh = _ratio(last.get("median_seconds"), first.get("median_seconds"))
+        add(f"Increment after {sizes[-1]:,} files vs after {sizes[0]:,}", "≤ 1.2×", rh, None if rh is None else rh <= 1.2,
+            _why_history(history, sizes), "×")
+
+    no_data = _median(results, "no_new_data", LA)
+    trivial = (((results.get("no_new_data") or {}).get("anchors") or {}).get("spark_trivial") or {}).get("median_seconds")
+    rn = _ratio(no_data, trivial)
+    add("A run with nothing to do vs Spark start + one trivial job", "≤ 1.2×", rn, None if rn is None else rn <= 1.2,
+        _why_no_data(results), "×")
+
+    overhead = _split(results, "increment", LA).get("dagster_overhead")
+    add("Dagster's own overhead for a one-file increment (in process)", "≤ 3 s", overhead,
+        None if overhead is None else overhead <= 3.0, _why_overhead(results), "s")
+
+    latency = (results.get("latency") or {}).get("median_seconds")
+    add("Land → gold latency with dagster dev, default intervals", "≤ 60 s", latency,
+        None if latency is None else latency <= 60, _why_latency(results), "s")
+
+    peak = (((results.get("initial_load") or {}).get("contenders") or {}).get(LA) or {}).get("max_peak_rss_mib")
+    add("Peak memory (RSS of the process tree), initial load", "≤ 2 GiB", None if peak is None else round(peak / GIB, 2),
+        None if peak is None else peak <= 2 * GIB, _why_memory(results), "GiB")
+    return targets
+
+
+def _why_slower(results: dict[str, Any], scenario: str, ours: str, theirs: str) -> str:
+    a, b = _split(results, scenario, ours), _split(results, scenario, theirs)
+    if not a or not b:
+        return ""
+    ours_work = a.get("query_work_io_manager")
+    theirs_work = b.get("query_work") or b.get("flows")
+    parts = []
+    pairs = [
+        ("Python start + imports", a.get("python_start_and_imports"), b.get("python_start_and_imports")),
+        ("JVM/session start", a.get("spark_session_start"), b.get("spark_session_start") or b.get("jvm_and_connect_server_start")),
+        ("query work", ours_work, theirs_work),
+        ("Dagster overhead", a.get("dagster_overhead"), 0.0),
+        ("stop + exit", a.get("teardown_and_exit"), b.get("teardown_and_exit") or b.get("teardown")),
+    ]
+    for label, x, y in pairs:
+        if x is not None and y is not None:
+            parts.append((x - y, f"{label} {x:.1f} s vs {y:.1f} s"))
+    parts.sort(key=lambda p: -p[0])
+    biggest = [text for delta, text in parts if delta > 0.3][:3]
+    return ("Where the difference is (medians): " + "; ".join(biggest) + ".") if biggest else ""
+
+
+def _why_history(history: dict[str, Any], sizes: Sequence[int]) -> str:
+    first, last = history.get(str(sizes[0]), {}), history.get(str(sizes[-1]), {})
+    a, b = first.get("median_split") or {}, last.get("median_split") or {}
+    parts = []
+    for key in ("query_work_io_manager", "dagster_overhead", "spark_session_start"):
+        if key in a and key in b:
+            parts.append(f"{SPLIT_LABELS.get(key, key)} {a[key]:.1f} s → {b[key]:.1f} s")
+    return "From the first history size to the last: " + "; ".join(parts) + "." if parts else ""
+
+
+def _why_no_data(results: dict[str, Any]) -> str:
+    s = _split(results, "no_new_data", LA)
+    if not s:
+        return ""
+    keys = ("python_start_and_imports", "spark_session_start", "dagster_overhead", "query_work_io_manager", "teardown_and_exit")
+    return "Split (medians): " + "; ".join(f"{SPLIT_LABELS[k]} {s[k]:.1f} s" for k in keys if k in s) + "."
+
+
+def _why_overhead(results: dict[str, Any]) -> str:
+    s = _split(results, "increment", LA)
+    if not s:
+        return ""
+    return (f"materialize() {s.get('dagster_materialize', 0):.1f} s, of which the IO manager's reads and "
+            f"writes {s.get('query_work_io_manager', 0):.1f} s; the rest is run start, step orchestration "
+            "and event logging.")
+
+
+def _why_latency(results: dict[str, Any]) -> str:
+    b = (results.get("latency") or {}).get("median_breakdown") or {}
+    if not b:
+        return (results.get("latency") or {}).get("error", "")
+    return "Median split: " + "; ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in b.items()) + "."
+
+
+def _why_memory(results: dict[str, Any]) -> str:
+    return "Peak RSS summed over the child, its JVM and Python workers."
+
+
+# -- documents -----------------------------------------------------------------------------------------
+
+
+def write(doc: dict[str, Any], json_path: Path, md_path: Path) -> None:
+    doc["targets"] = evaluate_targets(doc)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = json_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    tmp.replace(json_path)
+    tmp_md = md_path.with_suffix(".md.tmp")
+    tmp_md.write_text(markdown(doc))
+    tmp_md.replace(md_path)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    results = doc["results"]
+    meta = doc["meta"]
+    lines: list[str] = []
+    out = lines.append
+    title = "Benchmarks (quick)" if meta.get("plan", {}).get("quick") else "Benchmarks"
+    out(f"# {title}: lakehouse_assets vs hand-written Spark and SDP\n")
+    product = meta.get("product") or {}
+    source = product.get("source", "working tree")
+    dirty = product.get("uncommitted_product_files", "0")
+    code = f"{source} at {product.get('commit', meta.get('git_commit'))}" + (f", {dirty} uncommitted product files" if dirty != "0" else "")
+    out(f"Run {meta.get('started')} on {meta.get('cpus')} CPUs / {meta.get('mem_total_gib')} GiB; product code: {code}; "
+        f"took {meta.get('duration_seconds', 0) / 60:.1f} min. "
+        f"Load average at start {_loads(meta.get('loadavg_at_start'))}, at end {_loads(meta.get('loadavg_at_end'))}.")
+    out("Every run is a fresh child process (its own JVM); seconds are whole-process wall time, memory the peak RSS "
+        "summed over the process tree. This machine is shared and noisy: **ratios within this run are what count**; "
+        "absolute seconds are context.\n")
+    product = doc.get("product", {})
+    if not product.get("checks_defined"):
+        out("> The project's Definitions hold no asset checks yet: the *with quality checks and quarantine* variant "
+            "was not run.\n")
+
+    out("## Targets\n")
+    out("| target | limit | measured | met | why (when missed) |")
+    out("|---|---|---|---|---|")
+    for t in doc.get("targets", []):
+        met = "–" if t["met"] is None else ("yes" if t["met"] else "**no**")
+        measured = "–" if t["measured"] is None else f"{_fmt(t['measured'])} {t['unit']}".strip()
+        out(f"| {t['target']} | {t['limit']} | {measured} | {met} | {t['why']} |")
+    out("")
+
+    if "initial_load" in results:
+        r = results["initial_load"]
+        out(f"## Initial load: {r['files']} files × {r['records_per_file']:,} records ({r['records']:,} records)\n")
+        _contender_table(out, r["contenders"], with_rate=True)
+        _ratio_matrix(out, r["contenders"])
+        _split_table(out, r["contenders"])
+    if "increment" in results:
+        r = results["increment"]
+        out(f"## One-file increment: 1 file of {r['records_per_file']:,} records after {r['history_files']} files\n")
+        _contender_table(out, r["contenders"])
+        _ratio_matrix(out, r["contenders"])
+        _split_table(out, r["contenders"])
+    if "no_new_data" in results:
+        r = results["no_new_data"]
+        out("## No new data: a run with nothing to do\n")
+        both = dict(r["contenders"])
+        both.update(r.get("anchors") or {})
+        _contender_table(out, both)
+        _ratio_matrix(out, both)
+    if "run_overhead" in results:
+        out("## Run overhead of a one-file increment (medians, seconds)\n")
+        table = results["run_overhead"]["contenders"]
+        keys = [k for k in SPLIT_LABELS if any(k in v for v in table.values())]
+        out("| contender | wall | " + " | ".join(SPLIT_LABELS[k] for k in keys) + " |")
+        out("|---|---|" + "---|" * len(keys))
+        for name, split in table.items():
+            out(f"| {LABELS.get(name, name)} | {_fmt(split.get('wall'))} | " + " | ".join(_fmt(split.get(k)) for k in keys) + " |")
+        out("\n`dagster_overhead` = materialize() minus the Delta IO manager's `load_input`/`handle_output` time "
+            "(the Spark and Delta work); it holds run start, step orchestration and event logging. For the CLI, "
+            "*process start to run start* is Python start, imports, code location load, instance and run creation.\n")
+    if "history" in results:
+        _history(out, results["history"])
+    if "latency" in results:
+        _latency(out, results["latency"])
+    _profiles(out, results)
+    out("## How it was measured\n")
+    plan = meta.get("plan", {})
+    out(f"- Plan: {json.dumps({k: v for k, v in plan.items() if not isinstance(v, (list, tuple))})}")
+    out("- Data: the project's simulator (`lakehouse_assets.simulator.land`), landed once per scenario and hard-linked "
+        "into each contender's own landing folder; outputs and checkpoints per contender.")
+    out("- Contenders: `benchmarks/contenders/` (one module each). lakehouse_assets runs `dagster.materialize` in a "
+        "child process on a persistent instance, after starting its SparkSession, and once through "
+        "`dagster asset materialize`. SDP runs `spark-pipelines run` with Spark's Hive catalog on a local Derby "
+        "metastore (its tables must outlive the process for incremental runs).")
+    out("- Full data: `benchmarks/results/latest.json` (every run, its phases and profiles).")
+    return "\n".join(lines) + "\n"
+
+
+def _loads(value: Any) -> str:
+    return "–" if not value else "/".join(f"{v:.1f}" for v in value)
+
+
+def _contender_table(out: Any, contenders: dict[str, Any], *, with_rate: bool = False) -> None:
+    head = "| contender | median s | min–max s | runs |" + (" records/s |" if with_rate else "") + " peak RSS MiB (median / max) |"
+    out(head)
+    out("|---|---|---|---|" + ("---|" if with_rate else "") + "---|")
+    for name, s in contenders.items():
+        if not s:
+            continue
+        sp = s.get("spread_seconds") or {}
+        rng = f"{_fmt(sp.get('min'))}–{_fmt(sp.get('max'))}" if sp else "–"
+        fails = f" ({s['failures']} failed)" if s.get("failures") else ""
+        rate = f" {s.get('records_per_second', '–'):,} |" if with_rate and isinstance(s.get("records_per_second"), int) else (" – |" if with_rate else "")
+        out(f"| {LABELS.get(name, name)} | {_fmt(s.get('median_seconds'))} | {rng} | {sp.get('n', 0)}{fails} |{rate} "
+            f"{_fmt(s.get('median_peak_rss_mib'), 0)} / {_fmt(s.get('max_peak_rss_mib'), 0)} |")
+    out("")
+
+
+def _ratio_matrix(out: Any, contenders: dict[str, Any]) -> None:
+    names = [n for n, s in contenders.items() if s and s.get("median_seconds")]
+    if len(names) < 2:
+        return
+    out("Ratios of medians (row ÷ column):\n")
+    out("| | " + " | ".join(LABELS.get(n, n) for n in names) + " |")
+    out("|---|" + "---|" * len(names))
+    for a in names:
+        cells = [_fmt(_ratio(contenders[a]["median_seconds"], contenders[b]["median_seconds"])) for b in names]
+        out(f"| {LABELS.get(a, a)} | " + " | ".join(cells) + " |")
+    out("")
+
+
+def _split_table(out: Any, contenders: dict[str, Any]) -> None:
+    rows = {n: s.get("median_split") or {} for n, s in contenders.items() if s}
+    keys = [k for k in SPLIT_LABELS if any(k in v for v in rows.values())]
+    if not keys:
+        return
+    out("Where the time went (medians, seconds):\n")
+    out("| contender | " + " | ".join(SPLIT_LABELS[k] for k in keys) + " |")
+    out("|---|" + "---|" * len(keys))
+    for name, split in rows.items():
+        out(f"| {LABELS.get(name, name)} | " + " | ".join(_fmt(split.get(k)) for k in keys) + " |")
+    out("")
+
+
+def _history(out: Any, r: dict[str, Any]) -> None:
+    sizes = r["sizes"]
+    out(f"## Incremental cost as history grows\n")
+    out(f"History of small files ({r['history_records_per_file']} records each), processed as it grew; then one new "
+        f"file of {r['increment_records']:,} records per timed run. Median seconds of the increment:\n")
+    out("| contender | " + " | ".join(f"after {s:,}" for s in sizes) + f" | ratio {sizes[-1]:,} / {sizes[0]:,} | "
+        + " | ".join(f"history run to {s:,}" for s in sizes) + " |")
+    out("|---|" + "---|" * (2 * len(sizes) + 1))
+    for name, per in r["contenders"].items():
+        meds = [per.get(str(s), {}).get("median_seconds") for s in sizes]
+        hist = [((per.get(str(s), {}).get("history_run") or {}).get("wall_seconds")) for s in sizes]
+        out(f"| {LABELS.get(name, name)} | " + " | ".join(_fmt(m) for m in meds) + f" | {_fmt(_ratio(meds[-1], meds[0]))} | "
+            + " | ".join(_fmt(h) for h in hist) + " |")
+    out("")
+    la = r["contenders"].get(LA)
+    if la:
+        out("lakehouse_assets increment split by history size (medians, seconds):\n")
+        keys = ["python_start_and_imports", "spark_session_start", "dagster_overhead", "query_work_io_manager", "teardown_and_exit"]
+        out("| history | " + " | ".join(SPLIT_LABELS[k] for k in keys) + " |")
+        out("|---|" + "---|" * len(keys))
+        for s in sizes:
+            split = la.get(str(s), {}).get("median_split") or {}
+            out(f"| {s:,} | " + " | ".join(_fmt(split.get(k)) for k in keys) + " |")
+        out("")
+        out("Per query, the last increment at each size (seconds; Spark's own trigger split in ms):\n")
+        for s in sizes:
+            runs = [x for x in la.get(str(s), {}).get("runs", []) if "split" in x]
+            if runs:
+                _query_lines(out, f"after {s:,}", runs[-1])
+        out("")
+
+
+def _latency(out: Any, r: dict[str, Any]) -> None:
+    out("## Land → gold latency (dagster dev, default intervals)\n")
+    if r.get("error"):
+        out(f"Not measured: {r['error']}\n")
+        return
+    out(f"Landing sensor interval {r.get('sensor_interval_seconds')} s; dagster dev answered after "
+        f"{_fmt(r.get('dagster_dev_start_seconds'))} s; warm-up (first files to gold) {_fmt(r.get('warmup_seconds'))} s.\n")
+    samples = r.get("samples", [])
+    out(f"Median **{_fmt(r.get('median_seconds'))} s** over {len(samples)} samples: "
+        + ", ".join(_fmt(s.get("seconds"), 1) for s in samples) + ".\n")
+    keys = list((r.get("median_breakdown") or {}).keys())
+    if keys:
+        out("| sample | seconds | " + " | ".join(k.replace("_", " ") for k in keys) + " |")
+        out("|---|---|" + "---|" * len(keys))
+        for i, s in enumerate(samples, 1):
+            out(f"| {i} | {_fmt(s.get('seconds'))} | " + " | ".join(_fmt(s.get(k)) for k in keys) + " |")
+        out(f"| median | {_fmt(r.get('median_seconds'))} | " + " | ".join(_fmt(r['median_breakdown'].get(k)) for k in keys) + " |")
+    out("")
+
+
+def _query_lines(out: Any, title: str, run: dict[str, Any]) -> None:
+    detail = (run.get("split") or {}).get("detail") or {}
+    queries = detail.get("queries")
+    if not queries:
+        return
+    items = queries.items() if isinstance(queries, dict) else ((q.get("query"), q) for q in queries)
+    parts = []
+    for name, q in items:
+        ms = q.get("duration_ms", {})
+        top = ", ".join(f"{k} {v}" for k, v in sorted(ms.items(), key=lambda kv: -kv[1])[:4] if k != "triggerExecution")
+        parts.append(f"`{name}` {q.get('seconds', 0):.1f} s ({q.get('triggers', 0)} triggers, {q.get('input_rows', 0):,} rows; {top})")
+    out(f"- {title}: " + "; ".join(parts))
+
+
+def _profiles(out: Any, results: dict[str, Any]) -> None:
+    blocks = []
+    for scenario in ("initial_load", "increment", "no_new_data"):
+        contenders = (results.get(scenario) or {}).get("contenders") or {}
+        for name in (LA, SS):
+            runs = [x for x in (contenders.get(name) or {}).get("runs", []) if "split" in x]
+            if runs:
+                blocks.append((scenario, name, runs[-1]))
+    if not blocks:
+        return
+    out("## Profiles: where lakehouse_assets' time goes\n")
+    out("Per streaming query: wall seconds of the query run, and Spark's progress split (ms summed over triggers: "
+        "`addBatch` runs the batch and its sink, `latestOffset` finds new data, `queryPlanning`, `walCommit`/"
+        "`commitOffsets` write the checkpoint). Last run of each scenario.\n")
+    for scenario, name, run in blocks:
+        _query_lines(out, f"{scenario}, {LABELS.get(name, name)}", run)
+    out("")
+    for scenario in ("initial_load", "increment", "no_new_data"):
+        runs = [x for x in (((results.get(scenario) or {}).get("contenders") or {}).get(LA) or {}).get("runs", []) if "split" in x]
+        if not runs:
+            continue
+        detail = runs[-1]["split"].get("detail") or {}
+        prof = detail.get("profile") or {}
+        io = detail.get("io_seconds") or {}
+        if prof or io:
+            out(f"<details><summary>{scenario}: lakehouse_assets function totals (nested; seconds)</summary>\n")
+            for k, v in io.items():
+                out(f"- `{k}`: {v}")
+            for k, v in prof.items():
+                out(f"- `{k}`: {v['seconds']} s in {v['calls']} call(s)")
+            timeline = detail.get("timeline") or {}
+            steps = timeline.get("steps") or {}
+            run = timeline.get("run") or {}
+            if steps and run.get("start"):
+                out("- steps (from the event log, s after RUN_START): " + "; ".join(
+                    f"`{k}` {v.get('start', 0) - run['start']:.1f}→{v.get('end', 0) - run['start']:.1f}" for k, v in steps.items()))
+            out("\n</details>\n")

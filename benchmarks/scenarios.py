@@ -1,0 +1,420 @@
+"""The scenarios: what data each contender gets, in which order the runs happen, and how
+each run's time splits into its phases.
+
+Data is landed once per scenario with the project's simulator into ``<scenario>/landing``;
+each contender gets its own folder and sees the very same files (hard links), staged file
+by file as the scenario goes on. Every run is a fresh child process.
+
+- ``load`` (the scenarios ``initial_load``, ``increment``, ``no_new_data``, ``run_overhead``):
+  every contender loads the initial files into an empty folder, ``repeats`` times (the
+  order of contenders rotates between repeats); then, on the folders of the last repeat,
+  one new file per run (``increment``), then runs with nothing new (``no_new_data``).
+  ``run_overhead`` is the split of the one-file increments into their phases.
+- ``history``: small files build a history of 10, 100 and 1,000 processed files; after each
+  size, one new full-size file per run is timed.
+- ``latency``: ``dagster dev`` with its real daemon and default intervals; see
+  :mod:`benchmarks.latency`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.contenders import PYTHON, REPO, Contender, Workspace, all_contenders, base_env, product_dir, stage_files
+from benchmarks.measure import ChildFailed, ProcessResult, median, run_child, spread
+
+LOAD_SCENARIOS = ("initial_load", "increment", "no_new_data", "run_overhead")
+ALL_SCENARIOS = (*LOAD_SCENARIOS, "history", "latency")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How big and how often: the full suite, or the quick one."""
+
+    quick: bool = False
+    repeats: int = 3
+    initial_files: int = 20
+    records_per_file: int = 5_000
+    increments: int = 3
+    no_data_runs: int = 3
+    history_sizes: tuple[int, ...] = (10, 100, 1_000)
+    history_records_per_file: int = 10
+    history_increments: int = 2
+    latency_samples: int = 5
+    latency_warmup_files: int = 2
+    #: Share of bad records in the landed files. 0 by default: with bad records the reference
+    #: pipeline's silver query fails (see the report's notes); --bad-rate sets it.
+    bad_rate: float = 0.0
+    seed: int = 7
+    load_contenders: tuple[str, ...] = (
+        "lakehouse_assets", "lakehouse_assets+checks", "plain_streaming", "plain_batch", "sdp",
+    )
+    anchors: tuple[str, ...] = ("spark_start", "spark_trivial")
+    cli: bool = True
+    history_contenders: tuple[str, ...] = ("lakehouse_assets", "plain_streaming", "sdp")
+
+    @classmethod
+    def full(cls, repeats: int | None = None) -> Plan:
+        return cls() if repeats is None else cls(repeats=repeats, increments=repeats, no_data_runs=repeats)
+
+    @classmethod
+    def quick_plan(cls, repeats: int | None = None) -> Plan:
+        r = repeats or 1
+        return cls(
+            quick=True, repeats=r, initial_files=4, records_per_file=1_000, increments=r, no_data_runs=r,
+            history_sizes=(3, 12), history_increments=1, latency_samples=1, latency_warmup_files=1,
+            load_contenders=("lakehouse_assets", "lakehouse_assets+checks", "plain_streaming", "plain_batch", "sdp"),
+            anchors=("spark_start", "spark_trivial"), cli=False,
+            history_contenders=("lakehouse_assets", "plain_streaming"),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Bench:
+    """One invocation: where it works, what it runs, and everything measured so far."""
+
+    plan: Plan
+    workdir: Path
+    only: Sequence[str] | None = None  # contender names to keep (None: all in the plan)
+    log: Callable[[str], None] = print
+    results: dict[str, Any] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.contenders = all_contenders()
+        self.broken: dict[Workspace, str] = {}  # a folder whose run failed: later runs on it are skipped
+
+    def wanted(self, names: Sequence[str]) -> list[Contender]:
+        keep = [n for n in names if self.only is None or n in self.only]
+        if not self.facts.get("checks_defined") and "lakehouse_assets+checks" in keep:
+            keep.remove("lakehouse_assets+checks")
+        return [self.contenders[n] for n in keep]
+
+    def workspace(self, scenario: str, contender: Contender, tag: str = "") -> Workspace:
+        ws = Workspace(self.workdir / scenario / "contenders" / f"{contender.name}{tag}")
+        ws.reset()
+        self.broken.pop(ws, None)
+        contender.prepare(ws)
+        return ws
+
+    def run(self, contender: Contender, ws: Workspace, label: str) -> dict[str, Any]:
+        if ws in self.broken:
+            return {"contender": contender.name, "label": label, "error": f"skipped: {self.broken[ws]} failed earlier"}
+        argv, env = contender.command(ws)
+        log_path = ws.logs / f"{label}.log"
+        self.log(f"  {contender.name:<24} {label:<28} ...")
+        try:
+            result = run_child(argv, env=env, cwd=product_dir(), log_path=log_path, timeout_seconds=1_200)
+        except ChildFailed as exc:
+            self.log(f"  FAILED: {exc}")
+            self.broken[ws] = label
+            return {"contender": contender.name, "label": label, "error": str(exc)[-2_000:], "log": str(log_path)}
+        record = {"contender": contender.name, "label": label, **result.as_dict()}
+        record["split"] = split(contender, result, ws)
+        self.log(f"  {contender.name:<24} {label:<28} {result.wall_seconds:7.2f} s  peak {result.peak_rss_bytes / 2**30:5.2f} GiB")
+        return record
+
+
+# -- facts about the product ------------------------------------------------------------------------
+
+
+def probe_product(log: Callable[[str], None] = print) -> dict[str, Any]:
+    """What the project's Definitions hold right now: assets, checks, quarantine assets."""
+    code = (
+        "import json\n"
+        "from lakehouse_assets.definitions import defs\n"
+        "g = defs.resolve_asset_graph()\n"
+        "keys = [k.to_user_string() for k in g.get_all_asset_keys()]\n"
+        "checks = [f'{c.asset_key.to_user_string()}:{c.name}' for c in g.asset_check_keys]\n"
+        "print(json.dumps({'assets': sorted(keys), 'checks': sorted(checks),"
+        " 'quarantine_assets': sorted(k for k in keys if 'quarantine' in k)}))\n"
+    )
+    try:
+        out = subprocess.run([PYTHON, "-c", code], env=base_env(), cwd=product_dir(), capture_output=True, text=True, timeout=300)
+        facts = json.loads(out.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError) as exc:
+        log(f"could not read the project's Definitions: {exc}")
+        facts = {"assets": [], "checks": [], "quarantine_assets": [], "error": str(exc)}
+    facts["checks_defined"] = len(facts.get("checks", []))
+    return facts
+
+
+# -- landing the data ---------------------------------------------------------------------------------
+
+
+def land_files(landing: Path, plan: Plan, groups: Sequence[tuple[int, int]]) -> list[str]:
+    """Land ``(files, records_per_file)`` groups one after the other; the file names in order."""
+    from lakehouse_assets.simulator import land
+
+    names: list[str] = []
+    for files, records in groups:
+        if files <= 0:
+            continue
+        result = land(landing, files=files, records_per_file=records, bad_rate=plan.bad_rate, seed=plan.seed)
+        names.extend(path.name for path in result.paths)
+    return names
+
+
+# -- the load group: initial load, increments, nothing new ------------------------------------------
+
+
+def run_load(bench: Bench, scenarios: Sequence[str]) -> None:
+    plan = bench.plan
+    base = bench.workdir / "load"
+    landing = base / "landing"
+    names = land_files(landing, plan, [(plan.initial_files + plan.increments + 1, plan.records_per_file)])
+    initial, extra = names[: plan.initial_files], names[plan.initial_files:]
+    contenders = bench.wanted(plan.load_contenders)
+    anchors = bench.wanted(plan.anchors)
+    cli = bench.wanted(["lakehouse_assets_cli"]) if plan.cli else []
+    timed_initial = "initial_load" in scenarios
+    repeats = plan.repeats if timed_initial else 1
+    records = plan.initial_files * plan.records_per_file
+    bench.log(f"load: {plan.initial_files} files x {plan.records_per_file} records, {repeats} repeat(s)")
+
+    initial_runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in contenders + anchors + cli}
+    anchor_names = {a.name for a in anchors}
+    last_ws: dict[str, Workspace] = {}
+    for repeat in range(repeats):
+        order = _rotate(contenders + anchors, repeat)
+        for contender in order:
+            ws = bench.workspace("load", contender, "")
+            stage_files(landing, ws, initial)
+            record = bench.run(contender, ws, f"initial_r{repeat + 1}")
+            initial_runs[contender.name].append(record)
+            last_ws[contender.name] = ws
+    for contender in cli:  # once: whole `dagster asset materialize` start-up included
+        ws = bench.workspace("load", contender, "")
+        stage_files(landing, ws, initial)
+        initial_runs[contender.name].append(bench.run(contender, ws, "initial_r1"))
+        last_ws[contender.name] = ws
+    bench.results["initial_load"] = {
+        "files": plan.initial_files, "records_per_file": plan.records_per_file, "records": records,
+        "contenders": {name: summarize(runs, records=None if name in anchor_names else records)
+                       for name, runs in initial_runs.items() if runs},
+    }
+
+    increment_runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in contenders + cli}
+    if {"increment", "run_overhead"} & set(scenarios):
+        for i in range(plan.increments):
+            for contender in _rotate(contenders, i):
+                ws = last_ws[contender.name]
+                stage_files(landing, ws, initial + extra[: i + 1])
+                increment_runs[contender.name].append(bench.run(contender, ws, f"increment_{i + 1}"))
+        for contender in cli:
+            ws = last_ws[contender.name]
+            stage_files(landing, ws, initial + extra[:1])
+            increment_runs[contender.name].append(bench.run(contender, ws, "increment_1"))
+        bench.results["increment"] = {
+            "records_per_file": plan.records_per_file, "history_files": plan.initial_files,
+            "contenders": {n: summarize(r, records=plan.records_per_file) for n, r in increment_runs.items() if r},
+        }
+        # Anchors: a bare start, and a start plus one trivial job, in this same invocation.
+        bench.results["increment"]["anchors"] = {n: initial_runs[n] and summarize(initial_runs[n]) for n in (a.name for a in anchors)}
+
+    if "no_new_data" in scenarios:
+        no_data_runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in contenders}
+        for i in range(plan.no_data_runs):
+            for contender in _rotate(contenders, i):
+                no_data_runs[contender.name].append(bench.run(contender, last_ws[contender.name], f"no_new_data_{i + 1}"))
+        bench.results["no_new_data"] = {
+            "contenders": {n: summarize(r) for n, r in no_data_runs.items() if r},
+            "anchors": {a.name: summarize(initial_runs[a.name]) for a in anchors if initial_runs[a.name]},
+        }
+
+    if "run_overhead" in scenarios:
+        bench.results["run_overhead"] = overhead_table(increment_runs, initial_runs, [a.name for a in anchors])
+
+
+def _rotate(items: Sequence[Contender], by: int) -> list[Contender]:
+    items = list(items)
+    if not items:
+        return items
+    k = by % len(items)
+    return items[k:] + items[:k]
+
+
+# -- the history scenario ---------------------------------------------------------------------------
+
+
+def run_history(bench: Bench) -> None:
+    plan = bench.plan
+    base = bench.workdir / "history"
+    landing = base / "landing"
+    sizes = plan.history_sizes
+    r = plan.history_increments
+    groups: list[tuple[int, int]] = []
+    processed = 0
+    stages: list[tuple[int, int, int]] = []  # (history size, small files to add, increments)
+    for size in sizes:
+        add = size - processed
+        if add <= 0:
+            raise ValueError(f"history sizes {sizes} must grow by more than {r} files each")
+        groups += [(add, plan.history_records_per_file), (r, plan.records_per_file)]
+        stages.append((size, add, r))
+        processed = size + r
+    names = land_files(landing, plan, groups)
+    bench.log(f"history: sizes {sizes}, small files of {plan.history_records_per_file} records, "
+              f"{r} increment(s) of {plan.records_per_file} records per size")
+    results: dict[str, Any] = {}
+    for contender in bench.wanted(plan.history_contenders):
+        ws = bench.workspace("history", contender, "")
+        staged = 0
+        per_size: dict[str, Any] = {}
+        for size, add, incs in stages:
+            staged += add
+            stage_files(landing, ws, names[:staged])
+            history_run = bench.run(contender, ws, f"history_{size}")
+            runs = []
+            for j in range(incs):
+                staged += 1
+                stage_files(landing, ws, names[:staged])
+                runs.append(bench.run(contender, ws, f"history_{size}_increment_{j + 1}"))
+            per_size[str(size)] = {"history_run": history_run, **summarize(runs, records=plan.records_per_file)}
+        results[contender.name] = per_size
+    bench.results["history"] = {
+        "sizes": list(sizes), "history_records_per_file": plan.history_records_per_file,
+        "increment_records": plan.records_per_file, "contenders": results,
+    }
+
+
+# -- summaries and splits -------------------------------------------------------------------------------
+
+
+def summarize(runs: Sequence[dict[str, Any]], *, records: int | None = None) -> dict[str, Any]:
+    ok = [r for r in runs if "error" not in r]
+    walls = [r["wall_seconds"] for r in ok]
+    rss = [r["peak_rss_mib"] for r in ok]
+    out: dict[str, Any] = {
+        "median_seconds": _round(median(walls)),
+        "spread_seconds": spread(walls),
+        "median_peak_rss_mib": _round(median(rss)),
+        "max_peak_rss_mib": _round(max(rss)) if rss else None,
+        "failures": len(runs) - len(ok),
+        "runs": list(runs),
+    }
+    if records and out["median_seconds"]:
+        out["records_per_second"] = round(records / out["median_seconds"])
+    splits = [r.get("split") or {} for r in ok]
+    keys = sorted({k for s in splits for k, v in s.items() if isinstance(v, (int, float))})
+    out["median_split"] = {k: _round(median([s[k] for s in splits if isinstance(s.get(k), (int, float))])) for k in keys}
+    return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def split(contender: Contender, result: ProcessResult, ws: Workspace) -> dict[str, Any]:
+    """Where one run's wall time went, in seconds, from its own marks."""
+    if contender.name == "sdp":
+        from benchmarks.contenders.sdp import phases_from_log
+
+        result.phases = phases_from_log(result.log_path)
+    if contender.name == "lakehouse_assets_cli":
+        result.phases = {"marks": {}, "values": {"timeline": cli_timeline(ws)}}
+    marks = result.phases.get("marks", {})
+    values = result.phases.get("values", {})
+    start, end = result.started_at, result.ended_at
+    out: dict[str, Any] = {}
+
+    def between(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else round(b - a, 3)
+
+    if contender.name == "sdp":
+        out["jvm_and_connect_server_start"] = between(start, marks.get("session_started"))
+        out["graph_and_definitions"] = between(marks.get("session_started"), marks.get("definitions_registered"))
+        out["run_start_to_first_flow"] = between(marks.get("definitions_registered"), marks.get("recordings_bronze_starting"))
+        out["flows"] = between(marks.get("recordings_bronze_starting"), marks.get("run_completed"))
+        out["teardown"] = between(marks.get("run_completed"), end)
+        return {k: v for k, v in out.items() if v is not None}
+    if contender.name == "lakehouse_assets_cli":
+        timeline = values.get("timeline") or {}
+        run = timeline.get("run", {})
+        out["process_start_to_run_start"] = between(start, run.get("start"))
+        out["dagster_run"] = between(run.get("start"), run.get("end"))
+        steps = timeline.get("steps", {})
+        out["steps"] = round(sum((s["end"] - s["start"]) for s in steps.values() if "end" in s and "start" in s), 3)
+        io = sum((m.get("duration_seconds") or 0) for m in timeline.get("materializations", {}).values())
+        out["io_manager_writes"] = round(io, 3)
+        out["run_end_to_exit"] = between(run.get("end"), end)
+        out["detail"] = timeline
+        return out
+    out["python_start_and_imports"] = between(start, marks.get("imported"))
+    out["spark_session_start"] = between(marks.get("imported"), marks.get("session_started"))
+    work_end = marks.get("materialize_end") or marks.get("gold_done") or marks.get("job_done") or marks.get("session_started")
+    if "materialize_start" in marks:
+        materialize = between(marks["materialize_start"], marks.get("materialize_end"))
+        io = values.get("io_seconds", {})
+        query_work = round(sum(io.values()), 3) if io else None
+        out["before_materialize"] = between(marks.get("session_started"), marks["materialize_start"])
+        out["dagster_materialize"] = materialize
+        out["query_work_io_manager"] = query_work
+        if materialize is not None and query_work is not None:
+            out["dagster_overhead"] = round(materialize - query_work, 3)
+        out["detail"] = {k: values[k] for k in ("io_seconds", "queries", "profile", "timeline", "selection") if k in values}
+    else:
+        out["query_work"] = between(marks.get("session_started"), work_end)
+        for hop, (a, b) in {"bronze": ("session_started", "bronze_done"), "silver": ("bronze_done", "silver_done"),
+                            "gold": ("silver_done", "gold_done")}.items():
+            if b in marks:
+                out[f"query_{hop}"] = between(marks.get(a), marks.get(b))
+        if "queries" in values:
+            out["detail"] = {"queries": values["queries"]}
+    out["teardown_and_exit"] = between(work_end, end)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def cli_timeline(ws: Workspace) -> dict[str, Any]:
+    """The last run in the contender's Dagster home, read back by a helper process."""
+    from benchmarks.contenders.lakehouse_assets import dagster_home
+
+    env = base_env(LAKEHOUSE_ROOT=str(ws.root), DAGSTER_HOME=str(dagster_home(ws)))
+    try:
+        out = subprocess.run(
+            [PYTHON, "-m", "benchmarks.contenders.lakehouse_assets", "timeline"],
+            env=env, cwd=product_dir(), capture_output=True, text=True, timeout=300,
+        )
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError) as exc:
+        return {"error": str(exc)}
+
+
+def overhead_table(increments: dict[str, list[dict[str, Any]]], initial: dict[str, list[dict[str, Any]]],
+                   anchors: Sequence[str]) -> dict[str, Any]:
+    """Run overhead of a one-file increment: the median of each phase, per contender."""
+    table: dict[str, Any] = {}
+    for name, runs in increments.items():
+        if runs:
+            table[name] = summarize(runs)["median_split"] | {"wall": summarize(runs)["median_seconds"]}
+    for name in anchors:
+        if initial.get(name):
+            table[name] = summarize(initial[name])["median_split"] | {"wall": summarize(initial[name])["median_seconds"]}
+    return {"contenders": table}
+
+
+def machine_facts() -> dict[str, Any]:
+    """The machine, and which code of the product was measured."""
+    facts: dict[str, Any] = {"cpus": os.cpu_count(), "loadavg_at_start": os.getloadavg()}
+    try:
+        with open("/proc/meminfo") as handle:
+            facts["mem_total_gib"] = round(int(handle.readline().split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    try:
+        facts["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                             text=True).stdout.strip()
+    except OSError:
+        pass
+    facts["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return facts
