@@ -32,6 +32,8 @@ run: $(INSTALLED)
 ## Run the whole test suite, slow end-to-end tests included.
 test: $(INSTALLED)
 	@scripts/check_java.sh
+	@# The UI tests drive Debian's Chromium (Playwright cannot download its own browser here).
+	@scripts/install_browser.sh
 	$(BIN)/python -m pytest
 
 ## Skip the slow end-to-end tests while iterating.
