@@ -73,7 +73,8 @@ def copy_into(
     columns are an error naming them. ``format_options`` go to Spark's reader
     (``{"header": "true", "inferSchema": "true"}`` for CSV). The table is created by the first
     load. Files are recognised by path: a file rewritten under a loaded name is skipped
-    unless ``force``.
+    unless ``force``. A load that writes no rows (its files are all empty) commits nothing, so
+    it is not remembered: such files are listed as loaded again, with no rows, next time.
     """
     if format not in _FORMATS:
         raise IngestionOptionsError(f"COPY INTO cannot read format {format!r}: use one of {', '.join(_FORMATS)}")
@@ -95,6 +96,10 @@ def copy_into(
     except Exception as exc:  # Spark raises several types; all mean the files cannot be read
         raise CopyIntoError(f"COPY INTO {table}: cannot read the {format} files in {source}: {exc}") from exc
 
+    if not df.columns:
+        # Only empty files: no records, no schema, nothing to commit. Without a commit they are
+        # not remembered, so a later run lists them as loaded again, still with no rows.
+        return CopyIntoResult(table, tuple(f.path for f in to_load), skipped, 0, None, None)
     if not store.exists(table):
         # The manifest goes inside the table folder, which must be a table first.
         store.write(df.limit(0), table, operation="CREATE TABLE", metadata={"lakehouse.copyInto.source": str(source)})

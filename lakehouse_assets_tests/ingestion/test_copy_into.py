@@ -65,3 +65,15 @@ def test_new_columns_need_merge_schema(spark: SparkSession, store: DeltaRsTableS
     assert sorted((r.id, r.ward) for r in store.read(spark, table).collect()) == [(1, None), (2, "A")]
     assert store.committed_batch(table, COPY_INTO_APP_ID) == merged.load_id == 1
     assert [f.path for f in copied_files(table, store=store)] == [file_uri(source / "1.json"), file_uri(source / "2.json")]
+
+
+def test_empty_files_load_no_rows_and_create_nothing(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    source, table = tmp_path / "src", str(tmp_path / "t")
+    empty = land(source, "empty.json", "")
+
+    result = copy_into(spark, table_path=table, source=source, format="json", store=store)
+
+    assert (result.loaded, result.rows_written, result.version) == ((file_uri(empty),), 0, None)
+    assert not store.exists(table)
+    land(source, "1.json", json.dumps({"id": 1}) + "\n")
+    assert copy_into(spark, table_path=table, source=source, format="json", store=store).rows_written == 1
