@@ -11,6 +11,10 @@ import dagster as dg
 from lakehouse_assets.assets import bronze, gold, landing, silver
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.io_manager import DeltaIOManager
+from lakehouse_assets.quality import bronze as bronze_contracts
+from lakehouse_assets.quality import gold as gold_contracts
+from lakehouse_assets.quality import silver as silver_contracts
+from lakehouse_assets.quality.checks import contract_checks
 from lakehouse_assets.sensors.automation import automation_sensor
 from lakehouse_assets.sensors.landing import landing_sensor
 from lakehouse_assets.settings import LakehouseSettings
@@ -21,8 +25,19 @@ _sensor_interval = LakehouseSettings.from_env().sensor_interval_seconds
 
 table_assets = dg.load_assets_from_modules([bronze, silver, gold])
 
+# Silver and gold checks block: a failing ERROR rule keeps downstream from building on it.
+table_checks = [
+    contract_checks(bronze_contracts.RECORDINGS, blocking=False),
+    contract_checks(silver_contracts.PATIENTS),
+    contract_checks(silver_contracts.RECORDINGS_ENRICHED),
+    contract_checks(silver_contracts.RECORDINGS_QUARANTINE),
+    contract_checks(gold_contracts.DAILY_PATIENT_AVG),
+    contract_checks(gold_contracts.DEVICE_COUNTS),
+]
+
 defs = dg.Definitions(
     assets=[landing.recordings, landing.patients, *table_assets],
+    asset_checks=table_checks,
     sensors=[
         landing_sensor(source="recordings", target=bronze.recordings.key, minimum_interval_seconds=_sensor_interval),
         landing_sensor(source="patients", target=silver.patients.key, minimum_interval_seconds=_sensor_interval),

@@ -28,6 +28,9 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.sql.adaptive.enabled": "true",
     "spark.python.worker.reuse": "true",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
+    # Listing more than 32 explicit paths otherwise runs a Spark job: a 1,000-file
+    # micro-batch took 21 s instead of 1.2 s to plan on this machine.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
 }
 
 # Needed for correctness everywhere, local or cluster.
@@ -62,16 +65,23 @@ def build_spark_session(
         # interpreter, not this virtualenv.
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    conf: dict[str, str] = dict(LOCAL_DEFAULTS) if is_local else {}
-    conf.update(settings.spark_conf)
-    conf.update(extra_conf or {})
-    conf.update(REQUIRED_CONF)
-    builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    # getOrCreate may hand back a session started elsewhere; the settings that matter for
-    # correctness must hold on it too.
+    requested = {**settings.spark_conf, **(extra_conf or {})}
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        conf: dict[str, str] = dict(LOCAL_DEFAULTS) if is_local else {}
+        conf.update(requested)
+        conf.update(REQUIRED_CONF)
+        builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+    else:
+        # A session started elsewhere (a notebook, a test fixture) keeps its own tuning:
+        # only what was asked for explicitly, and can change at run time, is applied.
+        for key, value in requested.items():
+            if spark.conf.isModifiable(key):
+                spark.conf.set(key, value)
+    # Whoever started the session, the settings that matter for correctness must hold.
     for key, value in REQUIRED_CONF.items():
         if not key.startswith("spark.hadoop."):
             spark.conf.set(key, value)

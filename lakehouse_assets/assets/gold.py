@@ -41,5 +41,10 @@ def daily_patient_avg(recordings: DataFrame) -> DataFrame:
     },
 )
 def device_counts(recordings: DataFrame) -> DataFrame:
-    """Recordings per device, counted from bronze as in the course."""
-    return recordings.groupBy("device_id").agg(F.count("device_id").alias("total_recordings"))
+    """Recordings per device, counted from bronze as in the course (records with no
+    device_id, e.g. malformed lines, belong to no device)."""
+    return (
+        recordings.where(F.col("device_id").isNotNull())
+        .groupBy("device_id")
+        .agg(F.count("device_id").alias("total_recordings"))
+    )

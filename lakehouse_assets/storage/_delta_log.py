@@ -44,7 +44,7 @@ def latest_version(table_path: str, known: int | None = None) -> int:
     """The newest committed version, found by probing commit files after ``known``."""
     table = locate(table_path)
     if known is None:
-        return DeltaTable(table_path, without_files=True).version()
+        return DeltaTable(table_path).version()
     version = known
     while commit_file(table, version + 1).exists():
         version += 1

@@ -79,11 +79,11 @@ class DeltaRsTableStore:
         """The latest version, or None when there is no table."""
         if not self.exists(path):
             return None
-        return self._open(path, without_files=True).version()
+        return self._open(path).version()
 
     def schema(self, path: str) -> T.StructType:
         """The table's current schema as Spark sees it."""
-        return _spark_schema(self._open(path, without_files=True))
+        return _spark_schema(self._open(path))
 
     def stream_has_unread_data(self, checkpoint_location: str) -> bool | None:
         """Whether the Delta-sourced query checkpointed at ``checkpoint_location`` has versions
@@ -96,13 +96,13 @@ class DeltaRsTableStore:
         """The last batch id ``app_id`` committed to the table, or None."""
         if not self.exists(path):
             return None
-        return self._open(path, without_files=True).transaction_version(app_id)
+        return self._open(path).transaction_version(app_id)
 
     def history(self, path: str, *, limit: int | None = None) -> list[HistoryEntry]:
         """Commits newest first, like ``DESCRIBE HISTORY``, with the query and batch that
         wrote each one when a streaming sink did."""
         entries = []
-        for commit in self._open(path, without_files=True).history(limit):
+        for commit in self._open(path).history(limit):
             metrics = commit.get("operationMetrics") or {}
             rows = commit.get(META_ROWS)
             if rows is None:
@@ -144,7 +144,7 @@ class DeltaRsTableStore:
         """The table as a streaming source: each committed version's new rows, once."""
         from lakehouse_assets.storage.source import read_delta_stream
 
-        table = self._open(path, without_files=True)
+        table = self._open(path)
         _check_readable(path, table)
         return read_delta_stream(spark, str(path), _spark_schema(table), options or StreamOptions())
 
@@ -267,9 +267,9 @@ class DeltaRsTableStore:
             location.fs.delete_dir(location.path)
 
     # -- internals ----------------------------------------------------------------------------
-    def _open(self, path: str, *, version: int | None = None, without_files: bool = False) -> DeltaTable:
+    def _open(self, path: str, *, version: int | None = None) -> DeltaTable:
         try:
-            table = DeltaTable(str(path), storage_options=self._storage_options, without_files=without_files)
+            table = DeltaTable(str(path), storage_options=self._storage_options)
         except DeltaTableNotFound as exc:
             raise TableNotFoundError(str(path)) from exc
         if version is not None:
@@ -290,7 +290,7 @@ class DeltaRsTableStore:
 
     def _open_for_write(self, path: str) -> DeltaTable | None:
         if self.exists(path):
-            table = self._open(path, without_files=True)
+            table = self._open(path)
             # Spark writes files under the logical column names; in a table this engine
             # cannot read (column mapping), such files would corrupt it for every reader.
             _check_readable(path, table)

@@ -70,7 +70,7 @@ class DeltaStreamDataSource(DataSource):
     def schema(self) -> T.StructType:
         from deltalake import DeltaTable
 
-        table = DeltaTable(self.options["path"], without_files=True)
+        table = DeltaTable(self.options["path"])
         return arrow_to_spark(pa.schema(table.schema().to_arrow()))
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:

@@ -24,7 +24,7 @@ def materialize(selection: str | Sequence[str] = "*", *, instance: dg.DagsterIns
     from lakehouse_assets.definitions import defs
 
     return dg.materialize(
-        list(defs.assets or []),
+        [*(defs.assets or []), *(defs.asset_checks or [])],
         selection=selection,
         resources=dict(defs.resources or {}),
         instance=instance or dg.DagsterInstance.ephemeral(),
@@ -81,5 +81,5 @@ def expected_outputs(spark: SparkSession, landing: Path) -> dict[str, DataFrame]
     daily = enriched.groupBy("mrn", "name", F.date_trunc("DD", "time").alias("date")).agg(
         F.mean("heartrate").alias("avg_heartrate")
     )
-    counts = recordings.groupBy("device_id").agg(F.count("device_id").alias("total_recordings"))
+    counts = recordings.where("device_id IS NOT NULL").groupBy("device_id").agg(F.count("device_id").alias("total_recordings"))
     return {"recordings": recordings, "recordings_enriched": enriched, "daily_patient_avg": daily, "device_counts": counts}
