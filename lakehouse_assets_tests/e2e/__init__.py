@@ -1,0 +1,1 @@
+"""End-to-end tests: the real Dagster daemon and webserver over a temporary lakehouse."""
