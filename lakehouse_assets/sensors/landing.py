@@ -15,6 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from lakehouse_assets.ingestion.files import is_data_file
 from lakehouse_assets.settings import LakehouseSettings
 
 # A file younger than this, whose size we have not seen hold still, may still be written.
@@ -25,12 +26,6 @@ TAGGED_FILE_NAMES = 20
 TAG_FILE_COUNT = "lakehouse/trigger_file_count"
 TAG_FILES = "lakehouse/trigger_files"
 TAG_SOURCE = "lakehouse/landing_source"
-
-
-def is_data_file(name: str) -> bool:
-    """Whether a landed file name is data: not hidden (``.``), not internal (``_``), not a
-    file still being written under a temporary name."""
-    return not name.startswith((".", "_")) and not name.endswith((".tmp", ".partial", ".crc"))
 
 
 @dataclass(frozen=True)

@@ -46,35 +46,24 @@ def test_new_bronze_data_requests_silver_and_gold():
     assert requested(result) == {SILVER, DAILY, DEVICES}
 
 
-def test_a_failed_blocking_check_on_silver_keeps_gold_from_being_requested():
+def silver_updated_with_check(passed: bool) -> dg.EvaluateAutomationConditionsResult:
+    """Silver materialized and its blocking check evaluated, then one automation tick."""
     definitions = dg.Definitions.merge(defs, dg.Definitions(asset_checks=[failing_silver_check]))
     instance = dg.DagsterInstance.ephemeral()
     first = settled(definitions, instance)
-
     materialized(instance, SILVER)
     instance.report_runless_asset_event(
         dg.AssetCheckEvaluation(
-            asset_key=SILVER, check_name="test_blocking_rule", passed=False,
+            asset_key=SILVER, check_name="test_blocking_rule", passed=passed,
             severity=dg.AssetCheckSeverity.ERROR, blocking=True,
         )
     )
-    result = dg.evaluate_automation_conditions(defs=definitions, instance=instance, cursor=first.cursor)
+    return dg.evaluate_automation_conditions(defs=definitions, instance=instance, cursor=first.cursor)
 
-    assert DAILY not in requested(result)
+
+def test_a_failed_blocking_check_on_silver_keeps_gold_from_being_requested():
+    assert DAILY not in requested(silver_updated_with_check(passed=False))
 
 
 def test_a_passed_blocking_check_on_silver_lets_gold_run():
-    definitions = dg.Definitions.merge(defs, dg.Definitions(asset_checks=[failing_silver_check]))
-    instance = dg.DagsterInstance.ephemeral()
-    first = settled(definitions, instance)
-
-    materialized(instance, SILVER)
-    instance.report_runless_asset_event(
-        dg.AssetCheckEvaluation(
-            asset_key=SILVER, check_name="test_blocking_rule", passed=True,
-            severity=dg.AssetCheckSeverity.ERROR, blocking=True,
-        )
-    )
-    result = dg.evaluate_automation_conditions(defs=definitions, instance=instance, cursor=first.cursor)
-
-    assert DAILY in requested(result)
+    assert DAILY in requested(silver_updated_with_check(passed=True))
