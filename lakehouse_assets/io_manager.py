@@ -107,18 +107,18 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             metadata.update(self._table_metadata(table, spec, None))
             context.add_output_metadata(metadata)
             return
-        if isinstance(obj, RoutedRows):
-            run = self._run_routed(context, table, obj, spec, config)
-            metadata = _stream_metadata(run)
-            version = run.last_version
-        elif isinstance(obj, IncrementalSource) or (isinstance(obj, DataFrame) and obj.isStreaming):
-            source = obj if isinstance(obj, IncrementalSource) else IncrementalSource(build=lambda: obj)
-            if not config.full_refresh and self._nothing_to_read(table, source):
+        if isinstance(obj, (RoutedRows, IncrementalSource)) or (isinstance(obj, DataFrame) and obj.isStreaming):
+            if isinstance(obj, RoutedRows) and config.full_refresh:
+                full_refresh(self.store(), self._quarantine_of(spec))
+            if not config.full_refresh and self._nothing_to_read(table, obj):
                 # Starting a query costs seconds even when it reads nothing; the checkpoint
                 # already says there is nothing new.
                 context.log.info(f"{table.table_name}: no new input since the last run; no query started")
                 run = StreamRun()
+            elif isinstance(obj, RoutedRows):
+                run = self._run_routed(context, table, obj, spec, config)
             else:
+                source = obj if isinstance(obj, IncrementalSource) else IncrementalSource(build=lambda: obj)
                 run = self._run_stream(context, table, source, spec, config)
             metadata = _stream_metadata(run)
             version = run.last_version
@@ -135,11 +135,18 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
         context.add_output_metadata(metadata)
 
-    def _nothing_to_read(self, table: TableLocation, source: IncrementalSource) -> bool:
+    def _nothing_to_read(self, table: TableLocation, obj: Any) -> bool:
+        """Whether the checkpoint says the query has no new input (unknown counts as no)."""
         if not table.checkpoint.exists():
             return False
-        unread = source.has_new_data() if source.has_new_data else self.store().stream_has_unread_data(str(table.checkpoint))
+        if isinstance(obj, IncrementalSource) and obj.has_new_data is not None:
+            unread = obj.has_new_data()
+        else:
+            unread = self.store().stream_has_unread_data(str(table.checkpoint))
         return unread is False
+
+    def _quarantine_of(self, spec: Mapping[str, Any]) -> TableLocation:
+        return self.locate(dg.AssetKey(str(spec[QUARANTINE_TABLE]).split(".")))
 
     def _run_stream(
         self, context: dg.OutputContext, table: TableLocation, source: IncrementalSource,
@@ -167,12 +174,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
     ) -> StreamRun:
         """One query writing the passed rows to the table and the failing ones to its
         quarantine, both exactly once per micro-batch."""
-        quarantine = self.locate(dg.AssetKey(str(spec[QUARANTINE_TABLE]).split(".")))
-        if config.full_refresh:
-            full_refresh(self.store(), quarantine)
-        if not config.full_refresh and table.checkpoint.exists() and self.store().stream_has_unread_data(str(table.checkpoint)) is False:
-            context.log.info(f"{table.table_name}: no new input since the last run; no query started")
-            return StreamRun()
+        quarantine = self._quarantine_of(spec)
         store = self.store()
         sink = QuarantineSink(
             passed=DeltaSink(store, str(table.path), str(table.checkpoint)),
