@@ -22,6 +22,7 @@ from pathlib import Path
 
 from benchmarks import report
 from benchmarks.contenders import PRODUCT_ENV, REPO, all_contenders
+from benchmarks.contenders.lakehouse_assets import QUARANTINE_ENV
 from benchmarks.scenarios import (
     ALL_SCENARIOS,
     LOAD_SCENARIOS,
@@ -45,7 +46,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"comma-separated, from: {', '.join(ALL_SCENARIOS)} (default: all; --quick: all but latency)")
     parser.add_argument("--repeats", type=int, default=None, help="runs per contender in the short scenarios")
     parser.add_argument("--contenders", default=None, help=f"comma-separated subset of: {', '.join(all_contenders())}")
-    parser.add_argument("--bad-rate", type=float, default=None, help="share of bad records in the landed files (default 0)")
+    parser.add_argument("--bad-rate", type=float, default=None, help="share of bad records in the landed files (default 0.01)")
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="where data and outputs go (emptied first)")
     parser.add_argument("--output", default=None, help="results file stem (default: latest, or quick with --quick)")
     parser.add_argument("--product", default="worktree",
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
     bench = Bench(plan=plan, workdir=args.workdir, only=only, log=log)
     bench.facts = probe_product(log)
+    os.environ[QUARANTINE_ENV] = ",".join(bench.facts.get("quarantine_assets") or [])
     log(f"product: {len(bench.facts.get('assets', []))} assets, {bench.facts['checks_defined']} checks, "
         f"quarantine assets: {bench.facts.get('quarantine_assets') or 'none'}")
 

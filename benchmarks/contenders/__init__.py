@@ -67,9 +67,11 @@ class Contender:
     #: Whether the contender processes only what is new (False: it recomputes everything).
     incremental: bool = True
 
-    def command(self, ws: Workspace) -> tuple[list[str], dict[str, str]]:
+    def command(self, ws: Workspace) -> tuple[list[str], dict[str, str], Path | None]:
+        """argv, environment and working directory (None: the product's folder) of one run."""
         module = __import__(self.module, fromlist=["command"])
-        return module.command(ws, **dict(self.options))
+        argv, env, *cwd = module.command(ws, **dict(self.options))
+        return argv, env, (cwd[0] if cwd else None)
 
     def prepare(self, ws: Workspace) -> None:
         module = __import__(self.module, fromlist=["prepare"])
