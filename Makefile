@@ -42,14 +42,16 @@ test-fast: $(INSTALLED)
 
 ## Benchmark suite (issue 9): every contender on the same data; writes benchmarks/results/latest.{json,md}.
 ## Under 30 minutes on a 2-core machine; run it when nothing else is using the machine.
+## BENCH_ARGS="--product HEAD" measures the last commit instead of the working tree.
+BENCH_ARGS ?=
 bench: $(INSTALLED)
 	@scripts/check_java.sh
-	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
 ## A small version of the suite (under 5 minutes): benchmarks/results/quick.{json,md}.
 bench-quick: $(INSTALLED)
 	@scripts/check_java.sh
-	$(BIN)/python -m benchmarks.run --quick
+	$(BIN)/python -m benchmarks.run --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache

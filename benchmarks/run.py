@@ -138,6 +138,8 @@ def use_product(ref: str, folder: Path) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     archive = subprocess.run(["git", "archive", "--format=tar", ref], cwd=REPO, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    # The benchmarks themselves always come from this checkout, never from the snapshot.
+    shutil.rmtree(folder / "benchmarks", ignore_errors=True)
     os.environ[PRODUCT_ENV] = str(folder)
     sys.path.insert(0, str(folder))
     return {"source": f"snapshot of {ref}", "commit": commit, "uncommitted_product_files": "0"}

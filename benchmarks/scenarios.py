@@ -392,6 +392,16 @@ def split(contender: Contender, result: ProcessResult, ws: Workspace) -> dict[st
         out["query_work_io_manager"] = query_work
         if materialize is not None and query_work is not None:
             out["dagster_overhead"] = round(materialize - query_work, 3)
+        steps = [v for v in ((values.get("timeline") or {}).get("steps") or {}).values() if "start" in v and "end" in v]
+        if steps and materialize is not None:
+            out["dagster_run_start"] = round(min(v["start"] for v in steps) - marks["materialize_start"], 3)
+            out["dagster_run_end"] = round(marks["materialize_end"] - max(v["end"] for v in steps), 3)
+            if query_work is not None:
+                out["dagster_in_steps"] = round(sum(v["end"] - v["start"] for v in steps) - query_work, 3)
+        checks = (values.get("timeline") or {}).get("checks") or {}
+        if checks:
+            out["checks_evaluated"] = len(checks)
+            out["checks_failed"] = sum(1 for passed in checks.values() if not passed)
         out["detail"] = {k: values[k] for k in ("io_seconds", "queries", "profile", "timeline", "selection") if k in values}
     else:
         out["query_work"] = between(marks.get("session_started"), work_end)

@@ -4,8 +4,9 @@ The definitions are ``sdp_pipeline/transformations/reference_pipeline.py`` (stre
 for bronze and silver, a materialized view for gold); :func:`prepare` copies them next to a
 ``spark-pipeline.yml`` written for the contender's folder. Open-source SDP keeps its tables in
 the session catalog, so an incremental second run needs a catalog that outlives the process:
-the run uses Spark's Hive catalog on a local Derby metastore in the folder (its working directory) (with the
-default in-memory catalog the second run fails with LOCATION_ALREADY_EXISTS).
+the run uses Spark's Hive catalog on a local Derby metastore in the folder (with the default
+in-memory catalog the second run fails with LOCATION_ALREADY_EXISTS). spark-pipelines runs a
+local Spark Connect server, whose master is local[*]: the same 2 cores here as local[2].
 
 The CLI logs timestamped steps (session, graph, registration, each flow); the parent reads
 them back as phases.
@@ -53,26 +54,31 @@ def prepare(ws: Workspace, **_: str) -> None:
         "",
     ]
     (folder / "spark-pipeline.yml").write_text("\n".join(lines))
+    (folder / "conf").mkdir()
+    (folder / "conf" / "spark-defaults.conf").write_text(_static_conf(folder))
 
 
 def command(ws: Workspace, **_: str) -> tuple[list[str], dict[str, str], Path]:
     folder = project(ws)
-    static = {k: v for k, v in spark_conf().items() if k in STATIC_CONF and k != "spark.driver.memory"}
+    argv = [f"{VENV_BIN}/spark-pipelines", "run", "--spec", str(folder / "spark-pipeline.yml")]
+    env = base_env(BENCH_SDP_LANDING=str(ws.landing), SPARK_CONF_DIR=str(folder / "conf"))
+    return argv, env, folder
+
+
+def _static_conf(folder: Path) -> str:
+    """spark-defaults.conf for both JVMs of a run (spark-submit's and its Connect server's).
+
+    Not ``--conf``: spark-pipelines hands its options on to the Connect server it starts, and
+    some values (a JDBC URL, Java options, even spark.default.parallelism) make it drop all of
+    them, the Hive catalog included. The Derby metastore (metastore_db/, derby.log) goes in
+    the working directory, the pipeline's folder.
+    """
+    static = {k: v for k, v in spark_conf().items() if k in STATIC_CONF}
     static.update({
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": str(folder / "warehouse"),
     })
-    # The Derby metastore (metastore_db/, derby.log) goes in the working directory: the run
-    # starts in the pipeline's folder. (Naming its location with --conf instead makes
-    # spark-pipelines drop every --conf on the way to its Connect server: the JDBC URL's
-    # ';' breaks how they are handed on.)
-    # spark-pipelines starts a local Spark Connect server (``--remote local``), which refuses
-    # ``--master``: its master is local[*], the same 2 cores here as the others' local[2].
-    argv = [f"{VENV_BIN}/spark-pipelines", "--driver-memory", spark_conf()["spark.driver.memory"]]
-    for key, value in static.items():
-        argv += ["--conf", f"{key}={value}"]
-    argv += ["run", "--spec", str(folder / "spark-pipeline.yml")]
-    return argv, base_env(BENCH_SDP_LANDING=str(ws.landing)), folder
+    return "".join(f"{key} {value}\n" for key, value in sorted(static.items()))
 
 
 _LINE = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}): (.*)$")
