@@ -286,6 +286,22 @@ class DagsterDeployment:
             )
             raise DagsterDeploymentError(f"runs did not succeed:\n{details}")
 
+    def wait_until_idle(self, timeout: float) -> list[dict[str, Any]]:
+        """Wait until no run is queued or in progress (asset checks may still be running
+        after their asset's table is committed); fail at once on a failed run. Returns the
+        runs, newest first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._raise_if_exited()
+            self.raise_on_failed_runs()
+            runs = self.runs()
+            busy = [run["runId"] for run in runs if run["status"] not in RUN_FINISHED]
+            if not busy:
+                return runs
+            if time.monotonic() > deadline:
+                raise DagsterDeploymentError(f"runs {busy} still queued or running after {timeout:.0f}s\n{self.log_tail()}")
+            time.sleep(2)
+
     def run_errors(self, run_id: str) -> str:
         """The error messages a run logged (step and run failures)."""
         data = self.graphql(_RUN_ERRORS_QUERY, {"runId": run_id})["logsForRun"]

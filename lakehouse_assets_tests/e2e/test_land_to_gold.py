@@ -28,6 +28,7 @@ SEED = 5
 BATCHES = (2, 1)  # files landed per batch
 # Bounded wait per batch: each batch takes three or four queued runs, each with its own JVM.
 BATCH_TIMEOUT_SECONDS = 8 * 60
+IDLE_TIMEOUT_SECONDS = 3 * 60
 SENSOR_NAMES = {"landing_recordings_sensor", "landing_patients_sensor", "lakehouse_automation_sensor"}
 
 
@@ -41,8 +42,8 @@ def dagster(tmp_path: Path) -> Iterator[DagsterDeployment]:
 
 def test_landed_files_reach_gold_through_sensors(dagster: DagsterDeployment, capsys: pytest.CaptureFixture[str]) -> None:
     """Land two batches while ``dagster dev`` runs; after each, gold/daily_patient_avg and
-    gold/device_counts must equal what the landed files say, with every run started by a
-    sensor. Then Ctrl-C must stop every process the deployment started."""
+    gold/device_counts must equal what the landed files say, and every run (all started by
+    the sensors) must succeed. Then Ctrl-C must stop every process the deployment started."""
     started = time.monotonic()
     dagster.start_dev()
     dagster.wait_until_loaded()
@@ -55,8 +56,10 @@ def test_landed_files_reach_gold_through_sensors(dagster: DagsterDeployment, cap
         latencies.append(
             wait_for_gold(dagster.root, expected, timeout=BATCH_TIMEOUT_SECONDS, on_poll=dagster.raise_on_failed_runs)
         )
+        # Gold is committed before its run ends (the asset checks run after it): let every
+        # run finish, and succeed, before the next batch and before shutting down.
+        runs = dagster.wait_until_idle(timeout=IDLE_TIMEOUT_SECONDS)
 
-    runs = dagster.runs()
     not_from_sensors = [run["runId"] for run in runs if _tag(run, "dagster/sensor_name") not in SENSOR_NAMES]
     assert not not_from_sensors, f"runs not requested by the project's sensors: {not_from_sensors}"
     assert {_tag(run, "dagster/sensor_name") for run in runs} == SENSOR_NAMES
