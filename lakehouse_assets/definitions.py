@@ -21,6 +21,7 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 
 _spark = SparkResource()
+# The one setting read when definitions load: Dagster needs a sensor's interval up front.
 _sensor_interval = LakehouseSettings.from_env().sensor_interval_seconds
 
 table_assets = dg.load_assets_from_modules([bronze, silver, gold])
@@ -41,7 +42,7 @@ defs = dg.Definitions(
     sensors=[
         landing_sensor(source="recordings", target=bronze.recordings.key, minimum_interval_seconds=_sensor_interval),
         landing_sensor(source="patients", target=silver.patients.key, minimum_interval_seconds=_sensor_interval),
-        automation_sensor(dg.AssetSelection.groups("silver", "gold")),
+        automation_sensor(dg.AssetSelection.groups("silver", "gold"), minimum_interval_seconds=_sensor_interval),
     ],
     resources={
         "spark": _spark,

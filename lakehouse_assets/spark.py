@@ -27,6 +27,10 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "true",
     "spark.python.worker.reuse": "true",
+    # A local driver talks only to itself: bind to loopback, not to whatever the host name
+    # resolves to.
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     # Listing more than 32 explicit paths otherwise runs a Spark job: a 1,000-file
     # micro-batch took 21 s instead of 1.2 s to plan on this machine.
