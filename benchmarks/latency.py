@@ -151,28 +151,54 @@ def _free_port() -> int:
 
 
 def gold_days(table: Path) -> set[int]:
-    """The days (index in 2020, from 1) present in gold/daily_patient_avg, read with
-    delta-rs (a file list) and pyarrow (one column)."""
-    if not (table / "_delta_log").is_dir():
-        return set()
-    import pyarrow.compute as pc
+    """The days (index in 2020, from 1) present in gold/daily_patient_avg: the table's live
+    files from its Delta log, then one column of each with pyarrow."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
-    from deltalake import DeltaTable
 
     days: set[int] = set()
-    try:
-        files = DeltaTable(str(table)).file_uris()
-    except Exception:  # noqa: BLE001 - a table in the middle of its first commit
-        return days
-    for uri in files:
-        path = uri.removeprefix("file://")
+    for path in live_files(table):
         try:
             column = pq.read_table(path, columns=["date"]).column("date")
-        except (OSError, KeyError):
+        except (OSError, KeyError, pa.ArrowInvalid):
             continue
-        seconds = pc.cast(pc.cast(column, "timestamp[s, tz=UTC]"), "int64").to_pylist()
-        days.update((s - YEAR_START) // DAY + 1 for s in seconds if s is not None)
+        if not pa.types.is_timestamp(column.type):
+            continue
+        per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[column.type.unit]
+        for value in column.cast(pa.int64()).to_pylist():
+            if value is not None:
+                days.add((value // per_second - YEAR_START) // DAY + 1)
     return days
+
+
+def live_files(table: Path) -> list[Path]:
+    """The data files of the table's latest version, by replaying its JSON commits (the
+    complete-mode gold table has few versions here); through delta-rs when the log has a
+    checkpoint."""
+    log = table / "_delta_log"
+    if not log.is_dir():
+        return []
+    if (log / "_last_checkpoint").exists():
+        from deltalake import DeltaTable
+
+        return [Path(uri.removeprefix("file://")) for uri in DeltaTable(str(table)).file_uris()]
+    live: dict[str, None] = {}
+    for commit in sorted(log.glob("[0-9]*.json")):
+        try:
+            lines = commit.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "add" in action:
+                live[action["add"]["path"]] = None
+            elif "remove" in action:
+                live.pop(action["remove"]["path"], None)
+    from urllib.parse import unquote
+
+    return [table / unquote(path) for path in live]
 
 
 def _log_version(table: Path) -> int:

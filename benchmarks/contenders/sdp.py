@@ -26,11 +26,6 @@ from benchmarks.contenders._spark import spark_conf
 
 DEFINITIONS = Path(__file__).resolve().parent / "sdp_pipeline" / "transformations"
 
-# Settings that must be there when the JVM starts (the rest go in the spec).
-STATIC_CONF = ("spark.driver.memory", "spark.ui.enabled", "spark.ui.showConsoleProgress",
-               "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "spark.default.parallelism",
-               "spark.python.worker.reuse", "spark.sql.streaming.numRecentProgressUpdates")
-
 
 def project(ws: Workspace) -> Path:
     return ws.dir / "sdp"
@@ -42,7 +37,8 @@ def prepare(ws: Workspace, **_: str) -> None:
     (folder / "transformations").mkdir(parents=True)
     for source in DEFINITIONS.glob("*.py"):
         shutil.copy(source, folder / "transformations" / source.name)
-    conf = {k: v for k, v in spark_conf().items() if k not in STATIC_CONF}
+    # Only SQL settings: a flow sets these on its session, and refuses any other kind.
+    conf = {k: v for k, v in spark_conf().items() if k.startswith("spark.sql.")}
     lines = [
         "name: reference_pipeline",
         f"storage: file://{folder / 'storage'}",
@@ -54,31 +50,28 @@ def prepare(ws: Workspace, **_: str) -> None:
         "",
     ]
     (folder / "spark-pipeline.yml").write_text("\n".join(lines))
-    (folder / "conf").mkdir()
-    (folder / "conf" / "spark-defaults.conf").write_text(_static_conf(folder))
 
 
 def command(ws: Workspace, **_: str) -> tuple[list[str], dict[str, str], Path]:
-    folder = project(ws)
-    argv = [f"{VENV_BIN}/spark-pipelines", "run", "--spec", str(folder / "spark-pipeline.yml")]
-    env = base_env(BENCH_SDP_LANDING=str(ws.landing), SPARK_CONF_DIR=str(folder / "conf"))
-    return argv, env, folder
+    """``spark-pipelines run`` with as few settings on the command line as will do.
 
-
-def _static_conf(folder: Path) -> str:
-    """spark-defaults.conf for both JVMs of a run (spark-submit's and its Connect server's).
-
-    Not ``--conf``: spark-pipelines hands its options on to the Connect server it starts, and
-    some values (a JDBC URL, Java options, even spark.default.parallelism) make it drop all of
-    them, the Hive catalog included. The Derby metastore (metastore_db/, derby.log) goes in
-    the working directory, the pipeline's folder.
+    pyspark 4.2 hands spark-submit's settings to the Connect server it starts in chunks of
+    ten environment variables, and ``_start_connect_server`` keeps only the last chunk: past
+    ten settings (six are spark-submit's own), the Hive catalog and warehouse are lost and
+    the second run fails. So: driver memory, no UI, the catalog and the warehouse; the SQL
+    settings go in the spec. The Derby metastore (metastore_db/, derby.log) goes in the
+    working directory, the pipeline's folder.
     """
-    static = {k: v for k, v in spark_conf().items() if k in STATIC_CONF}
-    static.update({
-        "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": str(folder / "warehouse"),
-    })
-    return "".join(f"{key} {value}\n" for key, value in sorted(static.items()))
+    folder = project(ws)
+    argv = [
+        f"{VENV_BIN}/spark-pipelines",
+        "--driver-memory", spark_conf()["spark.driver.memory"],
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.catalogImplementation=hive",
+        "--conf", f"spark.sql.warehouse.dir={folder / 'warehouse'}",
+        "run", "--spec", str(folder / "spark-pipeline.yml"),
+    ]
+    return argv, base_env(BENCH_SDP_LANDING=str(ws.landing)), folder
 
 
 _LINE = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}): (.*)$")
