@@ -265,7 +265,7 @@ def breakdown(landed: float, seen: float | None, runs: list[dict[str, Any]]) -> 
         out["automation_sensor_wait"] = d(bronze["ended"] if bronze else landed, downstream["created"])
         out["downstream_queue_and_launch"] = d(downstream["created"], downstream["started"])
         out["silver_gold_run"] = d(downstream["started"], downstream["ended"])
-        out["run_end_to_seen"] = d(downstream["ended"], seen)
+        out["gold_visible_after_run_end"] = d(downstream["ended"], seen)
     return out
 
 
@@ -315,7 +315,7 @@ def run_latency(bench: Any) -> None:
     result["median_seconds"] = None if not values else round(median(values), 2)
     result["spread_seconds"] = spread(values)
     keys = ("landing_sensor_wait", "bronze_queue_and_launch", "bronze_run", "automation_sensor_wait",
-            "downstream_queue_and_launch", "silver_gold_run", "run_end_to_seen")
+            "downstream_queue_and_launch", "silver_gold_run", "gold_visible_after_run_end")
     result["median_breakdown"] = {
         k: round(median([s[k] for s in samples if s.get(k) is not None]) or 0, 2) for k in keys
         if any(s.get(k) is not None for s in samples)
