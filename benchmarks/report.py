@@ -308,9 +308,9 @@ def _loads(value: Any) -> str:
 
 
 def _contender_table(out: Any, contenders: dict[str, Any], *, with_rate: bool = False) -> None:
-    head = "| contender | median s | min–max s | runs |" + (" records/s |" if with_rate else "") + " peak RSS MiB (median / max) |"
+    head = "| contender | median s | min–max s | runs |" + (" records/s |" if with_rate else "") + " peak RSS MiB (median / max) | peak PSS MiB (max) |"
     out(head)
-    out("|---|---|---|---|" + ("---|" if with_rate else "") + "---|")
+    out("|---|---|---|---|" + ("---|" if with_rate else "") + "---|---|")
     for name, s in contenders.items():
         if not s:
             continue
@@ -319,7 +319,7 @@ def _contender_table(out: Any, contenders: dict[str, Any], *, with_rate: bool = 
         fails = f" ({s['failures']} failed)" if s.get("failures") else ""
         rate = f" {s.get('records_per_second', '–'):,} |" if with_rate and isinstance(s.get("records_per_second"), int) else (" – |" if with_rate else "")
         out(f"| {LABELS.get(name, name)} | {_fmt(s.get('median_seconds'))} | {rng} | {sp.get('n', 0)}{fails} |{rate} "
-            f"{_fmt(s.get('median_peak_rss_mib'), 0)} / {_fmt(s.get('max_peak_rss_mib'), 0)} |")
+            f"{_fmt(s.get('median_peak_rss_mib'), 0)} / {_fmt(s.get('max_peak_rss_mib'), 0)} | {_fmt(s.get('max_peak_pss_mib'), 0)} |")
     out("")
 
 

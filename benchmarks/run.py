@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -56,7 +57,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupted)  # so the running child is stopped too
     args = parse_args(argv)
     plan = Plan.quick_plan(args.repeats) if args.quick else Plan.full(args.repeats)
     if args.bad_rate is not None:

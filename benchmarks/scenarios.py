@@ -330,6 +330,7 @@ def summarize(runs: Sequence[dict[str, Any]], *, records: int | None = None) -> 
         "spread_seconds": spread(walls),
         "median_peak_rss_mib": _round(median(rss)),
         "max_peak_rss_mib": _round(max(rss)) if rss else None,
+        "max_peak_pss_mib": _round(max((r.get("peak_pss_mib") or 0) for r in ok)) if ok else None,
         "failures": len(runs) - len(ok),
         "runs": list(runs),
     }
