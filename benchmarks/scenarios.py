@@ -79,6 +79,7 @@ class Plan:
         inc = [c for c in self.increment_contenders if c in self.load_contenders]
         total += self.increments * sum(cost[c] for c in inc)
         total += self.no_data_runs * sum(int(cost[c] * 0.7) for c in inc)  # nothing to read: cheaper
+        total += self.no_data_runs * sum(cost[c] for c in self.anchors)
         total += 2 * cost["lakehouse_assets_cli"] if self.cli else 0
         for c in self.history_contenders:
             n = self.history_increments if c == "lakehouse_assets" else self.history_increments_others
@@ -250,13 +251,16 @@ def run_load(bench: Bench, scenarios: Sequence[str]) -> None:
         bench.results["increment"]["anchors"] = {n: initial_runs[n] and summarize(initial_runs[n]) for n in (a.name for a in anchors)}
 
     if "no_new_data" in scenarios:
-        no_data_runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in followers}
+        # The anchors run again here, between the runs they are compared with: the machine's
+        # load drifts over a suite, and the target is a ratio to them.
+        no_data_runs: dict[str, list[dict[str, Any]]] = {c.name: [] for c in followers + anchors}
         for i in range(plan.no_data_runs):
-            for contender in _rotate(followers, i):
-                no_data_runs[contender.name].append(bench.run(contender, last_ws[contender.name], f"no_new_data_{i + 1}"))
+            for contender in _rotate(followers + anchors, i):
+                ws = last_ws.get(contender.name) or bench.workspace("load", contender, "")
+                no_data_runs[contender.name].append(bench.run(contender, ws, f"no_new_data_{i + 1}"))
         bench.results["no_new_data"] = {
-            "contenders": {n: summarize(r) for n, r in no_data_runs.items() if r},
-            "anchors": {a.name: summarize(initial_runs[a.name]) for a in anchors if initial_runs[a.name]},
+            "contenders": {n: summarize(r) for n, r in no_data_runs.items() if r and n not in anchor_names},
+            "anchors": {n: summarize(r) for n, r in no_data_runs.items() if r and n in anchor_names},
         }
 
     if "run_overhead" in scenarios:
