@@ -37,6 +37,7 @@ from lakehouse_assets.assets.table_asset import (
     TableRunConfig,
 )
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.faults import fault_point
 from lakehouse_assets.quality.quarantine import QuarantineSink
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -134,6 +135,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         metadata.update(self._table_metadata(table, spec, version))
         metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
         context.add_output_metadata(metadata)
+        fault_point("asset.materialized")
 
     def _nothing_to_read(self, table: TableLocation, obj: Any) -> bool:
         """Whether the checkpoint says the query has no new input (unknown counts as no)."""

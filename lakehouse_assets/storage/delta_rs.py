@@ -31,6 +31,7 @@ from lakehouse_assets.errors import (
     TableNotFoundError,
     UnsupportedTableError,
 )
+from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._parquet_stats import stats_json
 from lakehouse_assets.storage._schema import arrow_to_spark, plan_write, spark_to_arrow
@@ -177,6 +178,7 @@ class DeltaRsTableStore:
             path, current, df.schema, merge_schema=merge_schema, overwrite_schema=mode == "overwrite" and overwrite_schema
         )
         staged = self._stage(_apply_casts(df, plan.casts), path)
+        fault_point("delta.files_written")
         rows = sum(f.num_rows for f in staged)
         if table is not None and mode == "append" and rows == 0 and not plan.new_columns:
             return CommitResult(path, None)
@@ -205,6 +207,7 @@ class DeltaRsTableStore:
                 table.create_write_transaction(actions, mode=mode, schema=delta_schema, commit_properties=properties)
         except DeltaError as exc:
             raise LakehouseError(f"Commit to Delta table {path} failed: {exc}. No rows were made visible; retry the write.") from exc
+        fault_point("delta.committed")
         return CommitResult(
             path,
             self.version(path),
@@ -256,6 +259,7 @@ class DeltaRsTableStore:
             )
         except DeltaError as exc:
             raise LakehouseError(f"Merge into Delta table {path} failed: {exc}") from exc
+        fault_point("delta.committed")
         written = int(metrics.get("num_target_rows_inserted", 0)) + int(metrics.get("num_target_rows_updated", 0))
         return CommitResult(path, self.version(path), rows_written=written,
                             files_written=int(metrics.get("num_target_files_added", 0)))

@@ -17,6 +17,7 @@ from typing import Literal
 from pyspark.sql import DataFrame
 
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
 
@@ -51,6 +52,7 @@ class DeltaSink:
         self._query_id: str | None = None
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        fault_point("batch.started")
         transaction = AppTransaction(self.query_id(), int(batch_id))
         if self.output_mode == "update":
             result = self.store.merge(
