@@ -42,12 +42,12 @@ class Plan:
     repeats: int = 3
     initial_files: int = 20
     records_per_file: int = 5_000
-    increments: int = 3
+    increments: int = 2
     no_data_runs: int = 2
     history_sizes: tuple[int, ...] = (10, 100, 1_000)
     history_records_per_file: int = 10
     #: Timed one-file increments per history size: lakehouse_assets (whose target it is), others.
-    history_increments: int = 2
+    history_increments: int = 1
     history_increments_others: int = 1
     latency_samples: int = 5
     latency_warmup_files: int = 1
@@ -68,7 +68,7 @@ class Plan:
 
     @classmethod
     def full(cls, repeats: int | None = None) -> Plan:
-        return cls() if repeats is None else cls(repeats=repeats, increments=repeats, no_data_runs=min(repeats, 2))
+        return cls() if repeats is None else cls(repeats=repeats, increments=min(repeats, 2), no_data_runs=min(repeats, 2))
 
     def estimate_seconds(self) -> int:
         """A rough duration on an idle 2-core machine (seconds per whole run from the anchors
@@ -96,7 +96,8 @@ class Plan:
             quick=True, repeats=r, initial_files=4, records_per_file=1_000, increments=r, no_data_runs=r,
             history_sizes=(3, 12), history_increments=1, history_increments_others=1,
             latency_samples=1, latency_warmup_files=1,
-            load_contenders=("lakehouse_assets", "lakehouse_assets+checks", "plain_streaming", "sdp"),
+            # SDP starts a second JVM (its Connect server) per run: the full suite has it.
+            load_contenders=("lakehouse_assets", "lakehouse_assets+checks", "plain_streaming"),
             increment_contenders=("lakehouse_assets", "plain_streaming"),
             anchors=("spark_trivial",), cli=False,
             history_contenders=("lakehouse_assets",),
