@@ -16,7 +16,8 @@ from lakehouse_assets.errors import ConfigurationError
 
 DEFAULT_ROOT = "./lakehouse_data"
 DEFAULT_SPARK_MASTER = "local[2]"
-DEFAULT_SENSOR_INTERVAL_SECONDS = 30
+# Listing a local landing folder is cheap; a short tick keeps land -> gold under a minute.
+DEFAULT_SENSOR_INTERVAL_SECONDS = 10
 
 # Folders under the root that are not tables: they hold the machinery's own state.
 CHECKPOINTS_DIR = "_checkpoints"
