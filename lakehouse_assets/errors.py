@@ -47,3 +47,32 @@ class UnsupportedTableError(LakehouseError):
 
 class StreamSourceError(LakehouseError):
     """A Delta table cannot serve as a streaming source from the requested offsets."""
+
+
+class CorruptCheckpointError(LakehouseError):
+    """A streaming query's checkpoint has a file Spark cannot read."""
+
+    def __init__(self, checkpoint: str, file: str, problem: str, table_name: str | None = None) -> None:
+        target = table_name or "<layer.name>"
+        super().__init__(
+            f"The checkpoint {checkpoint} is damaged: {file} {problem}. Spark cannot resume the "
+            f"query from it. Rebuild it from what the table already holds with `lakehouse repair "
+            f"{target}` (the damaged checkpoint is kept aside), or full-refresh the table with "
+            f"`lakehouse reset {target}`."
+        )
+        self.checkpoint = checkpoint
+        self.file = file
+        self.table_name = table_name
+
+
+class CheckpointMismatchError(LakehouseError):
+    """A checkpoint and the Delta table its query writes disagree about the last batch."""
+
+    def __init__(self, message: str, *, checkpoint: str, table: str) -> None:
+        super().__init__(message)
+        self.checkpoint = checkpoint
+        self.table = table
+
+
+class TableBusyError(LakehouseError):
+    """Another run holds a table's write lock."""

@@ -180,8 +180,11 @@ class DeltaRsTableStore:
         staged = self._stage(_apply_casts(df, plan.casts), path)
         fault_point("delta.files_written")
         rows = sum(f.num_rows for f in staged)
-        if table is not None and mode == "append" and rows == 0 and not plan.new_columns:
+        if table is not None and mode == "append" and rows == 0 and not plan.new_columns and transaction is None:
             return CommitResult(path, None)
+        # With a transaction, an empty batch still commits (no data files, only the app
+        # transaction): the table then says which batch its query reached, which is how a
+        # checkpoint is checked against it and rebuilt from it.
         actions = [
             AddAction(
                 path=f.relative_path,

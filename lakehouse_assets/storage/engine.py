@@ -29,7 +29,8 @@ class AppTransaction:
 @dataclass(frozen=True)
 class CommitResult:
     """What one write did. ``version`` is None when nothing was committed: the batch was
-    already committed (``skipped``) or it held no rows for an existing table."""
+    already committed (``skipped``), or it held no rows for an existing table and belonged to
+    no query (a query's empty batch still commits, to record its app transaction)."""
 
     path: str
     version: int | None

@@ -80,6 +80,20 @@ def test_appending_no_rows_commits_nothing(spark: SparkSession, store: DeltaRsTa
     assert store.version(path) == 0
 
 
+def test_an_empty_batch_of_a_query_still_records_its_transaction(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    # The table must say which batch its query reached even when a batch had no rows (the
+    # quarantine's usual case): checkpoints are checked against, and rebuilt from, it.
+    path = str(tmp_path / "t")
+    store.write(spark.range(3), path, transaction=AppTransaction("query-a", 0))
+    result = store.write(spark.range(0), path, transaction=AppTransaction("query-a", 1))
+
+    assert result.version == 1 and result.rows_written == 0 and result.files_written == 0
+    assert store.committed_batch(path, "query-a") == 1
+    assert store.read(spark, path).count() == 3
+
+
 def test_first_write_of_no_rows_creates_an_empty_table(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     result = store.write(spark.createDataFrame([], "id long, name string"), path)
