@@ -76,3 +76,7 @@ class CheckpointMismatchError(LakehouseError):
 
 class TableBusyError(LakehouseError):
     """Another run holds a table's write lock."""
+
+
+class SourceRecreatedError(LakehouseError):
+    """A table a streaming query reads was dropped or recreated under its checkpoint."""

@@ -42,6 +42,8 @@ from lakehouse_assets.quality.quarantine import QuarantineSink
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import CommitResult, DeltaRsTableStore, DeltaSink, StreamOptions, TableStore
+from lakehouse_assets.storage.checkpoint import check_sources, validate_checkpoint
+from lakehouse_assets.storage.table_lock import table_locks
 from lakehouse_assets.streaming import StreamRun, Trigger, run_stream
 
 
@@ -66,6 +68,10 @@ class DeltaIOManager(dg.ConfigurableIOManager):
     spark: SparkResource
     read_inputs_as: Literal["batch", "stream"] = Field(
         default="batch", description="Load inputs as the table as it stands, or as a stream of new rows"
+    )
+    lock_timeout_seconds: float = Field(
+        default=900.0,
+        description="How long a run waits for another run writing the same table before it fails",
     )
     # Rows each routed table's query quarantined in this process, reported on the
     # quarantine asset's own materialization.
@@ -99,18 +105,33 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         table = self.locate(context.asset_key)
         spec = context.definition_metadata or {}
         config = TableRunConfig(**(_op_config(context) or {}))
-        if config.full_refresh:
-            full_refresh(self.store(), table)
-            context.log.info(f"Full refresh of {table.table_name}: cleared its table, checkpoint and stored schema")
-        started = time.monotonic()
         if isinstance(obj, QuarantineOf):
+            # The routed query already wrote (and, on a full refresh, first cleared) this table.
             metadata = {"rows_written": dg.MetadataValue.int(self._quarantined.pop(obj.table.to_user_string(), 0))}
             metadata.update(self._table_metadata(table, spec, None))
             context.add_output_metadata(metadata)
             return
+        written = [table, self._quarantine_of(spec)] if isinstance(obj, RoutedRows) else [table]
+        with table_locks(
+            self.settings().root, [t.table_name for t in written],
+            timeout_seconds=self.lock_timeout_seconds, holder=_holder(context, table),
+        ):
+            self._write_output(context, table, written, obj, spec, config)
+        fault_point("asset.materialized")
+
+    def _write_output(
+        self, context: dg.OutputContext, table: TableLocation, written: list[TableLocation], obj: Any,
+        spec: Mapping[str, Any], config: TableRunConfig,
+    ) -> None:
+        """Write ``obj`` to ``table`` (and its quarantine), holding their locks."""
+        if config.full_refresh:
+            for target in written:
+                full_refresh(self.store(), target)
+            context.log.info(f"Full refresh of {table.table_name}: cleared its table, checkpoint and stored schema")
+        started = time.monotonic()
         if isinstance(obj, (RoutedRows, IncrementalSource)) or (isinstance(obj, DataFrame) and obj.isStreaming):
-            if isinstance(obj, RoutedRows) and config.full_refresh:
-                full_refresh(self.store(), self._quarantine_of(spec))
+            if not config.full_refresh:
+                self._check_checkpoint(table, written)
             if not config.full_refresh and self._nothing_to_read(table, obj):
                 # Starting a query costs seconds even when it reads nothing; the checkpoint
                 # already says there is nothing new.
@@ -135,7 +156,14 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         metadata.update(self._table_metadata(table, spec, version))
         metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
         context.add_output_metadata(metadata)
-        fault_point("asset.materialized")
+
+    def _check_checkpoint(self, table: TableLocation, written: list[TableLocation]) -> None:
+        """Stop before starting a query whose checkpoint is damaged, disagrees with the
+        tables it writes, or points into an upstream table that was recreated since."""
+        store = self.store()
+        state = validate_checkpoint(str(table.checkpoint), [str(t.path) for t in written], store, table.table_name)
+        if state is not None:
+            check_sources(state, store, table.table_name, self.settings().root)
 
     def _nothing_to_read(self, table: TableLocation, obj: Any) -> bool:
         """Whether the checkpoint says the query has no new input (unknown counts as no)."""
@@ -252,6 +280,15 @@ def full_refresh(store: TableStore, table: TableLocation) -> None:
     store.drop(str(table.path))
     for folder in (table.checkpoint, table.schema_location):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _holder(context: dg.OutputContext, table: TableLocation) -> str:
+    """How a waiting run names this one: the Dagster run, when there is one."""
+    try:
+        run_id = context.run_id
+    except Exception:  # noqa: BLE001 - an output context built outside a run has none
+        run_id = None
+    return f"Dagster run {run_id} writing {table.table_name}" if run_id else f"a run writing {table.table_name}"
 
 
 def _op_config(context: dg.OutputContext) -> dict[str, Any] | None:

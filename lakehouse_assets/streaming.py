@@ -14,8 +14,9 @@ from typing import Any, Literal
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 
-from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.errors import CorruptCheckpointError, LakehouseError
 from lakehouse_assets.storage import CommitResult, DeltaSink
+from lakehouse_assets.storage.checkpoint import read_checkpoint, table_name_of
 
 TriggerKind = Literal["availableNow", "once", "processingTime"]
 
@@ -102,7 +103,11 @@ def run_stream(
         else:
             writer = writer.trigger(processingTime=trigger.interval)
         commits_before = len(sink.commits)
-        query = writer.start()
+        try:
+            query = writer.start()
+        except Exception as exc:
+            _raise_if_checkpoint_damaged(checkpoint_location, exc)
+            raise
         run.query_id = str(query.id)
         try:
             if trigger.kind == "processingTime":
@@ -115,11 +120,37 @@ def run_stream(
             if restart_when is not None and restart_when(exc) and run.restarts < max_restarts:
                 run.restarts += 1
                 continue
+            _raise_if_checkpoint_damaged(checkpoint_location, exc)
             raise
         _collect(run, query, sink, commits_before)
         break
     run.duration_seconds = time.monotonic() - started
     return run
+
+
+# What Spark says when a checkpoint file is damaged (HDFSMetadataLog, StreamMetadata,
+# CompactibleFileStreamLog, Hadoop's checksums, Jackson).
+_DAMAGE_SIGNS = (
+    "Log file was malformed", "malformed", "ChecksumException", "Checksum error",
+    "UNSUPPORTED_LOG_VERSION", "doesn't exist (latestId", "JsonParseException", "JsonMappingException",
+    "MismatchedInputException", "Unexpected end-of-input",
+)
+
+
+def _raise_if_checkpoint_damaged(checkpoint_location: str, exc: BaseException) -> None:
+    """Re-raise a query's failure as CorruptCheckpointError when its checkpoint is damaged:
+    Spark's own message is a JVM stack trace that names neither the file nor a way out."""
+    try:
+        read_checkpoint(checkpoint_location)
+    except CorruptCheckpointError as damaged:
+        raise damaged from exc
+    text = str(exc)
+    if "checkpoint" in text.lower() and any(sign in text for sign in _DAMAGE_SIGNS):
+        raise CorruptCheckpointError(
+            checkpoint_location, checkpoint_location,
+            f"could not be read by Spark ({text.splitlines()[0][:300]})",
+            table_name_of(checkpoint_location),
+        ) from exc
 
 
 def _collect(run: StreamRun, query: Any, sink: DeltaSink, commits_before: int) -> None:

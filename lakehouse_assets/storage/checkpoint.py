@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 import pyarrow.fs as pafs
 
-from lakehouse_assets.errors import CheckpointMismatchError, CorruptCheckpointError
+from lakehouse_assets.errors import CheckpointMismatchError, CorruptCheckpointError, SourceRecreatedError
 from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage.engine import TableStore
 
@@ -154,14 +154,87 @@ def validate_checkpoint(
     return state
 
 
-def offsets_of_batch(location: str, batch_id: int) -> tuple[Any, ...] | None:
-    """The source offsets Spark logged for batch ``batch_id`` (parsed JSON, one per
-    source), or None when the file is missing or unreadable."""
-    checkpoint = locate(str(location))
+@dataclass(frozen=True)
+class BatchOffsets:
+    """What Spark logged in ``offsets/N`` before running batch N: the batch's watermark and
+    timestamp (``current_timestamp()`` in the batch) and where each source ends.
+
+    The exactly-once sink records it in the batch's Delta commit, so a checkpoint can be
+    rebuilt from the table (:mod:`lakehouse_assets.storage.checkpoint_repair`).
+    """
+
+    watermark_ms: int
+    timestamp_ms: int
+    sources: tuple[Any, ...]  # parsed JSON per source; None for a source without an offset
+    conf: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> str:
+        """The compact form stored in a commit (the session settings are left out)."""
+        return json.dumps(
+            {"batchWatermarkMs": self.watermark_ms, "batchTimestampMs": self.timestamp_ms, "sources": list(self.sources)},
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchOffsets:
+        data = json.loads(text)
+        return cls(int(data["batchWatermarkMs"]), int(data["batchTimestampMs"]), tuple(data["sources"]))
+
+    def log_text(self, conf: dict[str, str] | None = None) -> str:
+        """The text of an ``offsets/N`` file, as Spark writes it."""
+        metadata = {"batchWatermarkMs": self.watermark_ms, "batchTimestampMs": self.timestamp_ms,
+                    "conf": conf if conf is not None else self.conf}
+        lines = ["v1", json.dumps(metadata, separators=(",", ":"))]
+        lines += ["-" if s is None else json.dumps(s, separators=(",", ":")) for s in self.sources]
+        return "\n".join(lines)
+
+
+def read_batch_offsets(location: str, batch_id: int) -> BatchOffsets | None:
+    """What Spark logged for batch ``batch_id`` in the checkpoint at ``location``, or None
+    when the file is missing or unreadable."""
+    file = locate(str(location)).child("offsets", str(batch_id))
     try:
-        return _read_offsets(str(location), checkpoint.child("offsets", str(batch_id)), None)
-    except (CorruptCheckpointError, OSError):
+        lines = _read_log(str(location), file, None, body_lines=1)
+        metadata = json.loads(lines[1])
+        sources = _read_offsets(str(location), file, None)
+        return BatchOffsets(
+            int(metadata.get("batchWatermarkMs", 0)), int(metadata.get("batchTimestampMs", 0)),
+            sources, dict(metadata.get("conf") or {}),
+        )
+    except (CorruptCheckpointError, OSError, ValueError, TypeError):
         return None
+
+
+def check_sources(state: CheckpointState, store: TableStore, table_name: str | None = None, root: Any = None) -> None:
+    """Raise :class:`~lakehouse_assets.errors.SourceRecreatedError` when a Delta table the
+    query reads is gone, or was recreated (a full refresh) since the checkpoint's last
+    batch: the checkpoint's positions are versions of the old table.
+
+    The Delta source stamps its offsets with the table's path and id; other sources
+    (files) are not checked here. ``root`` (the lakehouse root) lets the message name the
+    upstream table as ``layer.name``.
+    """
+    name = table_name or table_name_of(state.location)
+    for offset in state.source_offsets:
+        if not isinstance(offset, dict) or "tableId" not in offset or "table" not in offset:
+            continue
+        upstream_path = str(offset["table"])
+        upstream = _name_under(upstream_path, root)
+        current = store.table_id(upstream_path)
+        if current == offset["tableId"]:
+            continue
+        what = "no longer exists" if current is None else f"was recreated (id {offset['tableId']} is now {current}), by a full refresh"
+        then = (
+            f"Materialize {upstream} first; then full-refresh {name}"
+            if current is None else f"Full-refresh {name}"
+        )
+        raise SourceRecreatedError(
+            f"{name} streams from {upstream} ({upstream_path}), which {what} since {name} last "
+            f"read it: the positions in checkpoint {state.location} are versions of the old table, "
+            f"so resuming would skip or repeat rows. {then} so it reads {upstream} again from the "
+            f"start: `lakehouse reset {name} --yes` (or run it with the full_refresh config), and "
+            f"the same for the tables that stream from {name}."
+        )
 
 
 def batch_ids(folder: Location) -> list[int]:
@@ -174,6 +247,15 @@ def batch_ids(folder: Location) -> list[int]:
         for info in folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=False))
         if info.type == pafs.FileType.File and info.base_name.isdigit()
     )
+
+
+def _name_under(path: str, root: Any) -> str:
+    """``layer.name`` of a table path under the lakehouse root, else the path."""
+    if root is not None:
+        prefix = str(root).rstrip("/") + "/"
+        if path.startswith(prefix) and path[len(prefix):].count("/") == 1:
+            return path[len(prefix):].replace("/", ".")
+    return path
 
 
 def table_name_of(location: str) -> str:
@@ -307,7 +389,9 @@ __all__ = [
     "CheckpointState",
     "batch_ids",
     "check_agreement",
-    "offsets_of_batch",
+    "check_sources",
+    "BatchOffsets",
+    "read_batch_offsets",
     "read_checkpoint",
     "table_name_of",
     "validate_checkpoint",

@@ -93,6 +93,12 @@ class DeltaRsTableStore:
 
         return has_unread_data(str(checkpoint_location))
 
+    def table_id(self, path: str) -> str | None:
+        """The Delta table's id (its metadata id), or None when there is no table."""
+        if not self.exists(path):
+            return None
+        return str(self._open(path).metadata().id)
+
     def committed_batch(self, path: str, app_id: str) -> int | None:
         """The last batch id ``app_id`` committed to the table, or None."""
         if not self.exists(path):
@@ -122,6 +128,7 @@ class DeltaRsTableStore:
                     query=commit.get(META_QUERY),
                     batch_id=None if batch is None else int(batch),
                     metrics=metrics,
+                    custom_metadata={k: v for k, v in commit.items() if str(k).startswith("lakehouse.")},
                 )
             )
         return entries

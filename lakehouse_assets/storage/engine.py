@@ -52,6 +52,8 @@ class HistoryEntry:
     query: str | None = None
     batch_id: int | None = None
     metrics: Mapping[str, Any] = field(default_factory=dict)
+    # The commit's lakehouse.* custom metadata (e.g. the checkpoint offsets of a batch).
+    custom_metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,11 @@ class TableStore(Protocol):
     def stream_has_unread_data(self, checkpoint_location: str) -> bool | None:
         """Whether a query reading tables of this store, checkpointed at
         ``checkpoint_location``, has committed data it has not read; None when unknown."""
+        ...
+
+    def table_id(self, path: str) -> str | None:
+        """The id of the table at ``path`` (a new one each time a table is created there),
+        or None when there is no table."""
         ...
 
     def committed_batch(self, path: str, app_id: str) -> int | None:

@@ -19,9 +19,15 @@ from pyspark.sql import DataFrame
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage._files import locate
+from lakehouse_assets.storage.checkpoint import read_batch_offsets
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
 
 OutputMode = Literal["append", "complete", "update"]
+
+# Commit metadata keys: the output mode, and what Spark logged for the batch in the checkpoint
+# (BatchOffsets as JSON), so a damaged checkpoint can be rebuilt from the table.
+OUTPUT_MODE_KEY = "lakehouse.outputMode"
+OFFSETS_KEY = "lakehouse.checkpointOffsets"
 
 
 @dataclass
@@ -54,9 +60,15 @@ class DeltaSink:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         fault_point("batch.started")
         transaction = AppTransaction(self.query_id(), int(batch_id))
+        metadata = {OUTPUT_MODE_KEY: self.output_mode}
+        # Spark logged offsets/<batch_id> before calling us; it is always there.
+        offsets = read_batch_offsets(self.checkpoint_location, int(batch_id))
+        if offsets is not None:
+            metadata[OFFSETS_KEY] = offsets.to_json()
         if self.output_mode == "update":
             result = self.store.merge(
-                batch_df, self.path, keys=self.keys, merge_schema=self.merge_schema, transaction=transaction
+                batch_df, self.path, keys=self.keys, merge_schema=self.merge_schema, transaction=transaction,
+                metadata=metadata,
             )
         else:
             result = self.store.write(
@@ -67,7 +79,7 @@ class DeltaSink:
                 overwrite_schema=self.output_mode == "complete",
                 transaction=transaction,
                 operation="STREAMING UPDATE",
-                metadata={"lakehouse.outputMode": self.output_mode},
+                metadata=metadata,
             )
         with self._lock:
             self.commits.append(result)

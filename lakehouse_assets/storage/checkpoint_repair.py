@@ -1,0 +1,267 @@
+"""Rebuild a damaged or mismatched streaming checkpoint from what its Delta tables hold.
+
+Spark's only way out of a damaged checkpoint is a full refresh: delete the table and the
+checkpoint and read every source again. Here each batch's Delta commit records the query's
+app transaction (query id, batch id) and what Spark logged for the batch (its source
+offsets, watermark and timestamp, :data:`~lakehouse_assets.storage.sink.OFFSETS_KEY`). So
+the checkpoint can be written again as it stood just after the last batch the table holds,
+under the same query id; the next run plans the following batch from there, and the sink's
+app transactions keep working as before. Nothing is read twice and nothing is skipped:
+
+* **Delta sources** (silver from bronze, gold from silver): ``offsets/T`` holds the offsets
+  the table's commit of batch T recorded, ``commits/T`` marks it done.
+* **The file source** (bronze from landing files): the files bronze holds rows of (its
+  ``_source_file`` column) are written to the source's file log as already seen.
+* **A routed query** writes two tables per batch, the quarantine first. If a run died
+  between the two writes (quarantine at batch T+1, the table at T), the checkpoint is
+  rebuilt with batch T+1 planned and not done: the next run replays it, the quarantine skips
+  it, the table gets it. Exactly the state Spark itself leaves after such a crash.
+* **Stateful queries** (complete-mode aggregations, gold) keep their aggregation state in the
+  checkpoint, which no table holds. They are restarted instead: a new checkpoint that reads
+  the source from the start; complete mode replaces the table's contents at each batch, so
+  nothing is duplicated, only recomputed.
+
+The old checkpoint is never deleted: it is moved beside the new one, hidden from listings
+(``<layer>/.<name>.damaged-<UTC time>``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.storage.checkpoint import BatchOffsets, batch_ids, read_batch_offsets, table_name_of
+from lakehouse_assets.storage.engine import HistoryEntry, TableStore
+from lakehouse_assets.storage.sink import OFFSETS_KEY, OUTPUT_MODE_KEY
+from lakehouse_assets.storage._files import locate
+
+SOURCE_FILE_COLUMN = "_source_file"
+
+RepairKind = Literal["resumed", "restarted"]
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """What a repair did. ``resumed``: the checkpoint stands after batch ``last_batch`` of
+    query ``query_id`` (``replays_batch`` is planned, not done); ``restarted``: the query
+    starts over from its source (stateful, or nothing written yet)."""
+
+    checkpoint: str
+    kind: RepairKind
+    moved_to: str | None
+    query_id: str | None = None
+    last_batch: int | None = None
+    replays_batch: int | None = None
+    reason: str = ""
+
+
+def repair_checkpoint(
+    store: TableStore,
+    checkpoint_location: str,
+    table_paths: Sequence[str],
+    *,
+    table_name: str | None = None,
+    source_file_column: str = SOURCE_FILE_COLUMN,
+) -> RepairResult:
+    """Rebuild the checkpoint at ``checkpoint_location`` from the tables its query writes
+    (``table_paths``: the table first, then its quarantine for a routed query).
+
+    The old checkpoint, if any, is moved aside and kept. Raises
+    :class:`~lakehouse_assets.errors.LakehouseError` when the tables do not record enough
+    to rebuild it (commits from before batch offsets were recorded, or tables that disagree
+    by more than one batch): a full refresh is then the way out. Hold the tables' write
+    locks while repairing (the ``lakehouse repair`` command does).
+    """
+    location = str(checkpoint_location)
+    name = table_name or table_name_of(location)
+    main = str(table_paths[0])
+    last = _last_streaming_commit(store, main)
+    if last is None:
+        if _has_rows(store, main):
+            raise LakehouseError(
+                f"Cannot rebuild checkpoint {location}: the table {main} holds rows but no commit of a "
+                f"streaming query, so nothing says what it has read. Full-refresh it: `lakehouse reset {name}`."
+            )
+        moved = _move_aside(location)
+        return RepairResult(location, "restarted", moved, reason="the table holds nothing from the query yet")
+    query_id = str(last.query)
+    if last.custom_metadata.get(OUTPUT_MODE_KEY) == "complete" or _has_state(location):
+        moved = _move_aside(location)
+        return RepairResult(
+            location, "restarted", moved, query_id=query_id,
+            reason="a stateful (complete-mode) query keeps its aggregation state only in its checkpoint; "
+                   "the next run reads its source from the start and replaces the table's contents",
+        )
+
+    held = {path: store.committed_batch(str(path), query_id) for path in table_paths}
+    missing = [p for p, b in held.items() if b is None]
+    if missing:
+        raise LakehouseError(
+            f"Cannot rebuild checkpoint {location}: {', '.join(map(str, missing))} holds no batch of query "
+            f"{query_id}, which wrote {main} last. Full-refresh {name}: `lakehouse reset {name}`."
+        )
+    low, high = min(held.values()), max(held.values())  # type: ignore[type-var]
+    if high - low > 1:
+        raise LakehouseError(
+            f"Cannot rebuild checkpoint {location}: the tables of query {query_id} hold batches "
+            f"{', '.join(f'{p}: {b}' for p, b in held.items())}, further apart than one interrupted batch. "
+            f"Full-refresh {name}: `lakehouse reset {name}`."
+        )
+    offsets = {batch: _recorded_offsets(store, table_paths, query_id, batch) for batch in {low, high, high - 1} if batch >= 0}
+    for batch in (low, high):
+        if offsets[batch] is None:
+            raise LakehouseError(
+                f"Cannot rebuild checkpoint {location}: the commit of batch {batch} of query {query_id} "
+                f"does not record its source offsets (it predates this feature, or its log was cleaned up). "
+                f"Full-refresh {name}: `lakehouse reset {name}`."
+            )
+    conf = _old_conf(location)
+    files: list[dict[str, Any]] | None = None
+    if _reads_files(offsets[high]):  # type: ignore[arg-type]
+        # The file source's offset is a position in its own file log, rebuilt here as one
+        # entry (log position 0) listing every file the table holds rows of.
+        files = _ingested_files(main, source_file_column)
+        for batch, recorded in list(offsets.items()):
+            if recorded is not None:
+                offsets[batch] = BatchOffsets(recorded.watermark_ms, recorded.timestamp_ms, ({"logOffset": 0},))
+    if offsets.get(high - 1) is None and high >= 1:
+        # Spark reads offsets/<last - 1> on restart; when the last batch is done it only
+        # needs to parse (the next batch starts from the last batch's offsets).
+        offsets[high - 1] = offsets[high]
+    staging = _write_checkpoint(location, query_id, offsets, conf, done=low, files=files)  # type: ignore[arg-type]
+    moved = _move_aside(location)
+    os.replace(staging, location)
+    return RepairResult(
+        location, "resumed", moved, query_id=query_id, last_batch=low,
+        replays_batch=high if high != low else None,
+        reason="rebuilt from the tables' app transactions and recorded batch offsets",
+    )
+
+
+# -- what the tables say ------------------------------------------------------------------------
+def _last_streaming_commit(store: TableStore, path: str) -> HistoryEntry | None:
+    if not store.exists(path):
+        return None
+    for entry in store.history(path):
+        if entry.query and entry.batch_id is not None:
+            return entry
+    return None
+
+
+def _recorded_offsets(store: TableStore, paths: Sequence[str], query_id: str, batch: int) -> BatchOffsets | None:
+    for path in paths:
+        if not store.exists(str(path)):
+            continue
+        for entry in store.history(str(path)):
+            if entry.query == query_id and entry.batch_id == batch and OFFSETS_KEY in entry.custom_metadata:
+                return BatchOffsets.from_json(str(entry.custom_metadata[OFFSETS_KEY]))
+    return None
+
+
+def _has_rows(store: TableStore, path: str) -> bool:
+    if not store.exists(path):
+        return False
+    from deltalake import DeltaTable
+
+    return len(DeltaTable(path).file_uris()) > 0
+
+
+def _reads_files(offsets: BatchOffsets) -> bool:
+    return len(offsets.sources) == 1 and isinstance(offsets.sources[0], dict) and set(offsets.sources[0]) == {"logOffset"}
+
+
+def _ingested_files(path: str, column: str) -> list[dict[str, Any]]:
+    """Every file the table holds rows of, as the file source's log spells them."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(path)
+    dataset = table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(path, pafs.LocalFileSystem()))
+    if column not in dataset.schema.names:
+        raise LakehouseError(
+            f"Cannot rebuild the file source's log from {path}: it has no {column} column naming the "
+            "file of each row. Full-refresh the table."
+        )
+    paths = pc.unique(dataset.to_table(columns=[column]).column(column).cast("string")).to_pylist()
+    entries = []
+    for source_file in sorted(p for p in paths if p):
+        uri = _file_log_uri(source_file)
+        entries.append({"path": uri, "timestamp": _mtime_ms(source_file), "batchId": 0})
+    return entries
+
+
+def _file_log_uri(path: str) -> str:
+    """Spark's file log spells local files ``file:///abs``; rows spell them ``file:/abs``."""
+    if path.startswith("file:/") and not path.startswith("file://"):
+        return "file://" + path[len("file:"):]
+    if path.startswith("/"):
+        return "file://" + path
+    return path
+
+
+def _mtime_ms(path: str) -> int:
+    from urllib.parse import unquote, urlparse
+
+    local = unquote(urlparse(path).path) if path.startswith("file:") else path
+    try:
+        return int(os.stat(local).st_mtime * 1000)
+    except OSError:
+        return 0  # gone since: it is listed as seen all the same, so it is never read again
+
+
+def _has_state(location: str) -> bool:
+    return Path(location, "state").is_dir()
+
+
+def _old_conf(location: str) -> dict[str, str]:
+    """The session settings Spark logged in the old checkpoint, when a file still says."""
+    for batch in reversed(batch_ids(locate(location).child("offsets"))):
+        found = read_batch_offsets(location, batch)
+        if found is not None and found.conf:
+            return found.conf
+    return {}
+
+
+# -- writing the checkpoint ---------------------------------------------------------------------
+def _write_checkpoint(
+    location: str, query_id: str, offsets: dict[int, BatchOffsets], conf: dict[str, str], *, done: int,
+    files: list[dict[str, Any]] | None,
+) -> str:
+    """The new checkpoint in a folder beside ``location`` (moved in place by the caller)."""
+    staging = Path(f"{location.rstrip('/')}.repairing-{_stamp()}")
+    (staging / "offsets").mkdir(parents=True)
+    (staging / "commits").mkdir()
+    (staging / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+    for batch, recorded in sorted(offsets.items()):
+        (staging / "offsets" / str(batch)).write_text(recorded.log_text(conf))
+    (staging / "commits" / str(done)).write_text('v1\n{"nextBatchWatermarkMs":%d}' % offsets[done].watermark_ms)
+    if files is not None:
+        (staging / "sources" / "0").mkdir(parents=True)
+        lines = ["v1", *(json.dumps(entry, separators=(",", ":")) for entry in files)]
+        (staging / "sources" / "0" / "0").write_text("\n".join(lines))
+    return str(staging)
+
+
+def _move_aside(location: str) -> str | None:
+    """Keep the old checkpoint, hidden from listings: ``<parent>/.<name>.damaged-<time>``."""
+    folder = Path(location)
+    if not folder.exists():
+        return None
+    target = folder.parent / f".{folder.name}.damaged-{_stamp()}"
+    os.replace(folder, target)
+    return str(target)
+
+
+def _stamp() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+__all__ = ["RepairResult", "SOURCE_FILE_COLUMN", "repair_checkpoint"]
