@@ -30,7 +30,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -145,6 +145,20 @@ def repair_checkpoint(
         replays_batch=high if high != low else None,
         reason="rebuilt from the tables' app transactions and recorded batch offsets",
     )
+
+
+def tables_written_by(
+    store: TableStore, candidates: Mapping[str, str], main_path: str, checkpoint_query_id: str | None
+) -> dict[str, str]:
+    """Of ``candidates`` (name to path), the tables that the query writing ``main_path`` also
+    writes (a routed query's quarantine): those holding a batch of its query id. The id is
+    the one of the main table's last streaming commit; the checkpoint's own id only counts
+    when the table has none (a checkpoint may belong to another table)."""
+    last = _last_streaming_commit(store, main_path)
+    query_id = str(last.query) if last is not None else checkpoint_query_id
+    if query_id is None:
+        return {}
+    return {name: path for name, path in candidates.items() if store.committed_batch(path, query_id) is not None}
 
 
 # -- what the tables say ------------------------------------------------------------------------
@@ -264,4 +278,4 @@ def _stamp() -> str:
     return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
 
 
-__all__ = ["RepairResult", "SOURCE_FILE_COLUMN", "repair_checkpoint"]
+__all__ = ["RepairResult", "SOURCE_FILE_COLUMN", "repair_checkpoint", "tables_written_by"]
