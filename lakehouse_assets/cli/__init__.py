@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from lakehouse_assets.cli import history, land, repair, reset, show, status
+from lakehouse_assets.cli import history, land, repair, reset, show, status, verify
 from lakehouse_assets.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -48,7 +48,7 @@ exit codes:
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, status, history, show, reset, repair)
+_SUBCOMMANDS = (land, status, history, show, reset, repair, verify)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,10 @@
+"""Reliability: the exactly-once invariants, checked on the tables as they are on disk.
+
+``check_all(settings)`` reads every table with delta-rs and pyarrow and reports each broken
+promise with the table and rows concerned; ``lakehouse verify`` runs it from the command line.
+"""
+
+from lakehouse_assets.reliability.invariants import REFERENCE_FLOW, RecordFlow, check_all
+from lakehouse_assets.reliability.report import InvariantReport, InvariantResult, Violation
+
+__all__ = ["REFERENCE_FLOW", "InvariantReport", "InvariantResult", "RecordFlow", "Violation", "check_all"]

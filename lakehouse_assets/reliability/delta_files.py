@@ -1,0 +1,143 @@
+"""A Delta table read straight from its folder: log files, data files, rows.
+
+The invariant checker reads tables this way (delta-rs and pyarrow, no Spark, none of the
+project's storage engine), so a bug in the code that writes the tables cannot also hide
+itself from the check.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from lakehouse_assets.cli.catalog import DELTA_LOG, local_dataset
+
+_COMMIT_FILE = re.compile(r"(\d{20})\.json")
+_CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet")
+
+
+@dataclass
+class LogVersion:
+    """One commit file of a table's log, parsed."""
+
+    version: int
+    path: Path
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    #: Why the file is not a whole commit (unreadable, empty, a line that is not JSON).
+    problem: str | None = None
+
+    def transactions(self) -> list[tuple[str, int]]:
+        """The ``(appId, version)`` of the streaming batches this commit records."""
+        return [(a["txn"]["appId"], int(a["txn"]["version"])) for a in self.actions if "txn" in a]
+
+
+def is_table(path: Path) -> bool:
+    """Whether ``path`` holds a Delta log."""
+    return (path / DELTA_LOG).is_dir()
+
+
+def log_versions(path: Path) -> list[LogVersion]:
+    """Every commit file in the table's log, oldest first, each parsed line by line."""
+    found = []
+    for entry in sorted((path / DELTA_LOG).iterdir()):
+        match = _COMMIT_FILE.fullmatch(entry.name)
+        if match:
+            found.append(_parse_commit(int(match.group(1)), entry))
+    return found
+
+
+def checkpoint_versions(path: Path) -> list[int]:
+    """The versions the log has Delta checkpoints (Parquet snapshots) for."""
+    return sorted({int(m.group(1)) for e in (path / DELTA_LOG).iterdir()
+                   if (m := _CHECKPOINT_FILE.fullmatch(e.name))})
+
+
+def _parse_commit(version: int, path: Path) -> LogVersion:
+    commit = LogVersion(version, path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        commit.problem = f"cannot be read ({exc})"
+        return commit
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError as exc:
+            commit.problem = f"line {number} is not JSON ({exc.args[0]}): {line[:80]!r}"
+            return commit
+        if not isinstance(action, dict) or len(action) != 1:
+            commit.problem = f"line {number} is not a single Delta action: {line[:80]!r}"
+            return commit
+        commit.actions.append(action)
+    if not commit.actions:
+        commit.problem = "holds no action (an empty commit file)"
+    return commit
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    """A data file of the table's latest snapshot, as the log describes it."""
+
+    relative_path: str
+    absolute_path: Path
+    size: int | None
+    num_records: int | None
+
+
+def snapshot_files(path: Path) -> list[SnapshotFile]:
+    """The data files of the latest snapshot with the size and row count the log states."""
+    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist()
+    return [SnapshotFile(str(a["path"]), _absolute(path, str(a["path"])),
+                         None if a.get("size_bytes") is None else int(a["size_bytes"]),
+                         None if a.get("num_records") is None else int(a["num_records"]))
+            for a in actions]
+
+
+def parquet_rows(path: Path) -> int:
+    """The row count in a Parquet file's footer."""
+    return pq.read_metadata(str(path)).num_rows
+
+
+def read_rows(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """The latest snapshot's rows (all columns, or ``columns`` that exist)."""
+    table = DeltaTable(str(path))
+    dataset = local_dataset(table, path)
+    if columns is not None:
+        columns = [c for c in columns if c in dataset.schema.names]
+    return dataset.to_table(columns=columns)
+
+
+def row_tuples(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
+    """Each row's values of ``columns`` (None for a column the table lacks), hashable and
+    comparable: NaN equals NaN, lists become tuples."""
+    present = [c for c in columns if c in table.column_names]
+    values = {c: table.column(c).to_pylist() for c in present}
+    for i in range(table.num_rows):
+        yield tuple(_hashable(values[c][i]) if c in values else None for c in columns)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"  # NaN != NaN would make a row differ from itself
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    return value
+
+
+def _absolute(table: Path, relative: str) -> Path:
+    # The log stores paths URL-encoded and relative to the table.
+    return table / unquote(relative)
