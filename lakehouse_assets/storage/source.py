@@ -297,9 +297,17 @@ def has_unread_data(checkpoint_location: str) -> bool | None:
         table, version = str(offset["table"]), int(offset["version"])
         if offset.get("tableId") != _current_table_id(table):
             return True  # recreated: let the query start and say so
-        if latest_version(table, max(version, 0)) > version:
+        latest = latest_version(table, max(version, 0))
+        if any(_gives_the_query_work(table, v) for v in range(max(version, -1) + 1, latest + 1)):
             return True
     return False
+
+
+def _gives_the_query_work(table_path: str, version: int) -> bool:
+    """Whether a version adds rows, removes them or changes the schema; a commit that only
+    records a streaming batch's app transaction (an empty batch) gives a reader nothing."""
+    commit = read_commit(table_path, version)
+    return bool(commit.added) or commit.removes_data or commit.schema_string is not None
 
 
 def _current_table_id(path: str) -> str | None:

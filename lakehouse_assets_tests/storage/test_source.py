@@ -150,3 +150,26 @@ def test_schema_growth_before_the_first_batch_is_not_lost(
     assert collected(store.read(spark, str(tmp_path / "target"))) == sort_rows(
         [{"id": 0, "note": None}, {"id": 1, "note": None}, {"id": 2, "note": "new"}]
     )
+
+
+def test_a_commit_that_only_records_an_empty_batch_is_nothing_to_read(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    from lakehouse_assets.storage import AppTransaction
+
+    source = str(tmp_path / "source")
+    _append(spark, store, source, range(3))
+    _stream(spark, store, tmp_path)
+    checkpoint = str(tmp_path / "checkpoint")
+    assert store.stream_has_unread_data(checkpoint) is False
+
+    # An upstream query's empty micro-batch still commits its app transaction.
+    before = store.version(source)
+    _append(spark, store, source, range(0), transaction=AppTransaction("upstream-query", 0))
+    assert store.version(source) == before + 1
+    assert store.stream_has_unread_data(checkpoint) is False
+
+    _append(spark, store, source, range(3, 5))
+    assert store.stream_has_unread_data(checkpoint) is True
+    _stream(spark, store, tmp_path)
+    assert _target_ids(spark, store, tmp_path) == list(range(5))
