@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 
 from lakehouse_assets.assets.table_asset import IncrementalSource, table_asset
-from lakehouse_assets.ingestion import AutoLoaderOptions, autoload_stream, restart_after_schema_evolution
+from lakehouse_assets.ingestion import (
+    AutoLoaderOptions,
+    autoload_stream,
+    landing_warnings,
+    restart_after_schema_evolution,
+)
+from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.state import unread_files
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -37,6 +45,11 @@ def bronze_table(
     def _bronze(spark: SparkResource) -> IncrementalSource:
         settings = LakehouseSettings.from_env()
         checkpoint = settings.checkpoint_path("bronze", name)
+        landing = settings.landing_path(data_source)
+        if checkpoint.exists():
+            # Files this run will not read, by name, with what to do: in the run's log.
+            for message in landing_warnings(landing, options, checkpoint):
+                dg.get_dagster_logger().warning(message)
         return IncrementalSource(
             build=lambda: autoload_stream(
                 spark.spark_session,
@@ -46,12 +59,19 @@ def bronze_table(
                 checkpoint_location=checkpoint,
             ),
             restart_when=restart_after_schema_evolution(options, checkpoint_location=checkpoint),
-            # Without a checkpoint (first run) there is no telling: run the query.
-            has_new_data=lambda: bool(unread_files(str(settings.landing_path(data_source)), str(checkpoint), options))
-            if checkpoint.exists() else None,
+            # Without a checkpoint (first run) there is no telling: run the query. Nor without
+            # the landing folder: the query's start then says that it is gone.
+            has_new_data=lambda: _has_readable_files(landing, checkpoint, options)
+            if checkpoint.exists() and landing.is_dir() else None,
         )
 
     return _bronze
+
+
+def _has_readable_files(landing: Path, checkpoint: Path, options: AutoLoaderOptions) -> bool:
+    """Whether the landing folder holds unread files a run would read (not held back)."""
+    unread = unread_files(str(landing), str(checkpoint), options)
+    return len(hold_back(unread)) < len(unread)
 
 
 recordings = bronze_table(

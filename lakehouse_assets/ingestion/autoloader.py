@@ -28,12 +28,14 @@ from pyspark.sql import types as T
 
 from lakehouse_assets.ingestion.errors import (
     IngestionError,
+    LandingFolderMissingError,
     NothingToInferError,
     SchemaEvolvedError,
     UnknownColumnsError,
 )
-from lakehouse_assets.ingestion.files import list_data_files, spark_file_uri
+from lakehouse_assets.ingestion.files import folder_exists, list_data_files, spark_file_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SourceFormat
+from lakehouse_assets.ingestion.readiness import glob_of_names, hold_back
 from lakehouse_assets.ingestion.records import file_reader, records, text_lines, with_source_file
 from lakehouse_assets.ingestion.rescue import (
     METADATA_COLUMNS,
@@ -50,7 +52,13 @@ from lakehouse_assets.ingestion.schema_store import (
     new_columns,
     resolve_schema,
 )
-from lakehouse_assets.ingestion.state import uncommitted_files, unread_files
+from lakehouse_assets.ingestion.state import (
+    last_committed_batch,
+    relanded_files,
+    uncommitted_files,
+    unread_files,
+    vanished_files,
+)
 from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink, TableStore
 from lakehouse_assets.streaming import StreamRun, Trigger, run_stream
 
@@ -116,12 +124,15 @@ def autoload_stream(
     """
     source = str(source_dir)
     stored = resolve_schema(spark, source, options, SchemaStore(schema_location))
-    reader = file_reader(spark, options, streaming=True)
+    if not folder_exists(source):
+        raise LandingFolderMissingError(source, str(schema_location))
+    checkpoint = None if checkpoint_location is None else str(checkpoint_location)
+    name_glob = _names_to_read(source, options, checkpoint)
+    reader = file_reader(spark, options, streaming=True, name_glob=name_glob)
     mode = options.schema_evolution_mode
     if options.format != "parquet":
         lines = text_lines(reader.load(source), options)
         return shape_records(records(lines, options), stored.schema, mode=mode, schema_location=str(schema_location))
-    checkpoint = None if checkpoint_location is None else str(checkpoint_location)
     extra = (
         _unread_parquet_columns(spark, source, options, stored, checkpoint) if mode == "rescue" else T.StructType([])
     )
@@ -181,9 +192,12 @@ def autoload_to_table(
         changes.append((error, change))
         return _should_restart(change, options)
 
+    for message in landing_warnings(source, options, checkpoint):
+        logger.warning(message)
+    done_before = last_committed_batch(checkpoint)
     sink = DeltaSink(store or DeltaRsTableStore(), str(table_path), checkpoint, merge_schema=True)
     try:
-        return run_stream(
+        run = run_stream(
             build,
             sink,
             checkpoint_location=checkpoint,
@@ -198,6 +212,12 @@ def autoload_to_table(
         if translated is not None:
             raise translated from error
         raise
+    for path in vanished_files(checkpoint, after_batch=done_before):
+        logger.warning(
+            "Skipped %s: it was deleted after this run listed it and before it was read, so its "
+            "records are not in %s. If that was a mistake, land it again under a new name.", path, table_path,
+        )
+    return run
 
 
 def restart_after_schema_evolution(
@@ -283,6 +303,43 @@ def schema_change_after_failure(
         return None
     evolved = add_columns(store, current, added, options=options, files=paths)
     return SchemaChange("evolved", tuple(f.name for f in added.fields), files or tuple(paths), location, evolved)
+
+
+def landing_warnings(source_dir: PathLike, options: AutoLoaderOptions, checkpoint_location: PathLike) -> list[str]:
+    """What a run of the ingestion will not read, file by file, each with what to do: files held
+    back (:mod:`.readiness`) and files written again under a name already ingested."""
+    source, checkpoint = str(source_dir), str(checkpoint_location)
+    if not folder_exists(source):
+        return []
+    replayed = {spark_file_uri(p) for p in uncommitted_files(checkpoint)}
+    unread = unread_files(source, checkpoint, options)
+    messages = [f"Not reading {h.message()}" for h in hold_back(unread) if h.file.path not in replayed]
+    messages += [
+        f"Not reading {f.path} again: it was written again (modified {f.modification_time:%Y-%m-%d %H:%M:%S} "
+        "UTC) after it was ingested, and a landed file name is ingested once. If its content changed, "
+        "land the new content under a new name (e.g. with a version suffix) and remove this one; if "
+        "it is the same, remove it or leave it."
+        for f in relanded_files(source, checkpoint, options)
+    ]
+    return messages
+
+
+def _names_to_read(source: str, options: AutoLoaderOptions, checkpoint: str | None) -> str | None:
+    """A glob of the names of the unread files this run may read, when some are held back
+    (each is logged with its reason and what to do); None when every unread file may be read."""
+    if checkpoint is not None:
+        unread = unread_files(source, checkpoint, options)
+        replayed = {spark_file_uri(p) for p in uncommitted_files(checkpoint)}
+    else:
+        recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
+        unread = list_data_files(source, recursive=recursive, path_glob_filter=options.path_glob_filter)
+        replayed = set()
+    # Files of a batch that did not finish are replayed by Spark whatever the glob says.
+    held = [h for h in hold_back(unread) if h.file.path not in replayed]
+    if not held:
+        return None
+    held_paths = {h.file.path for h in held}
+    return glob_of_names([f.relative_path.rsplit("/", 1)[-1] for f in unread if f.path not in held_paths])
 
 
 def _unread_parquet_columns(

@@ -33,6 +33,19 @@ class NothingToInferError(SchemaInferenceError):
         self.schema_location = schema_location
 
 
+class LandingFolderMissingError(IngestionError):
+    """The landing folder a stream reads is gone, though files were ingested from it before."""
+
+    def __init__(self, source: str, schema_location: str) -> None:
+        super().__init__(
+            f"The landing folder {source} does not exist, but a schema inferred from its files is "
+            f"stored at {schema_location}: it was moved, deleted or unmounted. Restore it (or create "
+            f"it empty: mkdir -p {source}) and run again; nothing was read or lost."
+        )
+        self.source = source
+        self.schema_location = schema_location
+
+
 class StoredSchemaError(IngestionError):
     """The stored schema cannot be read, or no longer matches the options it was inferred with."""
 

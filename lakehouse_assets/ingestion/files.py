@@ -12,6 +12,7 @@ import datetime as dt
 import fnmatch
 import itertools
 import re
+import unicodedata
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlparse
 
@@ -123,7 +124,12 @@ def spark_file_uri(path: str) -> str:
         path = unquote(urlparse(path).path)
     elif "://" in path:
         return path
-    return "file:" + quote(path, safe="/:@!$&'()*+,;=~")
+    # java.net.URI keeps non-ASCII characters as they are, except spaces and controls.
+    return "file:" + "".join(c if _uri_keeps(c) else quote(c, safe="/:@!$&'()*+,;=~") for c in path)
+
+
+def _uri_keeps(ch: str) -> bool:
+    return ord(ch) > 127 and not unicodedata.category(ch).startswith(("Z", "Cc"))
 
 
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
@@ -131,6 +137,12 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     if "://" in path and not path.startswith("file:"):
         return pafs.FileSystem.from_uri(path)
     return pafs.LocalFileSystem(), to_local_or_uri(path)
+
+
+def folder_exists(folder: str) -> bool:
+    """Whether ``folder`` (a local path or a URI) is an existing folder."""
+    fs, root = filesystem(folder)
+    return fs.get_file_info(root).type == pafs.FileType.Directory
 
 
 @dataclass(frozen=True)

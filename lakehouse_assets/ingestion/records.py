@@ -39,21 +39,32 @@ RECORDS_SCHEMA = T.StructType(
 )
 
 # Spark's file source forgets files older than maxFileAge (7 days by default) relative to the
-# newest file it has seen, so a late file with an old modification time would be skipped.
-# Auto Loader has no such limit by default; neither does this ingestion.
-_NEVER_TOO_OLD = "36500d"
+# newest modification time it has seen, and skips, without a word, any file older than that
+# horizon. A backfill copied with its original (ancient) times would be lost, and one file
+# with a future time (a clock set wrong, a year typed wrong) would push the horizon past
+# "now" and every normal file after it would be lost. Auto Loader has no such limit by
+# default; neither does this ingestion: the age is the largest Spark accepts, so the horizon
+# (newest time minus the age) stays before any time a file can have. The price is that the
+# source remembers every file it has read (it does anyway, in its checkpoint log).
+NEVER_TOO_OLD = f"{2**63 - 1}ms"
+# A file deleted between the listing that assigned it to a micro-batch and the read would fail
+# the batch, and every replay of it: the stream would be stuck for good. It is skipped instead
+# (its records are gone with it), and the run names it (see state.vanished_files). Files that
+# cannot be opened are held back before the listing (see readiness), so this does not hide them.
+_IGNORE_MISSING_FILES = "ignoreMissingFiles"
 
 
 def file_reader(
-    spark: SparkSession, options: AutoLoaderOptions, *, streaming: bool
+    spark: SparkSession, options: AutoLoaderOptions, *, streaming: bool, name_glob: str | None = None
 ) -> DataStreamReader | DataFrameReader:
     """Spark's reader for the landing folder: text for JSON/CSV (whole files when
-    ``multi_line``), Parquet as itself; only data files, with the rate limit when streaming."""
+    ``multi_line``), Parquet as itself; only data files, with the rate limit when streaming.
+    ``name_glob`` narrows the files read to the names it matches (files held back)."""
     reader = spark.readStream if streaming else spark.read
     reader = reader.format("parquet" if options.format == "parquet" else "text")
     if options.format != "parquet" and options.multi_line:
         reader = reader.option("wholetext", "true")
-    glob = options.path_glob_filter or data_file_glob()
+    glob = name_glob or options.path_glob_filter or data_file_glob()
     reader = reader.option("pathGlobFilter", glob)
     if "recursiveFileLookup" in options.reader_options:
         reader = reader.option("recursiveFileLookup", options.reader_options["recursiveFileLookup"])
@@ -61,7 +72,7 @@ def file_reader(
         if key in options.reader_options:
             reader = reader.option(key, options.reader_options[key])
     if streaming:
-        reader = reader.option("maxFileAge", _NEVER_TOO_OLD)
+        reader = reader.option("maxFileAge", NEVER_TOO_OLD).option(_IGNORE_MISSING_FILES, "true")
         for key, value in options.rate_limit().items():
             reader = reader.option(key, value)
     return reader

@@ -105,6 +105,34 @@ def unread_files(source_dir: str, checkpoint_location: str, options: AutoLoaderO
     return [f for f in landed if f.path not in taken]
 
 
+def relanded_files(source_dir: str, checkpoint_location: str, options: AutoLoaderOptions) -> list[LandedFile]:
+    """Landed files whose path the query has ingested, but which were written again since
+    (another modification time): the source reads a path once, so their new content is not
+    read. Found from a listing and the query's file log."""
+    done = last_committed_batch(checkpoint_location)
+    if done is None:
+        return []
+    seen = {spark_file_uri(e.path): e.modification_time_ms for e in file_source_log(checkpoint_location) if e.batch_id <= done}
+    recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
+    landed = list_data_files(source_dir, recursive=recursive, path_glob_filter=options.path_glob_filter)
+    return [
+        f for f in landed
+        if f.path in seen and abs(int(f.modification_time.timestamp() * 1000) - seen[f.path]) >= 1
+    ]
+
+
+def vanished_files(checkpoint_location: str, *, after_batch: int | None) -> list[str]:
+    """Files the query assigned to batches after ``after_batch`` that no longer exist: deleted
+    between the listing and the read, they were skipped, with their records."""
+    entries = [e for e in file_source_log(checkpoint_location) if after_batch is None or e.batch_id > after_batch]
+    gone = []
+    for entry in entries:
+        fs, local = filesystem(entry.path)
+        if fs.get_file_info(local).type == pafs.FileType.NotFound:
+            gone.append(spark_file_uri(entry.path))
+    return gone
+
+
 def query_id(checkpoint_location: str) -> str | None:
     """The query's id from ``<checkpoint>/metadata``, or None before its first start."""
     fs, root = filesystem(checkpoint_location)

@@ -138,6 +138,12 @@ def landing_sensor(
         folder = LakehouseSettings.from_env().landing_path(source)
         cursor = LandingCursor.parse(context.cursor)
         scan = scan_landing(folder, cursor)
+        if not folder.is_dir():
+            # The cursor is kept: files that come back unchanged are not announced again.
+            return dg.SkipReason(
+                f"The landing folder {folder} does not exist: nothing to ingest. Create it (or land "
+                "files with `lakehouse land`); if it held files before, restore it."
+            )
         if not scan.ready:
             if scan.cursor != cursor:
                 context.update_cursor(scan.cursor.serialize())
