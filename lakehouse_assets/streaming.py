@@ -130,8 +130,9 @@ def run_stream(
 
 # What Spark says when a checkpoint file is damaged (HDFSMetadataLog, StreamMetadata,
 # CompactibleFileStreamLog, Hadoop's checksums, Jackson).
+# Not the bare word "malformed": every ingestion plan names its `_malformed` column.
 _DAMAGE_SIGNS = (
-    "Log file was malformed", "malformed", "ChecksumException", "Checksum error",
+    "Log file was malformed", "ChecksumException", "Checksum error",
     "UNSUPPORTED_LOG_VERSION", "doesn't exist (latestId", "JsonParseException", "JsonMappingException",
     "MismatchedInputException", "Unexpected end-of-input",
 )
