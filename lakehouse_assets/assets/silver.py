@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
 from lakehouse_assets.sensors.automation import downstream_of_new_data
 from lakehouse_assets.assets.table_asset import (
     ColumnSource,
@@ -30,10 +32,21 @@ BRONZE_TIME = "_bronze_time"
     deps=[["landing", "patients"]],
     write_mode="overwrite",
 )
-def patients(spark: SparkResource) -> DataFrame:
-    """The patients lookup (mrn, name), loaded in batch from the landed CSV."""
+def patients(context, spark: SparkResource) -> DataFrame:
+    """The patients lookup (mrn, name), loaded in batch from the landed CSV files, their
+    columns matched by header name. A file lacking a column or holding a value that does not
+    fit fails the load by name, and the table keeps its last good version."""
+    # ``context`` is left unannotated: under postponed annotations Dagster sees a string and
+    # refuses it; it is a dg.AssetExecutionContext.
     landing = LakehouseSettings.from_env().landing_path("patients")
-    return spark.spark_session.read.csv(str(landing), header=True, schema=PATIENTS_SCHEMA)
+    lookup = read_lookup_csv(spark.spark_session, landing, PATIENTS_SCHEMA)
+    for message in lookup.warnings():
+        context.log.warning(message)
+    context.add_output_metadata({
+        "files_read": dg.MetadataValue.int(len(lookup.files)),
+        "columns_ignored": dg.MetadataValue.json({file: list(columns) for file, columns in lookup.ignored_columns.items()}),
+    })
+    return lookup.rows
 
 
 @routed_table_asset(

@@ -4,6 +4,7 @@
   a landing folder, with a stored schema, evolution modes and rescued data.
 - :func:`copy_into`: an idempotent batch load that remembers the files it loaded in the table.
 - :func:`ingested_files` / :func:`copied_files`: what was ingested, file by file.
+- :func:`read_lookup_csv`: a small lookup table from CSV files, matched by header name, checked.
 """
 
 from lakehouse_assets.ingestion.autoloader import (
@@ -29,6 +30,7 @@ from lakehouse_assets.ingestion.errors import (
     UnknownColumnsError,
 )
 from lakehouse_assets.ingestion.files import data_file_glob, is_data_file
+from lakehouse_assets.ingestion.lookup_csv import LookupCsv, LookupCsvError, read_lookup_csv
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode, SourceFormat
 from lakehouse_assets.ingestion.rescue import (
     INGESTED_AT_COLUMN,
@@ -53,6 +55,8 @@ __all__ = [
     "IngestionError",
     "IngestionOptionsError",
     "LandingFolderMissingError",
+    "LookupCsv",
+    "LookupCsvError",
     "NewColumnsError",
     "NothingToInferError",
     "SchemaChange",
@@ -72,6 +76,7 @@ __all__ = [
     "ingested_files",
     "is_data_file",
     "landing_warnings",
+    "read_lookup_csv",
     "restart_after_schema_evolution",
     "schema_change_after_failure",
     "unread_files",

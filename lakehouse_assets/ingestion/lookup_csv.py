@@ -1,0 +1,157 @@
+"""A small lookup table (the patients' mrn -> name) read from the CSV files landed in a folder.
+
+Spark's CSV reader matches columns by position: a file whose header swaps, drops or adds a
+column is read into the wrong columns without a word. A lookup is replaced whole on every
+load, so a wrong read replaces good reference data. Here every file is read by its own header
+(the ingestion's header-aware parser, :mod:`._csv`), columns are matched by name, ignoring
+letter case, and the load refuses to go ahead when something would be lost or wrong:
+
+- a file lacking a column of the schema, a file that cannot be read yet (empty, unopenable,
+  an odd name: :mod:`.readiness`), or an empty folder stops the load with an error naming the
+  file and what to do. Reading the other files would drop that file's rows from the lookup;
+- a value that does not parse as its column's type (an mrn ``abc``) or a row with more or
+  fewer values than its header has names stops the load too, naming the file and the rows.
+  Loading such a row with a null, or without it, would turn the patient into an "unknown
+  patient" downstream, and their recordings would be quarantined for the wrong reason. The
+  lookup is small and the fix (correct the file, land it again) is quick;
+- a column the schema does not have is ignored, and named (:attr:`LookupCsv.ignored_columns`)
+  so the caller can report it.
+
+The caller writes the rows only if the read succeeded, so a failed load leaves the table at
+its last good version.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse_assets.ingestion._csv import CsvDialect, read_header
+from lakehouse_assets.ingestion.errors import IngestionError
+from lakehouse_assets.ingestion.files import list_data_files
+from lakehouse_assets.ingestion.options import AutoLoaderOptions
+from lakehouse_assets.ingestion.readiness import hold_back, local_paths
+from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD, read_batch_records
+from lakehouse_assets.ingestion.rescue import parse_value
+
+# Bad rows named in an error; the error gives the total as well.
+_SAMPLE_ROWS = 5
+_PROBLEM = "_lookup_problem"
+
+
+class LookupCsvError(IngestionError):
+    """A lookup's landed CSV files cannot be loaded as they are; the table keeps its last good
+    version."""
+
+
+@dataclass(frozen=True)
+class LookupCsv:
+    """A lookup read from CSV: its rows (the schema's columns, checked), the files read, and
+    the columns of each file that the schema does not have and that were ignored."""
+
+    rows: DataFrame
+    files: tuple[str, ...]
+    ignored_columns: Mapping[str, tuple[str, ...]]
+
+    def warnings(self) -> list[str]:
+        """One message per file with ignored columns, naming them."""
+        return [
+            f"Ignored the column{'s' if len(columns) > 1 else ''} {', '.join(repr(c) for c in columns)} of "
+            f"{file}: the lookup has no such column. If it should, add it to the lookup's schema; "
+            "otherwise nothing to do."
+            for file, columns in self.ignored_columns.items()
+        ]
+
+
+def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema: str | T.StructType) -> LookupCsv:
+    """Read every CSV file in ``folder`` (each starts with a header) as ``schema``'s columns,
+    matched by header name, ignoring case; or raise :class:`LookupCsvError` naming every file
+    that lacks a column or cannot be read, or the rows whose values do not fit (see the module).
+
+    The rows are read once and kept (a local checkpoint), so what was checked is what the
+    caller writes, even if a file is landed again meanwhile.
+    """
+    source = str(folder)
+    struct = schema if isinstance(schema, T.StructType) else T.StructType.fromDDL(schema)
+    files = list_data_files(source)
+    if not files:
+        raise LookupCsvError(
+            f"No CSV files in {source}: there is nothing to load the lookup from. Land its CSV "
+            f"there (a header line naming {', '.join(struct.names)}, then one row per line)."
+        )
+    held = hold_back(files)
+    problems = [h.message() for h in held]
+    unreadable = {h.file.path for h in held}
+    ignored: dict[str, tuple[str, ...]] = {}
+    wanted = {name.lower() for name in struct.names}
+    dialect = CsvDialect(header=True)
+    for landed in files:
+        if landed.path in unreadable:
+            continue
+        # Not the cached read_header: a file landed again under the same name has a new header.
+        header = read_header.__wrapped__(landed.path, dialect)
+        present = {name.lower() for name in header}
+        missing = [name for name in struct.names if name.lower() not in present]
+        if missing:
+            problems.append(
+                f"{landed.path} has no column {', '.join(repr(m) for m in missing)} (its header has "
+                f"{', '.join(repr(h) for h in header) or 'no columns'})"
+            )
+        extra = tuple(name for name in header if name.lower() not in wanted)
+        if extra:
+            ignored[landed.path] = extra
+    if problems:
+        raise LookupCsvError(
+            f"Cannot load the lookup from {source}; it keeps its last good version. "
+            + "; ".join(problems)
+            + f". Fix the file (header {','.join(struct.names)}, matched by name in any order) and land it "
+            "again, or remove it."
+        )
+
+    records = read_batch_records(spark, local_paths(files), AutoLoaderOptions(format="csv", header=True))
+    # Header names were made unique ignoring case, so lowering the keys merges nothing.
+    fields = F.transform_keys(F.col(FIELDS), lambda key, value: F.lower(key))
+    typed = records.select(
+        *[parse_value(F.try_element_at(fields, F.lit(f.name.lower())), f.dataType).alias(f.name) for f in struct.fields],
+        _problem(fields, struct).alias(_PROBLEM),
+        F.col(FILE),
+        F.col(RECORD),
+    ).localCheckpoint(eager=True)
+    bad = typed.where(F.col(_PROBLEM).isNotNull())
+    sample = bad.limit(_SAMPLE_ROWS).collect()
+    if sample:
+        total = bad.count()
+        named = "; ".join(f"{row[FILE]} row {row[RECORD]!r}: {row[_PROBLEM]}" for row in sample)
+        more = f" (and {total - len(sample)} more)" if total > len(sample) else ""
+        raise LookupCsvError(
+            f"Cannot load the lookup from {source}; it keeps its last good version. {total} row"
+            f"{'s' if total != 1 else ''} do not fit: {named}{more}. Correct the rows and land the "
+            "file again; a row loaded without its value would silently be missing from the lookup."
+        )
+    return LookupCsv(
+        rows=typed.select(*struct.names),
+        files=tuple(f.path for f in files),
+        ignored_columns=ignored,
+    )
+
+
+def _problem(fields: Column, schema: T.StructType) -> Column:
+    """What is wrong with a record (null when nothing): a number of values that differs from
+    its header's, or values their columns' types cannot hold."""
+    problems = [F.when(F.col(MALFORMED), F.lit("its number of values differs from its header's"))]
+    for field in schema.fields:
+        raw = F.try_element_at(fields, F.lit(field.name.lower()))
+        type_name = field.dataType.simpleString().upper()
+        problems.append(
+            F.when(
+                raw.isNotNull() & parse_value(raw, field.dataType).isNull(),
+                F.concat(F.lit(f"{field.name} '"), raw, F.lit(f"' is not a {type_name}")),
+            )
+        )
+    text = F.concat_ws("; ", *problems)  # skips the nulls
+    return F.when(F.length(text) > 0, text)
