@@ -38,6 +38,7 @@ from lakehouse_assets.assets.table_asset import (
 )
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.ingestion.state import last_committed_batch, vanished_files
 from lakehouse_assets.quality.quarantine import QuarantineSink
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -132,6 +133,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         if isinstance(obj, (RoutedRows, IncrementalSource)) or (isinstance(obj, DataFrame) and obj.isStreaming):
             if not config.full_refresh:
                 self._check_checkpoint(table, written)
+            vanished: list[str] = []
             if not config.full_refresh and self._nothing_to_read(table, obj):
                 # Starting a query costs seconds even when it reads nothing; the checkpoint
                 # already says there is nothing new.
@@ -139,10 +141,13 @@ class DeltaIOManager(dg.ConfigurableIOManager):
                 run = StreamRun()
             elif isinstance(obj, RoutedRows):
                 run = self._run_routed(context, table, obj, spec, config)
+            elif isinstance(obj, IncrementalSource):
+                run, vanished = self._run_ingestion(context, table, obj, spec, config)
             else:
-                source = obj if isinstance(obj, IncrementalSource) else IncrementalSource(build=lambda: obj)
-                run = self._run_stream(context, table, source, spec, config)
+                run = self._run_stream(context, table, IncrementalSource(build=lambda: obj), spec, config)
             metadata = _stream_metadata(run)
+            if isinstance(obj, IncrementalSource):
+                metadata["files_vanished"] = dg.MetadataValue.json(vanished)
             version = run.last_version
         elif isinstance(obj, DataFrame):
             commit = self._write_batch(table, obj, spec)
@@ -197,6 +202,24 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             query_name=table.table_name.replace(".", "__"),
             restart_when=source.restart_when,
         )
+
+    def _run_ingestion(
+        self, context: dg.OutputContext, table: TableLocation, source: IncrementalSource,
+        spec: Mapping[str, Any], config: TableRunConfig,
+    ) -> tuple[StreamRun, list[str]]:
+        """Run an ingestion query (a file stream), and name the files it skipped because they
+        were deleted after its listing took them and before they were read: their records
+        are not in the table, and only this warning says so."""
+        done_before = last_committed_batch(str(table.checkpoint))
+        run = self._run_stream(context, table, source, spec, config)
+        vanished = vanished_files(str(table.checkpoint), after_batch=done_before)
+        for path in vanished:
+            context.log.warning(
+                f"Skipped {path}: it was deleted after this run listed it and before it was read, so "
+                f"its records are not in {table.table_name}. If that was a mistake, land it again "
+                "under a new name."
+            )
+        return run, vanished
 
     def _run_routed(
         self, context: dg.OutputContext, table: TableLocation, routed: RoutedRows,
