@@ -38,7 +38,7 @@ from lakehouse_assets.assets.table_asset import (
 )
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.ingestion.state import last_committed_batch, vanished_files
+from lakehouse_assets.ingestion.state import last_committed_batch, vanished_files, vanished_message
 from lakehouse_assets.quality.quarantine import QuarantineSink
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -214,11 +214,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         run = self._run_stream(context, table, source, spec, config)
         vanished = vanished_files(str(table.checkpoint), after_batch=done_before)
         for path in vanished:
-            context.log.warning(
-                f"Skipped {path}: it was deleted after this run listed it and before it was read, so "
-                f"its records are not in {table.table_name}. If that was a mistake, land it again "
-                "under a new name."
-            )
+            context.log.warning(vanished_message(path, table.table_name))
         return run, vanished
 
     def _run_routed(

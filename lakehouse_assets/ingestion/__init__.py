@@ -22,6 +22,7 @@ from lakehouse_assets.ingestion.errors import (
     IngestionError,
     IngestionOptionsError,
     LandingFolderMissingError,
+    LookupCsvError,
     NewColumnsError,
     NothingToInferError,
     SchemaEvolvedError,
@@ -30,7 +31,7 @@ from lakehouse_assets.ingestion.errors import (
     UnknownColumnsError,
 )
 from lakehouse_assets.ingestion.files import data_file_glob, is_data_file
-from lakehouse_assets.ingestion.lookup_csv import LookupCsv, LookupCsvError, read_lookup_csv
+from lakehouse_assets.ingestion.lookup_csv import LookupCsv, read_lookup_csv
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode, SourceFormat
 from lakehouse_assets.ingestion.rescue import (
     INGESTED_AT_COLUMN,

@@ -98,7 +98,7 @@ class _FileState:
         self.names = None
         self.needs_header = self.dialect.header and block == 0
         if self.dialect.header and block != 0:
-            self.names = list(read_header(file, self.dialect))
+            self.names = list(cached_header(file, self.dialect))
 
     def set_header(self, line: str) -> None:
         self.names = header_names(_tokens(line.lstrip(BOM), self.dialect) or [])
@@ -199,8 +199,14 @@ def header_names(tokens: list[str]) -> list[str]:
 
 
 @lru_cache(maxsize=1024)
+def cached_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
+    """:func:`read_header`, once per path: a streamed file is read once under its name, and
+    every split after the first needs its header."""
+    return read_header(path, dialect)
+
+
 def read_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
-    """The header of the file at ``path``, read from the file (for splits after the first)."""
+    """The header of the file at ``path``, read from the file as it is now."""
     from lakehouse_assets.ingestion.files import filesystem
 
     fs, local = filesystem(path)

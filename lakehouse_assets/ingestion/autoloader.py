@@ -58,6 +58,7 @@ from lakehouse_assets.ingestion.state import (
     uncommitted_files,
     unread_files,
     vanished_files,
+    vanished_message,
 )
 from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink, TableStore
 from lakehouse_assets.streaming import StreamRun, Trigger, run_stream
@@ -213,10 +214,7 @@ def autoload_to_table(
             raise translated from error
         raise
     for path in vanished_files(checkpoint, after_batch=done_before):
-        logger.warning(
-            "Skipped %s: it was deleted after this run listed it and before it was read, so its "
-            "records are not in %s. If that was a mistake, land it again under a new name.", path, table_path,
-        )
+        logger.warning(vanished_message(path, table_path))
     return run
 
 

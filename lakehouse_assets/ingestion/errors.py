@@ -107,3 +107,8 @@ def _some(files: Sequence[str], limit: int = 3) -> str:
     shown = ", ".join(files[:limit])
     more = len(files) - limit
     return shown + (f" and {more} more file(s)" if more > 0 else "") if files else "the landed files"
+
+
+class LookupCsvError(IngestionError):
+    """A lookup's landed CSV files cannot be loaded as they are; the table keeps its last good
+    version."""

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse_assets.ingestion._csv import CsvDialect, read_header
-from lakehouse_assets.ingestion.errors import IngestionError
+from lakehouse_assets.ingestion.errors import LookupCsvError
 from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import hold_back, local_paths
@@ -42,11 +42,6 @@ from lakehouse_assets.ingestion.rescue import parse_value
 # Bad rows named in an error; the error gives the total as well.
 _SAMPLE_ROWS = 5
 _PROBLEM = "_lookup_problem"
-
-
-class LookupCsvError(IngestionError):
-    """A lookup's landed CSV files cannot be loaded as they are; the table keeps its last good
-    version."""
 
 
 @dataclass(frozen=True)
@@ -93,8 +88,8 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
     for landed in files:
         if landed.path in unreadable:
             continue
-        # Not the cached read_header: a file landed again under the same name has a new header.
-        header = read_header.__wrapped__(landed.path, dialect)
+        # Read now, not cached: a lookup file landed again under its name has a new header.
+        header = read_header(landed.path, dialect)
         present = {name.lower() for name in header}
         missing = [name for name in struct.names if name.lower() not in present]
         if missing:

@@ -133,6 +133,14 @@ def vanished_files(checkpoint_location: str, *, after_batch: int | None) -> list
     return gone
 
 
+def vanished_message(path: str, table: str) -> str:
+    """The warning for a file :func:`vanished_files` found: what was lost and what to do."""
+    return (
+        f"Skipped {path}: it was deleted after this run listed it and before it was read, so its "
+        f"records are not in {table}. If that was a mistake, land it again under a new name."
+    )
+
+
 def query_id(checkpoint_location: str) -> str | None:
     """The query's id from ``<checkpoint>/metadata``, or None before its first start."""
     fs, root = filesystem(checkpoint_location)
