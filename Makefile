@@ -8,7 +8,7 @@ export LAKEHOUSE_ROOT ?= $(CURDIR)/lakehouse_data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 DAGSTER_PORT ?= 3000
 
-.PHONY: install run test test-fast clean bench bench-quick
+.PHONY: install run test test-fast clean bench bench-quick soak
 
 $(INSTALLED): pyproject.toml constraints.txt scripts/check_java.sh
 	@scripts/check_java.sh
@@ -52,6 +52,15 @@ bench: $(INSTALLED)
 bench-quick: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.run --quick $(BENCH_ARGS)
+
+## Crash soak (issue 8): SOAK_KILLS runs of the whole graph SIGKILLed at the fault points and at
+## random moments, then every invariant; writes reliability/results/latest.{md,json}.
+## SOAK_SEED repeats a schedule. About 30 s per kill on a 2-core machine.
+SOAK_KILLS ?= 120
+SOAK_SEED ?=
+soak: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m lakehouse_assets_tests.reliability.soak --kills $(SOAK_KILLS) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
 clean:
 	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache

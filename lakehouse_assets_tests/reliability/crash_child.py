@@ -1,0 +1,28 @@
+"""The crash harness's child: one materialization of the whole graph, then exit.
+
+Run as ``python -m lakehouse_assets_tests.reliability.crash_child`` with ``LAKEHOUSE_ROOT``
+(and optionally ``LAKEHOUSE_FAULT``) set. The harness starts it as the leader of its own
+process group, so a fault point's SIGKILL, or the harness's, takes Spark's JVM down with it.
+Exit 0 when the run succeeded, 1 when it failed (the traceback is on stderr).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+
+def main() -> int:
+    # Imported here so a failed import is reported like any other failure of the run.
+    from lakehouse_assets_tests.assets.pipeline import materialize
+
+    try:
+        materialize("*")
+    except Exception:  # noqa: BLE001 - the harness reads the traceback; the exit code says failed
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

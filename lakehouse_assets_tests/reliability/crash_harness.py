@@ -1,0 +1,337 @@
+"""Crash injection: materialize the whole graph in a child process and SIGKILL it, again and again.
+
+Each round lands a little new data (with bad records, so the quarantine is used), then starts
+:mod:`crash_child` as the leader of its own process group, with ``LAKEHOUSE_ROOT`` pointing at
+the harness's lakehouse, and kills the whole group (Spark's JVM and Python workers too):
+
+- at a named fault point (``LAKEHOUSE_FAULT=<point>:<hit>``, see :mod:`lakehouse_assets.faults`):
+  while a batch's data files are written, after a Delta commit and before the checkpoint
+  records the batch, after the checkpoint logged a batch's offsets and before anything is
+  written, between assets; the hit number picks which table or batch;
+- or at a random moment: the parent kills the group after a seeded random delay, which can
+  fall anywhere, Spark writing its checkpoint or state files included.
+
+The next round's run is the rerun that recovers from the kill. After every kill the
+invariants that must hold at any moment are checked (``pending_ok``: nothing duplicated,
+nothing half-written, checkpoints agreeing with their tables); every few kills, and at the
+end, a clean run (no fault) is followed by the full invariants.
+
+Everything random comes from one seed (``LAKEHOUSE_CRASH_SEED``, else random and printed): the
+schedule of points, hits, delays and landings is the same for a seed. Random-moment kills
+depend on the machine's speed as well, so they hit different instructions from run to run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lakehouse_assets.faults import ENV_VAR as FAULT_ENV_VAR
+from lakehouse_assets.reliability import InvariantReport, check_all
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.simulator import land
+from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
+
+SEED_ENV_VAR = "LAKEHOUSE_CRASH_SEED"
+RANDOM_KILL = "random"
+# The fault points in the order a run meets them, then kills at a random moment.
+KINDS = ("batch.started", "delta.files_written", "delta.committed", "asset.materialized", RANDOM_KILL)
+# How often each point is reached in one run of the whole graph with new data everywhere:
+# batch.started once per sink call (bronze, device_counts, quarantine + silver, daily);
+# the Delta points once per write (the same, plus the patients table); asset.materialized
+# once per asset output (six tables).
+MAX_HIT = {"batch.started": 5, "delta.files_written": 6, "delta.committed": 6, "asset.materialized": 6}
+# Small data: a round's cost is the JVM start and the queries' fixed costs, not the rows.
+LANDING = dict(records_per_file=120, bad_rate=0.05, files_per_year=8760)
+_STEP_START = re.compile(r" - ([A-Za-z0-9_]+) - STEP_START - ")
+_CHILD_TIMEOUT_SECONDS = 600
+# The child imports lakehouse_assets_tests, which is not installed: it runs from this checkout.
+_CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class RunOutcome:
+    """One child run: how it ended and where it was."""
+
+    kind: str  # a fault point, "random", or "clean"
+    hit: int | None
+    delay: float | None
+    returncode: int
+    duration: float
+    last_step: str | None
+    log: str
+
+    @property
+    def killed(self) -> bool:
+        return self.returncode == -signal.SIGKILL
+
+
+@dataclass
+class CheckRecord:
+    """The invariants checked after one run."""
+
+    after: str  # "kill N" or "clean run N" or "final clean run"
+    pending_ok: bool
+    ok: bool
+    summary: str
+
+
+@dataclass
+class CrashSummary:
+    """What a crash campaign did and found: the figures the README quotes."""
+
+    seed: int
+    kills_requested: int
+    kills: int = 0
+    attempts: int = 0
+    #: Runs that were not killed because the fault point was not reached that often, or the
+    #: random delay outlasted the run: they completed, and are reruns too.
+    survived: int = 0
+    clean_runs: int = 0
+    failed_runs: list[str] = field(default_factory=list)
+    kills_by_point: Counter = field(default_factory=Counter)
+    kills_by_step: Counter = field(default_factory=Counter)
+    landed_files: int = 0
+    landed_records: int = 0
+    checks: list[CheckRecord] = field(default_factory=list)
+    clean_run_seconds: list[float] = field(default_factory=list)
+    killed_run_seconds: list[float] = field(default_factory=list)
+    duration_seconds: float = 0.0
+
+    @property
+    def reruns(self) -> int:
+        """Runs started after a kill, each recovering from it (the killed runs that followed
+        a kill, the survivors and the clean runs)."""
+        return max(self.attempts + self.clean_runs - 1, 0)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed_runs and all(c.ok for c in self.checks)
+
+    def failures(self) -> str:
+        """Everything that went wrong, for an assertion message."""
+        lines = [f"seed {self.seed} ({SEED_ENV_VAR}={self.seed} reproduces the schedule)"]
+        lines += [f"run failed: {f}" for f in self.failed_runs]
+        lines += [f"invariants after {c.after}:\n{c.summary}" for c in self.checks if not c.ok]
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data.update(reruns=self.reruns, ok=self.ok,
+                    kills_by_point=dict(self.kills_by_point), kills_by_step=dict(self.kills_by_step))
+        return data
+
+
+def crash_seed() -> int:
+    """The seed of this campaign: ``LAKEHOUSE_CRASH_SEED``, else a fresh one (print it)."""
+    text = os.environ.get(SEED_ENV_VAR, "").strip()
+    return int(text) if text else random.SystemRandom().randrange(1, 2**31)
+
+
+class CrashHarness:
+    """Kill runs of the whole graph over one lakehouse at ``work_dir/lakehouse``."""
+
+    def __init__(self, work_dir: Path, seed: int, *, clean_every: int = 5,
+                 log: Callable[[str], None] = lambda line: None) -> None:
+        self.work_dir = work_dir
+        self.root = work_dir / "lakehouse"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root)})
+        self.rng = random.Random(seed)
+        self.clean_every = clean_every
+        self.log = log
+        self.runs = 0
+        self.summary = CrashSummary(seed=seed, kills_requested=0)
+        # Spark's and Dagster's scratch files: a killed JVM never cleans up after itself.
+        self.scratch = work_dir / "scratch"
+        self.logs = work_dir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    # -- the campaign ----------------------------------------------------------------------------
+    def campaign(self, kills: int) -> CrashSummary:
+        """Kill ``kills`` runs, cycling through the fault points and random moments, then
+        finish with a clean run and the full invariants."""
+        summary = self.summary
+        summary.kills_requested = kills
+        started = time.monotonic()
+        self.land_some(files=2)
+        # Up to three tries per kill: a hit beyond what a run reaches lets the run finish.
+        while summary.kills < kills and summary.attempts < 3 * kills:
+            kind = KINDS[summary.attempts % len(KINDS)]
+            summary.attempts += 1
+            if self.rng.random() < 0.7:
+                self.land_some(files=1)
+            if kind == RANDOM_KILL:
+                outcome = self.run_child(kind, delay=self.rng.uniform(1.0, self._typical_run_seconds()))
+            else:
+                outcome = self.run_child(kind, hit=self.rng.randint(1, MAX_HIT[kind]))
+            if outcome.killed:
+                summary.kills += 1
+                summary.kills_by_point[kind] += 1
+                summary.kills_by_step[f"{kind} @ {outcome.last_step or 'before the first step'}"] += 1
+                summary.killed_run_seconds.append(outcome.duration)
+                self.check(f"kill {summary.kills} ({self._describe(outcome)})", pending_ok=True)
+                if summary.kills % self.clean_every == 0 and summary.kills < kills:
+                    self.clean_run(f"clean run after kill {summary.kills}")
+            else:
+                summary.survived += 1
+                if outcome.returncode != 0:
+                    self._failed(outcome)
+                else:
+                    summary.clean_run_seconds.append(outcome.duration)
+        self.land_some(files=1)
+        self.clean_run("final clean run")
+        summary.duration_seconds = time.monotonic() - started
+        return summary
+
+    def clean_run(self, label: str) -> InvariantReport:
+        """A run with no fault, then every invariant at full strength."""
+        outcome = self.run_child("clean")
+        self.summary.clean_runs += 1
+        if outcome.returncode != 0:
+            self._failed(outcome)
+        else:
+            self.summary.clean_run_seconds.append(outcome.duration)
+        return self.check(label, pending_ok=False)
+
+    # -- the pieces ------------------------------------------------------------------------------
+    def land_some(self, files: int) -> None:
+        """Land the data set's next ``files`` files (5% bad records) into the landing folder."""
+        landed = land(self.root / "landing", files=files, seed=self.summary.seed % 1000, **LANDING)
+        self.summary.landed_files += len(landed.files)
+        self.summary.landed_records += landed.counts.total
+
+    def run_child(self, kind: str, *, hit: int | None = None, delay: float | None = None) -> RunOutcome:
+        """Run the whole graph in a child process group; arm ``kind:hit``, or kill the group
+        after ``delay`` seconds, or neither for a clean run."""
+        self.runs += 1
+        env = self._child_env()
+        if hit is not None:
+            env[FAULT_ENV_VAR] = f"{kind}:{hit}"
+        log_path = self.logs / f"run-{self.runs:04d}-{kind}.log"
+        started = time.monotonic()
+        with log_path.open("wb") as log_file:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "lakehouse_assets_tests.reliability.crash_child"],
+                env=env, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.work_dir, start_new_session=True,
+            )
+            try:
+                child.wait(timeout=delay if delay is not None else _CHILD_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                _kill_group(child.pid)
+                child.wait()
+            finally:
+                # Whatever ended the leader, nothing of its group may outlive it (a JVM
+                # still writing would race the next run).
+                _kill_group(child.pid)
+        duration = time.monotonic() - started
+        text = log_path.read_text(errors="replace")
+        steps = _STEP_START.findall(text)
+        outcome = RunOutcome(kind, hit, delay, child.returncode, duration, steps[-1] if steps else None, str(log_path))
+        self.log(f"run {self.runs}: {self._describe(outcome)} -> "
+                 f"{'killed' if outcome.killed else f'exit {outcome.returncode}'} after {duration:.1f}s"
+                 f" in {outcome.last_step}")
+        return outcome
+
+    def check(self, after: str, *, pending_ok: bool) -> InvariantReport:
+        report = check_all(self.settings, pending_ok=pending_ok)
+        self.summary.checks.append(CheckRecord(after, pending_ok, report.ok, report.summary()))
+        if not report.ok:
+            self.log(f"INVARIANTS BROKEN after {after}:\n{report.summary()}")
+        return report
+
+    def _failed(self, outcome: RunOutcome) -> None:
+        # The step that failed and the root causes say more than the traceback's tail.
+        lines = Path(outcome.log).read_text(errors="replace").splitlines()
+        key = [line[:400] for line in lines if "STEP_FAILURE" in line or line.startswith("Caused by:")][:6]
+        text = "\n".join(key or lines[-30:])
+        self.summary.failed_runs.append(f"{self._describe(outcome)} exit {outcome.returncode} (log {outcome.log}):\n{text}")
+        self.log(f"RUN FAILED: {self._describe(outcome)}, see {outcome.log}")
+
+    def _child_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != FAULT_ENV_VAR}
+        tmp = self.scratch / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        env.update(
+            LAKEHOUSE_ROOT=str(self.root),
+            PYSPARK_PYTHON=sys.executable,
+            PYTHONPATH=os.pathsep.join(p for p in (str(_CHECKOUT), env.get("PYTHONPATH", "")) if p),
+            TMPDIR=str(tmp),
+            LAKEHOUSE_SPARK_CONF=json.dumps({
+                "spark.driver.extraJavaOptions": f"{TEST_JVM_OPTIONS} -Djava.io.tmpdir={tmp}",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.local.dir": str(self.scratch / "spark"),
+            }),
+        )
+        return env
+
+    def _typical_run_seconds(self) -> float:
+        runs = self.summary.clean_run_seconds
+        return statistics.median(runs) if runs else 30.0
+
+    @staticmethod
+    def _describe(outcome: RunOutcome) -> str:
+        if outcome.kind == RANDOM_KILL:
+            return f"random kill after {outcome.delay:.1f}s"
+        if outcome.kind == "clean":
+            return "clean run"
+        return f"{FAULT_ENV_VAR}={outcome.kind}:{outcome.hit}"
+
+    def cleanup_scratch(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def format_summary(summary: CrashSummary) -> str:
+    """The campaign as Markdown: kills per point and per step, reruns, invariants, timings."""
+    def seconds(values: list[float]) -> str:
+        if not values:
+            return "-"
+        return f"median {statistics.median(values):.1f} s (min {min(values):.1f}, max {max(values):.1f}, n={len(values)})"
+
+    strict = [c for c in summary.checks if not c.pending_ok]
+    pending = [c for c in summary.checks if c.pending_ok]
+    lines = [
+        f"- seed: {summary.seed} (`{SEED_ENV_VAR}={summary.seed}` repeats the schedule)",
+        f"- kills: {summary.kills} of {summary.kills_requested} requested, in {summary.attempts} attempts "
+        f"({summary.survived} runs outlived their fault and completed)",
+        f"- reruns after a kill: {summary.reruns}; clean runs: {summary.clean_runs}",
+        f"- landed: {summary.landed_files} files, {summary.landed_records} records (5% bad)",
+        f"- failed runs: {len(summary.failed_runs)}",
+        f"- invariants after each kill (nothing duplicated or half-written, checkpoints agree): "
+        f"{sum(c.ok for c in pending)}/{len(pending)} held",
+        f"- all invariants after a clean run: {sum(c.ok for c in strict)}/{len(strict)} held",
+        f"- duration: {summary.duration_seconds / 60:.1f} min; killed runs {seconds(summary.killed_run_seconds)}; "
+        f"completed runs {seconds(summary.clean_run_seconds)}",
+        "",
+        "| kill point | kills |",
+        "|---|---:|",
+        *[f"| {kind} | {summary.kills_by_point.get(kind, 0)} |" for kind in KINDS],
+        "",
+        "| kill point @ step running | kills |",
+        "|---|---:|",
+        *[f"| {k} | {n} |" for k, n in sorted(summary.kills_by_step.items())],
+    ]
+    broken = [c for c in summary.checks if not c.ok]
+    if broken or summary.failed_runs:
+        lines += ["", "## Failures", "", "```", summary.failures(), "```"]
+    return "\n".join(lines) + "\n"
