@@ -41,8 +41,17 @@ def json_record_count(path: Path) -> int:
 
 
 def landed_record_counts(source_dir: Path) -> dict[str, int]:
-    """Per landed data file of ``source_dir`` (by :func:`landing_key`), its record count."""
-    return {landing_key(str(p), source_dir): json_record_count(p) for p in landing_files(source_dir)}
+    """Per landed data file of ``source_dir`` (by :func:`landing_key`), its record count.
+
+    Files that vanish while being counted, or cannot be read, are left out: ingestion cannot
+    read them either, and it reports them itself."""
+    counts = {}
+    for path in landing_files(source_dir):
+        try:
+            counts[landing_key(str(path), source_dir)] = json_record_count(path)
+        except OSError:
+            continue
+    return counts
 
 
 def landing_key(source_file: str, source_dir: Path) -> str:
