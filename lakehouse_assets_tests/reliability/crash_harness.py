@@ -27,7 +27,6 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import statistics
 import subprocess
@@ -289,9 +288,6 @@ class CrashHarness:
         if outcome.kind == "clean":
             return "clean run"
         return f"{FAULT_ENV_VAR}={outcome.kind}:{outcome.hit}"
-
-    def cleanup_scratch(self) -> None:
-        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def _kill_group(pgid: int) -> None:
