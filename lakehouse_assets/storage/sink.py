@@ -81,6 +81,12 @@ class DeltaSink:
                 operation="STREAMING UPDATE",
                 metadata=metadata,
             )
+        if result.skipped:
+            # A replayed batch the table already holds. Spark still expects the batch's plan to
+            # run: a stateful query (an aggregation) commits its state store only when its
+            # DataFrame is consumed, and Spark 4 fails the batch otherwise
+            # (STATE_STORE_COMMIT_VALIDATION_FAILED). Consume it without writing anything.
+            batch_df.write.format("noop").mode("overwrite").save()
         with self._lock:
             self.commits.append(result)
 
