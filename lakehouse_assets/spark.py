@@ -70,7 +70,7 @@ def build_spark_session(
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     requested = {**settings.spark_conf, **(extra_conf or {})}
-    spark = SparkSession.getActiveSession()
+    spark = SparkSession.getActiveSession() or _running_session()
     if spark is None:
         conf: dict[str, str] = dict(LOCAL_DEFAULTS) if is_local else {}
         conf.update(requested)
@@ -91,6 +91,16 @@ def build_spark_session(
             spark.conf.set(key, value)
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _running_session() -> SparkSession | None:
+    """The process's session when one runs but is not this thread's active session (a run
+    on another thread): the builder would otherwise apply the local defaults to it."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is None:
+        return None
+    return SparkSession.builder.getOrCreate()
 
 
 class SparkResource(LazyPySparkResource):

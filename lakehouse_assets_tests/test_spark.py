@@ -73,3 +73,16 @@ def test_settings_errors_surface_before_any_jvm_starts(monkeypatch: pytest.Monke
     monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", "not json")
     with pytest.raises(ConfigurationError, match="LAKEHOUSE_SPARK_CONF"):
         build_spark_session()
+
+
+def test_a_session_built_on_another_thread_is_the_running_one_with_its_tuning(spark: SparkSession) -> None:
+    import threading
+
+    built: list[SparkSession] = []
+    thread = threading.Thread(target=lambda: built.append(build_spark_session(LakehouseSettings.from_env({}))))
+    thread.start()
+    thread.join()
+
+    assert built and built[0].sparkContext is spark.sparkContext
+    # Not the local defaults (4): the test fixture's own setting holds.
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
