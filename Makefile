@@ -55,8 +55,8 @@ bench-quick: $(INSTALLED)
 
 ## Crash soak (issue 8): SOAK_KILLS runs of the whole graph SIGKILLed at the fault points and at
 ## random moments, then every invariant; writes reliability/results/latest.{md,json}.
-## SOAK_SEED repeats a schedule. About 30 s per kill on a 2-core machine.
-SOAK_KILLS ?= 120
+## SOAK_SEED repeats a schedule. About 35 s per kill on a 2-core machine (60 kills: ~35 min).
+SOAK_KILLS ?= 60
 SOAK_SEED ?=
 soak: $(INSTALLED)
 	@scripts/check_java.sh
