@@ -1,6 +1,6 @@
 """``make soak``: a long crash campaign, its figures written where the README can cite them.
 
-    python -m lakehouse_assets_tests.reliability.soak --kills 120 [--seed N]
+    python -m lakehouse_assets_tests.reliability.soak --kills 60 [--seed N]
 
 Writes ``reliability/results/latest.md`` and ``latest.json`` (kills per point and per step,
 reruns, invariant results, durations) and exits 1 if a run failed or an invariant broke.
@@ -26,7 +26,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "reliability" / "results"
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="soak", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kills", type=int, default=120, help="runs to kill (default 120)")
+    parser.add_argument("--kills", type=int, default=60, help="runs to kill (default 60, as make soak)")
     parser.add_argument("--seed", type=int, default=None, help="the schedule's seed (default: LAKEHOUSE_CRASH_SEED, else random)")
     parser.add_argument("--clean-every", type=int, default=10, help="a clean run and full check after every N kills")
     parser.add_argument("--results", type=Path, default=RESULTS, help=f"where latest.md/json go (default {RESULTS})")
