@@ -211,9 +211,14 @@ def read_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
 
     fs, local = filesystem(path)
     with fs.open_input_stream(local) as stream:
-        reader = io.TextIOWrapper(stream, encoding="utf-8", newline="")
-        for line in reader:
-            line = line.lstrip(BOM).rstrip("\r\n")
-            if line:
-                return tuple(header_names(_tokens(line, dialect) or []))
+        return header_of(io.TextIOWrapper(stream, encoding="utf-8", newline=""), dialect)
+
+
+def header_of(lines: Iterable[str], dialect: CsvDialect) -> tuple[str, ...]:
+    """The header of a CSV file's lines: its first non-empty line's names (see
+    :func:`header_names`); empty when there is no such line."""
+    for line in lines:
+        line = line.lstrip(BOM).rstrip("\r\n")
+        if line:
+            return tuple(header_names(_tokens(line, dialect) or []))
     return ()

@@ -19,24 +19,33 @@ letter case, and the load refuses to go ahead when something would be lost or wr
 
 The caller writes the rows only if the read succeeded, so a failed load leaves the table at
 its last good version.
+
+A lookup is small (thousands of rows, not millions), so its files are read and parsed on the
+driver, and typed by Spark's casts on the driver too (a local relation runs no Spark job): a
+load costs milliseconds, where reading the files with Spark took several jobs and Python
+workers, seconds on every run of the lookup's asset.
 """
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse_assets.ingestion._csv import CsvDialect, read_header
+from lakehouse_assets.ingestion._csv import OUTPUT_SCHEMA as RECORDS_ARROW_SCHEMA
+from lakehouse_assets.ingestion._csv import CsvDialect, header_of, parse_document
 from lakehouse_assets.ingestion.errors import LookupCsvError
-from lakehouse_assets.ingestion.files import list_data_files
+from lakehouse_assets.ingestion.files import filesystem, list_data_files
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
-from lakehouse_assets.ingestion.readiness import hold_back, local_paths
-from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD, read_batch_records
+from lakehouse_assets.ingestion.readiness import hold_back
+from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD
 from lakehouse_assets.ingestion.rescue import parse_value
 
 # Bad rows named in an error; the error gives the total as well.
@@ -68,8 +77,8 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
     matched by header name, ignoring case; or raise :class:`LookupCsvError` naming every file
     that lacks a column or cannot be read, or the rows whose values do not fit (see the module).
 
-    The rows are read once and kept (a local checkpoint), so what was checked is what the
-    caller writes, even if a file is landed again meanwhile.
+    Each file is read once, and the rows returned are the ones checked (a local relation),
+    even if a file is landed again meanwhile.
     """
     source = str(folder)
     struct = schema if isinstance(schema, T.StructType) else T.StructType.fromDDL(schema)
@@ -85,11 +94,13 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
     ignored: dict[str, tuple[str, ...]] = {}
     wanted = {name.lower() for name in struct.names}
     dialect = CsvDialect(header=True)
+    texts: dict[str, str] = {}
     for landed in files:
         if landed.path in unreadable:
             continue
         # Read now, not cached: a lookup file landed again under its name has a new header.
-        header = read_header(landed.path, dialect)
+        texts[landed.path] = text = _read_text(landed.path)
+        header = header_of(io.StringIO(text, newline=""), dialect)
         present = {name.lower() for name in header}
         missing = [name for name in struct.names if name.lower() not in present]
         if missing:
@@ -108,7 +119,7 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
             "again, or remove it."
         )
 
-    records = read_batch_records(spark, local_paths(files), AutoLoaderOptions(format="csv", header=True))
+    records = spark.createDataFrame(_records_table(texts, dialect))
     # Header names were made unique ignoring case, so lowering the keys merges nothing.
     fields = F.transform_keys(F.col(FIELDS), lambda key, value: F.lower(key))
     typed = records.select(
@@ -116,22 +127,43 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
         _problem(fields, struct).alias(_PROBLEM),
         F.col(FILE),
         F.col(RECORD),
-    ).localCheckpoint(eager=True)
-    bad = typed.where(F.col(_PROBLEM).isNotNull())
-    sample = bad.limit(_SAMPLE_ROWS).collect()
-    if sample:
-        total = bad.count()
-        named = "; ".join(f"{row[FILE]} row {row[RECORD]!r}: {row[_PROBLEM]}" for row in sample)
-        more = f" (and {total - len(sample)} more)" if total > len(sample) else ""
+    ).toArrow()
+    bad = typed.filter(pc.is_valid(typed.column(_PROBLEM))).select([FILE, RECORD, _PROBLEM]).to_pylist()
+    if bad:
+        named = "; ".join(f"{row[FILE]} row {row[RECORD]!r}: {row[_PROBLEM]}" for row in bad[:_SAMPLE_ROWS])
+        more = f" (and {len(bad) - _SAMPLE_ROWS} more)" if len(bad) > _SAMPLE_ROWS else ""
         raise LookupCsvError(
-            f"Cannot load the lookup from {source}; it keeps its last good version. {total} row"
-            f"{'s' if total != 1 else ''} do not fit: {named}{more}. Correct the rows and land the "
+            f"Cannot load the lookup from {source}; it keeps its last good version. {len(bad)} row"
+            f"{'s' if len(bad) != 1 else ''} do not fit: {named}{more}. Correct the rows and land the "
             "file again; a row loaded without its value would silently be missing from the lookup."
         )
     return LookupCsv(
-        rows=typed.select(*struct.names),
+        rows=spark.createDataFrame(typed.select(struct.names), schema=struct),
         files=tuple(f.path for f in files),
         ignored_columns=ignored,
+    )
+
+
+def _read_text(path: str) -> str:
+    """A landed file's text; bytes that are not UTF-8 become U+FFFD, as Spark's text reader
+    reads them (the value holding one then fails its column's type, by row)."""
+    fs, local = filesystem(path)
+    with fs.open_input_stream(local) as stream:
+        return stream.read().decode("utf-8", errors="replace")
+
+
+def _records_table(texts: Mapping[str, str], dialect: CsvDialect) -> pa.Table:
+    """The records of CSV files' texts, as the ingestion's CSV records (``_record``,
+    ``_fields``, ``_malformed``, ``_source_file``); quoted values may span lines."""
+    rows = [
+        (record, fields, malformed, path)
+        for path, text in texts.items()
+        for record, fields, malformed in parse_document(text, dialect)
+    ]
+    columns = list(zip(*rows)) if rows else [(), (), (), ()]
+    return pa.Table.from_arrays(
+        [pa.array(list(values), type=field.type) for values, field in zip(columns, RECORDS_ARROW_SCHEMA)],
+        schema=RECORDS_ARROW_SCHEMA,
     )
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from lakehouse_assets.ingestion.files import LandedFile, filesystem, to_local_or_uri
+from lakehouse_assets.ingestion.files import LandedFile, filesystem
 
 # Characters a landed file name must not hold for Spark's file source to read it correctly.
 UNREADABLE_NAME_CHARACTERS = frozenset(":?*[]{}\\")
@@ -110,7 +110,3 @@ def _escape(ch: str) -> str:
         return ch
     return "\\" + ch
 
-
-def local_paths(files: Sequence[LandedFile]) -> list[str]:
-    """The files as paths Spark's batch reader opens as they are (no URI quoting to undo)."""
-    return [to_local_or_uri(f.path) if f.path.startswith("file:") else f.path for f in files]
