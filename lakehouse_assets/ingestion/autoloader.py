@@ -36,11 +36,12 @@ from lakehouse_assets.ingestion.errors import (
 from lakehouse_assets.ingestion.files import folder_exists, list_data_files, spark_file_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SourceFormat
 from lakehouse_assets.ingestion.readiness import glob_of_names, hold_back
-from lakehouse_assets.ingestion.records import file_reader, records, text_lines, with_source_file
+from lakehouse_assets.ingestion.records import file_reader, json_documents, records, text_lines, with_source_file
 from lakehouse_assets.ingestion.rescue import (
     METADATA_COLUMNS,
     READ_SCHEMA_STALE_MARKER,
     parse_marker,
+    shape_json_records,
     shape_parquet,
     shape_records,
 )
@@ -133,6 +134,11 @@ def autoload_stream(
     mode = options.schema_evolution_mode
     if options.format != "parquet":
         lines = text_lines(reader.load(source), options)
+        if options.format == "json":
+            return shape_json_records(
+                json_documents(lines, options), stored.schema, mode=mode,
+                schema_location=str(schema_location), options=options,
+            )
         return shape_records(records(lines, options), stored.schema, mode=mode, schema_location=str(schema_location))
     extra = (
         _unread_parquet_columns(spark, source, options, stored, checkpoint) if mode == "rescue" else T.StructType([])

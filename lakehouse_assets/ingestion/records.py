@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import partial
 
-from pyspark.sql import DataFrame, DataFrameReader, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming import DataStreamReader
@@ -109,11 +109,12 @@ def json_options(options: AutoLoaderOptions) -> dict[str, str]:
     return {**dict(options.reader_options), "mode": "PERMISSIVE"}
 
 
-def json_records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
-    """JSON documents (lines, or whole files with ``multi_line``) as records.
+def json_documents(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """JSON documents (lines, or whole files with ``multi_line``) as records' raw text
+    (``_record``, ``_source_file``), not parsed yet.
 
     A document that is an array of objects is one record per element, as Spark's JSON reader
-    reads it. A record whose object repeats a key is ambiguous and counts as malformed.
+    reads it; a blank line is no record.
     """
     opts = json_options(options)
     doc = F.col("value")
@@ -131,11 +132,22 @@ def json_records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
         .when(objects_array, elements)
         .otherwise(F.array(doc))
     )
-    records = lines.select(F.explode(documents).alias(RECORD), F.col(FILE))
-    parsed = F.from_json(F.col(RECORD), RAW_FIELDS_TYPE, opts)
+    return lines.select(F.explode(documents).alias(RECORD), F.col(FILE))
+
+
+def json_fields(record: Column, options: AutoLoaderOptions) -> Column:
+    """A JSON record's fields as a map from name to raw value text; null when the record is
+    malformed, or repeats a key (ambiguous: which value is the field's?)."""
+    parsed = F.from_json(record, RAW_FIELDS_TYPE, json_options(options))
     keys = F.map_keys(parsed)
-    fields = F.when(F.size(keys) == F.size(F.array_distinct(keys)), parsed)
-    return records.select(
+    return F.when(F.size(keys) == F.size(F.array_distinct(keys)), parsed)
+
+
+def json_records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """JSON documents (see :func:`json_documents`) as records: raw text, fields
+    (:func:`json_fields`), malformed or not, and the file."""
+    fields = json_fields(F.col(RECORD), options)
+    return json_documents(lines, options).select(
         F.col(RECORD), fields.alias(FIELDS), fields.isNull().alias(MALFORMED), F.col(FILE)
     )
 

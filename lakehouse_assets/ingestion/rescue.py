@@ -30,8 +30,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse_assets.ingestion.files import filesystem
-from lakehouse_assets.ingestion.options import SchemaEvolutionMode
-from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD
+from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode
+from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD, json_fields, json_options
 
 RESCUED_DATA_COLUMN = "_rescued_data"
 SOURCE_FILE_COLUMN = "_source_file"
@@ -47,18 +47,27 @@ _STRING_ARRAY = T.ArrayType(T.StringType())
 
 
 def shape_records(
-    records: DataFrame, schema: T.StructType, *, mode: SchemaEvolutionMode, schema_location: str
+    records: DataFrame,
+    schema: T.StructType,
+    *,
+    mode: SchemaEvolutionMode,
+    schema_location: str,
+    parsed: TypedParse | None = None,
 ) -> DataFrame:
     """Bronze rows from raw JSON/CSV records (``_record``, ``_fields``, ``_malformed``,
     ``_source_file``), with ``schema``'s columns, then ``_rescued_data``, ``_source_file``
-    and ``_ingested_at``. ``schema_location`` is named in the error new columns raise."""
+    and ``_ingested_at``. ``schema_location`` is named in the error new columns raise.
+
+    With ``parsed`` (see :func:`shape_json_records`), a record it marks as fitting takes its
+    columns from the typed parse, and only the others are read from ``_fields``."""
     fields = F.col(FIELDS)
     columns: list[Column] = []
     mismatches: list[Column] = []
     for field in schema.fields:
         raw = F.try_element_at(fields, F.lit(field.name))
         value = parse_value(raw, field.dataType)
-        columns.append(value.alias(field.name))
+        typed = value if parsed is None else F.when(parsed.fits, parsed.value(field.name)).otherwise(value)
+        columns.append(typed.alias(field.name))
         mismatches.append(F.when(raw.isNotNull() & value.isNull(), raw).alias(field.name))
 
     names = [f.name for f in schema.fields]
@@ -92,12 +101,83 @@ def shape_records(
         new_keys = F.filter(F.map_keys(fields), lambda k: unknown(k) & ~F.array_contains(reserved, k))
         guard = F.when(F.size(new_keys) > 0, _raise(NEW_COLUMNS_MARKER, new_keys, F.col(FILE), schema_location))
         rescued = F.coalesce(guard.cast(T.StringType()), rescued)
+    if parsed is not None:
+        rescued = F.when(~parsed.fits, rescued)
     return records.select(
         *columns,
         rescued.alias(RESCUED_DATA_COLUMN),
         F.col(FILE).alias(SOURCE_FILE_COLUMN),
         F.current_timestamp().alias(INGESTED_AT_COLUMN),
     )
+
+
+# Column types whose values Spark's typed JSON parser reads exactly as a cast of their raw text
+# reads them (or refuses, marking the record corrupt). Other types (timestamps, decimals,
+# nested) parse differently in the two, so records with them always take the rescue path.
+_TYPED_PARSE_TYPES = (
+    T.StringType, T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
+)
+_CORRUPT = "__lakehouse_corrupt_record"
+_TYPED = "__lakehouse_typed"
+_FITS = "__lakehouse_fits"
+
+
+class TypedParse:
+    """The columns :func:`shape_json_records` adds to records: the record parsed as the
+    schema's types, and whether the record fits the schema (nothing to rescue)."""
+
+    @property
+    def fits(self) -> Column:
+        return F.col(_FITS)
+
+    def value(self, name: str) -> Column:
+        return F.col(_TYPED).getField(name)
+
+
+def shape_json_records(
+    documents: DataFrame,
+    schema: T.StructType,
+    *,
+    mode: SchemaEvolutionMode,
+    schema_location: str,
+    options: AutoLoaderOptions,
+) -> DataFrame:
+    """Bronze rows from JSON records' raw text (``_record``, ``_source_file``: see
+    :func:`~.records.json_documents`), exactly as :func:`shape_records` shapes
+    :func:`~.records.json_records`' output, in about half the time.
+
+    Nearly every landed record fits its schema: its keys are column names, each once, and
+    every value parses as its column's type. Such a record is read by Spark's typed JSON parser
+    alone and has nothing to rescue. Only the others (malformed, a wrong type, an unknown or
+    case-variant key, a repeated key) are parsed again as name -> raw text and rescued.
+    """
+    if not all(isinstance(f.dataType, _TYPED_PARSE_TYPES) for f in schema.fields):
+        fields = json_fields(F.col(RECORD), options)
+        records = documents.select(F.col(RECORD), fields.alias(FIELDS), fields.isNull().alias(MALFORMED), F.col(FILE))
+        return shape_records(records, schema, mode=mode, schema_location=schema_location)
+    record = F.col(RECORD)
+    with_corrupt = T.StructType([*schema.fields, T.StructField(_CORRUPT, T.StringType())])
+    typed = F.from_json(record, with_corrupt, {**json_options(options), "columnNameOfCorruptRecord": _CORRUPT})
+    keys = F.json_object_keys(record)  # null for a document that is not an object
+    fits = (
+        typed.isNotNull()
+        & typed.getField(_CORRUPT).isNull()
+        & keys.isNotNull()
+        & (F.size(F.array_except(keys, _string_array(schema.names))) == 0)
+        & (F.size(keys) == F.size(F.array_distinct(keys)))
+    )
+    for field in schema.fields:
+        if isinstance(field.dataType, (T.DoubleType, T.FloatType)):
+            # A number too large for its type: the typed parser reads infinity, the raw-text
+            # parser the text "Infinity"; the rescue path decides, as it always has.
+            value = typed.getField(field.name)
+            fits = fits & (value.isNull() | (F.abs(value) != F.lit(float("inf"))))
+    staged = documents.select(record, F.col(FILE), typed.alias(_TYPED), F.coalesce(fits, F.lit(False)).alias(_FITS))
+    # Guarded by the record not fitting, so a fitting record is parsed once, whatever the
+    # optimizer does with the expression.
+    fields = F.when(~F.col(_FITS), json_fields(record, options))
+    staged = staged.select("*", fields.alias(FIELDS), (~F.col(_FITS) & fields.isNull()).alias(MALFORMED))
+    return shape_records(staged, schema, mode=mode, schema_location=schema_location, parsed=TypedParse())
 
 
 def shape_parquet(
