@@ -22,7 +22,9 @@ from lakehouse_assets.settings import LakehouseSettings
 LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4",
-    "spark.driver.memory": "2g",
+    # 1 GiB of heap holds a 2-core machine's work (a few million small records per batch) and keeps
+    # the whole run (JVM, driver, Python workers) near 2 GiB; raise it through LAKEHOUSE_SPARK_CONF.
+    "spark.driver.memory": "1g",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.adaptive.enabled": "true",
