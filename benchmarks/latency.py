@@ -300,6 +300,13 @@ def run_latency(bench: Any) -> None:
             return
         log(f"  warm-up reached gold in {result['warmup_seconds']} s")
         for i in range(plan.latency_samples):
+            left = bench.seconds_left()
+            longest = max((s["seconds"] or 0 for s in samples), default=0)
+            if i >= plan.latency_min_samples and left is not None and left < 1.2 * longest:
+                result["stopped_early"] = (f"{i} of {plan.latency_samples} samples: {left:.0f} s of the suite's time "
+                                           f"budget left, and a sample takes up to {longest:.0f} s")
+                log("  " + result["stopped_early"])
+                break
             time.sleep(1)
             landed_epoch = time.time()
             landed = land(ws.landing, files=1, **options)

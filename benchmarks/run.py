@@ -42,9 +42,9 @@ DEFAULT_WORKDIR = Path(__file__).resolve().parent / ".work"
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small data, one run each, no latency scenario")
+    parser.add_argument("--quick", action="store_true", help="small data, one run each, no history or latency scenario")
     parser.add_argument("--scenarios", default=None,
-                        help=f"comma-separated, from: {', '.join(ALL_SCENARIOS)} (default: all; --quick: all but latency)")
+                        help=f"comma-separated, from: {', '.join(ALL_SCENARIOS)} (default: all; --quick: all but history and latency)")
     parser.add_argument("--repeats", type=int, default=None, help="runs per contender in the short scenarios")
     parser.add_argument("--contenders", default=None, help=f"comma-separated subset of: {', '.join(all_contenders())}")
     parser.add_argument("--bad-rate", type=float, default=None, help="share of bad records in the landed files (default 0.01)")
@@ -54,6 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="which product code to measure: the working tree (default) or a git ref (e.g. HEAD), "
                         "unpacked into the work folder so edits in progress do not get measured")
     parser.add_argument("--keep", action="store_true", help="keep the work folder afterwards")
+    parser.add_argument("--budget-minutes", type=float, default=None,
+                        help="finish within this (default 29, quick 5): the latency samples stop early, never "
+                        "below 3, rather than run past it")
     return parser.parse_args(argv)
 
 
@@ -74,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"unknown scenario(s): {', '.join(sorted(unknown))}; choose from {', '.join(ALL_SCENARIOS)}", file=sys.stderr)
             return 2
     else:
-        scenarios = [s for s in ALL_SCENARIOS if not (args.quick and s == "latency")]
+        scenarios = list(plan.default_scenarios)
     only = None
     if args.contenders:
         only = [c.strip() for c in args.contenders.split(",") if c.strip()]
@@ -95,7 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"[{time.monotonic() - started:7.1f}s] {message}", flush=True)
 
-    bench = Bench(plan=plan, workdir=args.workdir, only=only, log=log)
+    budget = args.budget_minutes or (5 if args.quick else 29)
+    bench = Bench(plan=plan, workdir=args.workdir, only=only, log=log, deadline=started + budget * 60)
+    log(f"plan: {', '.join(scenarios)}; about {plan.estimate_seconds() / 60:.0f} min on an idle 2-core machine; "
+        f"budget {budget:g} min")
     bench.facts = probe_product(log)
     os.environ[QUARANTINE_ENV] = ",".join(bench.facts.get("quarantine_assets") or [])
     log(f"product: {len(bench.facts.get('assets', []))} assets, {bench.facts['checks_defined']} checks, "
