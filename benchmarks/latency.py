@@ -34,6 +34,9 @@ FILES_PER_YEAR = 366  # one file per day: a file is in gold when its day is
 YEAR_START = 1_577_836_800
 DAY = 86_400
 POLL_SECONDS = 0.5
+#: Kept free of samples at the end of the time budget: stopping dagster dev (its daemon waits
+#: for the run in progress) took 75 s on 2 cores.
+STOP_RESERVE_SECONDS = 90
 
 
 class DagsterDev:
@@ -302,7 +305,7 @@ def run_latency(bench: Any) -> None:
         for i in range(plan.latency_samples):
             left = bench.seconds_left()
             longest = max((s["seconds"] or 0 for s in samples), default=0)
-            if i >= plan.latency_min_samples and left is not None and left < 1.2 * longest:
+            if i >= plan.latency_min_samples and left is not None and left < 1.2 * longest + STOP_RESERVE_SECONDS:
                 result["stopped_early"] = (f"{i} of {plan.latency_samples} samples: {left:.0f} s of the suite's time "
                                            f"budget left, and a sample takes up to {longest:.0f} s")
                 log("  " + result["stopped_early"])
