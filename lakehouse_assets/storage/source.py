@@ -37,6 +37,7 @@ from lakehouse_assets.storage._delta_log import (
     snapshot_schema,
 )
 from lakehouse_assets.storage._schema import arrow_to_spark, spark_to_arrow
+from lakehouse_assets.storage.changes import table_id
 from lakehouse_assets.storage.engine import StreamOptions
 
 SOURCE_NAME = "lakehouse_delta"
@@ -137,9 +138,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _table_id(self) -> str:
         if self._id is None:
-            from deltalake import DeltaTable
-
-            self._id = str(DeltaTable(self.path).metadata().id)
+            self._id = table_id(self.path)
         return self._id
 
     def _check_same_table(self, start: dict) -> None:
@@ -311,10 +310,8 @@ def _gives_the_query_work(table_path: str, version: int) -> bool:
 
 
 def _current_table_id(path: str) -> str | None:
-    from deltalake import DeltaTable
-
     try:
-        return str(DeltaTable(path).metadata().id)
+        return table_id(path)
     except Exception:  # missing or unreadable: the query itself will report it properly
         return None
 
