@@ -43,7 +43,6 @@ from lakehouse_assets.ingestion._csv import OUTPUT_SCHEMA as RECORDS_ARROW_SCHEM
 from lakehouse_assets.ingestion._csv import CsvDialect, header_of, parse_document
 from lakehouse_assets.ingestion.errors import LookupCsvError
 from lakehouse_assets.ingestion.files import filesystem, list_data_files
-from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD
 from lakehouse_assets.ingestion.rescue import parse_value

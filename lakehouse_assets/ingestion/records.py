@@ -146,10 +146,13 @@ def json_fields(record: Column, options: AutoLoaderOptions) -> Column:
 def json_records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
     """JSON documents (see :func:`json_documents`) as records: raw text, fields
     (:func:`json_fields`), malformed or not, and the file."""
+    return parse_json_documents(json_documents(lines, options), options)
+
+
+def parse_json_documents(documents: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """:func:`json_documents`' rows as records (see :func:`json_records`)."""
     fields = json_fields(F.col(RECORD), options)
-    return json_documents(lines, options).select(
-        F.col(RECORD), fields.alias(FIELDS), fields.isNull().alias(MALFORMED), F.col(FILE)
-    )
+    return documents.select(F.col(RECORD), fields.alias(FIELDS), fields.isNull().alias(MALFORMED), F.col(FILE))
 
 
 def csv_dialect(options: AutoLoaderOptions) -> CsvDialect:

@@ -31,7 +31,15 @@ from pyspark.sql import types as T
 
 from lakehouse_assets.ingestion.files import filesystem
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode
-from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD, json_fields, json_options
+from lakehouse_assets.ingestion.records import (
+    FIELDS,
+    FILE,
+    MALFORMED,
+    RECORD,
+    json_fields,
+    json_options,
+    parse_json_documents,
+)
 
 RESCUED_DATA_COLUMN = "_rescued_data"
 SOURCE_FILE_COLUMN = "_source_file"
@@ -152,8 +160,7 @@ def shape_json_records(
     case-variant key, a repeated key) are parsed again as name -> raw text and rescued.
     """
     if not all(isinstance(f.dataType, _TYPED_PARSE_TYPES) for f in schema.fields):
-        fields = json_fields(F.col(RECORD), options)
-        records = documents.select(F.col(RECORD), fields.alias(FIELDS), fields.isNull().alias(MALFORMED), F.col(FILE))
+        records = parse_json_documents(documents, options)
         return shape_records(records, schema, mode=mode, schema_location=schema_location)
     record = F.col(RECORD)
     with_corrupt = T.StructType([*schema.fields, T.StructField(_CORRUPT, T.StringType())])
