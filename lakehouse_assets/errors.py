@@ -80,3 +80,19 @@ class TableBusyError(LakehouseError):
 
 class SourceRecreatedError(LakehouseError):
     """A table a streaming query reads was dropped or recreated under its checkpoint."""
+
+
+class EngineUnavailableError(LakehouseError):
+    """No Spark Connect engine answers at the configured URL, or it refused this client."""
+
+    def __init__(self, url: str, problem: str) -> None:
+        super().__init__(
+            f"No Spark engine answers at {url}: {problem}. Start one with `lakehouse engine start` "
+            "(or point LAKEHOUSE_SPARK_REMOTE at a running one), or unset LAKEHOUSE_SPARK_REMOTE to "
+            "run Spark embedded."
+        )
+        self.url = url
+
+
+class EngineStartError(LakehouseError):
+    """The managed Spark Connect engine could not be started."""

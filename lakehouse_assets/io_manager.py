@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import dagster as dg
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
@@ -42,7 +42,14 @@ from lakehouse_assets.ingestion.state import last_committed_batch, vanished_file
 from lakehouse_assets.quality.quarantine import QuarantineSink
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import CommitResult, DeltaRsTableStore, DeltaSink, StreamOptions, TableStore
+from lakehouse_assets.storage import (
+    CommitResult,
+    DeltaRsTableStore,
+    DeltaSink,
+    StreamOptions,
+    TableStore,
+    run_commits,
+)
 from lakehouse_assets.storage.checkpoint import check_sources, validate_checkpoint
 from lakehouse_assets.storage.table_lock import table_locks
 from lakehouse_assets.streaming import StreamRun, Trigger, run_stream
@@ -74,10 +81,6 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         default=900.0,
         description="How long a run waits for another run writing the same table before it fails",
     )
-    # Rows each routed table's query quarantined in this process, reported on the
-    # quarantine asset's own materialization.
-    _quarantined: dict[str, int] = PrivateAttr(default_factory=dict)
-
     def settings(self) -> LakehouseSettings:
         """Read when used, not when definitions load: ``LAKEHOUSE_ROOT`` decides."""
         return LakehouseSettings.from_env()
@@ -107,8 +110,11 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         spec = context.definition_metadata or {}
         config = TableRunConfig(**(_op_config(context) or {}))
         if isinstance(obj, QuarantineOf):
-            # The routed query already wrote (and, on a full refresh, first cleared) this table.
-            metadata = {"rows_written": dg.MetadataValue.int(self._quarantined.pop(obj.table.to_user_string(), 0))}
+            # The routed query already wrote (and, on a full refresh, first cleared) this table;
+            # its log says what this run put there.
+            run_id = _run_id(context)
+            written = run_commits(self.store(), str(table.path), run_id) if run_id else []
+            metadata = {"rows_written": dg.MetadataValue.int(sum(c.rows_written for c in written))}
             metadata.update(self._table_metadata(table, spec, None))
             context.add_output_metadata(metadata)
             return
@@ -201,6 +207,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             trigger=trigger,
             query_name=table.table_name.replace(".", "__"),
             restart_when=source.restart_when,
+            run_id=_run_id(context),
         )
 
     def _run_ingestion(
@@ -237,8 +244,8 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             checkpoint_location=str(table.checkpoint),
             trigger=_trigger(spec, config),
             query_name=table.table_name.replace(".", "__"),
+            run_id=_run_id(context),
         )
-        self._quarantined[context.asset_key.to_user_string()] = sink.rows_quarantined
         return run
 
     def _write_batch(self, table: TableLocation, df: DataFrame, spec: Mapping[str, Any]) -> CommitResult:
@@ -301,12 +308,17 @@ def full_refresh(store: TableStore, table: TableLocation) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _run_id(context: dg.OutputContext) -> str | None:
+    """The Dagster run writing, when there is one."""
+    try:
+        return context.run_id
+    except Exception:  # noqa: BLE001 - an output context built outside a run has none
+        return None
+
+
 def _holder(context: dg.OutputContext, table: TableLocation) -> str:
     """How a waiting run names this one: the Dagster run, when there is one."""
-    try:
-        run_id = context.run_id
-    except Exception:  # noqa: BLE001 - an output context built outside a run has none
-        run_id = None
+    run_id = _run_id(context)
     return f"Dagster run {run_id} writing {table.table_name}" if run_id else f"a run writing {table.table_name}"
 
 

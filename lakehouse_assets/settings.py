@@ -16,28 +16,38 @@ from lakehouse_assets.errors import ConfigurationError
 
 DEFAULT_ROOT = "./lakehouse_data"
 DEFAULT_SPARK_MASTER = "local[2]"
+# Spark Connect's own default port; `lakehouse engine start` listens there unless told otherwise.
+DEFAULT_ENGINE_PORT = 15002
 # Listing a local landing folder is cheap; a short tick keeps land -> gold under a minute.
 DEFAULT_SENSOR_INTERVAL_SECONDS = 10
 
 # Folders under the root that are not tables: they hold the machinery's own state.
 CHECKPOINTS_DIR = "_checkpoints"
 SCHEMAS_DIR = "_schemas"
+ENGINE_DIR = "_engine"
 LANDING_DIR = "landing"
 
 
 @dataclass(frozen=True)
 class LakehouseSettings:
-    """The lakehouse's locations and Spark connection, resolved to absolute paths."""
+    """The lakehouse's locations and Spark connection, resolved to absolute paths.
+
+    ``spark_remote`` set (a ``sc://host:port`` URL) makes every session a Spark Connect
+    session of that engine; unset, Spark runs embedded on ``spark_master``.
+    """
 
     root: Path
     spark_master: str = DEFAULT_SPARK_MASTER
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     sensor_interval_seconds: int = DEFAULT_SENSOR_INTERVAL_SECONDS
+    spark_remote: str | None = None
+    engine_port: int = DEFAULT_ENGINE_PORT
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LakehouseSettings:
         """Read ``LAKEHOUSE_ROOT``, ``LAKEHOUSE_SPARK_MASTER``, ``LAKEHOUSE_SPARK_CONF`` (a JSON
-        object of Spark settings) and ``LAKEHOUSE_SENSOR_INTERVAL`` (seconds)."""
+        object of Spark settings), ``LAKEHOUSE_SENSOR_INTERVAL`` (seconds),
+        ``LAKEHOUSE_SPARK_REMOTE`` (a Spark Connect URL) and ``LAKEHOUSE_ENGINE_PORT``."""
         env = os.environ if environ is None else environ
         root = Path(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT).expanduser().resolve()
         conf_text = env.get("LAKEHOUSE_SPARK_CONF", "").strip()
@@ -59,11 +69,22 @@ class LakehouseSettings:
             ) from exc
         if interval < 1:
             raise ConfigurationError("LAKEHOUSE_SENSOR_INTERVAL must be at least 1 second")
+        remote = (env.get("LAKEHOUSE_SPARK_REMOTE") or "").strip() or None
+        if remote is not None and not remote.startswith("sc://"):
+            raise ConfigurationError(
+                f"LAKEHOUSE_SPARK_REMOTE must be a Spark Connect URL such as sc://localhost:{DEFAULT_ENGINE_PORT}, "
+                f"got {remote!r}; unset it to run Spark embedded"
+            )
+        port_text = env.get("LAKEHOUSE_ENGINE_PORT", str(DEFAULT_ENGINE_PORT))
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ConfigurationError(f"LAKEHOUSE_ENGINE_PORT must be a TCP port number, got {port_text!r}")
         return cls(
             root=root,
             spark_master=env.get("LAKEHOUSE_SPARK_MASTER") or DEFAULT_SPARK_MASTER,
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
             sensor_interval_seconds=interval,
+            spark_remote=remote,
+            engine_port=int(port_text),
         )
 
     def table_path(self, layer: str, name: str) -> Path:
@@ -77,6 +98,10 @@ class LakehouseSettings:
     def checkpoint_path(self, layer: str, name: str) -> Path:
         """The streaming checkpoint of the query that writes ``layer.name``."""
         return self.root / CHECKPOINTS_DIR / _safe_part(layer) / _safe_part(name)
+
+    def engine_path(self) -> Path:
+        """Where the managed Spark Connect engine keeps its pid, token, settings and log."""
+        return self.root / ENGINE_DIR
 
     def schema_path(self, layer: str, name: str) -> Path:
         """Where ingestion stores the inferred schema of ``layer.name``."""

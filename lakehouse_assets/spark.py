@@ -1,19 +1,23 @@
-"""The one way to build a SparkSession for lakehouse_assets.
+"""The one way to build a SparkSession for lakehouse_assets, embedded or on a Spark Connect engine.
 
 Sessions are built on demand, never at import: Dagster imports the definitions in several
-processes, and a JVM start costs seconds.
+processes, and a JVM start costs seconds. With ``LAKEHOUSE_SPARK_REMOTE`` set, every session is
+a Spark Connect session of that engine (:mod:`lakehouse_assets.engine`); unset, Spark runs
+embedded in this process.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import dagster as dg
 from dagster_pyspark import LazyPySparkResource
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
@@ -52,19 +56,40 @@ REQUIRED_CONF: Mapping[str, str] = {
 }
 
 
+def engine_conf(settings: LakehouseSettings, extra_conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The settings a Spark driver of the lakehouse starts with, embedded or as an engine:
+    local defaults for a ``local[...]`` master, then the user's settings, then what
+    correctness requires."""
+    conf: dict[str, str] = dict(LOCAL_DEFAULTS) if settings.spark_master.startswith("local") else {}
+    conf.update(settings.spark_conf)
+    conf.update(extra_conf or {})
+    conf.update(REQUIRED_CONF)
+    return conf
+
+
 def build_spark_session(
     settings: LakehouseSettings | None = None,
     *,
     app_name: str = "lakehouse_assets",
     extra_conf: Mapping[str, str] | None = None,
+    new_session: bool = False,
 ) -> SparkSession:
     """Start (or reuse) the process's SparkSession, configured for the lakehouse.
 
     Local masters get defaults sized for a small machine; ``settings.spark_conf`` and
     ``extra_conf`` override them. Python workers run this interpreter, so they see the same
     packages (pyarrow, deltalake) as the driver.
+
+    With ``settings.spark_remote`` the session is a Spark Connect session of that engine; a
+    run asks for ``new_session`` so that nothing it registers (temp views, settings, data
+    sources) is seen by another run on the same engine.
     """
     settings = settings or LakehouseSettings.from_env()
+    if settings.spark_remote:
+        from lakehouse_assets.engine.client import connect_session
+
+        requested = {**settings.spark_conf, **(extra_conf or {})}
+        return connect_session(settings, conf={**requested, **REQUIRED_CONF}, new_session=new_session)
     is_local = settings.spark_master.startswith("local")
     if is_local:
         # Spark starts Python workers with PYSPARK_PYTHON, which defaults to the system
@@ -74,9 +99,7 @@ def build_spark_session(
     requested = {**settings.spark_conf, **(extra_conf or {})}
     spark = SparkSession.getActiveSession() or _running_session()
     if spark is None:
-        conf: dict[str, str] = dict(LOCAL_DEFAULTS) if is_local else {}
-        conf.update(requested)
-        conf.update(REQUIRED_CONF)
+        conf = engine_conf(settings, extra_conf)
         builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
         for key, value in conf.items():
             builder = builder.config(key, value)
@@ -108,18 +131,80 @@ def _running_session() -> SparkSession | None:
 class SparkResource(LazyPySparkResource):
     """The run's SparkSession, started on first use (never at import, never per step).
 
-    ``master`` and ``spark_config`` override ``LAKEHOUSE_SPARK_MASTER`` and
-    ``LAKEHOUSE_SPARK_CONF``; left empty, the environment decides.
+    ``master``, ``remote`` and ``spark_config`` override ``LAKEHOUSE_SPARK_MASTER``,
+    ``LAKEHOUSE_SPARK_REMOTE`` and ``LAKEHOUSE_SPARK_CONF``; left empty, the environment
+    decides. On a Spark Connect engine each run gets a session of its own, released when
+    the run ends (its streaming queries stop with it).
     """
 
     master: str | None = Field(default=None, description="Spark master URL; default LAKEHOUSE_SPARK_MASTER or local[2]")
+    remote: str | None = Field(
+        default=None,
+        description="Spark Connect URL of an engine (sc://host:port); default LAKEHOUSE_SPARK_REMOTE, "
+        "unset runs Spark embedded",
+    )
     spark_config: dict[str, Any] = Field(default_factory=dict, description="Extra Spark settings")
+    _run_id: str | None = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._run_id = context.run.run_id if context.run else None
+
+    def settings(self) -> LakehouseSettings:
+        """The environment's settings with this resource's overrides."""
+        settings = LakehouseSettings.from_env()
+        if self.master:
+            settings = replace(settings, spark_master=self.master)
+        if self.remote:
+            settings = replace(settings, spark_remote=self.remote)
+        return settings
 
     def _init_session(self) -> None:
         if self._spark_session is None:
-            settings = LakehouseSettings.from_env()
-            if self.master:
-                settings = replace(settings, spark_master=self.master)
-            self._spark_session = build_spark_session(
-                settings, extra_conf={k: str(v) for k, v in self.spark_config.items()}
-            )
+            settings = self.settings()
+            extra_conf = {k: str(v) for k, v in self.spark_config.items()}
+            if settings.spark_remote:
+                self._spark_session = _run_sessions.get(
+                    self._run_id, lambda: build_spark_session(settings, extra_conf=extra_conf, new_session=True)
+                )
+            else:
+                self._spark_session = build_spark_session(settings, extra_conf=extra_conf)
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        """Release the run's own Connect session (its streaming queries stop with it); an
+        embedded session lives as long as the process (the next run in a test process reuses
+        its JVM)."""
+        if self._spark_session is not None and is_connect_session(self._spark_session):
+            _run_sessions.release(self._run_id)
+            self._spark_session = None
+
+
+class _RunSessions:
+    """One Connect session per Dagster run in this process: the resource is initialised once
+    for each resource that uses it (the IO managers hold it too), and a stream from one
+    session cannot be joined with a table read through another."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[str | None, SparkSession] = {}
+
+    def get(self, run_id: str | None, build: Callable[[], SparkSession]) -> SparkSession:
+        with self._lock:
+            if run_id not in self._sessions:
+                self._sessions[run_id] = build()
+            return self._sessions[run_id]
+
+    def release(self, run_id: str | None) -> None:
+        with self._lock:
+            session = self._sessions.pop(run_id, None)
+        if session is not None:
+            session.stop()
+
+
+_run_sessions = _RunSessions()
+
+
+def is_connect_session(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    from pyspark.sql.utils import is_remote
+
+    return is_remote() and type(spark).__module__.startswith("pyspark.sql.connect")

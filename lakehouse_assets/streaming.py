@@ -2,20 +2,25 @@
 
 Every table in the lakehouse is written by a query started here: with a trigger
 (``availableNow`` by default), a checkpoint of its own, and an exactly-once sink.
+
+What a run reports comes from the query's progress and from the table's log (the sink names
+the run in each commit), never from objects the sink mutates: on a Spark Connect engine the
+sink runs, pickled, in a Python worker of the server.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 
 from lakehouse_assets.errors import CorruptCheckpointError, LakehouseError
-from lakehouse_assets.storage import CommitResult, DeltaSink
+from lakehouse_assets.storage import CommitResult
 from lakehouse_assets.storage.checkpoint import read_checkpoint, table_name_of
 
 TriggerKind = Literal["availableNow", "once", "processingTime"]
@@ -69,23 +74,41 @@ class StreamRun:
 RestartPolicy = Callable[[StreamingQueryException], bool]
 
 
+class RunSink(Protocol):
+    """A ``foreachBatch`` function that names its run in its commits and reads them back
+    (:class:`~lakehouse_assets.storage.DeltaSink`,
+    :class:`~lakehouse_assets.quality.quarantine.QuarantineSink`)."""
+
+    output_mode: str
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> Any: ...
+
+    def for_run(self, run_id: str) -> RunSink: ...
+
+    def run_commits(self) -> list[CommitResult]: ...
+
+
 def run_stream(
     build: Callable[[], DataFrame],
-    sink: DeltaSink,
+    sink: RunSink,
     *,
     checkpoint_location: str,
     trigger: Trigger = Trigger(),
     query_name: str | None = None,
     restart_when: RestartPolicy | None = None,
     max_restarts: int = 3,
+    run_id: str | None = None,
 ) -> StreamRun:
     """Start the query ``build()`` returns, writing through ``sink``, and wait for it.
 
     When the query fails with an error ``restart_when`` accepts (for example, its source's
     schema grew), it is built again and restarted from its checkpoint, up to
-    ``max_restarts`` times, within this one call.
+    ``max_restarts`` times, within this one call. ``run_id`` (a Dagster run's id; else a new
+    one) is recorded in every commit the sink makes, and the run's commits are read back
+    from the table by it.
     """
     run = StreamRun()
+    sink = sink.for_run(run_id or uuid.uuid4().hex)
     started = time.monotonic()
     while True:
         df = build()
@@ -102,7 +125,6 @@ def run_stream(
             writer = writer.trigger(once=True)
         else:
             writer = writer.trigger(processingTime=trigger.interval)
-        commits_before = len(sink.commits)
         try:
             query = writer.start()
         except Exception as exc:
@@ -116,13 +138,13 @@ def run_stream(
             else:
                 query.awaitTermination()
         except StreamingQueryException as exc:
-            _collect(run, query, sink, commits_before)
+            _collect(run, query, sink)
             if restart_when is not None and restart_when(exc) and run.restarts < max_restarts:
                 run.restarts += 1
                 continue
             _raise_if_checkpoint_damaged(checkpoint_location, exc)
             raise
-        _collect(run, query, sink, commits_before)
+        _collect(run, query, sink)
         break
     run.duration_seconds = time.monotonic() - started
     return run
@@ -154,9 +176,9 @@ def _raise_if_checkpoint_damaged(checkpoint_location: str, exc: BaseException) -
         ) from exc
 
 
-def _collect(run: StreamRun, query: Any, sink: DeltaSink, commits_before: int) -> None:
+def _collect(run: StreamRun, query: Any, sink: RunSink) -> None:
     """Fold the query's progress reports (one per batch; batch ids go on across restarts)
-    and the sink's commits into ``run``."""
+    and the run's commits, as the table's log records them, into ``run``."""
     by_batch = {p["batchId"]: p for p in run.progress}
     for progress in query.recentProgress:
         entry = {
@@ -168,6 +190,6 @@ def _collect(run: StreamRun, query: Any, sink: DeltaSink, commits_before: int) -
         if known is None or entry["numInputRows"] > known["numInputRows"]:
             by_batch[progress.batchId] = entry
     run.progress = sorted(by_batch.values(), key=lambda p: p["batchId"])
-    run.commits.extend(sink.commits[commits_before:])
+    run.commits = sink.run_commits()
     run.batches = sum(1 for p in run.progress if p["numInputRows"])
     run.input_rows = sum(p["numInputRows"] for p in run.progress)

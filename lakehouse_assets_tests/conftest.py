@@ -25,7 +25,9 @@ def session_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def spark(session_root: Path) -> Iterator[SparkSession]:
     """The test session's one SparkSession (a JVM start costs seconds)."""
-    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(session_root)})
+    # LAKEHOUSE_SPARK_REMOTE runs the whole suite on a Spark Connect engine instead.
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(session_root),
+                                           "LAKEHOUSE_SPARK_REMOTE": os.environ.get("LAKEHOUSE_SPARK_REMOTE", "")})
     session = build_spark_session(settings, app_name="lakehouse_assets_tests",
                                   extra_conf={"spark.sql.shuffle.partitions": "2",
                                               # Short-lived test JVM: the C1 compiler alone and the serial

@@ -14,7 +14,8 @@ import datetime as dt
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,33 +198,35 @@ def infer_schema(spark: SparkSession, paths: Sequence[str] | str, options: AutoL
     # One folder is listed once; a list of paths is listed path by path (and, past 32 paths,
     # by a Spark job unless spark.sql.sources.parallelPartitionDiscovery.threshold is raised).
     load = paths if isinstance(paths, str) else list(paths)
-    session = _inference_session(spark)
-    if options.format == "parquet":
-        inferred = file_reader(session, options, streaming=False).option("mergeSchema", "true").load(load).schema
-    elif options.format == "json":
-        reader = file_reader(session, options, streaming=False).format("json")
-        reader = reader.option("columnNameOfCorruptRecord", _CORRUPT).option("wholetext", "false")
-        reader = reader.option("multiLine", str(options.multi_line).lower())
-        for key, value in json_options(options).items():
-            reader = reader.option(key, value)
-        inferred = reader.load(load).schema
-        if not options.infer_column_types:
-            inferred = _all_strings(inferred)
-    else:
-        inferred = _infer_csv(read_batch_records(session, load, options), options.infer_column_types)
+    with _case_sensitive(spark) as session:
+        if options.format == "parquet":
+            inferred = file_reader(session, options, streaming=False).option("mergeSchema", "true").load(load).schema
+        elif options.format == "json":
+            reader = file_reader(session, options, streaming=False).format("json")
+            reader = reader.option("columnNameOfCorruptRecord", _CORRUPT).option("wholetext", "false")
+            reader = reader.option("multiLine", str(options.multi_line).lower())
+            for key, value in json_options(options).items():
+                reader = reader.option(key, value)
+            inferred = reader.load(load).schema
+            if not options.infer_column_types:
+                inferred = _all_strings(inferred)
+        else:
+            inferred = _infer_csv(read_batch_records(session, load, options), options.infer_column_types)
     return _storable(inferred)
 
 
-def _inference_session(spark: SparkSession) -> SparkSession:
-    """A session like the caller's, but case-sensitive, so that inference does not fail on a
-    file whose fields differ only by case ("time" and "Time"): both are inferred, the first is
-    kept, and the other is rescued when read. The caller's session is left as it is."""
-    session = spark.newSession()
-    for key, value in spark.conf.getAll.items():
-        if spark.conf.isModifiable(key):
-            session.conf.set(key, value)
-    session.conf.set("spark.sql.caseSensitive", "true")
-    return session
+@contextmanager
+def _case_sensitive(spark: SparkSession) -> Iterator[SparkSession]:
+    """The caller's session made case-sensitive while inference runs, so that inference does
+    not fail on a file whose fields differ only by case ("time" and "Time"): both are
+    inferred, the first is kept, and the other is rescued when read. The setting is put
+    back afterwards. (A Spark Connect session cannot make a sibling with ``newSession``.)"""
+    before = spark.conf.get("spark.sql.caseSensitive")
+    spark.conf.set("spark.sql.caseSensitive", "true")
+    try:
+        yield spark
+    finally:
+        spark.conf.set("spark.sql.caseSensitive", before)
 
 
 def _infer_csv(records: DataFrame, infer_types: bool) -> T.StructType:

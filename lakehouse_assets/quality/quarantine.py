@@ -14,9 +14,8 @@ query (one checkpoint) feeds both tables.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -24,6 +23,7 @@ from pyspark.sql import functions as F
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.rules import Rule, Severity
 from lakehouse_assets.quality.silver import QUARANTINE_REASON
+from lakehouse_assets.storage import CommitResult, DeltaSink
 
 REASON_SEPARATOR = ","
 
@@ -103,30 +103,26 @@ def split(
     return split_routed(route(df, rules), passed_columns=passed_columns, quarantine_columns=quarantine_columns)
 
 
-BatchWriter = Callable[[DataFrame, int], Any]
-
-
 @dataclass
 class QuarantineSink:
     """A ``foreachBatch`` function that writes each routed micro-batch to two tables.
 
-    ``passed`` and ``quarantine`` are batch writers such as
-    :class:`~lakehouse_assets.storage.DeltaSink` (exactly-once by query id and batch id, so
-    a replayed batch is skipped by each table on its own). The streaming DataFrame must
-    already carry ``_quarantine_reason`` (:func:`route`). The batch is cached while both
-    writes read it, so the source and the join are computed once.
+    ``passed`` and ``quarantine`` are :class:`~lakehouse_assets.storage.DeltaSink` s
+    (exactly-once by query id and batch id, so a replayed batch is skipped by each table on
+    its own). The streaming DataFrame must already carry ``_quarantine_reason``
+    (:func:`route`). The batch is cached while both writes read it, so the source and the
+    join are computed once.
 
     It looks like a DeltaSink to :func:`~lakehouse_assets.streaming.run_stream`:
-    ``output_mode`` and ``commits`` are the passed table's; ``quarantine_commits`` and
-    ``rows_quarantined`` report the other table.
+    ``output_mode`` and ``run_commits`` are the passed table's; ``quarantine.run_commits()``
+    reports the other table.
     """
 
-    passed: BatchWriter
-    quarantine: BatchWriter
+    passed: DeltaSink
+    quarantine: DeltaSink
     passed_columns: Sequence[ColumnLike]
     quarantine_columns: Sequence[ColumnLike]
     output_mode: str = "append"
-    batches: int = 0
 
     def __post_init__(self) -> None:
         if self.output_mode != "append":
@@ -134,6 +130,14 @@ class QuarantineSink:
                 "QuarantineSink routes rows of an append stream; a complete or update stream "
                 "rewrites rows, and rewriting quarantined rows would lose their history"
             )
+
+    def for_run(self, run_id: str) -> QuarantineSink:
+        """This sink, naming ``run_id`` in the commits of both tables."""
+        return replace(self, passed=self.passed.for_run(run_id), quarantine=self.quarantine.for_run(run_id))
+
+    def run_commits(self) -> list[CommitResult]:
+        """The passed table's commits of this run (what the run reports as rows written)."""
+        return self.passed.run_commits()
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         batch_df.persist()
@@ -145,23 +149,8 @@ class QuarantineSink:
             # between the two writes completes both when the batch is replayed.
             self.quarantine(quarantined, batch_id)
             self.passed(passed, batch_id)
-            self.batches += 1
         finally:
             batch_df.unpersist()
-
-    @property
-    def commits(self) -> list[Any]:
-        """The passed table's commits (what the run reports as rows written)."""
-        return list(getattr(self.passed, "commits", []))
-
-    @property
-    def quarantine_commits(self) -> list[Any]:
-        """The quarantine table's commits."""
-        return list(getattr(self.quarantine, "commits", []))
-
-    @property
-    def rows_quarantined(self) -> int:
-        return sum(getattr(c, "rows_written", 0) for c in self.quarantine_commits)
 
 
 def _columns(columns: Sequence[ColumnLike]) -> list[Column]:

@@ -13,7 +13,7 @@ from lakehouse_assets.storage.engine import (
     TableStore,
     WriteMode,
 )
-from lakehouse_assets.storage.sink import DeltaSink, OutputMode
+from lakehouse_assets.storage.sink import DeltaSink, OutputMode, run_commits
 
 __all__ = [
     "AppTransaction",
@@ -25,4 +25,5 @@ __all__ = [
     "StreamOptions",
     "TableStore",
     "WriteMode",
+    "run_commits",
 ]

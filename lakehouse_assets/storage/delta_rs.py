@@ -320,7 +320,7 @@ class DeltaRsTableStore:
         table = locate(path)
         staged_dir = table.child(folder)
         try:
-            df.write.mode("errorifexists").parquet(f"{path.rstrip('/')}/{folder}")
+            df.write.mode("error").parquet(f"{path.rstrip('/')}/{folder}")
         except BaseException:
             # A failed job leaves the folder (and sometimes finished task files) behind. They
             # are invisible to readers, but in a table not created yet they would make the

@@ -4,14 +4,18 @@ Spark replays a micro-batch after a crash when its offsets were logged but the b
 not marked done in the checkpoint. Each commit records ``(query id, batch id)`` as a Delta
 app transaction, so a replayed batch that the table already holds is skipped: the table
 changes exactly once per batch whatever happens between the commit and the checkpoint.
+
+The sink keeps no state of its own: on a Spark Connect engine it is pickled into a Python
+worker of the server, and nothing it remembers would come back. Each commit also names the
+run that made it, so what a run wrote is read back from the table's log
+(:func:`run_commits`): the table is the one record of what a run did.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from pyspark.sql import DataFrame
@@ -28,6 +32,8 @@ OutputMode = Literal["append", "complete", "update"]
 # (BatchOffsets as JSON), so a damaged checkpoint can be rebuilt from the table.
 OUTPUT_MODE_KEY = "lakehouse.outputMode"
 OFFSETS_KEY = "lakehouse.checkpointOffsets"
+# The run (a Dagster run id, or one a stream run made up) whose query made the commit.
+RUN_KEY = "lakehouse.runId"
 
 
 @dataclass
@@ -36,7 +42,7 @@ class DeltaSink:
 
     Output modes: ``append`` adds the batch's rows; ``complete`` replaces the table's
     contents with the batch atomically; ``update`` merges the batch into the table by
-    ``keys``.
+    ``keys``. ``run_id`` names the run in every commit (see :meth:`for_run`).
     """
 
     store: TableStore
@@ -45,7 +51,7 @@ class DeltaSink:
     output_mode: OutputMode = "append"
     keys: Sequence[str] = ()
     merge_schema: bool = False
-    commits: list[CommitResult] = field(default_factory=list)
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.output_mode not in ("append", "complete", "update"):
@@ -54,13 +60,22 @@ class DeltaSink:
             )
         if self.output_mode == "update" and not self.keys:
             raise LakehouseError(f"Output mode 'update' into {self.path} needs key columns to merge on")
-        self._lock = threading.Lock()
         self._query_id: str | None = None
 
-    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+    def for_run(self, run_id: str) -> DeltaSink:
+        """This sink, naming ``run_id`` in its commits."""
+        return replace(self, run_id=run_id)
+
+    def run_commits(self) -> list[CommitResult]:
+        """What this sink's run committed to its table, oldest first, read from the log."""
+        return run_commits(self.store, self.path, self.run_id) if self.run_id else []
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> CommitResult:
         fault_point("batch.started")
         transaction = AppTransaction(self.query_id(), int(batch_id))
         metadata = {OUTPUT_MODE_KEY: self.output_mode}
+        if self.run_id:
+            metadata[RUN_KEY] = self.run_id
         # Spark logged offsets/<batch_id> before calling us; it is always there.
         offsets = read_batch_offsets(self.checkpoint_location, int(batch_id))
         if offsets is not None:
@@ -87,8 +102,7 @@ class DeltaSink:
             # DataFrame is consumed, and Spark 4 fails the batch otherwise
             # (STATE_STORE_COMMIT_VALIDATION_FAILED). Consume it without writing anything.
             batch_df.write.format("noop").mode("overwrite").save()
-        with self._lock:
-            self.commits.append(result)
+        return result
 
     def query_id(self) -> str:
         """The streaming query's id, from its checkpoint: it names the query's commits."""
@@ -102,3 +116,25 @@ class DeltaSink:
                     "The checkpoint is damaged: repair it or full-refresh the table."
                 ) from exc
         return self._query_id
+
+
+def run_commits(store: TableStore, path: str, run_id: str) -> list[CommitResult]:
+    """The commits run ``run_id`` made to the table at ``path``, oldest first.
+
+    A table has one writer at a time (its lock), so right after a run its commits are the
+    newest ones carrying its id; the log is read newest first until an older run's commit
+    shows up. Ask before another run writes the table.
+    """
+    if not store.exists(path):
+        return []
+    limit: int | None = 32
+    while True:
+        entries = store.history(path, limit=limit)
+        found = []
+        for entry in entries:
+            if entry.custom_metadata.get(RUN_KEY) != run_id:
+                return found[::-1]
+            found.append(CommitResult(path, entry.version, rows_written=entry.rows_written or 0))
+        if limit is None or len(entries) < limit:
+            return found[::-1]
+        limit = None  # the newest 32 commits were all this run's: read the whole log

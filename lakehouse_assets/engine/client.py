@@ -1,0 +1,115 @@
+"""The project's sessions of a Spark Connect engine.
+
+A URL names the engine (``sc://host:port``). Its token comes from the URL
+(``sc://localhost:15002/;token=...``), else from ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, else,
+for the managed local engine of this lakehouse, from its token file. A run that finds no
+engine listening fails at once, naming the URL, instead of retrying for minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from lakehouse_assets.engine.files import EngineFiles
+from lakehouse_assets.errors import ConfigurationError, EngineUnavailableError
+from lakehouse_assets.settings import LakehouseSettings
+
+TOKEN_PARAM = "token"
+_LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+@dataclass(frozen=True)
+class EngineAddress:
+    """A Spark Connect URL taken apart: host, port and its ``;key=value`` parameters."""
+
+    host: str
+    port: int
+    params: Mapping[str, str]
+
+    @classmethod
+    def parse(cls, url: str) -> EngineAddress:
+        if not url.startswith("sc://"):
+            raise ConfigurationError(f"{url!r} is not a Spark Connect URL: write sc://host:port")
+        rest = url[len("sc://"):]
+        location, _, param_text = rest.partition("/")
+        host, _, port_text = location.rpartition(":")
+        if not host or not port_text.isdigit():
+            raise ConfigurationError(f"{url!r} names no host and port: write sc://host:port")
+        params = {}
+        for part in param_text.split(";"):
+            if part:
+                key, _, value = part.partition("=")
+                params[key] = value
+        return cls(host, int(port_text), params)
+
+    @property
+    def is_loopback(self) -> bool:
+        return self.host in _LOOPBACK
+
+    def url(self, *, with_token: bool = True) -> str:
+        params = {k: v for k, v in self.params.items() if with_token or k != TOKEN_PARAM}
+        suffix = "".join(f";{k}={v}" for k, v in params.items())
+        return f"sc://{self.host}:{self.port}" + (f"/{suffix}" if suffix else "")
+
+    def with_token(self, token: str) -> EngineAddress:
+        # gRPC sends a token without TLS only over "local credentials", which the client uses
+        # when the host is written `localhost`; written 127.0.0.1 it insists on TLS.
+        host = "localhost" if self.is_loopback else self.host
+        return EngineAddress(host, self.port, {**self.params, TOKEN_PARAM: token})
+
+
+def engine_address(settings: LakehouseSettings) -> EngineAddress:
+    """The engine ``settings`` point at, with the token the project's sessions send."""
+    if not settings.spark_remote:
+        raise ConfigurationError("LAKEHOUSE_SPARK_REMOTE is not set: Spark runs embedded, there is no engine")
+    address = EngineAddress.parse(settings.spark_remote)
+    if TOKEN_PARAM in address.params or os.environ.get("SPARK_CONNECT_AUTHENTICATE_TOKEN"):
+        return address
+    token = EngineFiles.of(settings).read_token()
+    if token and address.is_loopback and address.port == settings.engine_port:
+        return address.with_token(token)
+    return address
+
+
+def connect_session(
+    settings: LakehouseSettings, *, conf: Mapping[str, str], new_session: bool
+) -> SparkSession:
+    """A Spark Connect session of the engine ``settings`` name, with ``conf`` applied where a
+    session may change it (the rest, the application's name included, was fixed when the
+    engine started)."""
+    address = engine_address(settings)
+    shown = address.url(with_token=False)
+    _check_listening(address, shown)
+    builder = SparkSession.builder.remote(address.url())
+    try:
+        spark = builder.create() if new_session else builder.getOrCreate()
+        modifiable = {key: value for key, value in conf.items() if spark.conf.isModifiable(key)}
+    except Exception as exc:  # noqa: BLE001 - gRPC errors have no common base worth naming
+        raise EngineUnavailableError(shown, _reason(exc)) from exc
+    for key, value in modifiable.items():
+        spark.conf.set(key, value)
+    return spark
+
+
+def _check_listening(address: EngineAddress, shown: str) -> None:
+    host = "127.0.0.1" if address.host == "localhost" else address.host.strip("[]")
+    try:
+        with socket.create_connection((host, address.port), timeout=3):
+            pass
+    except OSError as exc:
+        raise EngineUnavailableError(shown, f"nothing listens there ({exc.strerror or exc})") from exc
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    if "UNAUTHENTICATED" in text or "authentication" in text.lower():
+        return (
+            "it refused this client's token (the managed engine's token is in $LAKEHOUSE_ROOT/_engine/token; "
+            "another engine's goes in the URL as sc://host:port/;token=...)"
+        )
+    return text.splitlines()[0][:300] if text else type(exc).__name__
