@@ -121,18 +121,29 @@ def landing_sensor(
     source: str,
     target: dg.AssetKey,
     minimum_interval_seconds: int,
+    carry_downstream: bool = True,
     name: str | None = None,
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
 ) -> dg.SensorDefinition:
-    """A sensor on ``$LAKEHOUSE_ROOT/landing/<source>`` that requests one run of ``target``
-    per tick in which files arrived, tagged with the files that triggered it."""
+    """A sensor on ``$LAKEHOUSE_ROOT/landing/<source>`` that requests one run per tick in
+    which files arrived, tagged with the files that triggered it.
+
+    The run materializes ``target`` and, with ``carry_downstream``, every asset downstream of
+    it: new files reach gold in one run (one launch, one session) instead of a bronze run
+    and a second one on the automation sensor's next tick. A blocking check that fails in
+    the run stops the assets below it, as it would stop automation.
+    """
+    selection = dg.AssetSelection.assets(target)
+    if carry_downstream:
+        selection = selection.downstream()
 
     @dg.sensor(
         name=name or f"landing_{source}_sensor",
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
-        asset_selection=[target],
-        description=f"Requests {target.to_user_string()} when files land in landing/{source}/",
+        asset_selection=selection,
+        description=f"Requests {target.to_user_string()}{' and its downstream' if carry_downstream else ''} "
+        f"when files land in landing/{source}/",
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         folder = LakehouseSettings.from_env().landing_path(source)
@@ -153,7 +164,7 @@ def landing_sensor(
         shown = scan.ready[:TAGGED_FILE_NAMES]
         request = dg.RunRequest(
             run_key=f"{source}:{digest[:16]}",
-            asset_selection=[target],
+            asset_selection=_resolve(selection, context),
             tags={
                 TAG_SOURCE: source,
                 TAG_FILE_COUNT: str(len(scan.ready)),
@@ -163,3 +174,11 @@ def landing_sensor(
         return dg.SensorResult(run_requests=[request], cursor=scan.cursor.serialize())
 
     return _sensor
+
+
+def _resolve(selection: dg.AssetSelection, context: dg.SensorEvaluationContext) -> list[dg.AssetKey]:
+    """The asset keys ``selection`` names in the sensor's code location, in graph order."""
+    repository = context.repository_def
+    if repository is None:  # a context built without definitions knows no graph
+        raise dg.DagsterInvariantViolationError("The landing sensor needs its definitions to resolve its targets")
+    return sorted(selection.resolve(repository.asset_graph), key=lambda key: key.to_user_string())

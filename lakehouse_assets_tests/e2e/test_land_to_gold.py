@@ -2,8 +2,8 @@
 
 The real ``dagster dev`` (webserver, daemon, code server) runs over a temporary home and
 lakehouse, with the sensors as shipped: the landing sensors request bronze and
-silver/patients, and the automation condition sensor carries new data on to silver and gold.
-Nothing is launched by the test. Gold is checked against an independent computation from
+silver/patients with everything downstream of them, in one run each, and the automation
+condition sensor stands by for anything else. Nothing is launched by the test. Gold is checked against an independent computation from
 the landed files, once for a first batch and again after a second one.
 """
 
@@ -62,7 +62,8 @@ def test_landed_files_reach_gold_through_sensors(dagster: DagsterDeployment, cap
 
     not_from_sensors = [run["runId"] for run in runs if _tag(run, "dagster/sensor_name") not in SENSOR_NAMES]
     assert not not_from_sensors, f"runs not requested by the project's sensors: {not_from_sensors}"
-    assert {_tag(run, "dagster/sensor_name") for run in runs} == SENSOR_NAMES
+    # The landing sensors' runs carry the files to gold; automation may add none.
+    assert {"landing_recordings_sensor", "landing_patients_sensor"} <= {_tag(run, "dagster/sensor_name") for run in runs}
 
     report = dagster.stop()
     assert report.clean, report.describe()

@@ -42,8 +42,15 @@ def land(folder: Path, name: str, text: str = '{"a": 1}\n', *, age_seconds: floa
     return path
 
 
+DOWNSTREAM = dg.AssetKey(["silver", "recordings_enriched"])
+UNRELATED = dg.AssetKey(["silver", "patients"])
+
+
 def tick(sensor: dg.SensorDefinition, cursor: str | None) -> tuple[list[dg.RunRequest], str | None, str | None]:
-    definitions = dg.Definitions(assets=[dg.AssetSpec(TARGET)], sensors=[sensor])
+    definitions = dg.Definitions(
+        assets=[dg.AssetSpec(TARGET), dg.AssetSpec(UNRELATED), dg.AssetSpec(DOWNSTREAM, deps=[TARGET, UNRELATED])],
+        sensors=[sensor],
+    )
     context = dg.build_sensor_context(cursor=cursor, definitions=definitions)
     result = sensor.evaluate_tick(context)
     skip = result.skip_message
@@ -57,7 +64,8 @@ def test_first_tick_requests_a_run_and_remembers_the_files(sensor, landing):
     requests, cursor, _ = tick(sensor, None)
 
     assert len(requests) == 1
-    assert requests[0].asset_selection == [TARGET]
+    # One run carries the files from bronze through everything downstream, nothing else.
+    assert requests[0].asset_selection == [TARGET, DOWNSTREAM]
     assert requests[0].tags[TAG_FILE_COUNT] == "2"
     assert "r1.json" in requests[0].tags[TAG_FILES] and "r2.json" in requests[0].tags[TAG_FILES]
     assert set(LandingCursor.parse(cursor).announced) == {"r1.json", "r2.json"}
