@@ -22,8 +22,10 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.rules import Rule, Severity
-from lakehouse_assets.quality.silver import QUARANTINE_REASON
 from lakehouse_assets.storage import CommitResult, DeltaSink
+
+# The column that says which rules a quarantined row failed.
+QUARANTINE_REASON = "_quarantine_reason"
 
 REASON_SEPARATOR = ","
 

@@ -25,8 +25,8 @@ from lakehouse_assets.quality.rules import (
     plausible_time,
     rules_reading,
 )
+from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 
-QUARANTINE_REASON = "_quarantine_reason"
 EARLIEST_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
 FUTURE_TOLERANCE = dt.timedelta(days=1)
 MAX_HEARTRATE = 300.0
