@@ -17,6 +17,7 @@ import dagster as dg
 
 from lakehouse_assets.ingestion.files import is_data_file
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage import DeltaRsTableStore
 
 # A file younger than this, whose size we have not seen hold still, may still be written.
 SETTLE_SECONDS = 2.0
@@ -177,8 +178,29 @@ def landing_sensor(
 
 
 def _resolve(selection: dg.AssetSelection, context: dg.SensorEvaluationContext) -> list[dg.AssetKey]:
-    """The asset keys ``selection`` names in the sensor's code location, in graph order."""
+    """The asset keys ``selection`` names in the sensor's code location that can run now.
+
+    A downstream asset joins the run only when each of its upstream tables is built in the
+    same run or already exists: a patients file landing before any recording must not start
+    silver over a bronze table that is not there yet (the automation sensor carries the data
+    on once it is).
+    """
     repository = context.repository_def
     if repository is None:  # a context built without definitions knows no graph
         raise dg.DagsterInvariantViolationError("The landing sensor needs its definitions to resolve its targets")
-    return sorted(selection.resolve(repository.asset_graph), key=lambda key: key.to_user_string())
+    graph = repository.asset_graph
+    chosen = selection.resolve(graph)
+    settings = LakehouseSettings.from_env()
+    runnable: set[dg.AssetKey] = set()
+    for key in graph.toposorted_asset_keys:
+        if key not in chosen:
+            continue
+        parents = [parent for parent in graph.get(key).parent_keys if graph.get(parent).is_materializable]
+        if all(parent in runnable or _table_exists(settings, parent) for parent in parents):
+            runnable.add(key)
+    return sorted(runnable, key=lambda key: key.to_user_string())
+
+
+def _table_exists(settings: LakehouseSettings, key: dg.AssetKey) -> bool:
+    """Whether the table of ``key`` (``[layer, name]``) exists: a first version committed."""
+    return len(key.path) == 2 and DeltaRsTableStore().exists(str(settings.table_path(*key.path)))

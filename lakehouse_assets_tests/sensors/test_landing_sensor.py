@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from lakehouse_assets.sensors.landing import (
     SETTLE_SECONDS,
@@ -44,11 +46,20 @@ def land(folder: Path, name: str, text: str = '{"a": 1}\n', *, age_seconds: floa
 
 DOWNSTREAM = dg.AssetKey(["silver", "recordings_enriched"])
 UNRELATED = dg.AssetKey(["silver", "patients"])
+LANDING = dg.AssetKey(["landing", "recordings"])  # external: files, never a table
+
+
+def _materializable(key: dg.AssetKey, deps: list[dg.AssetKey] | None = None) -> dg.AssetsDefinition:
+    @dg.asset(key=key, deps=deps or [])
+    def _table() -> None: ...
+
+    return _table
 
 
 def tick(sensor: dg.SensorDefinition, cursor: str | None) -> tuple[list[dg.RunRequest], str | None, str | None]:
     definitions = dg.Definitions(
-        assets=[dg.AssetSpec(TARGET), dg.AssetSpec(UNRELATED), dg.AssetSpec(DOWNSTREAM, deps=[TARGET, UNRELATED])],
+        assets=[_materializable(TARGET, deps=[LANDING]), _materializable(UNRELATED),
+                _materializable(DOWNSTREAM, deps=[TARGET, UNRELATED]), dg.AssetSpec(LANDING)],
         sensors=[sensor],
     )
     context = dg.build_sensor_context(cursor=cursor, definitions=definitions)
@@ -64,11 +75,21 @@ def test_first_tick_requests_a_run_and_remembers_the_files(sensor, landing):
     requests, cursor, _ = tick(sensor, None)
 
     assert len(requests) == 1
-    # One run carries the files from bronze through everything downstream, nothing else.
-    assert requests[0].asset_selection == [TARGET, DOWNSTREAM]
+    # The downstream table also reads silver/patients, which has no table yet: bronze alone.
+    assert requests[0].asset_selection == [TARGET]
     assert requests[0].tags[TAG_FILE_COUNT] == "2"
     assert "r1.json" in requests[0].tags[TAG_FILES] and "r2.json" in requests[0].tags[TAG_FILES]
     assert set(LandingCursor.parse(cursor).announced) == {"r1.json", "r2.json"}
+
+
+def test_one_run_carries_new_files_downstream_once_every_other_upstream_table_exists(sensor, landing, settings):
+    land(landing, "r1.json")
+    write_deltalake(str(settings.table_path("silver", "patients")), pa.table({"mrn": [1]}))
+
+    requests, _, _ = tick(sensor, None)
+
+    # One run carries the files from bronze through everything downstream, nothing else.
+    assert requests[0].asset_selection == [TARGET, DOWNSTREAM]
 
 
 def test_a_tick_without_new_files_skips_with_a_reason(sensor, landing):
