@@ -81,3 +81,13 @@ def test_names_cannot_leave_the_root_or_hide(settings: LakehouseSettings, name: 
                    lambda: settings.landing_path(name), lambda: settings.checkpoint_path("silver", name)):
         with pytest.raises(ConfigurationError, match="not a valid table, layer or source name"):
             locate()
+
+
+def test_the_engine_url_and_port_are_read_and_checked() -> None:
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_SPARK_REMOTE": "sc://localhost:15003", "LAKEHOUSE_ENGINE_PORT": "15003"})
+    assert (settings.spark_remote, settings.engine_port) == ("sc://localhost:15003", 15003)
+    assert LakehouseSettings.from_env({}).spark_remote is None
+    with pytest.raises(ConfigurationError, match="LAKEHOUSE_SPARK_REMOTE must be a Spark Connect URL"):
+        LakehouseSettings.from_env({"LAKEHOUSE_SPARK_REMOTE": "spark://head:7077"})
+    with pytest.raises(ConfigurationError, match="LAKEHOUSE_ENGINE_PORT"):
+        LakehouseSettings.from_env({"LAKEHOUSE_ENGINE_PORT": "70000"})

@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from lakehouse_assets.cli import history, land, repair, reset, show, status, verify
+from lakehouse_assets.cli import engine, history, land, repair, reset, show, status, verify
 from lakehouse_assets.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -22,14 +22,15 @@ from lakehouse_assets.cli.errors import (
     CommandError,
 )
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.settings import DEFAULT_ROOT, LakehouseSettings
+from lakehouse_assets.settings import DEFAULT_ENGINE_PORT, DEFAULT_ROOT, LakehouseSettings
 
 __all__ = ["main", "build_parser"]
 
 PROG = "lakehouse"
 
 DESCRIPTION = """\
-Land demo data into the lakehouse and inspect or reset its Delta tables.
+Land demo data into the lakehouse, inspect or reset its Delta tables, and run its local
+Spark Connect engine.
 
 TABLE arguments are layer.name, e.g. silver.recordings_enriched: letters, digits and
 underscores, each part starting with a letter.
@@ -37,7 +38,10 @@ underscores, each part starting with a letter.
 
 EPILOG = f"""\
 environment:
-  LAKEHOUSE_ROOT   the lakehouse folder (default {DEFAULT_ROOT}); --root overrides it
+  LAKEHOUSE_ROOT          the lakehouse folder (default {DEFAULT_ROOT}); --root overrides it
+  LAKEHOUSE_SPARK_REMOTE  run on a Spark Connect engine (sc://localhost:PORT) instead of an
+                          embedded Spark; unset, Spark runs embedded
+  LAKEHOUSE_ENGINE_PORT   the port `{PROG} engine start` listens on (default {DEFAULT_ENGINE_PORT})
 
 exit codes:
   {EXIT_OK}    success
@@ -48,7 +52,7 @@ exit codes:
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, status, history, show, reset, repair, verify)
+_SUBCOMMANDS = (land, status, history, show, reset, repair, verify, engine)
 
 
 def build_parser() -> argparse.ArgumentParser:

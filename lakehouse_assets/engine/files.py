@@ -33,7 +33,8 @@ class EngineFiles:
 
     @property
     def state(self) -> Path:
-        """JSON: the server's pid, port and start time, written once it answers."""
+        """JSON: the server's pid, port and start time, written when it is launched
+        (``ready`` false) and again once it answers (``ready`` true)."""
         return self.folder / "engine.json"
 
     @property

@@ -1,0 +1,110 @@
+"""``lakehouse engine start|stop|status``: the warm local Spark Connect engine of a lakehouse.
+
+Thin commands over :mod:`lakehouse_assets.engine.server`; they print, the library does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK
+from lakehouse_assets.cli.output import print_json
+from lakehouse_assets.settings import DEFAULT_ENGINE_PORT, LakehouseSettings
+
+DESCRIPTION = """\
+A long-lived Spark Connect server for this lakehouse, so that runs attach to a warm JVM
+instead of starting their own (seconds instead of tens of seconds per run).
+
+  start   start it on 127.0.0.1, port $LAKEHOUSE_ENGINE_PORT (default 15002), and wait until it
+          answers (about 15-20 s); when it already runs, just say where
+  stop    stop it and every Python worker it started
+  status  say whether it runs and answers; exits 0 only when it answers
+
+It serves only clients that send its token, kept in $LAKEHOUSE_ROOT/_engine/token (readable by
+you only); runs of this lakehouse read it from there. Point runs at it with
+LAKEHOUSE_SPARK_REMOTE=sc://localhost:PORT. Its log is $LAKEHOUSE_ROOT/_engine/engine.log.
+"""
+
+_ACTIONS = {
+    "start": "start the engine, or say where it already runs",
+    "stop": "stop the engine and its Python workers",
+    "status": "whether the engine runs and answers (exit 0 only when it answers)",
+}
+
+
+def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Register ``engine`` and its actions."""
+    parser = subparsers.add_parser(
+        "engine", parents=parents, help="start, stop or check the local Spark Connect engine",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
+    start = actions.add_parser("start", parents=parents, help=_ACTIONS["start"], description=_ACTIONS["start"])
+    start.add_argument("--timeout", type=_seconds, default=180, metavar="SECONDS",
+                       help="how long to wait for the engine to answer (default 180)")
+    start.set_defaults(run=run_start)
+    stop = actions.add_parser("stop", parents=parents, help=_ACTIONS["stop"], description=_ACTIONS["stop"])
+    stop.add_argument("--timeout", type=_seconds, default=30, metavar="SECONDS",
+                      help="how long to let the engine shut down before killing it (default 30)")
+    stop.set_defaults(run=run_stop)
+    status = actions.add_parser("status", parents=parents, help=_ACTIONS["status"], description=_ACTIONS["status"])
+    status.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    status.set_defaults(run=run_status)
+
+
+def run_start(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+    """Start the engine (or find it running) and say how to use it."""
+    from lakehouse_assets.engine.files import EngineFiles
+    from lakehouse_assets.engine.server import engine_status, start_engine
+
+    was_answering = engine_status(settings).answering
+    status = start_engine(settings, timeout_seconds=args.timeout)
+    files = EngineFiles.of(settings)
+    print(f"{'The Spark Connect engine already runs' if was_answering else 'Started the Spark Connect engine'}: "
+          f"it answers at {status.url} (pid {status.pid}, since {status.started_at}).")
+    print(f"  token: {files.token} (readable by you only; runs of this lakehouse read it from there)")
+    print(f"  log:   {status.log}")
+    print("Run the lakehouse on it:")
+    print(f"  export LAKEHOUSE_ROOT={settings.root}")
+    if status.port != DEFAULT_ENGINE_PORT:
+        print(f"  export LAKEHOUSE_ENGINE_PORT={status.port}")
+    print(f"  export LAKEHOUSE_SPARK_REMOTE={status.url}")
+    print("Stop it with `lakehouse engine stop`.")
+    return EXIT_OK
+
+
+def run_stop(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+    """Stop the engine; stopping a stopped engine is not an error."""
+    from lakehouse_assets.engine.server import stop_engine
+
+    if stop_engine(settings, timeout_seconds=args.timeout):
+        print(f"Stopped the Spark Connect engine of {settings.root}.")
+    else:
+        print(f"No Spark Connect engine was running for {settings.root}.")
+    return EXIT_OK
+
+
+def run_status(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+    """Print whether the engine runs and answers; 0 only when it answers."""
+    from lakehouse_assets.engine.server import engine_status
+
+    status = engine_status(settings)
+    if args.json:
+        print_json({"running": status.running, "answering": status.answering, "pid": status.pid,
+                    "port": status.port, "url": status.url, "log": str(status.log),
+                    "started_at": status.started_at, "message": status.message})
+    else:
+        print(status.message[:1].upper() + status.message[1:] + ".")
+        if status.running:
+            print(f"  log: {status.log}")
+    return EXIT_OK if status.answering else EXIT_FAILURE
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
