@@ -21,13 +21,14 @@ $(INSTALLED): pyproject.toml constraints.txt scripts/check_java.sh
 install: $(INSTALLED)
 
 ## Start the Dagster UI on 127.0.0.1 with a persistent home, so run history and cursors survive restarts.
+## Runs attach to a warm Spark Connect engine (`lakehouse engine`), started first and stopped when the UI exits.
 run: $(INSTALLED)
 	@scripts/check_java.sh
 	@mkdir -p "$(DAGSTER_HOME)" "$(LAKEHOUSE_ROOT)"
 	@cp instance/dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
 	@# A first batch of reference data, so the sensors have something to carry to gold at once.
 	@test -d "$(LAKEHOUSE_ROOT)/landing/recordings" || $(BIN)/lakehouse land --files 5
-	$(BIN)/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
+	scripts/run_with_engine.sh $(BIN)/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
 ## Run the whole test suite, slow end-to-end tests included.
 test: $(INSTALLED)
