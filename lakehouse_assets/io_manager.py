@@ -36,6 +36,7 @@ from lakehouse_assets.assets.table_asset import (
     RoutedRows,
     TableRunConfig,
 )
+from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.ingestion.state import last_committed_batch, vanished_files, vanished_message
@@ -106,6 +107,10 @@ class DeltaIOManager(dg.ConfigurableIOManager):
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         if obj is None:
             return
+        with engine_errors(self.spark.settings()):
+            self._handle_output(context, obj)
+
+    def _handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         table = self.locate(context.asset_key)
         spec = context.definition_metadata or {}
         config = TableRunConfig(**(_op_config(context) or {}))
@@ -286,10 +291,11 @@ class DeltaIOManager(dg.ConfigurableIOManager):
     # -- reading ------------------------------------------------------------------------------
     def load_input(self, context: dg.InputContext) -> DataFrame:
         table = self.locate(context.asset_key)
-        spark = self.spark.spark_session
-        if self.read_inputs_as == "stream":
-            return self.store().read_stream(spark, str(table.path), StreamOptions())
-        return self.store().read(spark, str(table.path))
+        with engine_errors(self.spark.settings()):
+            spark = self.spark.spark_session
+            if self.read_inputs_as == "stream":
+                return self.store().read_stream(spark, str(table.path), StreamOptions())
+            return self.store().read(spark, str(table.path))
 
 
 def _trigger(spec: Mapping[str, Any], config: TableRunConfig) -> Trigger:

@@ -197,7 +197,9 @@ class _RunSessions:
         with self._lock:
             session = self._sessions.pop(run_id, None)
         if session is not None:
-            session.stop()
+            from lakehouse_assets.engine.client import close_session
+
+            close_session(session)
 
 
 _run_sessions = _RunSessions()

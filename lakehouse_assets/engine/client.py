@@ -8,9 +8,10 @@ engine listening fails at once, naming the URL, instead of retrying for minutes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
@@ -20,6 +21,11 @@ from lakehouse_assets.errors import ConfigurationError, EngineUnavailableError
 from lakehouse_assets.settings import LakehouseSettings
 
 TOKEN_PARAM = "token"
+# Backoff 0.1, 0.4, 1.6, then 5 s: about 27 s of retries before a lost engine fails the run.
+ENGINE_RETRIES = {"max_retries": 8, "initial_backoff": 100, "max_backoff": 5000}
+# How gRPC and pyspark say that the engine is gone (status codes and pyspark's error class).
+_CONNECTION_LOSS_SIGNS = ("StatusCode.UNAVAILABLE", "RETRIES_EXCEEDED", "failed to connect to all addresses",
+                          "Connection refused", "Socket closed")
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 
@@ -88,12 +94,60 @@ def connect_session(
     builder = SparkSession.builder.remote(address.url())
     try:
         spark = builder.create() if new_session else builder.getOrCreate()
+        _bound_retries(spark)
         modifiable = {key: value for key, value in conf.items() if spark.conf.isModifiable(key)}
     except Exception as exc:  # noqa: BLE001 - gRPC errors have no common base worth naming
         raise EngineUnavailableError(shown, _reason(exc)) from exc
     for key, value in modifiable.items():
         spark.conf.set(key, value)
     return spark
+
+
+def _bound_retries(spark: SparkSession) -> None:
+    """Retry an engine that stops answering for about half a minute, then fail: pyspark's
+    default waits at least ten minutes, so a run whose engine crashed would hang, not fail."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    spark.client.set_retry_policies([DefaultPolicy(**ENGINE_RETRIES)])
+
+
+def close_session(spark: SparkSession) -> None:
+    """End a run's session: the engine stops its queries and forgets its views. One try: a
+    session of an engine that died is gone with it and needs no release."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=0)])
+    with contextlib.suppress(Exception):
+        spark.stop()
+
+
+@contextlib.contextmanager
+def engine_errors(settings: LakehouseSettings) -> Iterator[None]:
+    """Re-raise a connection to the engine lost mid-run as an :class:`EngineUnavailableError`
+    naming the engine and what to do, instead of a gRPC error from deep in pyspark."""
+    try:
+        yield
+    except EngineUnavailableError:
+        raise
+    except Exception as exc:
+        if settings.spark_remote and is_connection_loss(exc):
+            shown = EngineAddress.parse(settings.spark_remote).url(with_token=False)
+            raise EngineUnavailableError(
+                shown, "the connection was lost during the run (the engine stopped or crashed); "
+                "`lakehouse engine status` says which, and the next run resumes where this one stopped"
+            ) from exc
+        raise
+
+
+def is_connection_loss(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) says the engine could not be reached."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen)
+        if any(sign in text for sign in _CONNECTION_LOSS_SIGNS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _check_listening(address: EngineAddress, shown: str) -> None:
