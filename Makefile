@@ -57,11 +57,13 @@ bench-quick: $(INSTALLED)
 ## Crash soak (issue 8): SOAK_KILLS runs of the whole graph SIGKILLed at the fault points and at
 ## random moments, then every invariant; writes reliability/results/latest.{md,json}.
 ## SOAK_SEED repeats a schedule. About 35 s per kill on a 2-core machine (60 kills: ~35 min).
+## SOAK_ENGINE=1 runs on a Spark Connect engine and SIGKILLs the engine too (reliability/results/engine.{md,json}).
 SOAK_KILLS ?= 60
 SOAK_SEED ?=
+SOAK_ENGINE ?=
 soak: $(INSTALLED)
 	@scripts/check_java.sh
-	$(BIN)/python -m lakehouse_assets_tests.reliability.soak --kills $(SOAK_KILLS) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
+	$(BIN)/python -m lakehouse_assets_tests.reliability.soak --kills $(SOAK_KILLS) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_ENGINE),--engine)
 
 clean:
 	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache

@@ -45,8 +45,15 @@ from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
 
 SEED_ENV_VAR = "LAKEHOUSE_CRASH_SEED"
 RANDOM_KILL = "random"
+ENGINE_KILL = "engine"
 # The fault points in the order a run meets them, then kills at a random moment.
 KINDS = ("batch.started", "delta.files_written", "delta.committed", "asset.materialized", RANDOM_KILL)
+# On a Spark Connect engine the sink runs in the engine's Python workers, where the run's
+# fault points are not armed: the run's own point, kills of the run at a random moment, and
+# SIGKILLs of the engine itself while the run goes on.
+ENGINE_KINDS = ("asset.materialized", RANDOM_KILL, ENGINE_KILL)
+# What a run whose engine died must say (EngineUnavailableError's opening).
+ENGINE_LOST_MESSAGE = "No Spark engine answers at"
 # How often each point is reached in one run of the whole graph with new data everywhere:
 # batch.started once per sink call (bronze, device_counts, quarantine + silver, daily);
 # the Delta points once per write (the same, plus the patients table); asset.materialized
@@ -64,17 +71,19 @@ _CHECKOUT = Path(__file__).resolve().parents[2]
 class RunOutcome:
     """One child run: how it ended and where it was."""
 
-    kind: str  # a fault point, "random", or "clean"
+    kind: str  # a fault point, "random", "engine", or "clean"
     hit: int | None
     delay: float | None
     returncode: int
     duration: float
     last_step: str | None
     log: str
+    #: The engine the run was attached to was SIGKILLed while the run went on.
+    engine_killed: bool = False
 
     @property
     def killed(self) -> bool:
-        return self.returncode == -signal.SIGKILL
+        return self.returncode == -signal.SIGKILL or self.engine_killed
 
 
 @dataclass
@@ -107,6 +116,8 @@ class CrashSummary:
     checks: list[CheckRecord] = field(default_factory=list)
     clean_run_seconds: list[float] = field(default_factory=list)
     killed_run_seconds: list[float] = field(default_factory=list)
+    #: On an engine: how long `lakehouse engine start` took to bring it back after each kill.
+    engine_restart_seconds: list[float] = field(default_factory=list)
     duration_seconds: float = 0.0
 
     @property
@@ -142,12 +153,17 @@ def crash_seed() -> int:
 class CrashHarness:
     """Kill runs of the whole graph over one lakehouse at ``work_dir/lakehouse``."""
 
-    def __init__(self, work_dir: Path, seed: int, *, clean_every: int = 5,
+    def __init__(self, work_dir: Path, seed: int, *, clean_every: int = 5, engine_port: int | None = None,
                  log: Callable[[str], None] = lambda line: None) -> None:
+        """With ``engine_port``, every run attaches to a managed Spark Connect engine of the
+        harness's lakehouse on that port (see :meth:`start_engine`), and campaigns kill the
+        engine too."""
         self.work_dir = work_dir
         self.root = work_dir / "lakehouse"
         self.root.mkdir(parents=True, exist_ok=True)
         self.settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root)})
+        self.engine_port = engine_port
+        self.kinds = ENGINE_KINDS if engine_port is not None else KINDS
         self.rng = random.Random(seed)
         self.clean_every = clean_every
         self.log = log
@@ -168,11 +184,11 @@ class CrashHarness:
         self.land_some(files=2)
         # Up to three tries per kill: a hit beyond what a run reaches lets the run finish.
         while summary.kills < kills and summary.attempts < 3 * kills:
-            kind = KINDS[summary.attempts % len(KINDS)]
+            kind = self.kinds[summary.attempts % len(self.kinds)]
             summary.attempts += 1
             if self.rng.random() < 0.7:
                 self.land_some(files=1)
-            if kind == RANDOM_KILL:
+            if kind in (RANDOM_KILL, ENGINE_KILL):
                 outcome = self.run_child(kind, delay=self.rng.uniform(1.0, self._typical_run_seconds()))
             else:
                 outcome = self.run_child(kind, hit=self.rng.randint(1, MAX_HIT[kind]))
@@ -212,10 +228,15 @@ class CrashHarness:
         self.summary.landed_files += len(landed.files)
         self.summary.landed_records += landed.counts.total
 
-    def run_child(self, kind: str, *, hit: int | None = None, delay: float | None = None) -> RunOutcome:
-        """Run the whole graph in a child process group; arm ``kind:hit``, or kill the group
-        after ``delay`` seconds, or neither for a clean run."""
+    def run_child(self, kind: str, *, hit: int | None = None, delay: float | None = None,
+                  kill_on_line: str | None = None) -> RunOutcome:
+        """Run the whole graph in a child process group, and arm ``kind:hit``, or kill after
+        ``delay`` seconds or as soon as its log shows ``kill_on_line``, or neither for a clean
+        run. What is killed is the run's process group, or with ``kind`` "engine" the engine
+        it is attached to: then the run must fail by itself, naming the engine, and the
+        engine is started again, as `lakehouse engine start` would."""
         self.runs += 1
+        engine_killed = False
         env = self._child_env()
         if hit is not None:
             env[FAULT_ENV_VAR] = f"{kind}:{hit}"
@@ -228,7 +249,15 @@ class CrashHarness:
                 cwd=self.work_dir, start_new_session=True,
             )
             try:
-                child.wait(timeout=delay if delay is not None else _CHILD_TIMEOUT_SECONDS)
+                try:
+                    if kill_on_line is not None:
+                        _wait_for_line(child, log_path, kill_on_line, started)
+                    child.wait(timeout=delay if delay is not None else _CHILD_TIMEOUT_SECONDS)
+                except subprocess.TimeoutExpired:
+                    if kind != ENGINE_KILL:
+                        raise
+                    engine_killed = self._kill_engine()
+                    child.wait(timeout=_CHILD_TIMEOUT_SECONDS)  # it must end by itself
             except subprocess.TimeoutExpired:
                 _kill_group(child.pid)
                 child.wait()
@@ -239,11 +268,53 @@ class CrashHarness:
         duration = time.monotonic() - started
         text = log_path.read_text(errors="replace")
         steps = _STEP_START.findall(text)
-        outcome = RunOutcome(kind, hit, delay, child.returncode, duration, steps[-1] if steps else None, str(log_path))
+        outcome = RunOutcome(kind, hit, delay, child.returncode, duration, steps[-1] if steps else None,
+                             str(log_path), engine_killed)
+        if engine_killed:
+            self._after_engine_kill(outcome, text)
         self.log(f"run {self.runs}: {self._describe(outcome)} -> "
                  f"{'killed' if outcome.killed else f'exit {outcome.returncode}'} after {duration:.1f}s"
                  f" in {outcome.last_step}")
         return outcome
+
+    # -- the engine --------------------------------------------------------------------------------
+    @property
+    def engine_settings(self) -> LakehouseSettings:
+        """The settings the harness's engine starts with: sized like the test session's Spark."""
+        if self.engine_port is None:
+            raise ValueError("this harness runs embedded: it has no engine")
+        return LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root), "LAKEHOUSE_ENGINE_PORT": str(self.engine_port),
+                                           "LAKEHOUSE_SPARK_CONF": self._spark_conf()})
+
+    def start_engine(self) -> float:
+        """Start the harness's engine (or find it running); the seconds it took."""
+        from lakehouse_assets.engine.server import start_engine
+
+        started = time.monotonic()
+        start_engine(self.engine_settings, timeout_seconds=180)
+        return time.monotonic() - started
+
+    def stop_engine(self) -> None:
+        from lakehouse_assets.engine.server import stop_engine
+
+        if self.engine_port is not None:
+            stop_engine(self.engine_settings)
+
+    def _kill_engine(self) -> bool:
+        """SIGKILL the harness's engine server, as a crash would; whether one was running."""
+        from lakehouse_assets.engine.server import kill_engine
+
+        return kill_engine(self.engine_settings) is not None
+
+    def _after_engine_kill(self, outcome: RunOutcome, log_text: str) -> None:
+        """The run must have failed by itself, naming the engine; then bring the engine back."""
+        if outcome.returncode == -signal.SIGKILL:
+            self.summary.failed_runs.append(f"{self._describe(outcome)}: the run did not end by itself within "
+                                            f"{_CHILD_TIMEOUT_SECONDS} s after its engine died (log {outcome.log})")
+        elif outcome.returncode != 0 and ENGINE_LOST_MESSAGE not in log_text:
+            self.summary.failed_runs.append(f"{self._describe(outcome)}: the run failed without naming its lost "
+                                            f"engine (log {outcome.log})")
+        self.summary.engine_restart_seconds.append(self.start_engine())
 
     def check(self, after: str, *, pending_ok: bool) -> InvariantReport:
         report = check_all(self.settings, pending_ok=pending_ok)
@@ -269,13 +340,22 @@ class CrashHarness:
             PYSPARK_PYTHON=sys.executable,
             PYTHONPATH=os.pathsep.join(p for p in (str(_CHECKOUT), env.get("PYTHONPATH", "")) if p),
             TMPDIR=str(tmp),
-            LAKEHOUSE_SPARK_CONF=json.dumps({
-                "spark.driver.extraJavaOptions": f"{TEST_JVM_OPTIONS} -Djava.io.tmpdir={tmp}",
-                "spark.sql.shuffle.partitions": "2",
-                "spark.local.dir": str(self.scratch / "spark"),
-            }),
+            LAKEHOUSE_SPARK_CONF=self._spark_conf(),
         )
+        env.pop("LAKEHOUSE_SPARK_REMOTE", None)
+        if self.engine_port is not None:
+            # The runs read the token from the harness's lakehouse (_engine/token).
+            env.update(LAKEHOUSE_ENGINE_PORT=str(self.engine_port),
+                       LAKEHOUSE_SPARK_REMOTE=f"sc://localhost:{self.engine_port}")
         return env
+
+    def _spark_conf(self) -> str:
+        tmp = self.scratch / "tmp"
+        return json.dumps({
+            "spark.driver.extraJavaOptions": f"{TEST_JVM_OPTIONS} -Djava.io.tmpdir={tmp}",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.local.dir": str(self.scratch / "spark"),
+        })
 
     def _typical_run_seconds(self) -> float:
         runs = self.summary.clean_run_seconds
@@ -284,10 +364,23 @@ class CrashHarness:
     @staticmethod
     def _describe(outcome: RunOutcome) -> str:
         if outcome.kind == RANDOM_KILL:
-            return f"random kill after {outcome.delay:.1f}s"
+            return f"random kill after {outcome.delay:.1f}s" if outcome.delay is not None else "kill on a log line"
+        if outcome.kind == ENGINE_KILL:
+            return f"engine killed after {outcome.delay:.1f}s" if outcome.delay is not None else "engine killed on a log line"
         if outcome.kind == "clean":
             return "clean run"
         return f"{FAULT_ENV_VAR}={outcome.kind}:{outcome.hit}"
+
+
+def _wait_for_line(child: subprocess.Popen, log_path: Path, line: str, started: float) -> None:
+    """Return once the child's log shows ``line`` (raising TimeoutExpired, so the caller
+    kills it), or once the child has ended without it."""
+    while child.poll() is None:
+        if line in log_path.read_text(errors="replace"):
+            raise subprocess.TimeoutExpired(child.args, time.monotonic() - started)
+        if time.monotonic() - started > _CHILD_TIMEOUT_SECONDS:
+            return
+        time.sleep(0.1)
 
 
 def _kill_group(pgid: int) -> None:
@@ -318,10 +411,12 @@ def format_summary(summary: CrashSummary) -> str:
         f"- all invariants after a clean run: {sum(c.ok for c in strict)}/{len(strict)} held",
         f"- duration: {summary.duration_seconds / 60:.1f} min; killed runs {seconds(summary.killed_run_seconds)}; "
         f"completed runs {seconds(summary.clean_run_seconds)}",
+        *([f"- engine restarts after its kills: {seconds(summary.engine_restart_seconds)}"]
+          if summary.engine_restart_seconds else []),
         "",
         "| kill point | kills |",
         "|---|---:|",
-        *[f"| {kind} | {summary.kills_by_point.get(kind, 0)} |" for kind in KINDS],
+        *[f"| {kind} | {n} |" for kind, n in sorted(summary.kills_by_point.items())],
         "",
         "| kill point @ step running | kills |",
         "|---|---:|",
