@@ -154,15 +154,16 @@ class CrashHarness:
     """Kill runs of the whole graph over one lakehouse at ``work_dir/lakehouse``."""
 
     def __init__(self, work_dir: Path, seed: int, *, clean_every: int = 5, engine_port: int | None = None,
-                 log: Callable[[str], None] = lambda line: None) -> None:
+                 spark_master: str | None = None, log: Callable[[str], None] = lambda line: None) -> None:
         """With ``engine_port``, every run attaches to a managed Spark Connect engine of the
-        harness's lakehouse on that port (see :meth:`start_engine`), and campaigns kill the
-        engine too."""
+        harness's lakehouse on that port (see :meth:`start_engine`), whose driver runs on
+        ``spark_master`` (default local), and campaigns kill the engine too."""
         self.work_dir = work_dir
         self.root = work_dir / "lakehouse"
         self.root.mkdir(parents=True, exist_ok=True)
         self.settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root)})
         self.engine_port = engine_port
+        self.spark_master = spark_master
         self.kinds = ENGINE_KINDS if engine_port is not None else KINDS
         self.rng = random.Random(seed)
         self.clean_every = clean_every
@@ -283,8 +284,11 @@ class CrashHarness:
         """The settings the harness's engine starts with: sized like the test session's Spark."""
         if self.engine_port is None:
             raise ValueError("this harness runs embedded: it has no engine")
-        return LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root), "LAKEHOUSE_ENGINE_PORT": str(self.engine_port),
-                                           "LAKEHOUSE_SPARK_CONF": self._spark_conf()})
+        env = {"LAKEHOUSE_ROOT": str(self.root), "LAKEHOUSE_ENGINE_PORT": str(self.engine_port),
+               "LAKEHOUSE_SPARK_CONF": self._spark_conf()}
+        if self.spark_master:
+            env["LAKEHOUSE_SPARK_MASTER"] = self.spark_master
+        return LakehouseSettings.from_env(env)
 
     def start_engine(self) -> float:
         """Start the harness's engine (or find it running); the seconds it took."""
@@ -342,9 +346,9 @@ class CrashHarness:
             TMPDIR=str(tmp),
             LAKEHOUSE_SPARK_CONF=self._spark_conf(),
         )
-        env.pop("LAKEHOUSE_SPARK_REMOTE", None)
         if self.engine_port is not None:
-            # The runs read the token from the harness's lakehouse (_engine/token).
+            # The harness's own engine (otherwise the runs go where this process's
+            # LAKEHOUSE_SPARK_REMOTE says); they read the token from _engine/token.
             env.update(LAKEHOUSE_ENGINE_PORT=str(self.engine_port),
                        LAKEHOUSE_SPARK_REMOTE=f"sc://localhost:{self.engine_port}")
         return env
@@ -355,6 +359,8 @@ class CrashHarness:
             "spark.driver.extraJavaOptions": f"{TEST_JVM_OPTIONS} -Djava.io.tmpdir={tmp}",
             "spark.sql.shuffle.partitions": "2",
             "spark.local.dir": str(self.scratch / "spark"),
+            # Executors of a cluster run this interpreter too (a local master's inherit it).
+            "spark.pyspark.python": sys.executable,
         })
 
     def _typical_run_seconds(self) -> float:
