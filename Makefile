@@ -30,12 +30,14 @@ run: $(INSTALLED)
 	@test -d "$(LAKEHOUSE_ROOT)/landing/recordings" || $(BIN)/lakehouse land --files 5
 	scripts/run_with_engine.sh $(BIN)/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-## Run the whole test suite, slow end-to-end tests included.
+## Run the whole test suite, slow end-to-end tests included, embedded and then on a Spark Connect engine.
 test: $(INSTALLED)
 	@scripts/check_java.sh
 	@# The UI tests drive Debian's Chromium (Playwright cannot download its own browser here).
 	@scripts/install_browser.sh
 	$(BIN)/python -m pytest
+	@# The Connect pass: the tests whose code paths differ on an engine, on a warm Spark Connect engine.
+	scripts/test_on_engine.sh
 
 ## Skip the slow end-to-end tests while iterating.
 test-fast: $(INSTALLED)

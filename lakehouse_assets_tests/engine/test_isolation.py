@@ -1,0 +1,88 @@
+"""Runs sharing one Spark Connect engine do not see or harm each other.
+
+Each Dagster run gets a Connect session of its own (``SparkResource``), so what one run
+registers (temp views, settings, data sources) is invisible to another, and two runs on
+disjoint tables proceed at the same time. Runs in the Connect pass of ``make test``
+(``scripts/test_on_engine.sh``), where every session of this process is a Connect session.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import dagster as dg
+import pytest
+
+from lakehouse_assets.reliability.invariants import check_landed_once
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.simulator import land
+from lakehouse_assets.spark import build_spark_session, is_connect_session
+from lakehouse_assets.storage.source import SOURCE_NAME, DeltaStreamDataSource
+from lakehouse_assets_tests.assets.pipeline import delta_rows, materialize
+
+pytestmark = pytest.mark.skipif(not os.environ.get("LAKEHOUSE_SPARK_REMOTE"),
+                                reason="needs a Spark Connect engine: the Connect pass of make test")
+
+LANDING_OPTIONS = dict(records_per_file=200, bad_rate=0.0, seed=41, files_per_year=365)
+
+
+def test_a_run_session_sees_nothing_another_run_registered(spark, settings):
+    # As a run reads them: the temporary root, and the engine from LAKEHOUSE_SPARK_REMOTE.
+    run_settings = LakehouseSettings.from_env()
+    first, second = (build_spark_session(run_settings, new_session=True) for _ in range(2))
+    try:
+        assert is_connect_session(first) and is_connect_session(second)
+        first.range(3).createOrReplaceTempView("only_in_first")
+        first.conf.set("spark.sql.shuffle.partitions", "7")
+        first.dataSource.register(DeltaStreamDataSource)
+
+        assert first.catalog.tableExists("only_in_first")
+        assert not second.catalog.tableExists("only_in_first")
+        assert second.conf.get("spark.sql.shuffle.partitions") != "7"
+        assert _knows_source(first) and not _knows_source(second)
+    finally:
+        first.stop()
+        second.stop()
+
+
+@pytest.mark.slow
+def test_two_runs_on_disjoint_tables_proceed_at_once(spark, settings):
+    landed = land(settings.root / "landing", files=4, **LANDING_OPTIONS)
+    start = threading.Barrier(2)
+
+    def run(selection: str) -> tuple[float, float]:
+        with dg.DagsterInstance.ephemeral() as instance:  # closed in the thread that opened it
+            start.wait()
+            result = materialize(selection, instance=instance)
+            return _step_span(instance, result.dagster_run.run_id)
+
+    with ThreadPoolExecutor(2) as pool:
+        bronze, patients = (f.result() for f in [pool.submit(run, "bronze/recordings"),
+                                                  pool.submit(run, "silver/patients")])
+
+    # Both steps were running at one moment: neither waited for the other's session or table.
+    (bronze_start, bronze_end), (patients_start, patients_end) = bronze, patients
+    assert bronze_start < patients_end and patients_start < bronze_end, "the two runs ran one after the other"
+    # And each wrote what it should, whole.
+    assert check_landed_once(settings).ok
+    patients_in_csv = len(landed.patients_path.read_text().splitlines()) - 1  # less the header
+    assert len(delta_rows(settings, "silver", "patients", ["mrn"])) == patients_in_csv
+
+
+def _step_span(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float]:
+    """When the run's one step started and ended (its event log's wall-clock timestamps)."""
+    entries = instance.all_logs(run_id)
+    started = min(e.timestamp for e in entries if e.dagster_event_type == dg.DagsterEventType.STEP_START)
+    ended = max(e.timestamp for e in entries if e.dagster_event_type == dg.DagsterEventType.STEP_SUCCESS)
+    return started, ended
+
+
+def _knows_source(spark) -> bool:
+    """Whether the session can read with the lakehouse's Delta source (asking means reading)."""
+    try:
+        spark.read.format(SOURCE_NAME).load("/nonexistent").schema  # noqa: B018
+    except Exception as exc:  # noqa: BLE001 - the engine's errors come gRPC-wrapped
+        return "DATA_SOURCE_NOT_FOUND" not in str(exc) and "Failed to find the data source" not in str(exc)
+    return True

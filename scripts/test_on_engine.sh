@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The Connect pass of `make test`: the tests whose code paths differ on an engine, again, with
+# every session attached to a warm Spark Connect engine (`lakehouse engine`) instead of an
+# embedded one. The engine has a
+# lakehouse root of its own for its pid, token and log; the tests make their own roots and
+# reach it by URL, so the token goes in the URL.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+engine_root=$(mktemp -d -t lakehouse_engine.XXXXXX)
+export LAKEHOUSE_ENGINE_PORT=${LAKEHOUSE_TEST_ENGINE_PORT:-15012}
+stop_engine() {
+  "$BIN/lakehouse" --root "$engine_root" engine stop >/dev/null 2>&1 || true
+  rm -rf "$engine_root"
+}
+trap stop_engine EXIT
+# Sized like the test session's embedded one: 2 shuffle partitions.
+LAKEHOUSE_SPARK_CONF='{"spark.sql.shuffle.partitions": "2"}' "$BIN/lakehouse" --root "$engine_root" engine start
+LAKEHOUSE_SPARK_REMOTE="sc://localhost:${LAKEHOUSE_ENGINE_PORT}/;token=$(cat "$engine_root/_engine/token")"
+export LAKEHOUSE_SPARK_REMOTE
+# By default the tests whose code paths differ on an engine: sessions and their isolation,
+# ingestion, the Delta source and sink, checks, the graph, repair, killed runs, dagster dev.
+# Arguments replace the list (any pytest arguments).
+if [ $# -eq 0 ]; then
+  set -- \
+    lakehouse_assets_tests/engine/test_isolation.py \
+    lakehouse_assets_tests/ingestion/test_autoloader.py \
+    lakehouse_assets_tests/storage/test_sink.py \
+    lakehouse_assets_tests/storage/test_source.py \
+    lakehouse_assets_tests/quality \
+    lakehouse_assets_tests/assets \
+    lakehouse_assets_tests/reliability/test_checkpoint_repair.py \
+    lakehouse_assets_tests/reliability/test_killed_run_on_engine.py \
+    lakehouse_assets_tests/e2e/test_land_to_gold.py
+fi
+"$BIN/python" -m pytest -p no:cacheprovider "$@"
