@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from contextlib import suppress
 from pathlib import Path
+from lakehouse_assets_tests.ports import free_port
 
 START_TIMEOUT_SECONDS = 90
 
@@ -26,8 +26,8 @@ class StandaloneCluster:
         self.folder = folder
         self.worker_cores = worker_cores
         self.worker_memory = worker_memory
-        self.port = _free_port()
-        self.webui_port = _free_port()
+        self.port = free_port()
+        self.webui_port = free_port()
         self._processes: list[subprocess.Popen] = []
 
     @property
@@ -41,7 +41,7 @@ class StandaloneCluster:
                         "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.webui_port))
             self._start("worker", "org.apache.spark.deploy.worker.Worker", self.master_url,
                         "--host", "127.0.0.1", "--cores", str(self.worker_cores), "--memory", self.worker_memory,
-                        "--webui-port", str(_free_port()), "--work-dir", str(self.folder / "work"))
+                        "--webui-port", str(free_port()), "--work-dir", str(self.folder / "work"))
             self._wait_for_worker()
         except BaseException:
             self.__exit__(None, None, None)
@@ -90,8 +90,3 @@ class StandaloneCluster:
         raise TimeoutError(f"no Spark worker registered with {self.master_url} within {START_TIMEOUT_SECONDS} s; "
                            f"see {self.log('master')} and {self.log('worker')}")
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

@@ -4,7 +4,6 @@ table equals what an embedded run made of the same landed files."""
 
 from __future__ import annotations
 
-import socket
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from lakehouse_assets.reliability.delta_files import read_rows, row_tuples
 from lakehouse_assets_tests.engine.standalone_cluster import StandaloneCluster
 from lakehouse_assets_tests.reliability.crash_harness import CrashHarness
+from lakehouse_assets_tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -22,11 +22,6 @@ RUN_DEPENDENT = {"_ingested_at", "_source_file"}
 TABLES = ["bronze.recordings", "silver.patients", "silver.recordings_enriched", "silver.recordings_quarantine",
           "gold.daily_patient_avg", "gold.device_counts"]
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _rows(harness: CrashHarness, table: str) -> Counter:
@@ -51,7 +46,7 @@ def test_the_reference_pipeline_on_a_standalone_cluster_equals_the_embedded_run(
     assert embedded.clean_run("embedded run").ok, embedded.summary.failures()
 
     with StandaloneCluster(tmp_path / "cluster") as cluster:
-        on_cluster = CrashHarness(tmp_path / "on_cluster", SEED, engine_port=_free_port(),
+        on_cluster = CrashHarness(tmp_path / "on_cluster", SEED, engine_port=free_port(),
                                   spark_master=cluster.master_url)
         on_cluster.start_engine()
         try:

@@ -33,6 +33,7 @@ from lakehouse_assets.engine.server import (
 )
 from lakehouse_assets.errors import EngineStartError
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets_tests.ports import free_port
 
 # Short-lived test JVM, as in the suite's embedded session: less CPU spent warming up.
 ENGINE_CONF = {"spark.sql.shuffle.partitions": "2",
@@ -57,11 +58,6 @@ class Engine:
     def url(self, token: str | None) -> str:
         return f"sc://localhost:{self.status.port}" + (f"/;token={token}" if token else "")
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _settings(root: Path, port: int, **extra: str) -> LakehouseSettings:
@@ -127,7 +123,7 @@ def _running(pid: int, cmdline: str) -> bool:
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
-    settings = _settings(tmp_path_factory.mktemp("engine_lakehouse"), _free_port())
+    settings = _settings(tmp_path_factory.mktemp("engine_lakehouse"), free_port())
     status = start_engine(settings, timeout_seconds=120)
     try:
         yield Engine(settings, status, EngineFiles.of(settings))
@@ -153,7 +149,7 @@ def test_missing_java_names_the_package(tmp_path: Path, monkeypatch: pytest.Monk
     (tmp_path / "bin").mkdir()
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    settings = _settings(tmp_path, _free_port())
+    settings = _settings(tmp_path, free_port())
     with pytest.raises(EngineStartError, match="sudo apt-get install -y openjdk-17-jre-headless"):
         start_engine(settings)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
@@ -163,7 +159,7 @@ def test_missing_java_names_the_package(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_a_reused_pid_is_not_taken_for_the_engine(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, _free_port())
+    settings = _settings(tmp_path, free_port())
     bystander = subprocess.Popen(["sleep", "60"])
     try:
         EngineFiles.of(settings).write_state({"pid": bystander.pid, "port": settings.engine_port, "ready": True})
@@ -180,7 +176,7 @@ def test_a_reused_pid_is_not_taken_for_the_engine(tmp_path: Path) -> None:
 
 def test_nothing_running_is_reported_and_stopping_it_is_fine(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    settings = _settings(tmp_path, _free_port())
+    settings = _settings(tmp_path, free_port())
     assert not engine_status(settings).running
     assert stop_engine(settings) is False
     assert main(["engine", "status", "--root", str(tmp_path)]) == 1
@@ -194,7 +190,7 @@ def _processes_naming(text: str) -> list[str]:
 
 @pytest.mark.slow
 def test_a_server_that_dies_while_starting_is_reported_with_its_log(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, _free_port(), LAKEHOUSE_SPARK_CONF=json.dumps({"spark.driver.memory": "lots"}))
+    settings = _settings(tmp_path, free_port(), LAKEHOUSE_SPARK_CONF=json.dumps({"spark.driver.memory": "lots"}))
     with pytest.raises(EngineStartError, match=r"exited with code \d+ while starting(.|\n)*-Xmxlots"):
         start_engine(settings, timeout_seconds=60)
     files = EngineFiles.of(settings)
@@ -203,7 +199,7 @@ def test_a_server_that_dies_while_starting_is_reported_with_its_log(tmp_path: Pa
 
 @pytest.mark.slow
 def test_a_server_that_does_not_answer_in_time_is_stopped(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, _free_port())
+    settings = _settings(tmp_path, free_port())
     files = EngineFiles.of(settings)
     with pytest.raises(EngineStartError, match="did not answer .* within 1 s"):
         start_engine(settings, timeout_seconds=1)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from lakehouse_assets_tests.reliability.crash_harness import CrashHarness, crash_seed, format_summary
+from lakehouse_assets_tests.ports import free_port
 
 RESULTS = Path(__file__).resolve().parents[2] / "reliability" / "results"
 
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="lakehouse-soak-"))
     print(f"soak: seed {seed}, {args.kills} kills, working in {work}", flush=True)
     started = dt.datetime.now(dt.timezone.utc)
-    harness = CrashHarness(work, seed, clean_every=args.clean_every, engine_port=_free_port() if args.engine else None,
+    harness = CrashHarness(work, seed, clean_every=args.clean_every, engine_port=free_port() if args.engine else None,
                            log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", flush=True))
     if args.engine:
         print(f"soak: engine started in {harness.start_engine():.1f}s", flush=True)
@@ -64,13 +65,6 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if summary.ok else 1
 
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _cpus() -> int:

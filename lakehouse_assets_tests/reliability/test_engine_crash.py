@@ -8,25 +8,20 @@ attached to it, so this runs in the embedded pass of ``make test`` too.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
 from lakehouse_assets_tests.reliability.crash_harness import ENGINE_KILL, ENGINE_LOST_MESSAGE, CrashHarness
+from lakehouse_assets_tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 @pytest.mark.parametrize("table", ["silver.recordings_enriched"])
 def test_an_engine_killed_mid_query_fails_the_run_by_name_and_the_next_run_is_whole(tmp_path: Path, table: str) -> None:
-    harness = CrashHarness(tmp_path, seed=18, engine_port=_free_port(), log=print)
+    harness = CrashHarness(tmp_path, seed=18, engine_port=free_port(), log=print)
     harness.start_engine()
     try:
         harness.land_some(files=3)
