@@ -27,9 +27,10 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/ingestion/test_autoloader.py \
     lakehouse_assets_tests/storage/test_sink.py \
     lakehouse_assets_tests/storage/test_source.py \
-    lakehouse_assets_tests/quality \
+    lakehouse_assets_tests/quality/test_checks.py \
+    lakehouse_assets_tests/quality/test_quarantine.py \
     lakehouse_assets_tests/assets \
-    lakehouse_assets_tests/reliability/test_checkpoint_repair.py \
+    lakehouse_assets_tests/reliability/test_checkpoint_repair.py::test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it \
     lakehouse_assets_tests/reliability/test_killed_run_on_engine.py \
     lakehouse_assets_tests/e2e/test_land_to_gold.py
 fi
