@@ -56,6 +56,23 @@ bench-quick: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.run --quick $(BENCH_ARGS)
 
+## Benchmarks of the warm Spark Connect engine (issue 15): lakehouse_assets embedded and on one warm engine, against
+## the hand-written script cold and in a warm session, land -> gold on the engine too: benchmarks/results/engine.{json,md}.
+## About 35 minutes on a 2-core machine; run it when nothing else is using the machine.
+.PHONY: bench-engine bench-engine-health
+bench-engine: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.run --output engine --budget-minutes 45 \
+		--contenders lakehouse_assets,lakehouse_assets_connect,plain_streaming,plain_streaming_warm,spark_trivial $(BENCH_ARGS)
+
+## Does a long-lived engine stay healthy? ENGINE_HEALTH_INCREMENTS one-file increments on one engine, each a fresh
+## Dagster run attached to it; memory, threads, processes, sessions, temp files after each, and their slopes:
+## benchmarks/results/engine_health.{json,md}. About 10 s per increment (200: some 35-40 minutes).
+ENGINE_HEALTH_INCREMENTS ?= 200
+bench-engine-health: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.engine_health --increments $(ENGINE_HEALTH_INCREMENTS)
+
 ## Crash soak (issue 8): SOAK_KILLS runs of the whole graph SIGKILLed at the fault points and at
 ## random moments, then every invariant; writes reliability/results/latest.{md,json}.
 ## SOAK_SEED repeats a schedule. About 35 s per kill on a 2-core machine (60 kills: ~35 min).

@@ -10,6 +10,10 @@ seconds until ``gold/daily_patient_avg`` contains it. The data set has one file 
 Each sample also says where the time went, from the runs in the Dagster instance: waiting
 for the landing sensor's tick, the bronze run (queued, launched, ran), waiting for the
 automation sensor's tick, the silver + gold run.
+
+Two variants, each when its contender is wanted: ``latency`` (``lakehouse_assets``: every run
+of dagster dev starts its own Spark) and ``latency_connect`` (``lakehouse_assets_connect``:
+dagster dev's runs attach to the invocation's warm Spark Connect engine, as ``make run`` does).
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ FILES_PER_YEAR = 366  # one file per day: a file is in gold when its day is
 YEAR_START = 1_577_836_800
 DAY = 86_400
 POLL_SECONDS = 0.5
+#: After a sample, how long its runs may take to finish (checks, other tables) and how often
+#: the instance is asked (each ask is a Python process importing Dagster).
+RUNS_END_TIMEOUT_SECONDS = 300
+RUNS_POLL_SECONDS = 3
 #: Kept free of samples at the end of the time budget: stopping dagster dev (its daemon waits
 #: for the run in progress) took 75 s on 2 cores.
 STOP_RESERVE_SECONDS = 90
@@ -42,11 +50,13 @@ STOP_RESERVE_SECONDS = 90
 class DagsterDev:
     """``dagster dev`` on a free local port, started in its own session and stopped by it."""
 
-    def __init__(self, *, dagster_home: Path, lakehouse_root: Path, log_path: Path, port: int | None = None) -> None:
+    def __init__(self, *, dagster_home: Path, lakehouse_root: Path, log_path: Path, port: int | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.dagster_home = dagster_home
         self.lakehouse_root = lakehouse_root
         self.log_path = log_path
         self.port = port or _free_port()
+        self.extra_env = dict(env or {})
         self.process: subprocess.Popen[bytes] | None = None
         self.start_seconds: float | None = None
 
@@ -63,7 +73,7 @@ class DagsterDev:
         instance_yaml = product_dir() / "instance" / "dagster.yaml"
         if instance_yaml.exists():
             (self.dagster_home / "dagster.yaml").write_text(instance_yaml.read_text())
-        env = base_env(DAGSTER_HOME=str(self.dagster_home), LAKEHOUSE_ROOT=str(self.lakehouse_root))
+        env = base_env(DAGSTER_HOME=str(self.dagster_home), LAKEHOUSE_ROOT=str(self.lakehouse_root), **self.extra_env)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
         started = time.monotonic()
@@ -111,12 +121,13 @@ class SharedDeployment:
     used when it is there and the product is the working tree; with the default sensor
     interval and Spark settings, so what runs is what ``make run`` runs."""
 
-    def __init__(self, deployment_class: Any, *, dagster_home: Path, lakehouse_root: Path, log_dir: Path) -> None:
+    def __init__(self, deployment_class: Any, *, dagster_home: Path, lakehouse_root: Path, log_dir: Path,
+                 env: dict[str, str] | None = None) -> None:
         from lakehouse_assets.settings import DEFAULT_SENSOR_INTERVAL_SECONDS
 
         self.deployment = deployment_class(
             home=dagster_home, root=lakehouse_root, log_dir=log_dir,
-            sensor_interval_seconds=DEFAULT_SENSOR_INTERVAL_SECONDS, spark_conf={},
+            sensor_interval_seconds=DEFAULT_SENSOR_INTERVAL_SECONDS, spark_conf={}, env=env,
         )
         self.port = self.deployment.port
         self.start_seconds: float | None = None
@@ -134,17 +145,19 @@ class SharedDeployment:
         self.stop_report = report.describe()
 
 
-def deployment(*, dagster_home: Path, lakehouse_root: Path, log_dir: Path) -> Any:
+def deployment(*, dagster_home: Path, lakehouse_root: Path, log_dir: Path, env: dict[str, str] | None = None) -> Any:
     """``dagster dev`` for the latency scenario: the project's e2e helper when it exists (and
-    the working tree is what is measured), else :class:`DagsterDev`."""
+    the working tree is what is measured), else :class:`DagsterDev`; ``env`` is added to its
+    environment (the warm engine's ``LAKEHOUSE_SPARK_REMOTE``)."""
     if product_dir() == REPO:
         try:
             from lakehouse_assets_tests.e2e.dagster_dev import DagsterDeployment
         except ImportError:
             DagsterDeployment = None  # noqa: N806
         if DagsterDeployment is not None:
-            return SharedDeployment(DagsterDeployment, dagster_home=dagster_home, lakehouse_root=lakehouse_root, log_dir=log_dir)
-    return DagsterDev(dagster_home=dagster_home, lakehouse_root=lakehouse_root, log_path=log_dir / "dagster_dev.log")
+            return SharedDeployment(DagsterDeployment, dagster_home=dagster_home, lakehouse_root=lakehouse_root,
+                                    log_dir=log_dir, env=env)
+    return DagsterDev(dagster_home=dagster_home, lakehouse_root=lakehouse_root, log_path=log_dir / "dagster_dev.log", env=env)
 
 
 def _free_port() -> int:
@@ -251,8 +264,22 @@ def runs_since(ws: Workspace, dagster_home: Path, since: float) -> list[dict[str
         return []
 
 
+def wait_until_runs_end(ws: Workspace, dagster_home: Path, since: float, timeout: float = RUNS_END_TIMEOUT_SECONDS) -> list[dict[str, Any]]:
+    """The runs created after ``since``, once none of them is queued or running any more (or
+    after ``timeout``): their end times complete the breakdown, and the next sample then lands
+    on an idle deployment."""
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = runs_since(ws, dagster_home, since)
+        if all(r.get("ended") for r in runs) or time.monotonic() > deadline:
+            return runs
+        time.sleep(RUNS_POLL_SECONDS)
+
+
 def breakdown(landed: float, seen: float | None, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Split one sample's latency along the runs it took."""
+    """Split one sample's latency along the runs it took: one run from bronze to gold (the
+    landing sensor asks for the tables downstream too), or a bronze run and then the
+    automation sensor's silver + gold run."""
     out: dict[str, Any] = {"runs": runs}
     bronze = next((r for r in runs if "bronze/recordings" in r["assets"]), None)
     downstream = next((r for r in runs if "gold/daily_patient_avg" in r["assets"]), None)
@@ -263,6 +290,11 @@ def breakdown(landed: float, seen: float | None, runs: list[dict[str, Any]]) -> 
     if bronze:
         out["landing_sensor_wait"] = d(landed, bronze["created"])
         out["bronze_queue_and_launch"] = d(bronze["created"], bronze["started"])
+    if bronze and bronze is downstream:
+        out["run_start_to_gold_visible"] = d(bronze["started"], seen)
+        out["whole_run"] = d(bronze["started"], bronze["ended"])
+        return out
+    if bronze:
         out["bronze_run"] = d(bronze["started"], bronze["ended"])
     if downstream:
         out["automation_sensor_wait"] = d(bronze["ended"] if bronze else landed, downstream["created"])
@@ -272,25 +304,51 @@ def breakdown(landed: float, seen: float | None, runs: list[dict[str, Any]]) -> 
     return out
 
 
+#: Result key of each variant, by the contender whose runs it is made of.
+VARIANTS = {"lakehouse_assets_connect": "latency_connect", "lakehouse_assets": "latency"}
+
+
 def run_latency(bench: Any) -> None:
-    """The latency scenario (``bench`` is a :class:`benchmarks.scenarios.Bench`)."""
+    """The latency scenario (``bench`` is a :class:`benchmarks.scenarios.Bench`): the variant
+    on the warm engine first (its target is the new one), then the embedded one, each when its
+    contender is wanted."""
+    from benchmarks.engine import EngineFailed
+
+    for contender, key in VARIANTS.items():
+        if bench.only is not None and contender not in bench.only:
+            continue
+        # Embedded means embedded, whatever engine the caller's own environment names.
+        env: dict[str, str] = {"LAKEHOUSE_SPARK_REMOTE": ""}
+        if contender == "lakehouse_assets_connect":
+            try:
+                env["LAKEHOUSE_SPARK_REMOTE"] = bench.engine().url()
+            except EngineFailed as exc:
+                bench.results[key] = {"error": str(exc), "samples": []}
+                continue
+        bench.results[key] = _latency_variant(bench, contender, env)
+
+
+def _latency_variant(bench: Any, contender: str, env: dict[str, str]) -> dict[str, Any]:
     from lakehouse_assets.simulator import land
 
     plan = bench.plan
     log: Callable[[str], None] = bench.log
-    ws = Workspace(bench.workdir / "latency" / "lakehouse_assets_dev")
+    ws = Workspace(bench.workdir / "latency" / f"{contender}_dev")
     ws.reset()
     home = ws.dir / "dagster_home"
     gold = ws.root / "gold" / "daily_patient_avg"
     options = dict(records_per_file=plan.records_per_file, bad_rate=plan.bad_rate, seed=plan.seed,
                    files_per_year=FILES_PER_YEAR)
     samples: list[dict[str, Any]] = []
-    result: dict[str, Any] = {"samples": samples, "sensor_interval_seconds": _default_interval()}
-    dev_cm = deployment(dagster_home=home, lakehouse_root=ws.root, log_dir=ws.logs)
+    result: dict[str, Any] = {"contender": contender, "samples": samples, "sensor_interval_seconds": _default_interval(),
+                              "engine": "warm Spark Connect engine" if env.get("LAKEHOUSE_SPARK_REMOTE")
+                              else "embedded (a Spark per run)"}
+    dev_cm = deployment(dagster_home=home, lakehouse_root=ws.root, log_dir=ws.logs, env=env)
     result["helper"] = type(dev_cm).__name__
     with dev_cm as dev:
         result["dagster_dev_start_seconds"] = round(dev.start_seconds or 0, 2)
-        log(f"latency: dagster dev on port {dev.port}; warm-up with {plan.latency_warmup_files} file(s)")
+        log(f"latency ({contender}): dagster dev on port {dev.port}; warm-up with {plan.latency_warmup_files} file(s)")
+        warm_epoch = time.time()
         warm = land(ws.landing, files=plan.latency_warmup_files, **options)
         started = time.monotonic()
         warm_day = warm.files[-1].index
@@ -299,8 +357,8 @@ def run_latency(bench: Any) -> None:
         if waited is None:
             result["error"] = "the warm-up files never reached gold within 600 s"
             log("  " + result["error"])
-            bench.results["latency"] = result
-            return
+            return result
+        wait_until_runs_end(ws, home, warm_epoch - 1)  # the first sample lands on an idle deployment
         log(f"  warm-up reached gold in {result['warmup_seconds']} s")
         for i in range(plan.latency_samples):
             left = bench.seconds_left()
@@ -317,20 +375,20 @@ def run_latency(bench: Any) -> None:
             seconds = wait_for_day(gold, day, timeout=600)
             seen_epoch = None if seconds is None else landed_epoch + seconds
             sample = {"file": landed.files[0].path.name, "seconds": None if seconds is None else round(seconds, 2)}
-            sample.update(breakdown(landed_epoch, seen_epoch, runs_since(ws, home, landed_epoch - 1)))
+            sample.update(breakdown(landed_epoch, seen_epoch, wait_until_runs_end(ws, home, landed_epoch - 1)))
             samples.append(sample)
             log(f"  sample {i + 1}: {sample['seconds']} s")
     result["stop_report"] = getattr(dev_cm, "stop_report", "")
     values = [s["seconds"] for s in samples if s["seconds"] is not None]
     result["median_seconds"] = None if not values else round(median(values), 2)
     result["spread_seconds"] = spread(values)
-    keys = ("landing_sensor_wait", "bronze_queue_and_launch", "bronze_run", "automation_sensor_wait",
-            "downstream_queue_and_launch", "silver_gold_run", "gold_visible_after_run_end")
+    keys = ("landing_sensor_wait", "bronze_queue_and_launch", "run_start_to_gold_visible", "whole_run", "bronze_run",
+            "automation_sensor_wait", "downstream_queue_and_launch", "silver_gold_run", "gold_visible_after_run_end")
     result["median_breakdown"] = {
         k: round(median([s[k] for s in samples if s.get(k) is not None]) or 0, 2) for k in keys
         if any(s.get(k) is not None for s in samples)
     }
-    bench.results["latency"] = result
+    return result
 
 
 def _default_interval() -> int:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import statistics
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,13 @@ SAMPLE_INTERVAL_SECONDS = 0.1
 
 #: Environment variable through which a child learns where to write its phases.
 PHASES_ENV = "BENCH_PHASES_FILE"
+
+#: How often the sampler asks again which processes an engine has (a /proc-wide search);
+#: between two asks, new processes under the ones it knows are found by walking their trees.
+EXTRA_ROOTS_EVERY_SAMPLES = 10
+
+#: Prefix of the memory makeup's kinds for processes of an engine, not of the run itself.
+ENGINE_KIND_PREFIX = "engine "
 
 
 def _children(pid: int) -> list[int]:
@@ -105,6 +115,14 @@ def is_unexeced_fork(pid: int, parent: int | None) -> bool:
     return bool(exe) and exe == _exe(parent) and os.path.basename(exe) == "java"
 
 
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def tree_rss_bytes(pid: int) -> int:
     return sum(rss_bytes(p) for p in process_tree(pid))
 
@@ -122,36 +140,57 @@ def process_kind(pid: int) -> str:
 class TreeSampler(threading.Thread):
     """Samples the memory of a process tree until stopped: the peak of the summed RSS (what
     the issue asks for; a JVM's fork that has not exec'd yet is left out), the peak of the
-    summed PSS (shared pages counted once), and the RSS makeup by process kind at the peak."""
+    summed PSS (shared pages counted once), and the RSS makeup by process kind at the peak.
 
-    def __init__(self, pid: int, interval: float = SAMPLE_INTERVAL_SECONDS) -> None:
+    ``extra_roots``, when given, lists more processes that count too (every process of a Spark
+    Connect engine: its server and Python workers, which a run uses but did not start), asked
+    again every :data:`EXTRA_ROOTS_EVERY_SAMPLES` samples; their kinds are prefixed with
+    ``engine `` in the makeup.
+    """
+
+    def __init__(self, pid: int, interval: float = SAMPLE_INTERVAL_SECONDS,
+                 extra_roots: Callable[[], Iterable[int]] | None = None) -> None:
         super().__init__(daemon=True)
         self.pid = pid
         self.interval = interval
+        self.extra_roots = extra_roots
         self.peak = 0
         self.peak_pss = 0
         self.samples = 0
         self.peak_processes = 0
         self.peak_makeup: dict[str, int] = {}
+        self._known_extra: list[int] = []
         self._stop_event = threading.Event()
+
+    def _processes(self) -> list[tuple[int, str]]:
+        """``(pid, kind prefix)`` of every process to count now."""
+        own = [(p, "") for p, parent in process_tree_with_parents(self.pid) if not is_unexeced_fork(p, parent)]
+        if self.extra_roots is None:
+            return own
+        if self.samples % EXTRA_ROOTS_EVERY_SAMPLES == 0:
+            # The list names every process already (no tree to walk); a JVM's fork caught
+            # before its exec is left out, as in the run's own tree.
+            self._known_extra = [p for p in self.extra_roots() if not is_unexeced_fork(p, _parent(p))]
+        seen = {p for p, _ in own}
+        return own + [(p, ENGINE_KIND_PREFIX) for p in self._known_extra if p not in seen]
 
     def run(self) -> None:
         while not self._stop_event.is_set():
-            tree = [(p, parent) for p, parent in process_tree_with_parents(self.pid) if not is_unexeced_fork(p, parent)]
-            sizes = [(p, rss_bytes(p)) for p, _ in tree]
-            total = sum(size for _, size in sizes)
+            processes = self._processes()
+            sizes = [(p, prefix, rss_bytes(p)) for p, prefix in processes]
+            total = sum(size for _, _, size in sizes)
             self.samples += 1
             if total > self.peak:
                 self.peak = total
                 self.peak_processes = len(sizes)
                 makeup: dict[str, int] = {}
-                for p, size in sizes:
-                    kind = process_kind(p)
+                for p, prefix, size in sizes:
+                    kind = prefix + process_kind(p)
                     makeup[kind] = makeup.get(kind, 0) + size
                 self.peak_makeup = makeup
             # PSS walks every page table: sample it at a quarter of the rate.
             if self.samples % 4 == 1:
-                self.peak_pss = max(self.peak_pss, sum(pss_bytes(p) for p, _ in tree))
+                self.peak_pss = max(self.peak_pss, sum(pss_bytes(p) for p, _ in processes))
             self._stop_event.wait(self.interval)
 
     def stop(self) -> None:
@@ -203,8 +242,10 @@ def run_child(
     log_path: str | Path,
     timeout_seconds: float = 900,
     check: bool = True,
+    extra_roots: Callable[[], Iterable[int]] | None = None,
 ) -> ProcessResult:
-    """Run ``argv`` to completion, timing it from spawn to exit and sampling its tree's RSS.
+    """Run ``argv`` to completion, timing it from spawn to exit and sampling its tree's RSS
+    (and that of ``extra_roots``' trees: see :class:`TreeSampler`).
 
     Output goes to ``log_path``. The child's phases are read from the JSON file named by
     ``$BENCH_PHASES_FILE`` (set here), when the child wrote one.
@@ -222,7 +263,7 @@ def run_child(
             list(argv), env=child_env, cwd=None if cwd is None else str(cwd),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )
-        sampler = TreeSampler(process.pid)
+        sampler = TreeSampler(process.pid, extra_roots=extra_roots)
         sampler.start()
         try:
             returncode = process.wait(timeout=timeout_seconds)
@@ -237,12 +278,7 @@ def run_child(
             sampler.stop()
         # A JVM or Python worker left behind by the child would skew the next contender.
         _kill_group(process)
-    phases: dict[str, Any] = {}
-    if phases_path.exists():
-        try:
-            phases = json.loads(phases_path.read_text())
-        except json.JSONDecodeError:
-            phases = {"error": "unreadable phases file"}
+    phases = _read_phases(phases_path)
     result = ProcessResult(
         argv=list(argv), wall_seconds=wall, peak_rss_bytes=sampler.peak, returncode=returncode,
         started_at=started, ended_at=started + wall, phases=phases, log_path=str(log_path),
@@ -252,6 +288,15 @@ def run_child(
         tail = _tail(log_path)
         raise ChildFailed(f"{' '.join(argv[:4])} ... exited {returncode}; log {log_path}:\n{tail}")
     return result
+
+
+def _read_phases(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return {"error": "unreadable phases file"}
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -283,8 +328,8 @@ class Phases:
     """Used inside a child: marks named moments (epoch seconds) and extra values, and writes
     them where the parent asked, at every mark (so a crash still leaves what happened)."""
 
-    def __init__(self) -> None:
-        self.path = os.environ.get(PHASES_ENV)
+    def __init__(self, path: str | None = None) -> None:
+        self.path = path or os.environ.get(PHASES_ENV)
         self.data: dict[str, Any] = {"marks": {}, "values": {}}
 
     def mark(self, name: str) -> float:
@@ -304,6 +349,133 @@ class Phases:
         with open(tmp, "w") as handle:
             json.dump(self.data, handle)
         os.replace(tmp, self.path)
+
+
+# -- a long-lived child that runs on command ------------------------------------------------------
+
+#: Environment variable naming the file descriptor a resident child answers on (its stdout
+#: and stderr are its log, where Spark and the JVM write too).
+REPLY_FD_ENV = "BENCH_REPLY_FD"
+
+
+class ResidentChild:
+    """A child process started once that runs one request at a time on command (a warm
+    SparkSession, say): its start is paid once, each request is timed and its tree's memory
+    sampled as :func:`run_child` does for a whole process.
+
+    Requests are JSON lines on the child's stdin; the child answers each with one JSON line
+    on the descriptor named by ``$BENCH_REPLY_FD`` (see :func:`serve_requests`).
+    """
+
+    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | Path | None, log_path: Path) -> None:
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.cwd = cwd
+        self.log_path = Path(log_path)
+        self.process: subprocess.Popen[bytes] | None = None
+        self._replies: Any = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, timeout_seconds: float = 300) -> float:
+        """Start the child and wait until it says it is ready; the seconds that took."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        read_end, write_end = os.pipe()
+        started = time.monotonic()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.argv, env={**self.env, REPLY_FD_ENV: str(write_end)}, cwd=None if self.cwd is None else str(self.cwd),
+                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_end,),
+                start_new_session=True,
+            )
+        os.close(write_end)
+        self._replies = os.fdopen(read_end, "r")
+        try:
+            self._reply(timeout_seconds)
+        except BaseException:
+            self.stop()
+            raise
+        return time.monotonic() - started
+
+    def request(self, payload: Mapping[str, Any], *, phases_path: Path, timeout_seconds: float = 1_200) -> ProcessResult:
+        """Run one request, timed from sending it to its answer; raise :class:`ChildFailed`
+        when it fails (the child stays up) or when the child dies or hangs (then it is stopped)."""
+        if not self.running or self.process is None:
+            raise ChildFailed(f"{self.argv[2] if len(self.argv) > 2 else self.argv[0]} is not running; log {self.log_path}")
+        phases_path.unlink(missing_ok=True)
+        sampler = TreeSampler(self.process.pid)
+        started = time.time()
+        t0 = time.monotonic()
+        sampler.start()
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write((json.dumps({**payload, "phases_file": str(phases_path)}) + "\n").encode())
+            self.process.stdin.flush()
+            reply = self._reply(timeout_seconds)
+        except BaseException:
+            self.stop()
+            raise
+        finally:
+            wall = time.monotonic() - t0
+            sampler.stop()
+        result = ProcessResult(
+            argv=self.argv, wall_seconds=wall, peak_rss_bytes=sampler.peak, returncode=0 if reply.get("ok") else 1,
+            started_at=started, ended_at=started + wall, phases=_read_phases(phases_path), log_path=str(self.log_path),
+            peak_makeup=sampler.peak_makeup, peak_pss_bytes=sampler.peak_pss,
+        )
+        if not reply.get("ok"):
+            raise ChildFailed(f"request {dict(payload)} failed: {reply.get('error')}; log {self.log_path}")
+        return result
+
+    def _reply(self, timeout_seconds: float) -> dict[str, Any]:
+        ready, _, _ = select.select([self._replies], [], [], timeout_seconds)
+        if not ready:
+            raise ChildFailed(f"no answer within {timeout_seconds:.0f} s; log {self.log_path}:\n{_tail(self.log_path)}")
+        line = self._replies.readline()
+        if not line:
+            code = self.process.wait(timeout=10) if self.process is not None else None
+            raise ChildFailed(f"the resident child exited ({code}); log {self.log_path}:\n{_tail(self.log_path)}")
+        return json.loads(line)
+
+    def stop(self, timeout_seconds: float = 30) -> None:
+        """Close its stdin (it stops its session and exits), then end its whole group."""
+        if self.process is None:
+            return
+        try:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
+            self.process.wait(timeout=timeout_seconds)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        finally:
+            _kill_group(self.process)
+            if self._replies is not None:
+                self._replies.close()
+            self.process, self._replies = None, None
+
+
+def serve_requests(handle: Callable[[Mapping[str, Any], Phases], None]) -> int:
+    """Inside a resident child, once it is ready: say so, then ``handle`` each request from
+    stdin with the phases file it names, answering ``ok`` or the error. Returns at EOF."""
+    reply = os.fdopen(int(os.environ[REPLY_FD_ENV]), "w", buffering=1)
+    reply.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        phases = Phases(request.get("phases_file"))
+        phases.mark("request_received")
+        print(f"=== request {json.dumps({k: v for k, v in request.items() if k != 'phases_file'})}", flush=True)
+        try:
+            handle(request, phases)
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, the child stays up
+            traceback.print_exc()
+            reply.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:1_500]}"}) + "\n")
+        else:
+            reply.write(json.dumps({"ok": True}) + "\n")
+    return 0
 
 
 # -- summaries ------------------------------------------------------------------------------------

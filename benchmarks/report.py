@@ -10,15 +10,21 @@ from typing import Any
 
 LA = "lakehouse_assets"
 LA_CHECKS = "lakehouse_assets+checks"
+LA_CONNECT = "lakehouse_assets_connect"
 SS = "plain_streaming"
+SS_WARM = "plain_streaming_warm"
 SDP = "sdp"
 GIB = 1024  # MiB
+#: Scenarios whose runs count for the engine's memory target (the load group).
+MEMORY_SCENARIOS = ("initial_load", "increment", "no_new_data")
 
 LABELS = {
     LA: "lakehouse_assets (pipeline alone)",
     LA_CHECKS: "lakehouse_assets + quality checks",
+    LA_CONNECT: "lakehouse_assets on the warm engine (Connect)",
     "lakehouse_assets_cli": "lakehouse_assets (CLI)",
     SS: "plain Structured Streaming",
+    SS_WARM: "plain Structured Streaming, warm session",
     "plain_batch": "plain batch",
     SDP: "Spark Declarative Pipelines",
     "spark_start": "anchor: Spark start",
@@ -100,11 +106,8 @@ def evaluate_targets(doc: dict[str, Any]) -> list[dict[str, Any]]:
     add("One-file increment vs plain Structured Streaming", "≤ 0.8×", ri, None if ri is None else ri <= 0.8,
         _why_slower(results, "increment", LA, SS), "×")
 
-    history = ((results.get("history") or {}).get("contenders") or {}).get(LA) or {}
-    sizes = (results.get("history") or {}).get("sizes") or []
-    if history and len(sizes) >= 2:
-        first, last = history.get(str(sizes[0]), {}), history.get(str(sizes[-1]), {})
-        rh = _ratio(last.get("median_seconds"), first.get("median_seconds"))
+    history, sizes, rh = _history_ratio(results, LA)
+    if history:
         add(f"Increment after {sizes[-1]:,} files vs after {sizes[0]:,}", "≤ 1.2×", rh, None if rh is None else rh <= 1.2,
             _why_history(history, sizes), "×")
 
@@ -124,8 +127,74 @@ def evaluate_targets(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
     peak = (((results.get("initial_load") or {}).get("contenders") or {}).get(LA) or {}).get("max_peak_rss_mib")
     add("Peak memory (RSS of the process tree), initial load", "≤ 2 GiB", None if peak is None else round(peak / GIB, 2),
-        None if peak is None else peak <= 2 * GIB, _why_memory(results), "GiB")
+        None if peak is None else peak <= 2 * GIB, _why_memory(results, LA, ("initial_load",)), "GiB")
+    targets.extend(connect_targets(results))
     return targets
+
+
+def connect_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The targets of the warm Spark Connect engine (issue 15): medians of
+    ``lakehouse_assets_connect`` against the hand-written script, cold and warm, and limits."""
+    targets: list[dict[str, Any]] = []
+
+    def add(name: str, limit: str, measured: float | None, ok: bool | None, why: str, unit: str) -> None:
+        if measured is None:
+            why = why or "not measured in this run"
+        targets.append({"target": f"Connect engine: {name}", "limit": limit, "measured": measured, "unit": unit,
+                        "met": ok, "why": "" if ok else why})
+
+    def at_most(value: float | None, limit: float) -> bool | None:
+        return None if value is None else value <= limit
+
+    increment = _median(results, "increment", LA_CONNECT)
+    cold = _ratio(increment, _median(results, "increment", SS))
+    add("one-file increment, bronze → silver → gold, vs the hand-written script cold", "≤ 0.5×", cold,
+        at_most(cold, 0.5), _why_slower(results, "increment", LA_CONNECT, SS), "×")
+    warm = _ratio(increment, _median(results, "increment", SS_WARM))
+    add("one-file increment vs the same script warm (its queries in one long-lived session)", "≤ 1.5×", warm,
+        at_most(warm, 1.5), _why_slower(results, "increment", LA_CONNECT, SS_WARM), "×")
+
+    idle = _median(results, "no_new_data", LA_CONNECT)
+    add("a run with nothing new, whole process wall (Python, imports and Dagster included)", "≤ 3 s", idle,
+        at_most(idle, 3.0), _why_no_data(results, LA_CONNECT), "s")
+
+    load = results.get("initial_load") or {}
+    size = f"{load['records']:,} records / {load['files']} files" if load.get("records") else "initial files"
+    initial = _ratio(_median(results, "initial_load", LA_CONNECT), _median(results, "initial_load", SS))
+    add(f"initial load ({size}) vs the hand-written script cold", "≤ 1.0×", initial, at_most(initial, 1.0),
+        _why_slower(results, "initial_load", LA_CONNECT, SS), "×")
+
+    latency = (results.get("latency_connect") or {}).get("median_seconds")
+    add("land → gold with dagster dev attached to the engine, default settings", "≤ 15 s", latency,
+        at_most(latency, 15.0), _why_latency(results, "latency_connect"), "s")
+
+    peak = _max_peak(results, LA_CONNECT, "max_peak_rss_mib")
+    pss = _max_peak(results, LA_CONNECT, "max_peak_pss_mib")
+    add("peak memory of all processes together (the run's, the engine's JVM and its Python workers), RSS",
+        "≤ 2.5 GiB", None if peak is None else round(peak / GIB, 2), at_most(peak, 2.5 * GIB),
+        _why_memory(results, LA_CONNECT, MEMORY_SCENARIOS) + (f" Peak PSS {pss / GIB:.2f} GiB." if pss else ""), "GiB")
+
+    history, sizes, ratio = _history_ratio(results, LA_CONNECT)
+    name = f"increment after {sizes[-1]:,} files vs after {sizes[0]:,}" if history else "increment after 1,000 files vs after 10"
+    add(name, "≤ 1.2×", ratio, at_most(ratio, 1.2), _why_history(history, sizes) if history else "", "×")
+    return targets
+
+
+def _max_peak(results: dict[str, Any], contender: str, key: str) -> float | None:
+    """The largest of a contender's per-scenario peaks over the load group's scenarios."""
+    peaks = [(((results.get(s) or {}).get("contenders") or {}).get(contender) or {}).get(key) for s in MEMORY_SCENARIOS]
+    peaks = [p for p in peaks if p]
+    return max(peaks) if peaks else None
+
+
+def _history_ratio(results: dict[str, Any], contender: str) -> tuple[dict[str, Any], list[int], float | None]:
+    """A contender's history results, the sizes, and its last size's median over its first's."""
+    history = ((results.get("history") or {}).get("contenders") or {}).get(contender) or {}
+    sizes = (results.get("history") or {}).get("sizes") or []
+    if not history or len(sizes) < 2:
+        return {}, sizes, None
+    first, last = history.get(str(sizes[0]), {}), history.get(str(sizes[-1]), {})
+    return history, sizes, _ratio(last.get("median_seconds"), first.get("median_seconds"))
 
 
 def _why_slower(results: dict[str, Any], scenario: str, ours: str, theirs: str) -> str:
@@ -160,8 +229,8 @@ def _why_history(history: dict[str, Any], sizes: Sequence[int]) -> str:
     return "From the first history size to the last: " + "; ".join(parts) + "." if parts else ""
 
 
-def _why_no_data(results: dict[str, Any]) -> str:
-    s = _split(results, "no_new_data", LA)
+def _why_no_data(results: dict[str, Any], contender: str = LA) -> str:
+    s = _split(results, "no_new_data", contender)
     if not s:
         return ""
     keys = ("python_start_and_imports", "spark_session_start", "dagster_overhead", "query_work_io_manager", "teardown_and_exit")
@@ -177,20 +246,22 @@ def _why_overhead(results: dict[str, Any]) -> str:
             "and event logging.")
 
 
-def _why_latency(results: dict[str, Any]) -> str:
-    b = (results.get("latency") or {}).get("median_breakdown") or {}
+def _why_latency(results: dict[str, Any], key: str = "latency") -> str:
+    b = (results.get(key) or {}).get("median_breakdown") or {}
     if not b:
-        return (results.get("latency") or {}).get("error", "")
+        return (results.get(key) or {}).get("error", "")
     return "Median split: " + "; ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in b.items()) + "."
 
 
-def _why_memory(results: dict[str, Any]) -> str:
-    runs = [r for r in (((results.get("initial_load") or {}).get("contenders") or {}).get(LA) or {}).get("runs", []) if "peak_rss_makeup_mib" in r]
+def _why_memory(results: dict[str, Any], contender: str, scenarios: Sequence[str]) -> str:
+    runs = [r for s in scenarios for r in (((results.get(s) or {}).get("contenders") or {}).get(contender) or {}).get("runs", [])
+            if "peak_rss_makeup_mib" in r]
     if not runs:
         return ""
     worst = max(runs, key=lambda r: r.get("peak_rss_mib", 0))
     makeup = ", ".join(f"{k} {v} MiB" for k, v in worst["peak_rss_makeup_mib"].items())
-    return f"At the peak ({worst['peak_rss_mib']:.0f} MiB): {makeup} (summed over processes of each kind)."
+    return (f"At the peak ({worst['peak_rss_mib']:.0f} MiB, run {worst.get('label')}): {makeup} "
+            "(summed over processes of each kind).")
 
 
 # -- documents -----------------------------------------------------------------------------------------
@@ -223,7 +294,9 @@ def markdown(doc: dict[str, Any]) -> str:
         f"Load average at start {_loads(meta.get('loadavg_at_start'))}, at end {_loads(meta.get('loadavg_at_end'))}.")
     out("Every run is a fresh child process (its own JVM); seconds are whole-process wall time, memory the peak RSS "
         "summed over the process tree. This machine is shared and noisy: **ratios within this run are what count**; "
-        "absolute seconds are context.\n")
+        "absolute seconds are context. Two exceptions, named as such: runs *on the warm engine* are fresh processes "
+        "attached to a Spark Connect engine started once (their memory counts the engine's processes too), and the "
+        "*warm session* anchor runs the hand-written queries on command in one long-lived process.\n")
     product = doc.get("product", {})
     if not product.get("checks_defined"):
         out("> The project's Definitions hold no asset checks yet: the *with quality checks and quarantine* variant "
@@ -242,6 +315,7 @@ def markdown(doc: dict[str, Any]) -> str:
         measured = "–" if t["measured"] is None else f"{_fmt(t['measured'])} {t['unit']}".strip()
         out(f"| {t['target']} | {t['limit']} | {measured} | {met} | {t['why']} |")
     out("")
+    _warm_section(out, results)
 
     if "initial_load" in results:
         r = results["initial_load"]
@@ -281,6 +355,8 @@ def markdown(doc: dict[str, Any]) -> str:
         _history(out, results["history"])
     if "latency" in results:
         _latency(out, results["latency"])
+    if "latency_connect" in results:
+        _latency(out, results["latency_connect"], "dagster dev attached to the warm engine, default intervals")
     _profiles(out, results)
     out("## Notes\n")
     out("- plain batch keeps no state: it only takes part in the initial load (its increment would be its initial "
@@ -289,6 +365,14 @@ def markdown(doc: dict[str, Any]) -> str:
         "local[*], the same 2 cores here; its tables live in Spark's Hive catalog (Derby) so that runs are incremental.")
     out("- The history scenario processes the history as it grows (small files, one run per history size); each "
         "increment is one full-size file.")
+    out("- *On the warm engine*: one Spark Connect engine (`lakehouse engine start`, default settings, `local[2]`) is "
+        "started once per invocation, before the first timed run of a contender that needs it, and warmed up with two "
+        "untimed runs on a scratch lakehouse; each timed run is still a fresh process (a new Dagster run that opens its "
+        "own session on the engine). Its memory is the run's process tree plus every process of the engine (its JVM "
+        "and Python workers, `engine java` / `engine python` in the makeup), sampled together.")
+    out("- *Warm session*: the hand-written script's queries (the same code as the cold one) run on command in one "
+        "long-lived process whose SparkSession started once and ran two untimed warm-up runs; a run is timed from the "
+        "command to the answer, its memory is that process tree's.")
     out("- To fit the suite in 30 minutes on 2 cores: the runs with nothing new are compared with the anchors' "
         "initial-load runs; SDP (a second JVM per run) is left out of the history and no-new-data scenarios "
         "(`--scenarios history --contenders sdp` measures it alone); `dagster asset materialize` runs once, as a "
@@ -305,6 +389,39 @@ def markdown(doc: dict[str, Any]) -> str:
         "metastore (its tables must outlive the process for incremental runs).")
     out("- Full data: `benchmarks/results/latest.json` (every run, its phases and profiles).")
     return "\n".join(lines) + "\n"
+
+
+def _warm_section(out: Any, results: dict[str, Any]) -> None:
+    """What was started once for the warm contenders: the engine (start, warm-up, what it held
+    after start, after warm-up and at the end) and the warm anchor's session."""
+    engine = results.get("engine")
+    resident = results.get("resident") or {}
+    warmup = results.get("warmup") or {}
+    if not engine and not resident:
+        return
+    out("## Started once, before the timed runs (not in any run's time)\n")
+    if engine:
+        out(f"Spark Connect engine: answered {_fmt(engine.get('start_seconds'))} s after `lakehouse engine start` "
+            f"(which waits for a first job); warm-up runs: {_walls(warmup.get(LA_CONNECT))}.\n")
+        moments = [(label, engine[key]) for key, label in (("after_start", "after start"), ("after_warmup", "after warm-up"),
+                                                          ("at_end", "at the end")) if engine.get(key)]
+        if moments:
+            keys = ("processes", "jvm_rss_mib", "jvm_pss_mib", "workers_rss_mib", "workers_pss_mib", "jvm_threads",
+                    "streaming_query_threads", "sessions_open", "sessions_seen", "log_mib")
+            out("| engine | " + " | ".join(k.replace("_", " ") for k in keys) + " |")
+            out("|---|" + "---|" * len(keys))
+            for label, snap in moments:
+                out(f"| {label} | " + " | ".join(_fmt(snap.get(k), 1) for k in keys) + " |")
+            out("")
+    for name, info in resident.items():
+        starts = ", ".join(f"{_fmt(x.get('start_seconds'))} s" for x in info.get("starts", []))
+        out(f"{LABELS.get(name, name)}: session ready after {starts}; warm-up runs: {_walls(warmup.get(name))}.\n")
+
+
+def _walls(runs: Sequence[dict[str, Any]] | None) -> str:
+    if not runs:
+        return "none"
+    return ", ".join("failed" if "error" in r else f"{r['wall_seconds']:.1f} s" for r in runs)
 
 
 def _loads(value: Any) -> str:
@@ -385,8 +502,8 @@ def _history(out: Any, r: dict[str, Any]) -> None:
         out("")
 
 
-def _latency(out: Any, r: dict[str, Any]) -> None:
-    out("## Land → gold latency (dagster dev, default intervals)\n")
+def _latency(out: Any, r: dict[str, Any], title: str = "dagster dev, default intervals") -> None:
+    out(f"## Land → gold latency ({title})\n")
     if r.get("error"):
         out(f"Not measured: {r['error']}\n")
         return
@@ -425,7 +542,7 @@ def _profiles(out: Any, results: dict[str, Any]) -> None:
     blocks = []
     for scenario in ("initial_load", "increment", "no_new_data"):
         contenders = (results.get(scenario) or {}).get("contenders") or {}
-        for name in (LA, SS):
+        for name in (LA, LA_CONNECT, SS):
             runs = [x for x in (contenders.get(name) or {}).get("runs", []) if "split" in x]
             if runs:
                 blocks.append((scenario, name, runs[-1]))
@@ -438,15 +555,15 @@ def _profiles(out: Any, results: dict[str, Any]) -> None:
     for scenario, name, run in blocks:
         _query_lines(out, f"{scenario}, {LABELS.get(name, name)}", run)
     out("")
-    for scenario in ("initial_load", "increment", "no_new_data"):
-        runs = [x for x in (((results.get(scenario) or {}).get("contenders") or {}).get(LA) or {}).get("runs", []) if "split" in x]
+    for scenario, name in ((s, n) for s in ("initial_load", "increment", "no_new_data") for n in (LA, LA_CONNECT)):
+        runs = [x for x in (((results.get(scenario) or {}).get("contenders") or {}).get(name) or {}).get("runs", []) if "split" in x]
         if not runs:
             continue
         detail = runs[-1]["split"].get("detail") or {}
         prof = detail.get("profile") or {}
         io = detail.get("io_seconds") or {}
         if prof or io:
-            out(f"<details><summary>{scenario}: lakehouse_assets function totals (nested; seconds)</summary>\n")
+            out(f"<details><summary>{scenario}: {LABELS.get(name, name)}, function totals (nested; seconds)</summary>\n")
             for k, v in io.items():
                 out(f"- `{k}`: {v}")
             for k, v in prof.items():

@@ -14,6 +14,12 @@ by file as the scenario goes on. Every run is a fresh child process.
   size, one new full-size file per run is timed.
 - ``latency``: ``dagster dev`` with its real daemon and default intervals; see
   :mod:`benchmarks.latency`.
+
+Contenders on the warm Spark Connect engine and the resident warm anchor need something that
+outlives a run: the engine (one per invocation) and the anchor's long-lived child are started
+the first time one of their runs comes up, then warmed up with two untimed runs on a scratch
+lakehouse of their own (JVM start and JIT warm-up paid once, as on a warm engine), and stopped
+by :meth:`Bench.close`. None of that is in any timed run.
 """
 
 from __future__ import annotations
@@ -27,11 +33,26 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.contenders import PYTHON, REPO, Contender, Workspace, all_contenders, base_env, product_dir, stage_files
-from benchmarks.measure import ChildFailed, ProcessResult, median, run_child, spread
+from benchmarks.contenders import (
+    ENGINE_URL_ENV,
+    PYTHON,
+    REPO,
+    Contender,
+    Workspace,
+    all_contenders,
+    base_env,
+    product_dir,
+    stage_files,
+)
+from benchmarks.engine import EngineFailed, WarmEngine, snapshot
+from benchmarks.measure import ChildFailed, ProcessResult, ResidentChild, median, run_child, spread
 
 LOAD_SCENARIOS = ("initial_load", "increment", "no_new_data", "run_overhead")
 ALL_SCENARIOS = (*LOAD_SCENARIOS, "history", "latency")
+
+#: Untimed runs that warm up the engine and the resident anchor before their timed runs: an
+#: initial load, then a one-file increment (each path's classes loaded and JIT-compiled once).
+WARMUP_RUNS = 2
 
 
 @dataclass(frozen=True)
@@ -59,20 +80,26 @@ class Plan:
     bad_rate: float = 0.01
     seed: int = 7
     load_contenders: tuple[str, ...] = (
-        "lakehouse_assets", "lakehouse_assets+checks", "plain_streaming", "plain_batch", "sdp",
+        "lakehouse_assets", "lakehouse_assets_connect", "lakehouse_assets+checks", "plain_streaming",
+        "plain_streaming_warm", "plain_batch", "sdp",
     )
     #: Contenders of the one-file increments and the runs with nothing new. plain_batch keeps
     #: no state (its "increment" is its initial load again), and the checks' target is the
     #: initial load's.
-    increment_contenders: tuple[str, ...] = ("lakehouse_assets", "plain_streaming", "sdp")
+    increment_contenders: tuple[str, ...] = (
+        "lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm", "sdp",
+    )
     anchors: tuple[str, ...] = ("spark_start", "spark_trivial")
     cli: bool = True
     #: SDP's runs (a second JVM each) do not fit the 30-minute budget in this scenario too;
     #: ``--scenarios history --contenders sdp`` measures it on its own.
-    history_contenders: tuple[str, ...] = ("lakehouse_assets", "plain_streaming")
+    history_contenders: tuple[str, ...] = ("lakehouse_assets", "lakehouse_assets_connect", "plain_streaming")
     #: Contenders of the runs with nothing new: its target is a ratio to the anchors (measured
-    #: in the initial load), plain Structured Streaming is the context.
-    no_data_contenders: tuple[str, ...] = ("lakehouse_assets", "plain_streaming")
+    #: in the initial load), plain Structured Streaming (cold and warm) is the context; on the
+    #: engine the target is seconds.
+    no_data_contenders: tuple[str, ...] = (
+        "lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm",
+    )
 
     @classmethod
     def full(cls, repeats: int | None = None) -> Plan:
@@ -88,8 +115,12 @@ class Plan:
         """A rough duration on this 2-core machine (seconds per whole run, as measured on
         2026-11-21), to keep the full suite under 30 minutes and the quick one under 5."""
         cost = {"lakehouse_assets": 45, "lakehouse_assets+checks": 55, "plain_streaming": 25, "plain_batch": 22,
-                "sdp": 40, "spark_start": 10, "spark_trivial": 14, "lakehouse_assets_cli": 50}
-        total = self.repeats * sum(cost[c] for c in (*self.load_contenders, *self.anchors))
+                "sdp": 40, "spark_start": 10, "spark_trivial": 14, "lakehouse_assets_cli": 50,
+                "lakehouse_assets_connect": 12, "plain_streaming_warm": 6}
+        # Once: the engine's start and warm-up, the warm anchor's (guesses for an idle machine).
+        once = {"lakehouse_assets_connect": 60, "plain_streaming_warm": 30}
+        total = sum(once.get(c, 0) for c in self.load_contenders)
+        total += self.repeats * sum(cost[c] for c in (*self.load_contenders, *self.anchors))
         inc = [c for c in self.increment_contenders if c in self.load_contenders]
         total += self.increments * sum(cost[c] for c in inc)
         total += self.no_data_runs * sum(int(cost[c] * 0.7) for c in self.no_data_contenders)  # nothing to read
@@ -100,6 +131,8 @@ class Plan:
             total += 30 if max(self.history_sizes) >= 1_000 else 0  # processing the long history
         if "latency" in self.default_scenarios:
             total += 150 + self.latency_samples * 90  # dagster dev, warm-up, samples
+            if "lakehouse_assets_connect" in self.load_contenders:
+                total += 90 + self.latency_samples * 25  # the same on the warm engine
         return total
 
     @classmethod
@@ -110,11 +143,11 @@ class Plan:
             history_sizes=(3, 12), history_increments=1, history_increments_others=1,
             latency_samples=1, latency_min_samples=1, latency_warmup_files=1,
             # SDP starts a second JVM (its Connect server) per run: the full suite has it.
-            load_contenders=("lakehouse_assets", "plain_streaming"),
-            increment_contenders=("lakehouse_assets", "plain_streaming"),
-            no_data_contenders=("lakehouse_assets",),
+            load_contenders=("lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm"),
+            increment_contenders=("lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm"),
+            no_data_contenders=("lakehouse_assets", "lakehouse_assets_connect"),
             anchors=("spark_trivial",), cli=False,
-            history_contenders=("lakehouse_assets",),
+            history_contenders=("lakehouse_assets", "lakehouse_assets_connect"),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -142,6 +175,10 @@ class Bench:
     def __post_init__(self) -> None:
         self.contenders = all_contenders()
         self.broken: dict[Workspace, str] = {}  # a folder whose run failed: later runs on it are skipped
+        self._engine: WarmEngine | None = None
+        self._engine_error: str | None = None
+        self._residents: dict[str, ResidentChild] = {}
+        self._warmed: set[str] = set()
 
     def wanted(self, names: Sequence[str]) -> list[Contender]:
         keep = [n for n in names if self.only is None or n in self.only]
@@ -159,12 +196,12 @@ class Bench:
     def run(self, contender: Contender, ws: Workspace, label: str) -> dict[str, Any]:
         if ws in self.broken:
             return {"contender": contender.name, "label": label, "error": f"skipped: {self.broken[ws]} failed earlier"}
-        argv, env, cwd = contender.command(ws)
         log_path = ws.logs / f"{label}.log"
-        self.log(f"  {contender.name:<24} {label:<28} ...")
         try:
-            result = run_child(argv, env=env, cwd=cwd or product_dir(), log_path=log_path, timeout_seconds=1_200)
-        except ChildFailed as exc:
+            self.ready(contender)
+            self.log(f"  {contender.name:<24} {label:<28} ...")
+            result = self._execute(contender, ws, log_path)
+        except (ChildFailed, EngineFailed) as exc:
             self.log(f"  FAILED: {exc}")
             self.broken[ws] = label
             return {"contender": contender.name, "label": label, "error": str(exc)[-2_000:], "log": str(log_path)}
@@ -172,6 +209,99 @@ class Bench:
         record["split"] = split(contender, result, ws)
         self.log(f"  {contender.name:<24} {label:<28} {result.wall_seconds:7.2f} s  peak {result.peak_rss_bytes / 2**30:5.2f} GiB")
         return record
+
+    def _execute(self, contender: Contender, ws: Workspace, log_path: Path) -> ProcessResult:
+        """One run: a request to the contender's resident child, or a fresh child process
+        (whose memory counts the engine's processes too when it runs on the engine)."""
+        if contender.resident:
+            return self._residents[contender.name].request(
+                contender.request(ws), phases_path=log_path.with_suffix(".phases.json"), timeout_seconds=1_200)
+        argv, env, cwd = contender.command(ws)
+        extra_roots = self._engine.pids if contender.on_engine and self._engine is not None else None
+        return run_child(argv, env=env, cwd=cwd or product_dir(), log_path=log_path, timeout_seconds=1_200,
+                         extra_roots=extra_roots)
+
+    # -- what outlives a run: the warm engine and the resident anchor --------------------------------
+
+    def ready(self, contender: Contender) -> None:
+        """Start what the contender's runs need and warm it up, the first time (untimed)."""
+        if contender.on_engine:
+            self.engine()
+        if contender.resident and not (contender.name in self._residents and self._residents[contender.name].running):
+            self._start_resident(contender)
+        if (contender.on_engine or contender.resident) and contender.name not in self._warmed:
+            self._warmed.add(contender.name)
+            self._warm_up(contender)
+
+    def engine(self) -> WarmEngine:
+        """The invocation's warm Spark Connect engine, started on first use; raises
+        :class:`EngineFailed` (then and on every later call) when it cannot start."""
+        if self._engine is not None:
+            return self._engine
+        if self._engine_error is not None:
+            raise EngineFailed(self._engine_error)
+        engine = WarmEngine(root=self.workdir / "engine")
+        self.log(f"engine: starting a Spark Connect engine on 127.0.0.1:{engine.port} (not timed)")
+        try:
+            seconds = engine.start()
+        except (EngineFailed, ImportError, OSError) as exc:
+            self._engine_error = f"the warm engine did not start: {exc}"
+            self.log("  " + self._engine_error)
+            raise EngineFailed(self._engine_error) from exc
+        self._engine = engine
+        os.environ[ENGINE_URL_ENV] = engine.url()  # for the contenders' commands, never logged
+        self.results.setdefault("engine", {}).update(
+            {"port": engine.port, "start_seconds": round(seconds, 2), "after_start": snapshot(engine)})
+        self.log(f"  engine answers after {seconds:.1f} s")
+        return engine
+
+    def _start_resident(self, contender: Contender) -> None:
+        argv, env = contender.server_command()
+        log_path = self.workdir / "resident" / f"{contender.name}.log"
+        child = ResidentChild(argv, env=env, cwd=product_dir(), log_path=log_path)
+        self.log(f"{contender.name}: starting its long-lived session (not timed)")
+        seconds = child.start()
+        self._residents[contender.name] = child
+        self.results.setdefault("resident", {}).setdefault(contender.name, {}).setdefault("starts", []).append(
+            {"start_seconds": round(seconds, 2), "log": str(log_path)})
+        self.log(f"  ready after {seconds:.1f} s")
+
+    def _warm_up(self, contender: Contender) -> None:
+        """Untimed runs on a scratch lakehouse: an initial load, then one-file increments."""
+        ws = Workspace(self.workdir / "warmup" / contender.name)
+        ws.reset()
+        contender.prepare(ws)
+        runs: list[dict[str, Any]] = []
+        for i in range(WARMUP_RUNS):
+            land_files(ws.landing, self.plan, [(1, self.plan.records_per_file)])
+            log_path = ws.logs / f"warmup_{i + 1}.log"
+            try:
+                result = self._execute(contender, ws, log_path)
+            except ChildFailed as exc:
+                self.log(f"  warm-up of {contender.name} FAILED: {exc}")
+                runs.append({"error": str(exc)[-2_000:], "log": str(log_path)})
+                break
+            runs.append({"wall_seconds": round(result.wall_seconds, 2), "peak_rss_mib": round(result.peak_rss_bytes / 2**20)})
+            self.log(f"  {contender.name:<24} warm-up {i + 1} (not timed) {result.wall_seconds:7.2f} s")
+        self.results.setdefault("warmup", {})[contender.name] = runs
+        if contender.on_engine and self._engine is not None:
+            self.results["engine"]["after_warmup"] = snapshot(self._engine)
+
+    def close(self) -> None:
+        """Stop the resident children and the engine (and everything it started). Safe to
+        call more than once, and after a failure or Ctrl-C."""
+        for child in self._residents.values():
+            child.stop()
+        self._residents.clear()
+        engine, self._engine = self._engine, None
+        os.environ.pop(ENGINE_URL_ENV, None)
+        if engine is None:
+            return
+        try:
+            self.results.setdefault("engine", {})["at_end"] = snapshot(engine)
+        finally:
+            engine.stop()
+            self.log(f"engine: stopped (port {engine.port})")
 
 
 # -- facts about the product ------------------------------------------------------------------------

@@ -5,6 +5,12 @@ process over a landing folder, into an output root of its own.
 A contender is described to the parent by :class:`Contender`: how to prepare its folder once
 and which command runs it once. The module of each contender also holds the code its child
 process runs (``python -m benchmarks.contenders.<name>``).
+
+Two kinds need something that outlives a run, started once per invocation by the parent
+before their timed runs (:class:`benchmarks.scenarios.Bench`): contenders *on the engine*
+(each run still a fresh process, attached to a warm Spark Connect engine whose URL the
+parent passes in :data:`ENGINE_URL_ENV`), and *resident* ones (each run a request to one
+long-lived child, see :class:`benchmarks.measure.ResidentChild`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ PYTHON = sys.executable
 #: ``benchmarks.run --product REF`` unpacks (set through this variable for the parent only).
 PRODUCT_ENV = "BENCH_PRODUCT_DIR"
 VENV_BIN = str(Path(sys.executable).parent)
+#: Set by the parent once its warm engine answers: the engine's Spark Connect URL, token
+#: included (the runs' lakehouses are not the engine's, so they cannot read its token file).
+ENGINE_URL_ENV = "BENCH_ENGINE_URL"
 
 RECORDINGS = "recordings"
 PATIENTS = "patients"
@@ -66,6 +75,14 @@ class Contender:
     options: Mapping[str, str] = field(default_factory=dict)
     #: Whether the contender processes only what is new (False: it recomputes everything).
     incremental: bool = True
+    #: Whether its runs are requests to one long-lived child (``server_command`` and
+    #: ``request`` of its module) instead of a process each.
+    resident: bool = False
+
+    @property
+    def on_engine(self) -> bool:
+        """Whether its runs attach to the invocation's warm Spark Connect engine."""
+        return self.options.get("engine") == "connect"
 
     def command(self, ws: Workspace) -> tuple[list[str], dict[str, str], Path | None]:
         """argv, environment and working directory (None: the product's folder) of one run."""
@@ -78,6 +95,14 @@ class Contender:
         prepare = getattr(module, "prepare", None)
         if prepare is not None:
             prepare(ws, **dict(self.options))
+
+    def server_command(self) -> tuple[list[str], dict[str, str]]:
+        """argv and environment of a resident contender's long-lived child."""
+        return __import__(self.module, fromlist=["server_command"]).server_command()
+
+    def request(self, ws: Workspace) -> dict[str, object]:
+        """What one run of a resident contender asks its child."""
+        return __import__(self.module, fromlist=["request"]).request(ws, **dict(self.options))
 
 
 def product_dir() -> Path:
@@ -116,18 +141,24 @@ def stage_files(source_landing: Path, ws: Workspace, names: Iterable[str]) -> No
 
 def all_contenders() -> dict[str, Contender]:
     """Every contender by name. ``lakehouse_assets+checks`` runs the quality checks (and their
-    quarantine) as well; ``lakehouse_assets_cli`` goes through ``dagster asset materialize``."""
+    quarantine) as well; ``lakehouse_assets_cli`` goes through ``dagster asset materialize``;
+    ``lakehouse_assets_connect`` attaches each run to the warm Spark Connect engine;
+    ``plain_streaming_warm`` runs the hand-written queries in one long-lived session."""
     return {
         c.name: c
         for c in (
             Contender("lakehouse_assets", "lakehouse_assets (materialize, in process)",
                       "benchmarks.contenders.lakehouse_assets", {"checks": "off"}),
+            Contender("lakehouse_assets_connect", "lakehouse_assets on a warm Spark Connect engine (materialize, in process)",
+                      "benchmarks.contenders.lakehouse_assets", {"checks": "off", "engine": "connect"}),
             Contender("lakehouse_assets+checks", "lakehouse_assets with quality checks + quarantine",
                       "benchmarks.contenders.lakehouse_assets", {"checks": "on"}),
             Contender("lakehouse_assets_cli", "lakehouse_assets via `dagster asset materialize`",
                       "benchmarks.contenders.lakehouse_assets", {"checks": "off", "via": "cli"}),
             Contender("plain_streaming", "plain PySpark Structured Streaming (availableNow, Parquet)",
                       "benchmarks.contenders.plain_streaming"),
+            Contender("plain_streaming_warm", "anchor: the same hand-written queries in one warm, long-lived session",
+                      "benchmarks.contenders.plain_streaming_warm", resident=True),
             Contender("plain_batch", "plain PySpark batch (one job over all files)",
                       "benchmarks.contenders.plain_batch", incremental=False),
             Contender("sdp", "Spark Declarative Pipelines (spark-pipelines run)",

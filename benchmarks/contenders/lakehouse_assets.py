@@ -12,6 +12,11 @@ Two ways in:
 ``checks=off`` selects the reference pipeline's assets (with the quarantine tables their steps
 write) without their asset checks; ``checks=on`` runs the asset checks on them too.
 
+``engine=connect`` attaches the run to the warm Spark Connect engine the parent started
+(``LAKEHOUSE_SPARK_REMOTE`` set to its URL): the child then starts no session of its own
+before the run, since a run on an engine opens its own session anyway (what a run launched
+from the UI does), so its "session start" is nil and the run's connection is in the run.
+
 The in-process child times the Delta IO manager's ``load_input`` and ``handle_output`` (the
 Spark/Delta work) by wrapping them, and reads its run's events back from the instance, so the
 parent can split a run into session start, Dagster overhead and query work.
@@ -28,7 +33,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.contenders import PYTHON, VENV_BIN, Workspace, base_env, product_dir
+from benchmarks.contenders import ENGINE_URL_ENV, PYTHON, VENV_BIN, Workspace, base_env, product_dir
 
 #: The reference pipeline: bronze -> silver (with the patients lookup) -> gold daily average.
 PIPELINE_ASSETS = (
@@ -56,8 +61,11 @@ def prepare(ws: Workspace, **_: str) -> None:
         (home / "dagster.yaml").write_text(instance_yaml.read_text())
 
 
-def command(ws: Workspace, *, checks: str = "off", via: str = "inprocess") -> tuple[list[str], dict[str, str]]:
+def command(ws: Workspace, *, checks: str = "off", via: str = "inprocess",
+            engine: str = "embedded") -> tuple[list[str], dict[str, str]]:
     env = base_env(LAKEHOUSE_ROOT=str(ws.root), DAGSTER_HOME=str(dagster_home(ws)))
+    if engine == "connect":
+        env["LAKEHOUSE_SPARK_REMOTE"] = engine_url()
     if via == "cli":
         # The quarantine tables the parent found in the Definitions (written by the same step).
         extra = [k for k in os.environ.get(QUARANTINE_ENV, "").split(",") if k]
@@ -68,6 +76,14 @@ def command(ws: Workspace, *, checks: str = "off", via: str = "inprocess") -> tu
         ]
         return argv, env
     return [PYTHON, "-m", "benchmarks.contenders.lakehouse_assets", "run", "--checks", checks], env
+
+
+def engine_url() -> str:
+    """The warm engine's URL, token included, as the parent set it once the engine answered."""
+    url = os.environ.get(ENGINE_URL_ENV)
+    if not url:
+        raise RuntimeError(f"no warm engine: {ENGINE_URL_ENV} is not set (the parent starts the engine first)")
+    return url
 
 
 # -- the child ------------------------------------------------------------------------------------
@@ -148,6 +164,12 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
         targets.append((sink.DeltaSink, "__call__"))
     except ImportError:
         pass
+    try:  # on an engine: opening and releasing the run's session
+        from lakehouse_assets.engine import client
+
+        targets += [(client, "connect_session"), (client, "close_session")]
+    except ImportError:
+        pass
     try:
         from lakehouse_assets.assets import bronze
         from lakehouse_assets.ingestion import autoloader
@@ -213,7 +235,7 @@ def _run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from lakehouse_assets.definitions import defs
-
+    from lakehouse_assets.settings import LakehouseSettings
     from lakehouse_assets.spark import build_spark_session
 
     assets, selection, info = _selection(defs, args.checks == "on")
@@ -223,7 +245,10 @@ def _run(args: argparse.Namespace) -> int:
     timers = _instrument(durations, queries)
     phases.mark("imported")
 
-    spark = build_spark_session()
+    # Embedded, the run reuses this session: starting it first tells the JVM's start apart.
+    # On an engine the run opens a session of its own whatever happens here.
+    on_engine = bool(LakehouseSettings.from_env().spark_remote)
+    spark = None if on_engine else build_spark_session()
     phases.mark("session_started")
 
     # From here on is what a run costs: opening the instance, the run, its steps.
@@ -237,7 +262,8 @@ def _run(args: argparse.Namespace) -> int:
     phases.value("queries", queries)
     phases.value("profile", timers.report())
     phases.value("timeline", run_timeline(instance, result.run_id))
-    spark.stop()
+    if spark is not None:
+        spark.stop()
     phases.mark("session_stopped")
     return 0 if result.success else 1
 
