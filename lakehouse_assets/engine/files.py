@@ -15,6 +15,9 @@ from typing import Any
 from lakehouse_assets.settings import LakehouseSettings
 
 OWNER_ONLY = 0o600
+# Set in the server's environment; the JVM passes its environment on to every process it
+# starts (PySpark's daemon and its forked workers included), so this finds them all.
+ENGINE_MARKER = "LAKEHOUSE_ENGINE_DIR"
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,11 @@ class EngineFiles:
     @classmethod
     def of(cls, settings: LakehouseSettings) -> EngineFiles:
         return cls(settings.engine_path())
+
+    @property
+    def marker(self) -> str:
+        """``NAME=value`` in the environment of every process of this engine."""
+        return f"{ENGINE_MARKER}={self.folder}"
 
     @property
     def token(self) -> Path:

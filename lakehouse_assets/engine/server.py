@@ -38,14 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lakehouse_assets.engine.client import EngineAddress
-from lakehouse_assets.engine.files import EngineFiles, write_private
+from lakehouse_assets.engine.files import ENGINE_MARKER, EngineFiles, write_private
+from lakehouse_assets.engine.reaper import DEFAULT_IDLE_SECONDS
 from lakehouse_assets.errors import EngineStartError
 from lakehouse_assets.settings import LakehouseSettings
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-# Set in the server's environment; the JVM passes its environment on to every process it
-# starts (PySpark's daemon and its forked workers included), so this finds them all.
-ENGINE_MARKER = "LAKEHOUSE_ENGINE_DIR"
 JAVA_INSTALL_HINT = "sudo apt-get install -y openjdk-17-jre-headless"
 APP_NAME = "lakehouse_engine"
 LOG_TAIL_LINES = 20
@@ -105,7 +103,8 @@ def engine_status(settings: LakehouseSettings, *, probe_timeout_seconds: float =
                         f"the engine (pid {pid}) answers at {url}", started_at)
 
 
-def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180) -> EngineStatus:
+def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180,
+                 reap_idle_seconds: float = DEFAULT_IDLE_SECONDS) -> EngineStatus:
     """Start the lakehouse's Spark Connect engine on ``settings.engine_port`` and return once it
     answers and has run a first job; return the running engine instead if one answers.
 
@@ -114,6 +113,9 @@ def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180) -
     in ``_engine/engine.log``. Raises :class:`EngineStartError` when Java is missing, the port
     is taken, or the server exits or does not answer within ``timeout_seconds`` (then it is
     stopped, and the error quotes the end of its log).
+
+    Beside the server runs its reaper (:mod:`lakehouse_assets.engine.reaper`), which ends the
+    Python planner daemons Spark leaves behind once they have been idle ``reap_idle_seconds``.
     """
     files = EngineFiles.of(settings)
     with _engine_lock(files):
@@ -147,6 +149,7 @@ def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180) -
             _end_engine(process.pid, files, timeout_seconds=10)
             _remove_files(files)
             raise
+        _launch_reaper(files, process.pid, reap_idle_seconds)
         files.write_state({**state, "ready": True})
         return EngineStatus(True, True, process.pid, port, _public_url(port), files.log,
                             f"the engine (pid {process.pid}) answers at {_public_url(port)}", started_at)
@@ -268,15 +271,21 @@ def _spark_submit() -> Path:
         "in this environment (`make install`).")
 
 
+def _engine_env(files: EngineFiles) -> dict[str, str]:
+    """The environment of the engine's processes: no client settings, and the marker."""
+    env = {key: value for key, value in os.environ.items() if key not in _CLIENT_ONLY_ENV}
+    env[ENGINE_MARKER] = str(files.folder)  # what files.marker matches
+    return env
+
+
 def _launch(settings: LakehouseSettings, files: EngineFiles) -> subprocess.Popen:
     spark_submit = _spark_submit()
-    env = {key: value for key, value in os.environ.items() if key not in _CLIENT_ONLY_ENV}
+    env = _engine_env(files)
     env.update({
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_HOME": str(spark_submit.parent.parent),
-        ENGINE_MARKER: str(files.folder),
     })
     command = [str(spark_submit), "--class", SERVER_CLASS, "--master", settings.spark_master,
                "--properties-file", str(files.properties)]
@@ -293,6 +302,19 @@ def _launch(settings: LakehouseSettings, files: EngineFiles) -> subprocess.Popen
         os.close(log)
     _launched[process.pid] = process
     return process
+
+
+def _launch_reaper(files: EngineFiles, server_pid: int, idle_seconds: float) -> None:
+    """Start the server's reaper; it carries the marker, so stopping the engine ends it too."""
+    command = [sys.executable, "-m", "lakehouse_assets.engine.reaper", "--engine-folder", str(files.folder),
+               "--server-pid", str(server_pid), "--idle-seconds", str(idle_seconds)]
+    log = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        reaper = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                  env=_engine_env(files), cwd=files.folder, start_new_session=True, close_fds=True)
+    finally:
+        os.close(log)
+    _launched[reaper.pid] = reaper
 
 
 def _wait_until_answering(process: subprocess.Popen, port: int, token: str, files: EngineFiles,
@@ -438,7 +460,7 @@ def _alive(pid: int) -> bool:
 
 
 def _marked_processes(files: EngineFiles) -> list[int]:
-    marker = f"{ENGINE_MARKER}={files.folder}".encode()
+    marker = files.marker.encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

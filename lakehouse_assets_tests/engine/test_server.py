@@ -26,11 +26,13 @@ from lakehouse_assets.engine.files import EngineFiles
 from lakehouse_assets.engine.server import (
     ENGINE_MARKER,
     EngineStatus,
+    engine_processes,
     engine_status,
     kill_engine,
     start_engine,
     stop_engine,
 )
+from lakehouse_assets.engine.reaper import Reaper, engine_process_table, planner_daemon_load
 from lakehouse_assets.errors import EngineStartError
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.ports import free_port
@@ -270,6 +272,57 @@ def test_a_run_session_of_the_engine_runs_queries(engine: Engine) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     assert answer == {"connect": True, "total": 55, "partitions": "2", "tz": "UTC"}
+
+
+# A run's worth of streaming queries over the project's Delta source, each in a session of its own.
+STREAMING_CLIENT = textwrap.dedent("""
+    import sys
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from pyspark.sql import types as T
+    from lakehouse_assets.engine.client import close_session
+    from lakehouse_assets.settings import LakehouseSettings
+    from lakehouse_assets.spark import build_spark_session
+    from lakehouse_assets.storage.engine import StreamOptions
+    from lakehouse_assets.storage.source import read_delta_stream
+    table, sessions = sys.argv[1], int(sys.argv[2])
+    schema = T.StructType([T.StructField("x", T.LongType())])
+    for number in range(sessions):
+        write_deltalake(table, pa.table({"x": pa.array([number], pa.int64())}), mode="append")
+        spark = build_spark_session(LakehouseSettings.from_env(), new_session=True)
+        query = (read_delta_stream(spark, table, schema, StreamOptions()).writeStream.format("noop")
+                 .option("checkpointLocation", table + "_checkpoint").trigger(availableNow=True).start())
+        query.awaitTermination()
+        close_session(spark)
+    print("ok")
+""")
+
+
+@pytest.mark.slow
+def test_planner_daemons_of_finished_queries_are_reaped(engine: Engine) -> None:
+    env = _client_env(LAKEHOUSE_ROOT=str(engine.settings.root), LAKEHOUSE_ENGINE_PORT=str(engine.status.port),
+                      LAKEHOUSE_SPARK_REMOTE=engine.status.url)
+    table = str(engine.settings.root / "reaped")
+    reapers = [pid for pid in engine_processes(engine.settings) if "lakehouse_assets.engine.reaper" in _cmdline(pid)]
+    assert len(reapers) == 1, "start_engine launches one reaper beside the server"
+
+    result = _run_client(STREAMING_CLIENT, table, "3", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    planners = planner_daemon_load(engine_process_table(engine.files.folder))
+    # Spark's leak the reaper exists for: a planner daemon per query, none of them reused.
+    assert len(planners) >= 3, planners
+
+    ended = Reaper(engine.files.folder, idle_seconds=0).sweep()
+    assert sorted(ended) == sorted(planners)
+    deadline = time.monotonic() + 10
+    while planner_daemon_load(engine_process_table(engine.files.folder)):
+        assert time.monotonic() < deadline, "reaped planner daemons are still there"
+        time.sleep(0.2)
+
+    # The engine plans the next query as before (a new daemon), and its answers are whole.
+    result = _run_client(STREAMING_CLIENT, table, "1", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert engine_status(engine.settings).answering
 
 
 @pytest.mark.slow
