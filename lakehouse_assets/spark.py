@@ -41,6 +41,11 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     # Listing more than 32 explicit paths otherwise runs a Spark job: a 1,000-file
     # micro-batch took 21 s instead of 1.2 s to plan on this machine.
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+    # Spark sizes its memory pages from the heap (32 MiB here), and every hash join's build
+    # side takes at least one page: the silver join's broadcast of a few hundred patients held
+    # 32 MiB, kept by a Connect engine for an hour with each stopped query (Spark's cache of
+    # stopped queries), +40 MiB of heap per run. A page grows past this size when a row needs it.
+    "spark.buffer.pageSize": "2m",
 }
 
 # Needed for correctness everywhere, local or cluster.

@@ -36,9 +36,10 @@ from lakehouse_assets.engine.files import EngineFiles
 # Workers that plan one query in the driver and never serve another once their query runs.
 PLANNER_MODULES = frozenset({"pyspark.sql.worker.plan_data_source_read"})
 DAEMON_MODULE = "pyspark.daemon"
-# Planning takes well under a second; a minute without CPU is idle by a wide margin.
-DEFAULT_IDLE_SECONDS = 60.0
-DEFAULT_POLL_SECONDS = 10.0
+# A planner serves its query once, when it starts (well under a second of CPU); the
+# micro-batches are planned by the query's own streaming runner, so 20 s without CPU is done.
+DEFAULT_IDLE_SECONDS = 20.0
+DEFAULT_POLL_SECONDS = 5.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
