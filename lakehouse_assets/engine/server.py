@@ -39,7 +39,6 @@ from pathlib import Path
 
 from lakehouse_assets.engine.client import EngineAddress
 from lakehouse_assets.engine.files import ENGINE_MARKER, EngineFiles, write_private
-from lakehouse_assets.engine.reaper import DEFAULT_IDLE_SECONDS
 from lakehouse_assets.errors import EngineStartError
 from lakehouse_assets.settings import LakehouseSettings
 
@@ -103,8 +102,7 @@ def engine_status(settings: LakehouseSettings, *, probe_timeout_seconds: float =
                         f"the engine (pid {pid}) answers at {url}", started_at)
 
 
-def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180,
-                 reap_idle_seconds: float = DEFAULT_IDLE_SECONDS) -> EngineStatus:
+def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180) -> EngineStatus:
     """Start the lakehouse's Spark Connect engine on ``settings.engine_port`` and return once it
     answers and has run a first job; return the running engine instead if one answers.
 
@@ -113,9 +111,6 @@ def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180,
     in ``_engine/engine.log``. Raises :class:`EngineStartError` when Java is missing, the port
     is taken, or the server exits or does not answer within ``timeout_seconds`` (then it is
     stopped, and the error quotes the end of its log).
-
-    Beside the server runs its reaper (:mod:`lakehouse_assets.engine.reaper`), which ends the
-    Python planner daemons Spark leaves behind once they have been idle ``reap_idle_seconds``.
     """
     files = EngineFiles.of(settings)
     with _engine_lock(files):
@@ -149,7 +144,6 @@ def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180,
             _end_engine(process.pid, files, timeout_seconds=10)
             _remove_files(files)
             raise
-        _launch_reaper(files, process.pid, reap_idle_seconds)
         files.write_state({**state, "ready": True})
         return EngineStatus(True, True, process.pid, port, _public_url(port), files.log,
                             f"the engine (pid {process.pid}) answers at {_public_url(port)}", started_at)
@@ -302,19 +296,6 @@ def _launch(settings: LakehouseSettings, files: EngineFiles) -> subprocess.Popen
         os.close(log)
     _launched[process.pid] = process
     return process
-
-
-def _launch_reaper(files: EngineFiles, server_pid: int, idle_seconds: float) -> None:
-    """Start the server's reaper; it carries the marker, so stopping the engine ends it too."""
-    command = [sys.executable, "-m", "lakehouse_assets.engine.reaper", "--engine-folder", str(files.folder),
-               "--server-pid", str(server_pid), "--idle-seconds", str(idle_seconds)]
-    log = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        reaper = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                  env=_engine_env(files), cwd=files.folder, start_new_session=True, close_fds=True)
-    finally:
-        os.close(log)
-    _launched[reaper.pid] = reaper
 
 
 def _wait_until_answering(process: subprocess.Popen, port: int, token: str, files: EngineFiles,

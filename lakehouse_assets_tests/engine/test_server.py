@@ -32,7 +32,6 @@ from lakehouse_assets.engine.server import (
     start_engine,
     stop_engine,
 )
-from lakehouse_assets.engine.reaper import Reaper, engine_process_table, planner_daemon_load
 from lakehouse_assets.errors import EngineStartError
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.ports import free_port
@@ -299,30 +298,25 @@ STREAMING_CLIENT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_planner_daemons_of_finished_queries_are_reaped(engine: Engine) -> None:
+def test_planner_workers_do_not_pile_up_query_after_query(engine: Engine) -> None:
     env = _client_env(LAKEHOUSE_ROOT=str(engine.settings.root), LAKEHOUSE_ENGINE_PORT=str(engine.status.port),
                       LAKEHOUSE_SPARK_REMOTE=engine.status.url)
-    table = str(engine.settings.root / "reaped")
-    reapers = [pid for pid in engine_processes(engine.settings) if "lakehouse_assets.engine.reaper" in _cmdline(pid)]
-    assert len(reapers) == 1, "start_engine launches one reaper beside the server"
+    table = str(engine.settings.root / "many_queries")
 
-    result = _run_client(STREAMING_CLIENT, table, "3", env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    planners = planner_daemon_load(engine_process_table(engine.files.folder))
-    # Spark's leak the reaper exists for: a planner daemon per query, none of them reused.
-    assert len(planners) >= 3, planners
+    def planners() -> list[str]:
+        """PySpark's daemons (and their forked workers) that plan the Delta source's reads."""
+        return [_cmdline(pid) for pid in engine_processes(engine.settings)
+                if "pyspark.sql.worker.plan_data_source_read" in _cmdline(pid)]
 
-    ended = Reaper(engine.files.folder, idle_seconds=0).sweep()
-    assert sorted(ended) == sorted(planners)
-    deadline = time.monotonic() + 10
-    while planner_daemon_load(engine_process_table(engine.files.folder)):
-        assert time.monotonic() < deadline, "reaped planner daemons are still there"
-        time.sleep(0.2)
-
-    # The engine plans the next query as before (a new daemon), and its answers are whole.
     result = _run_client(STREAMING_CLIENT, table, "1", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert engine_status(engine.settings).answering
+    after_one = planners()
+    result = _run_client(STREAMING_CLIENT, table, "4", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    # With per-session artifact isolation, each of the four queries left a planner daemon
+    # (and its forked worker) of its own behind.
+    after_five = planners()
+    assert 0 < len(after_five) <= len(after_one), (after_one, after_five)
 
 
 @pytest.mark.slow
