@@ -57,12 +57,12 @@ bench-quick: $(INSTALLED)
 	$(BIN)/python -m benchmarks.run --quick $(BENCH_ARGS)
 
 ## Benchmarks of the warm Spark Connect engine (issue 15): lakehouse_assets embedded and on one warm engine, against
-## the hand-written script cold and in a warm session, land -> gold on the engine too: benchmarks/results/engine.{json,md}.
+## the hand-written script cold and in a warm session, land -> gold on the engine too: benchmarks/results/latest.{json,md}.
 ## About 35 minutes on a 2-core machine; run it when nothing else is using the machine.
 .PHONY: bench-engine bench-engine-health
 bench-engine: $(INSTALLED)
 	@scripts/check_java.sh
-	$(BIN)/python -m benchmarks.run --output engine --budget-minutes 45 \
+	$(BIN)/python -m benchmarks.run --output latest --budget-minutes 45 \
 		--contenders lakehouse_assets,lakehouse_assets_connect,plain_streaming,plain_streaming_warm,spark_trivial $(BENCH_ARGS)
 
 ## Does a long-lived engine stay healthy? ENGINE_HEALTH_INCREMENTS one-file increments on one engine, each a fresh
