@@ -428,16 +428,19 @@ def _wait_gone(pids: list[int], timeout_seconds: float) -> bool:
 
 
 def _alive(pid: int) -> bool:
-    """Alive and not a zombie (reaping it when this process launched it)."""
+    """Alive, or still exiting (reaping it when this process launched it). A JVM's main thread
+    turns zombie while its other threads are still exiting and holding its files, the
+    listening port among them: it is gone when its last thread is."""
     launched = _launched.get(pid)
     if launched is not None and launched.poll() is not None:
         del _launched[pid]
         return False
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
+        threads = len(os.listdir(f"/proc/{pid}/task"))
     except (FileNotFoundError, ProcessLookupError):
         return False
-    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X") or threads > 1
 
 
 def _marked_processes(files: EngineFiles) -> list[int]:
