@@ -8,7 +8,7 @@ export LAKEHOUSE_ROOT ?= $(CURDIR)/lakehouse_data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 DAGSTER_PORT ?= 3000
 
-.PHONY: install run test test-fast clean bench bench-quick soak
+.PHONY: install run lint test test-fast clean bench bench-quick soak
 
 $(INSTALLED): pyproject.toml constraints.txt scripts/check_java.sh
 	@scripts/check_java.sh
@@ -30,8 +30,15 @@ run: $(INSTALLED)
 	@test -d "$(LAKEHOUSE_ROOT)/landing/recordings" || $(BIN)/lakehouse land --files 5
 	scripts/run_with_engine.sh $(BIN)/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
-## Run the whole test suite, slow end-to-end tests included, embedded and then on a Spark Connect engine.
-test: $(INSTALLED)
+## Lint and type-check: ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and mypy (strict, the whole
+## package). Settings in pyproject.toml.
+lint: $(INSTALLED)
+	$(BIN)/ruff check lakehouse_assets lakehouse_assets_tests benchmarks scripts
+	$(BIN)/mypy
+
+## Run the whole test suite, slow end-to-end tests included, embedded and then on a Spark Connect engine,
+## after the lint and type checks.
+test: $(INSTALLED) lint
 	@scripts/check_java.sh
 	@# The UI tests drive Debian's Chromium (Playwright cannot download its own browser here).
 	@scripts/install_browser.sh

@@ -39,7 +39,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.contenders import ENGINE_URL_ENV, PYTHON, REPO, Contender, Workspace, all_contenders, base_env, product_dir
+from benchmarks.contenders import (
+    ENGINE_URL_ENV,
+    PYTHON,
+    REPO,
+    Contender,
+    Workspace,
+    all_contenders,
+    base_env,
+    product_dir,
+)
 from benchmarks.engine import EngineFailed, WarmEngine, snapshot
 from benchmarks.measure import ChildFailed, median, run_child
 from benchmarks.scenarios import Plan, land_files, machine_facts

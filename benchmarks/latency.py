@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -398,4 +398,4 @@ def _default_interval() -> int:
 
 
 def utc(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%H:%M:%S")
+    return datetime.fromtimestamp(epoch, tz=UTC).strftime("%H:%M:%S")

@@ -472,7 +472,7 @@ def _split_table(out: Any, contenders: dict[str, Any]) -> None:
 
 def _history(out: Any, r: dict[str, Any]) -> None:
     sizes = r["sizes"]
-    out(f"## Incremental cost as history grows\n")
+    out("## Incremental cost as history grows\n")
     out(f"History of small files ({r['history_records_per_file']} records each), processed as it grew; then one new "
         f"file of {r['increment_records']:,} records per timed run. Median seconds of the increment:\n")
     out("| contender | " + " | ".join(f"after {s:,}" for s in sizes) + f" | ratio {sizes[-1]:,} / {sizes[0]:,} | "

@@ -444,7 +444,7 @@ def run_history(bench: Bench) -> None:
     names = land_files(landing, plan, groups)
     # Where each size's timed files start in the landing order: after exactly `size` files.
     starts, position = [], 0
-    for (small, _), (big, _) in zip(groups[::2], groups[1::2]):
+    for (small, _), (big, _) in zip(groups[::2], groups[1::2], strict=True):
         position += small
         starts.append(position)
         position += big
@@ -455,7 +455,7 @@ def run_history(bench: Bench) -> None:
         increments = plan.history_increments if contender.name == "lakehouse_assets" else plan.history_increments_others
         ws = bench.workspace("history", contender, "")
         per_size: dict[str, Any] = {}
-        for size, start in zip(sizes, starts):
+        for size, start in zip(sizes, starts, strict=True):
             # Everything landed before this size's timed files (small files, and the timed
             # files of earlier sizes this contender did not time) is processed in one run.
             stage_files(landing, ws, names[:start])

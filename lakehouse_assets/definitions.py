@@ -10,7 +10,7 @@ import dagster as dg
 
 from lakehouse_assets.assets import bronze, gold, landing, silver
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
-from lakehouse_assets.io_manager import DeltaIOManager
+from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality import bronze as bronze_contracts
 from lakehouse_assets.quality import gold as gold_contracts
 from lakehouse_assets.quality import silver as silver_contracts

@@ -14,16 +14,31 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from enum import StrEnum
+from typing import Any, Protocol
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 
 from lakehouse_assets.errors import CorruptCheckpointError, LakehouseError
 from lakehouse_assets.storage import CommitResult
-from lakehouse_assets.storage.checkpoint import read_checkpoint, table_name_of
+from lakehouse_assets.storage.checkpoint import Checkpoint
 
-TriggerKind = Literal["availableNow", "once", "processingTime"]
+
+class TriggerKind(StrEnum):
+    """When a query runs its micro-batches (the Launchpad shows these as a dropdown)."""
+
+    availableNow = "availableNow"
+    once = "once"
+    processingTime = "processingTime"
+
+    @classmethod
+    def parse(cls, value: str) -> TriggerKind:
+        """``value`` as a trigger kind; an unknown one is an error that lists the known."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise LakehouseError(f"Unknown trigger {value!r}: use availableNow, once or processingTime") from None
 
 
 @dataclass(frozen=True)
@@ -35,13 +50,12 @@ class Trigger:
     ``processingTime`` runs a batch every ``interval`` until ``timeout_seconds`` pass.
     """
 
-    kind: TriggerKind = "availableNow"
+    kind: TriggerKind | str = TriggerKind.availableNow
     interval: str = "10 seconds"
     timeout_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("availableNow", "once", "processingTime"):
-            raise LakehouseError(f"Unknown trigger {self.kind!r}: use availableNow, once or processingTime")
+        object.__setattr__(self, "kind", TriggerKind.parse(self.kind))
         if self.kind == "processingTime" and not self.timeout_seconds:
             raise LakehouseError(
                 "A processingTime trigger runs until stopped: give timeout_seconds to bound "
@@ -71,7 +85,9 @@ class StreamRun:
         return max(versions) if versions else None
 
 
-RestartPolicy = Callable[[StreamingQueryException], bool]
+#: Whether a query that failed with this error should be rebuilt and started again (e.g.
+#: after evolving its stored schema to the columns that made it fail).
+RestartPolicy = Callable[[BaseException], bool]
 
 
 class RunSink(Protocol):
@@ -79,7 +95,8 @@ class RunSink(Protocol):
     (:class:`~lakehouse_assets.storage.DeltaSink`,
     :class:`~lakehouse_assets.quality.quarantine.QuarantineSink`)."""
 
-    output_mode: str
+    @property
+    def output_mode(self) -> str: ...
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> Any: ...
 
@@ -133,7 +150,8 @@ def run_stream(
         run.query_id = str(query.id)
         try:
             if trigger.kind == "processingTime":
-                query.awaitTermination(trigger.timeout_seconds)
+                # pyspark takes float seconds here (it sends int(timeout * 1000) ms); its annotation says int.
+                query.awaitTermination(trigger.timeout_seconds)  # type: ignore[arg-type]
                 query.stop()
             else:
                 query.awaitTermination()
@@ -163,8 +181,9 @@ _DAMAGE_SIGNS = (
 def _raise_if_checkpoint_damaged(checkpoint_location: str, exc: BaseException) -> None:
     """Re-raise a query's failure as CorruptCheckpointError when its checkpoint is damaged:
     Spark's own message is a JVM stack trace that names neither the file nor a way out."""
+    checkpoint = Checkpoint(checkpoint_location)
     try:
-        read_checkpoint(checkpoint_location)
+        checkpoint.state()
     except CorruptCheckpointError as damaged:
         raise damaged from exc
     text = str(exc)
@@ -172,7 +191,7 @@ def _raise_if_checkpoint_damaged(checkpoint_location: str, exc: BaseException) -
         raise CorruptCheckpointError(
             checkpoint_location, checkpoint_location,
             f"could not be read by Spark ({text.splitlines()[0][:300]})",
-            table_name_of(checkpoint_location),
+            checkpoint.name,
         ) from exc
 
 

@@ -13,7 +13,6 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import build_spark_session
 from lakehouse_assets.storage import DeltaRsTableStore
 
-
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 

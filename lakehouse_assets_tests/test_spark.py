@@ -15,7 +15,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import REQUIRED_CONF, build_spark_session
+from lakehouse_assets.spark import build_spark_session
+from lakehouse_assets.spark_conf import REQUIRED_CONF
 
 
 def test_required_settings_hold_on_the_session(spark: SparkSession) -> None:

@@ -8,7 +8,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.spark import LOCAL_DEFAULTS, REQUIRED_CONF
+from lakehouse_assets.spark_conf import LOCAL_DEFAULTS, REQUIRED_CONF
 
 MASTER = "local[2]"
 RAW_SCHEMA = "device_id BIGINT, mrn BIGINT, time DOUBLE, heartrate DOUBLE"

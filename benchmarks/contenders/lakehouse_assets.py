@@ -116,10 +116,9 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
     """Time the Delta IO manager's reads and writes per asset, each streaming query's run
     (with Spark's own progress split), and the storage layer's main calls; nothing changes
     what they do."""
-    import lakehouse_assets.io_manager as io_module
-    from lakehouse_assets.io_manager import DeltaIOManager
-
+    import lakehouse_assets.io.handlers.query as query_module
     from benchmarks.contenders._profile import Timers, progress_summary
+    from lakehouse_assets.io import DeltaIOManager
 
     def timed(kind: str, original: Any) -> Any:
         def wrapper(self: Any, context: Any, *args: Any, **kwargs: Any) -> Any:
@@ -135,7 +134,7 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
     DeltaIOManager.handle_output = timed("handle_output", DeltaIOManager.handle_output)  # type: ignore[method-assign]
     DeltaIOManager.load_input = timed("load_input", DeltaIOManager.load_input)  # type: ignore[method-assign]
 
-    original_run_stream = io_module.run_stream
+    original_run_stream = query_module.run_stream
 
     def run_stream(*args: Any, **kwargs: Any) -> Any:
         started = time.monotonic()
@@ -147,15 +146,18 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
         })
         return run
 
-    io_module.run_stream = run_stream
+    query_module.run_stream = run_stream
 
     timers = Timers()
-    targets: list[tuple[Any, str]] = [(DeltaIOManager, "_table_metadata"), (DeltaIOManager, "_run_stream")]
+    from lakehouse_assets.io import delta_io_manager
+
+    targets: list[tuple[Any, str]] = [(delta_io_manager, "table_metadata"), (query_module, "run_query")]
     try:
         from lakehouse_assets.storage import delta_rs
 
         store = delta_rs.DeltaRsTableStore
-        targets += [(store, name) for name in ("write", "merge", "read", "read_stream", "schema", "_stage", "_open", "_open_for_write")]
+        targets += [(store, name) for name in ("write", "merge", "read", "read_stream", "schema", "_open", "_open_for_write")]
+        targets.append((delta_rs, "stage_files"))
     except ImportError:
         pass
     try:

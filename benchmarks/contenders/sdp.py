@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import VENV_BIN, Workspace, base_env
-
 from benchmarks.contenders._spark import spark_conf
 
 DEFINITIONS = Path(__file__).resolve().parent / "sdp_pipeline" / "transformations"

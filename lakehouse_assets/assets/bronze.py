@@ -9,6 +9,7 @@ import dagster as dg
 from lakehouse_assets.assets.table_asset import IncrementalSource, table_asset
 from lakehouse_assets.ingestion import (
     AutoLoaderOptions,
+    SourceFormat,
     autoload_stream,
     landing_warnings,
     restart_after_schema_evolution,
@@ -23,7 +24,7 @@ def bronze_table(
     *,
     name: str,
     data_source: str,
-    source_format: str,
+    source_format: SourceFormat,
     options: AutoLoaderOptions | None = None,
     description: str | None = None,
 ) -> dg.AssetsDefinition:

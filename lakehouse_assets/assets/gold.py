@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse_assets.sensors.automation import downstream_of_new_data
+from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.table_asset import ColumnSource, stream_from, table_asset
 
 

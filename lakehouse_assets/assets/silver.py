@@ -6,8 +6,7 @@ import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
-from lakehouse_assets.sensors.automation import downstream_of_new_data
+from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.table_asset import (
     ColumnSource,
     RoutedRows,
@@ -16,6 +15,7 @@ from lakehouse_assets.assets.table_asset import (
     stream_from,
     table_asset,
 )
+from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
 from lakehouse_assets.quality.quarantine import route
 from lakehouse_assets.quality.silver import ROUTING_RULES
 from lakehouse_assets.settings import LakehouseSettings
@@ -32,7 +32,7 @@ BRONZE_TIME = "_bronze_time"
     deps=[["landing", "patients"]],
     write_mode="overwrite",
 )
-def patients(context, spark: SparkResource) -> DataFrame:
+def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-untyped-def]
     """The patients lookup (mrn, name), loaded in batch from the landed CSV files, their
     columns matched by header name. A file lacking a column or holding a value that does not
     fit fails the load by name, and the table keeps its last good version."""
@@ -44,7 +44,9 @@ def patients(context, spark: SparkResource) -> DataFrame:
         context.log.warning(message)
     context.add_output_metadata({
         "files_read": dg.MetadataValue.int(len(lookup.files)),
-        "columns_ignored": dg.MetadataValue.json({file: list(columns) for file, columns in lookup.ignored_columns.items()}),
+        "columns_ignored": dg.MetadataValue.json(
+            {file: list(columns) for file, columns in lookup.ignored_columns.items()}
+        ),
     })
     return lookup.rows
 

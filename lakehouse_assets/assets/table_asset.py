@@ -11,15 +11,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
-from typing import Any, Literal
+from typing import Any, cast
 
 import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
-from lakehouse_assets.storage import OutputMode
-from lakehouse_assets.streaming import RestartPolicy
+from lakehouse_assets.storage import OutputMode, WriteMode
+from lakehouse_assets.streaming import RestartPolicy, TriggerKind
 
 IO_MANAGER_KEY = "delta_io_manager"
 # The same IO manager, loading its inputs as streams: an input says how it wants the
@@ -40,17 +39,6 @@ COLUMN_LINEAGE = "lakehouse/column_lineage"
 QUARANTINE_TABLE = "lakehouse/quarantine_table"  # on a routed table: where failing rows go
 QUARANTINE_FOR = "lakehouse/quarantine_for"  # on a quarantine table: whose failing rows it holds
 
-WriteMode = Literal["append", "overwrite", "merge"]
-TriggerName = Literal["availableNow", "once", "processingTime"]
-
-
-class TriggerChoice(str, Enum):
-    """The triggers a run can choose (a dropdown in the Launchpad)."""
-
-    availableNow = "availableNow"
-    once = "once"
-    processingTime = "processingTime"
-
 
 class TableRunConfig(dg.Config):
     """Run configuration every table asset accepts (in the Launchpad: ``ops: <asset>: config``)."""
@@ -59,7 +47,7 @@ class TableRunConfig(dg.Config):
         default=False,
         description="Clear the table, its checkpoint and stored schema, then rebuild it from its source",
     )
-    trigger: TriggerChoice | None = Field(
+    trigger: TriggerKind | None = Field(
         default=None,
         description="availableNow, once or processingTime; default: the asset's own trigger",
     )
@@ -110,11 +98,11 @@ def table_asset(
     write_mode: WriteMode = "overwrite",
     merge_keys: Sequence[str] = (),
     merge_schema: bool = False,
-    trigger: TriggerName = "availableNow",
+    trigger: TriggerKind | str = TriggerKind.availableNow,
     timeout_seconds: float | None = None,
     column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
     owners: Sequence[str] = (DEFAULT_OWNER,),
-    automation_condition: dg.AutomationCondition | None = None,
+    automation_condition: dg.AutomationCondition[Any] | None = None,
     check_specs: Sequence[dg.AssetCheckSpec] | None = None,
     metadata: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
@@ -134,7 +122,7 @@ def table_asset(
             WRITE_MODE: write_mode,
             MERGE_KEYS: list(merge_keys),
             MERGE_SCHEMA: merge_schema,
-            TRIGGER: trigger,
+            TRIGGER: TriggerKind.parse(trigger).value,
             TIMEOUT_SECONDS: timeout_seconds,
             "table": f"{layer}.{table_name}",
         }
@@ -155,7 +143,9 @@ def table_asset(
             owners=list(owners),
             pool=SPARK_POOL,
             metadata=definition_metadata,
-            config_schema=TableRunConfig.to_config_schema(),
+            # Dagster takes a DefinitionConfigSchema as it is (convert_user_facing_definition_config_schema),
+            # but its stubs for @asset list only the user-facing config schema types.
+            config_schema=cast(Any, TableRunConfig.to_config_schema()),
             automation_condition=automation_condition,
             check_specs=check_specs,
         )(fn)
@@ -191,7 +181,7 @@ def routed_table_asset(
     ins: Mapping[str, dg.AssetIn],
     column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
     owners: Sequence[str] = (DEFAULT_OWNER,),
-    automation_condition: dg.AutomationCondition | None = None,
+    automation_condition: dg.AutomationCondition[Any] | None = None,
 ) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
     """Like :func:`table_asset` for an append stream whose failing rows go to a quarantine
     table ``layer.quarantine_name``: one query, one checkpoint, both tables written per
@@ -208,8 +198,8 @@ def routed_table_asset(
             main_metadata[COLUMN_LINEAGE] = {
                 column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()
             }
-        common = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
-                      deps=[asset_in.key for asset_in in ins.values()])
+        common: dict[str, Any] = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
+                                      deps=[asset_in.key for asset_in in ins.values()])
 
         @dg.multi_asset(
             name=f"{layer}__{name}",

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     with catalog.reading(args.table, path):
         entries = store.history(str(path), limit=args.limit)
         latest = store.version(str(path))
-    rows = [{"version": e.version, "timestamp": e.timestamp, "operation": e.operation,
+    rows: list[dict[str, Any]] = [{"version": e.version, "timestamp": e.timestamp, "operation": e.operation,
              "rows_written": _rows_written(e.rows_written, e.metrics), "query": e.query,
              "batch_id": e.batch_id, "parameters": dict(e.parameters),
              "metrics": dict(e.metrics)} for e in entries]

@@ -254,4 +254,4 @@ def _report(result: LandingResult, landing_root: Path, files_per_year: int, stop
 
 
 def _utc(seconds_since_epoch: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(seconds_since_epoch, tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp(seconds_since_epoch, tz=dt.UTC)

@@ -85,7 +85,7 @@ def _plain(value: Any) -> str:
         if value.microsecond and value.tzinfo is None:
             return value.isoformat(sep=" ")
         if value.microsecond:
-            return value.astimezone(dt.timezone.utc).isoformat(sep=" ").replace("+00:00", " UTC")
+            return value.astimezone(dt.UTC).isoformat(sep=" ").replace("+00:00", " UTC")
         return format_time(value)
     if isinstance(value, (dt.date, dt.time)):
         return value.isoformat()

@@ -49,14 +49,16 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Check, then repair when needed; 1 when --check finds a problem."""
     from lakehouse_assets.errors import LakehouseError
+    from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
     from lakehouse_assets.storage import DeltaRsTableStore
-    from lakehouse_assets.storage.checkpoint import read_checkpoint, validate_checkpoint
-    from lakehouse_assets.storage.checkpoint_repair import repair_checkpoint, tables_written_by
+    from lakehouse_assets.storage.checkpoint import Checkpoint
+    from lakehouse_assets.storage.checkpoint_repair import tables_written_by
     from lakehouse_assets.storage.table_lock import table_locks
 
     table: TableName = args.table
     root = catalog.require_root(settings)
     checkpoint = settings.checkpoint_path(table.layer, table.name)
+    model = Checkpoint(str(checkpoint), str(table))
     main = settings.table_path(table.layer, table.name)
     store = DeltaRsTableStore()
     if not checkpoint.exists() and not store.exists(str(main)):
@@ -64,10 +66,12 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
             f"Nothing to repair for {table}: no checkpoint at {checkpoint} and no table at {main}. "
             f"{catalog.describe_known_tables(root, str(table))}")
     try:
-        query_id = read_checkpoint(str(checkpoint), str(table)).query_id  # type: ignore[union-attr]
-    except (LakehouseError, AttributeError):
-        query_id = None
-    others = [f"{layer_name}" for layer_name in catalog.discover_tables(root) if layer_name != str(table)]
+        query_id = model.query_id()
+    except LakehouseError:
+        query_id = None  # damaged: then only the table of its own name is rebuilt against
+    from lakehouse_assets.storage.discovery import discover_tables
+
+    others = [f"{layer_name}" for layer_name in discover_tables(root) if layer_name != str(table)]
     paths = {str(table): str(main)}
     paths.update(tables_written_by(
         store, {name: str(settings.table_path(*name.split("."))) for name in others}, str(main), query_id))
@@ -75,7 +79,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     with table_locks(root, list(paths), timeout_seconds=LOCK_TIMEOUT_SECONDS, holder=f"lakehouse repair {table}"):
         problem = None
         try:
-            validate_checkpoint(str(checkpoint), list(paths.values()), store, str(table))
+            model.validate(list(paths.values()), store)
         except LakehouseError as exc:
             problem = str(exc)
         if args.check:
@@ -90,7 +94,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
             return EXIT_OK
         if problem:
             print(f"Found: {problem}\n")
-        result = repair_checkpoint(store, str(checkpoint), list(paths.values()), table_name=str(table))
+        result = model.repair(store, list(paths.values()), source_file_column=SOURCE_FILE_COLUMN)
 
     kept = f"The old checkpoint is kept at {result.moved_to}." if result.moved_to else "There was no old checkpoint."
     if result.kind == "resumed":

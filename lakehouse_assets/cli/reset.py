@@ -73,10 +73,10 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         print("Not reset: nothing was deleted.", file=sys.stderr)
         return EXIT_FAILURE
 
-    from lakehouse_assets.io_manager import TableLocation, full_refresh
+    from lakehouse_assets.io import TableRef, full_refresh
     from lakehouse_assets.storage import DeltaRsTableStore
 
-    full_refresh(DeltaRsTableStore(), TableLocation(
+    full_refresh(DeltaRsTableStore(), TableRef(
         table.layer, table.name, targets["table"], targets["checkpoint"], targets["stored schema"]))
     # full_refresh ignores errors deleting the checkpoint and schema: check nothing is left,
     # since a stale checkpoint against a new table would skip or repeat data silently.

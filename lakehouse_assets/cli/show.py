@@ -64,21 +64,16 @@ def _read(name: TableName, path: Path, version: int | None,
           limit: int) -> tuple[pa.Table, int | None, int, int]:
     """The first ``limit`` rows at ``version`` (default: the latest), the version's row
     count, the version read and the latest version."""
-    from deltalake import DeltaTable
+    from lakehouse_assets.storage import DeltaRsTableStore
 
-    table = DeltaTable(str(path))
-    latest = table.version()
+    store = DeltaRsTableStore()
+    snapshot = store.snapshot(str(path))
+    latest = snapshot.version
     wanted = latest if version is None else version
     if wanted > latest:
         raise CommandError(
             f"{name} has no version {wanted}: its versions run from 0 to {latest}. "
             f"See `lakehouse history {name}` for what each version holds.")
     if wanted != latest:
-        try:
-            table.load_as_version(wanted)
-        except Exception as exc:  # noqa: BLE001 - delta-rs raises several types for a lost version
-            raise CommandError(
-                f"Version {wanted} of {name} can no longer be read ({exc}); its log or files "
-                "were cleaned up (VACUUM or log retention). Show a later version.") from exc
-    rows = catalog.local_dataset(table, path).head(limit)
-    return rows, catalog.row_count(table), wanted, latest
+        snapshot = store.snapshot(str(path), version=wanted)
+    return snapshot.to_arrow(limit=limit), snapshot.row_count(), wanted, latest

@@ -11,15 +11,15 @@ import datetime as dt
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK
 from lakehouse_assets.cli.output import format_count, format_time, print_json, render_table
 from lakehouse_assets.settings import LakehouseSettings
 
-# Ingestion tables record where each row came from in this column.
-SOURCE_FILE_COLUMN = "_source_file"
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.checkpoint import CheckpointReport
 
 DESCRIPTION = """\
 Show every table under the lakehouse root with its version, row count (from the Delta log's
@@ -61,8 +61,10 @@ class TableState:
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Print the status report; 1 if any table or checkpoint could not be read."""
+    from lakehouse_assets.storage.discovery import discover_tables
+
     root = catalog.require_root(settings)
-    tables = [_table_state(name, settings) for name in catalog.discover_tables(root)]
+    tables = [_table_state(name, settings) for name in discover_tables(root)]
     landing = _landing_state(root, tables)
     checkpoints = list(catalog.checkpoints(root))
     if args.json:
@@ -79,27 +81,28 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
 def _table_state(name: str, settings: LakehouseSettings) -> TableState:
     import pyarrow as pa
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
 
+    from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
+    from lakehouse_assets.ingestion.files import local_file_path
     from lakehouse_assets.storage import DeltaRsTableStore
 
     layer, table_name = name.split(".", 1)
     path = settings.table_path(layer, table_name)
     state = TableState(name, path)
+    store = DeltaRsTableStore()
     try:
-        table = DeltaTable(str(path))
-        state.version = table.version()
-        state.rows = catalog.row_count(table)
+        snapshot = store.snapshot(str(path))
+        state.version = snapshot.version
+        state.rows = snapshot.row_count()
         # The store names operations as `history` does (a streaming sink's own name).
-        last = DeltaRsTableStore().history(str(path), limit=1)
+        last = store.history(str(path), limit=1)
         if last:
             state.last_updated, state.last_operation = last[0].timestamp, last[0].operation
-        if SOURCE_FILE_COLUMN in {f.name for f in table.schema().fields}:
+        if SOURCE_FILE_COLUMN in snapshot.column_names():
             state.records_source_files = True
-            dataset = catalog.local_dataset(table, path)
-            column = dataset.to_table(columns=[SOURCE_FILE_COLUMN]).column(0)
+            column = snapshot.to_arrow([SOURCE_FILE_COLUMN]).column(0)
             unique = pc.unique(column.cast(pa.string()))
-            state.source_files = {catalog.source_file_path(v) for v in unique.to_pylist() if v}
+            state.source_files = {local_file_path(v) for v in unique.to_pylist() if v}
     except Exception as exc:  # noqa: BLE001 - one unreadable table must not hide the others
         state.error = f"cannot read {path}: {exc}"
     return state
@@ -110,8 +113,10 @@ def _landing_state(root: Path, tables: list[TableState]) -> list[dict[str, Any]]
     # Paths are absolute, so files of different sources cannot be confused in one set.
     seen: set[str] = set().union(*(t.source_files for t in ingesting))
     sources = []
+    from lakehouse_assets.ingestion.files import landed_paths
+
     for folder in catalog.landing_sources(root):
-        files = [str(p) for p in catalog.landing_files(folder)]
+        files = [str(p) for p in landed_paths(folder)]
         prefix = str(folder) + "/"
         ingested_by = [t.table for t in ingesting if any(f.startswith(prefix) for f in t.source_files)]
         pending = [f for f in files if f not in seen]
@@ -122,7 +127,9 @@ def _landing_state(root: Path, tables: list[TableState]) -> list[dict[str, Any]]
 
 
 def _print_report(root: Path, tables: list[TableState], landing: list[dict[str, Any]],
-                  checkpoints: list[catalog.CheckpointState]) -> None:
+                  checkpoints: list[CheckpointReport]) -> None:
+    from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
+
     print(f"Lakehouse root: {root}")
     print("\nTables")
     if tables:
@@ -147,11 +154,12 @@ def _print_report(root: Path, tables: list[TableState], landing: list[dict[str, 
         print("(no landing folders: run `lakehouse land` to land files)")
     print("\nCheckpoints")
     if checkpoints:
+        rows = [c.as_dict() for c in checkpoints]
         print(render_table(
             ["TABLE", "COMMITTED BATCH", "LAST OFFSET BATCH", "PENDING BATCH", "LAST OFFSET"],
-            [[c.table, _or_dash(c.last_committed_batch), _or_dash(c.last_offset_batch),
-              _or_dash(c.pending_batch), _or_dash(_offsets_text(c.last_offsets))]
-             for c in checkpoints],
+            [[c["table"], _or_dash(c["last_committed_batch"]), _or_dash(c["last_offset_batch"]),
+              _or_dash(c["pending_batch"]), _or_dash(_offsets_text(c["last_offsets"]))]
+             for c in rows],
             right_align={"COMMITTED BATCH", "LAST OFFSET BATCH", "PENDING BATCH"}))
     else:
         print("(none yet: no streaming query has run)")
@@ -166,7 +174,7 @@ def _or_dash(value: Any) -> Any:
     return "-" if value is None else value
 
 
-def _offsets_text(offsets: tuple[Any, ...] | None) -> Any:
+def _offsets_text(offsets: list[Any] | None) -> Any:
     if offsets is None:
         return None
     # One source is the common case: show its offset itself, not a one-element list.

@@ -13,6 +13,7 @@ import os
 import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypedDict
 
 from pyspark.sql import SparkSession
 
@@ -21,8 +22,18 @@ from lakehouse_assets.errors import ConfigurationError, EngineUnavailableError
 from lakehouse_assets.settings import LakehouseSettings
 
 TOKEN_PARAM = "token"
+
+
+class _RetrySettings(TypedDict):
+    """The arguments of pyspark's Connect ``DefaultPolicy`` the engine client sets."""
+
+    max_retries: int
+    initial_backoff: int
+    max_backoff: int
+
+
 # Backoff 0.1, 0.4, 1.6, then 5 s: about 27 s of retries before a lost engine fails the run.
-ENGINE_RETRIES = {"max_retries": 8, "initial_backoff": 100, "max_backoff": 5000}
+ENGINE_RETRIES: _RetrySettings = {"max_retries": 8, "initial_backoff": 100, "max_backoff": 5000}
 # How gRPC and pyspark say that the engine is gone (status codes and pyspark's error class).
 _CONNECTION_LOSS_SIGNS = ("StatusCode.UNAVAILABLE", "RETRIES_EXCEEDED", "failed to connect to all addresses",
                           "Connection refused", "Socket closed")

@@ -15,9 +15,14 @@ from lakehouse_assets.ingestion.autoloader import (
     restart_after_schema_evolution,
     schema_change_after_failure,
 )
+from lakehouse_assets.ingestion.columns import (
+    INGESTED_AT_COLUMN,
+    METADATA_COLUMNS,
+    RESCUED_DATA_COLUMN,
+    SOURCE_FILE_COLUMN,
+)
 from lakehouse_assets.ingestion.copy_into import COPY_INTO_APP_ID, CopyIntoResult, copied_files, copy_into
 from lakehouse_assets.ingestion.errors import (
-    CheckpointStateError,
     CopyIntoError,
     IngestionError,
     IngestionOptionsError,
@@ -33,12 +38,6 @@ from lakehouse_assets.ingestion.errors import (
 from lakehouse_assets.ingestion.files import data_file_glob, is_data_file
 from lakehouse_assets.ingestion.lookup_csv import LookupCsv, read_lookup_csv
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode, SourceFormat
-from lakehouse_assets.ingestion.rescue import (
-    INGESTED_AT_COLUMN,
-    METADATA_COLUMNS,
-    RESCUED_DATA_COLUMN,
-    SOURCE_FILE_COLUMN,
-)
 from lakehouse_assets.ingestion.schema_store import SchemaStore, StoredSchema
 from lakehouse_assets.ingestion.state import IngestedFile, ingested_files, unread_files
 
@@ -49,7 +48,6 @@ __all__ = [
     "SOURCE_FILE_COLUMN",
     "COPY_INTO_APP_ID",
     "AutoLoaderOptions",
-    "CheckpointStateError",
     "CopyIntoError",
     "CopyIntoResult",
     "IngestedFile",

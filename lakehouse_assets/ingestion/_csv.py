@@ -17,8 +17,12 @@ import io
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    import _csv
 
 BOM = "\ufeff"
 OUTPUT_SCHEMA = pa.schema(
@@ -41,7 +45,7 @@ class CsvDialect:
     escape: str | None = None
     null_value: str = ""
 
-    def reader(self, lines: Iterable[str]) -> Iterator[list[str]]:
+    def reader(self, lines: Iterable[str]) -> _csv.Reader:
         return csv.reader(
             lines, delimiter=self.sep, quotechar=self.quote, escapechar=self.escape, doublequote=True, strict=True
         )
@@ -63,7 +67,7 @@ def parse_csv_batches(
         files = batch.column("_source_file").to_pylist()
         blocks = batch.column("_block_start").to_pylist()
         out = _Output()
-        for value, file, block in zip(values, files, blocks):
+        for value, file, block in zip(values, files, blocks, strict=True):
             if value is None:
                 continue
             if multi_line:
@@ -179,7 +183,7 @@ def _name_values(
 
     if not names:  # no header: columns are named by position, as Spark names them
         return [(f"_c{i}", value(t)) for i, t in enumerate(tokens)], False
-    pairs = [(name, value(token)) for name, token in zip(names, tokens)]
+    pairs = [(name, value(token)) for name, token in zip(names, tokens, strict=False)]
     return pairs, len(tokens) != len(names)
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +25,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from lakehouse_assets.ingestion.columns import METADATA_COLUMNS
 from lakehouse_assets.ingestion.errors import (
     IngestionError,
     LandingFolderMissingError,
@@ -38,7 +38,6 @@ from lakehouse_assets.ingestion.options import AutoLoaderOptions, SourceFormat
 from lakehouse_assets.ingestion.readiness import glob_of_names, hold_back
 from lakehouse_assets.ingestion.records import file_reader, json_documents, records, text_lines, with_source_file
 from lakehouse_assets.ingestion.rescue import (
-    METADATA_COLUMNS,
     READ_SCHEMA_STALE_MARKER,
     parse_marker,
     shape_json_records,
@@ -54,7 +53,6 @@ from lakehouse_assets.ingestion.schema_store import (
     resolve_schema,
 )
 from lakehouse_assets.ingestion.state import (
-    last_committed_batch,
     relanded_files,
     uncommitted_files,
     unread_files,
@@ -62,17 +60,18 @@ from lakehouse_assets.ingestion.state import (
     vanished_message,
 )
 from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink, TableStore
-from lakehouse_assets.streaming import StreamRun, Trigger, run_stream
+from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.streaming import RestartPolicy, StreamRun, Trigger, run_stream
 
 logger = logging.getLogger(__name__)
 
 # Restarts within one run: each picks up columns found in one micro-batch's files.
 MAX_SCHEMA_RESTARTS = 20
 
+# The default trigger (availableNow); a Trigger is frozen, so one instance serves every call.
+_DEFAULT_TRIGGER = Trigger()
+
 PathLike = str | os.PathLike[str]
-
-
-RestartPolicy = Callable[[BaseException], bool]
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,7 @@ def autoload_to_table(
     schema_location: PathLike | None = None,
     options: AutoLoaderOptions | None = None,
     store: TableStore | None = None,
-    trigger: Trigger = Trigger(),
+    trigger: Trigger = _DEFAULT_TRIGGER,
     query_name: str | None = None,
 ) -> StreamRun:
     """Ingest the files landed in ``data_source`` into the Delta table at ``table_path``, and
@@ -192,7 +191,7 @@ def autoload_to_table(
 
     changes: list[tuple[BaseException, SchemaChange | None]] = []
 
-    def restart_when(error: StreamingQueryException) -> bool:
+    def restart_when(error: BaseException) -> bool:
         change = schema_change_after_failure(
             spark, error, options=options, schema_location=location, checkpoint_location=checkpoint
         )
@@ -201,7 +200,7 @@ def autoload_to_table(
 
     for message in landing_warnings(source, options, checkpoint):
         logger.warning(message)
-    done_before = last_committed_batch(checkpoint)
+    done_before = Checkpoint(str(checkpoint)).last_committed_batch()
     sink = DeltaSink(store or DeltaRsTableStore(), str(table_path), checkpoint, merge_schema=True)
     try:
         run = run_stream(
@@ -220,7 +219,7 @@ def autoload_to_table(
             raise translated from error
         raise
     for path in vanished_files(checkpoint, after_batch=done_before):
-        logger.warning(vanished_message(path, table_path))
+        logger.warning(vanished_message(path, str(table_path)))
     return run
 
 

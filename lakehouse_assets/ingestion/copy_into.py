@@ -174,7 +174,7 @@ def _write_manifest(table: str, load_id: int, files: list[LandedFile], *, source
         "loadId": load_id,
         "source": source,
         "force": force,
-        "createdAt": dt.datetime.now(dt.timezone.utc).isoformat(),
+        "createdAt": dt.datetime.now(dt.UTC).isoformat(),
         "files": [
             {"path": f.path, "size": f.size, "modificationTime": f.modification_time.isoformat()} for f in files
         ],

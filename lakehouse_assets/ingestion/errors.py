@@ -95,8 +95,6 @@ class UnknownColumnsError(NewColumnsError):
         self.schema_location = schema_location
 
 
-class CheckpointStateError(IngestionError):
-    """A query checkpoint's file log cannot be read."""
 
 
 class CopyIntoError(IngestionError):

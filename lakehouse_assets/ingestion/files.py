@@ -11,9 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import itertools
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
 import pyarrow.fs as pafs
@@ -67,7 +69,10 @@ def data_file_glob() -> str:
                 forbidden.setdefault(0, set()).update(IGNORED_PREFIXES)
             terms.append(tuple(frozenset(forbidden.get(p, ())) for p in range(window)))
         # A term that forbids more than another of the same length matches fewer names: drop it.
-        kept = [t for t in dict.fromkeys(terms) if not any(o != t and all(a <= b for a, b in zip(o, t)) for o in terms)]
+        kept = [
+            t for t in dict.fromkeys(terms)
+            if not any(o != t and all(a <= b for a, b in zip(o, t, strict=True)) for o in terms)
+        ]
         for term in kept:
             body = "".join(_glob_class(chars) for chars in term)
             patterns.append(f"[^{''.join(IGNORED_PREFIXES)}]*{body}" if open_ended else body)
@@ -117,6 +122,12 @@ def to_local_or_uri(path: str) -> str:
     return path
 
 
+def local_file_path(path: str) -> str:
+    """A local file's path or ``file:`` URI (as ``_source_file`` records it: Spark spells
+    ``file:///a/b%20c.json``) as a plain, normalised path (``/a/b c.json``)."""
+    return os.path.normpath(to_local_or_uri(path))
+
+
 def spark_file_uri(path: str) -> str:
     """A file's path as Spark's ``_metadata.file_path`` spells it (``file:/abs/path``), so
     paths from listings, checkpoints and bronze rows compare equal."""
@@ -135,14 +146,15 @@ def _uri_keeps(ch: str) -> bool:
 def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     """The file system holding ``path`` (a local path or a URI) and the path on it."""
     if "://" in path and not path.startswith("file:"):
-        return pafs.FileSystem.from_uri(path)
+        on_uri: tuple[pafs.FileSystem, str] = pafs.FileSystem.from_uri(path)
+        return on_uri
     return pafs.LocalFileSystem(), to_local_or_uri(path)
 
 
 def folder_exists(folder: str) -> bool:
     """Whether ``folder`` (a local path or a URI) is an existing folder."""
     fs, root = filesystem(folder)
-    return fs.get_file_info(root).type == pafs.FileType.Directory
+    return bool(fs.get_file_info(root).type == pafs.FileType.Directory)
 
 
 @dataclass(frozen=True)
@@ -182,8 +194,14 @@ def list_data_files(
                 path=uri,
                 relative_path=relative,
                 size=int(entry.size or 0),
-                modification_time=entry.mtime or dt.datetime.fromtimestamp(0, dt.timezone.utc),
+                modification_time=entry.mtime or dt.datetime.fromtimestamp(0, dt.UTC),
             )
         )
     found.sort(key=lambda f: (f.modification_time, f.relative_path))
     return found
+
+
+def landed_paths(folder: Path) -> list[Path]:
+    """The data files under the local landing folder ``folder``, nested folders included, in
+    name order: what ingestion reads from it."""
+    return sorted(Path(local_file_path(f.path)) for f in list_data_files(str(folder), recursive=True))

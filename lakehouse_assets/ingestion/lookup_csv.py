@@ -32,6 +32,7 @@ import io
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -80,7 +81,8 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
     even if a file is landed again meanwhile.
     """
     source = str(folder)
-    struct = schema if isinstance(schema, T.StructType) else T.StructType.fromDDL(schema)
+    # A column list ("name TYPE, ...") parses as a struct; fromDDL is typed as any DataType.
+    struct = schema if isinstance(schema, T.StructType) else cast(T.StructType, T.StructType.fromDDL(schema))
     files = list_data_files(source)
     if not files:
         raise LookupCsvError(
@@ -122,7 +124,10 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
     # Header names were made unique ignoring case, so lowering the keys merges nothing.
     fields = F.transform_keys(F.col(FIELDS), lambda key, value: F.lower(key))
     typed = records.select(
-        *[parse_value(F.try_element_at(fields, F.lit(f.name.lower())), f.dataType).alias(f.name) for f in struct.fields],
+        *[
+            parse_value(F.try_element_at(fields, F.lit(f.name.lower())), f.dataType).alias(f.name)
+            for f in struct.fields
+        ],
         _problem(fields, struct).alias(_PROBLEM),
         F.col(FILE),
         F.col(RECORD),
@@ -148,7 +153,7 @@ def _read_text(path: str) -> str:
     reads them (the value holding one then fails its column's type, by row)."""
     fs, local = filesystem(path)
     with fs.open_input_stream(local) as stream:
-        return stream.read().decode("utf-8", errors="replace")
+        return str(stream.read().decode("utf-8", errors="replace"))
 
 
 def _records_table(texts: Mapping[str, str], dialect: CsvDialect) -> pa.Table:
@@ -159,9 +164,9 @@ def _records_table(texts: Mapping[str, str], dialect: CsvDialect) -> pa.Table:
         for path, text in texts.items()
         for record, fields, malformed in parse_document(text, dialect)
     ]
-    columns = list(zip(*rows)) if rows else [(), (), (), ()]
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
     return pa.Table.from_arrays(
-        [pa.array(list(values), type=field.type) for values, field in zip(columns, RECORDS_ARROW_SCHEMA)],
+        [pa.array(list(values), type=field.type) for values, field in zip(columns, RECORDS_ARROW_SCHEMA, strict=True)],
         schema=RECORDS_ARROW_SCHEMA,
     )
 

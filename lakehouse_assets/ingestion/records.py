@@ -11,20 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Literal, overload
 
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.streaming import DataStreamReader
+from pyspark.sql.streaming.readwriter import DataStreamReader
 
 from lakehouse_assets.ingestion._csv import CsvDialect, parse_csv_batches
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
 from lakehouse_assets.ingestion.files import data_file_glob, ignored_name_regex
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 
 RECORD = "_record"
 FIELDS = "_fields"
 MALFORMED = "_malformed"
-FILE = "_source_file"
+FILE = SOURCE_FILE_COLUMN  # a staged record keeps its file under its final name
 BLOCK = "_block_start"
 _FILE_NAME = "__lakehouse_file_name"
 
@@ -54,6 +56,18 @@ NEVER_TOO_OLD = f"{2**63 - 1}ms"
 _IGNORE_MISSING_FILES = "ignoreMissingFiles"
 
 
+@overload
+def file_reader(
+    spark: SparkSession, options: AutoLoaderOptions, *, streaming: Literal[True], name_glob: str | None = None
+) -> DataStreamReader: ...
+@overload
+def file_reader(
+    spark: SparkSession, options: AutoLoaderOptions, *, streaming: Literal[False], name_glob: str | None = None
+) -> DataFrameReader: ...
+@overload
+def file_reader(
+    spark: SparkSession, options: AutoLoaderOptions, *, streaming: bool, name_glob: str | None = None
+) -> DataStreamReader | DataFrameReader: ...
 def file_reader(
     spark: SparkSession, options: AutoLoaderOptions, *, streaming: bool, name_glob: str | None = None
 ) -> DataStreamReader | DataFrameReader:
@@ -125,7 +139,8 @@ def json_documents(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
     objects_array = (
         F.regexp_like(doc, F.lit(r"^\s*\["))
         & elements.isNotNull()
-        & F.forall(elements, lambda e: F.from_json(e, RAW_FIELDS_TYPE, opts).isNotNull())
+        # from_json parses into a MapType (its docs say so); its annotation leaves MapType out.
+        & F.forall(elements, lambda e: F.from_json(e, RAW_FIELDS_TYPE, opts).isNotNull())  # type: ignore[arg-type]
     )
     documents = (
         F.when(F.regexp_like(doc, F.lit(r"^\s*$")), F.array().cast(T.ArrayType(T.StringType())))
@@ -138,7 +153,7 @@ def json_documents(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
 def json_fields(record: Column, options: AutoLoaderOptions) -> Column:
     """A JSON record's fields as a map from name to raw value text; null when the record is
     malformed, or repeats a key (ambiguous: which value is the field's?)."""
-    parsed = F.from_json(record, RAW_FIELDS_TYPE, json_options(options))
+    parsed = F.from_json(record, RAW_FIELDS_TYPE, json_options(options))  # type: ignore[arg-type]  # a MapType
     keys = F.map_keys(parsed)
     return F.when(F.size(keys) == F.size(F.array_distinct(keys)), parsed)
 

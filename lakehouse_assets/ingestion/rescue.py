@@ -20,7 +20,7 @@ Everything is Spark expressions evaluated on the executors.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -29,6 +29,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakehouse_assets.ingestion.columns import (
+    INGESTED_AT_COLUMN,
+    METADATA_COLUMNS,
+    RESCUED_DATA_COLUMN,
+    SOURCE_FILE_COLUMN,
+)
 from lakehouse_assets.ingestion.files import filesystem
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode
 from lakehouse_assets.ingestion.records import (
@@ -40,11 +46,6 @@ from lakehouse_assets.ingestion.records import (
     json_options,
     parse_json_documents,
 )
-
-RESCUED_DATA_COLUMN = "_rescued_data"
-SOURCE_FILE_COLUMN = "_source_file"
-INGESTED_AT_COLUMN = "_ingested_at"
-METADATA_COLUMNS = (RESCUED_DATA_COLUMN, SOURCE_FILE_COLUMN, INGESTED_AT_COLUMN)
 
 # Markers in the errors a query raises from its executors; the driver finds them in the
 # StreamingQueryException's text to learn which columns appeared, and where.
@@ -228,7 +229,8 @@ def parse_value(raw: Column, data_type: T.DataType) -> Column:
     if isinstance(data_type, T.StringType):
         return raw
     if isinstance(data_type, (T.StructType, T.ArrayType, T.MapType)):
-        return F.from_json(raw, data_type, {"mode": "PERMISSIVE"})
+        # from_json parses into a MapType too (its docs say so); its annotation leaves MapType out.
+        return F.from_json(raw, data_type, {"mode": "PERMISSIVE"})  # type: ignore[arg-type]
     return raw.try_cast(data_type)
 
 
@@ -296,15 +298,17 @@ def parse_marker(text: str) -> MarkedError | None:
     )
 
 
-def _unread_parquet_columns(known_lowercase: Sequence[str]):  # noqa: ANN202 - a Spark UDF
+def _unread_parquet_columns(known_lowercase: Sequence[str]) -> Callable[[Column], Column]:
     known = frozenset(known_lowercase)
 
-    @F.pandas_udf(_STRING_ARRAY)
     def unread(paths: pd.Series) -> pd.Series:
         by_path = {p: [c for c in parquet_columns(p) if c.lower() not in known] for p in paths.unique()}
         return paths.map(by_path)
 
-    return unread
+    # What ``@F.pandas_udf(_STRING_ARRAY)`` on ``unread`` makes. pyspark's stubs neither export
+    # pandas_udf from functions nor have its form whose kind comes from the type hints.
+    udf: Callable[[Column], Column] = F.pandas_udf(_STRING_ARRAY)(unread)  # type: ignore[attr-defined]
+    return udf
 
 
 @lru_cache(maxsize=4096)

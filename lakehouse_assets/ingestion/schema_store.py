@@ -18,13 +18,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakehouse_assets.ingestion.columns import METADATA_COLUMNS
 from lakehouse_assets.ingestion.errors import (
     IngestionOptionsError,
     NothingToInferError,
@@ -34,9 +35,9 @@ from lakehouse_assets.ingestion.files import list_data_files, to_local_or_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.records import FIELDS, file_reader, json_options, read_batch_records
-from lakehouse_assets.ingestion.rescue import METADATA_COLUMNS
 
-SCHEMAS_DIR = "_schemas"
+# Auto Loader keeps a stream's schema versions in this folder of its schema location.
+SCHEMA_VERSIONS_FOLDER = "_schemas"
 _CORRUPT = "_lakehouse_corrupt_record"
 # Types tried, narrowest first, when inferring the type of CSV text values.
 _CSV_CANDIDATE_TYPES: Sequence[T.DataType] = (T.LongType(), T.DoubleType(), T.BooleanType(), T.TimestampType())
@@ -93,7 +94,7 @@ class SchemaStore:
                 f"Schema location {text} is not on the local file system; give a local folder"
             )
         self.location = str(location)
-        self.folder = Path(to_local_or_uri(text)) / SCHEMAS_DIR
+        self.folder = Path(to_local_or_uri(text)) / SCHEMA_VERSIONS_FOLDER
 
     def versions(self) -> list[int]:
         """The stored versions, oldest first."""
@@ -133,7 +134,7 @@ class SchemaStore:
             inferred_with=dict(inferred_with),
             schema_hints=schema_hints,
             reason=reason,
-            created_at=dt.datetime.now(dt.timezone.utc),
+            created_at=dt.datetime.now(dt.UTC),
             files=tuple(files[:100]),
         )
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -156,7 +157,8 @@ class SchemaStore:
 def parse_schema_hints(hints: str) -> T.StructType:
     """Schema hints in DDL (``"time DOUBLE, mrn BIGINT"``) as a struct."""
     try:
-        parsed = T.StructType.fromDDL(hints)
+        # A column list ("name TYPE, ...") parses as a struct; fromDDL is typed as any DataType.
+        parsed = cast(T.StructType, T.StructType.fromDDL(hints))
     except (PySparkException, ValueError) as exc:
         raise IngestionOptionsError(
             f"Schema hints {hints!r} are not valid DDL ({exc}). Write them as 'name TYPE, name TYPE' "
@@ -221,7 +223,8 @@ def _case_sensitive(spark: SparkSession) -> Iterator[SparkSession]:
     not fail on a file whose fields differ only by case ("time" and "Time"): both are
     inferred, the first is kept, and the other is rescued when read. The setting is put
     back afterwards. (A Spark Connect session cannot make a sibling with ``newSession``.)"""
-    before = spark.conf.get("spark.sql.caseSensitive")
+    # The setting has a default, so it always reads as a string.
+    before = cast(str, spark.conf.get("spark.sql.caseSensitive"))
     spark.conf.set("spark.sql.caseSensitive", "true")
     try:
         yield spark
@@ -248,7 +251,8 @@ def _infer_csv(records: DataFrame, infer_types: bool) -> T.StructType:
         checks.append(F.count(value).alias(f"n{i}"))
         for j, candidate in enumerate(_CSV_CANDIDATE_TYPES):
             checks.append(F.bool_and(value.isNull() | value.try_cast(candidate).isNotNull()).alias(f"c{i}_{j}"))
-    result = records.agg(*checks).first()
+    # An aggregate without grouping has exactly one row.
+    result = cast(Row, records.agg(*checks).first())
     fields = []
     for i, name in enumerate(names):
         data_type: T.DataType = T.StringType()

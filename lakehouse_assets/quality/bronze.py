@@ -11,12 +11,11 @@ from __future__ import annotations
 import pandera.pyspark as pa
 import pyspark.sql.types as T
 
+from lakehouse_assets.ingestion.columns import INGESTED_AT_COLUMN as INGESTED_AT
+from lakehouse_assets.ingestion.columns import RESCUED_DATA_COLUMN as RESCUED_DATA
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN as SOURCE_FILE
 from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.rules import Severity, not_null, null_or_empty
-
-RESCUED_DATA = "_rescued_data"
-SOURCE_FILE = "_source_file"
-INGESTED_AT = "_ingested_at"
 
 RESCUED_DATA_EMPTY = null_or_empty(
     RESCUED_DATA,
@@ -34,17 +33,17 @@ INGESTED_AT_PRESENT = not_null(
 )
 
 
-class RecordingsBronze(pa.DataFrameModel):
+class RecordingsBronze(pa.DataFrameModel):  # type: ignore[type-arg]
     """bronze.recordings: the landed JSON fields, typed (``time`` in Unix seconds), plus
     the ingestion's metadata. Not strict: ingestion may add columns as the source evolves."""
 
-    device_id: T.LongType() = pa.Field(nullable=True)
-    mrn: T.LongType() = pa.Field(nullable=True)
-    time: T.DoubleType() = pa.Field(nullable=True)
-    heartrate: T.DoubleType() = pa.Field(nullable=True)
-    rescued_data: T.StringType() = pa.Field(nullable=True, alias=RESCUED_DATA)
-    source_file: T.StringType() = pa.Field(nullable=True, alias=SOURCE_FILE)
-    ingested_at: T.TimestampType() = pa.Field(nullable=True, alias=INGESTED_AT)
+    device_id: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    mrn: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    time: T.DoubleType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    heartrate: T.DoubleType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    rescued_data: T.StringType() = pa.Field(nullable=True, alias=RESCUED_DATA)  # type: ignore[valid-type]
+    source_file: T.StringType() = pa.Field(nullable=True, alias=SOURCE_FILE)  # type: ignore[valid-type]
+    ingested_at: T.TimestampType() = pa.Field(nullable=True, alias=INGESTED_AT)  # type: ignore[valid-type]
 
     class Config:
         name = "bronze.recordings"

@@ -31,7 +31,7 @@ from pyspark.sql import types as T
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.contract import Contract, StructureError
 from lakehouse_assets.quality.evaluation import DEFAULT_SAMPLE_SIZE, Evaluation, RuleResult, evaluate, markdown_table
-from lakehouse_assets.quality.rules import Severity
+from lakehouse_assets.quality.rules import Rule, Severity, UniqueKey
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import DeltaRsTableStore, TableStore
@@ -74,7 +74,8 @@ def contract_check_specs(
             description=f"Columns and types of {contract.table} match the Pandera model {contract.model.__name__}",
         )
     ]
-    for rule in [*contract.rules, *contract.unique]:
+    checked: list[Rule | UniqueKey] = [*contract.rules, *contract.unique]
+    for rule in checked:
         specs.append(
             dg.AssetCheckSpec(
                 rule.name, asset=key,
@@ -148,7 +149,9 @@ def run_checks(
     identity = table_id(path)
     after = resume_after(context, key, contract, identity) if scope == "new" else None
     plan = plan_changes(store, path, after_version=after)
-    context.log.info(f"Checking {contract.table}: versions {plan.versions}" + (f" ({plan.reason})" if plan.reason else ""))
+    context.log.info(
+        f"Checking {contract.table}: versions {plan.versions}" + (f" ({plan.reason})" if plan.reason else "")
+    )
     evaluation = evaluate(contract, read_plan(store, spark, plan), sample_size=sample_size)
     common = _common_metadata(plan, identity, evaluation, scope)
     yield _structure_result(key, evaluation, common)
@@ -188,7 +191,9 @@ def resume_after(
     return None if earliest < 0 else earliest
 
 
-def last_evaluation(context: dg.AssetCheckExecutionContext, check_key: dg.AssetCheckKey) -> dg.AssetCheckEvaluation | None:
+def last_evaluation(
+    context: dg.AssetCheckExecutionContext, check_key: dg.AssetCheckKey
+) -> dg.AssetCheckEvaluation | None:
     """The latest completed evaluation of ``check_key`` in an earlier run, or None."""
     records = context.instance.event_log_storage.get_asset_check_execution_history(check_key, limit=_HISTORY_LIMIT)
     for record in records:
@@ -219,7 +224,7 @@ def schema_drift_result(
             base = seen
     if base is None and version > 0:
         base = version - 1
-    metadata: dict[str, Any] = {DELTA_VERSION: dg.MetadataValue.int(version), DELTA_TABLE_ID: identity}
+    metadata = {DELTA_VERSION: dg.MetadataValue.int(version), DELTA_TABLE_ID: identity}
     current = schema_at(path, version)
     metadata["dagster/column_schema"] = dg.TableSchema(
         columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in current.fields]
@@ -327,9 +332,11 @@ def _no_table(contract: Contract, key: dg.AssetKey, path: str) -> Iterator[dg.As
     empty = {ROWS_CHECKED: dg.MetadataValue.int(0), "table_path": dg.MetadataValue.path(path)}
     yield dg.AssetCheckResult(asset_key=key, check_name=STRUCTURE_CHECK, passed=False,
                               severity=dg.AssetCheckSeverity.ERROR, metadata=empty, description=message)
-    for rule in [*contract.rules, *contract.unique]:
+    checked: list[Rule | UniqueKey] = [*contract.rules, *contract.unique]
+    for rule in checked:
         yield dg.AssetCheckResult(asset_key=key, check_name=rule.name, passed=True,
-                                  severity=_severity(rule.severity), metadata={**empty, FAILING_ROWS: dg.MetadataValue.int(0)},
+                                  severity=_severity(rule.severity),
+                                  metadata={**empty, FAILING_ROWS: dg.MetadataValue.int(0)},
                                   description="No table, so no rows to check")
     yield _drift(key, True, empty, "No table yet")
 

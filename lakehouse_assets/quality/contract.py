@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import pandera.pyspark as pa
 from pandera.api.pyspark.container import DataFrameSchema
@@ -38,21 +38,22 @@ class Contract:
 
     layer: str
     name: str
-    model: type[pa.DataFrameModel]
+    model: type[pa.DataFrameModel[Any]]
     rules: tuple[Rule, ...] = ()
     unique: tuple[UniqueKey, ...] = ()
     description: str = ""
 
     def __post_init__(self) -> None:
         columns = {c.lower() for c in self.columns}
-        for rule in [*self.rules, *self.unique]:
+        checked: list[Rule | UniqueKey] = [*self.rules, *self.unique]
+        for rule in checked:
             missing = [c for c in rule.columns if c.lower() not in columns]
             if missing:
                 raise ValueError(
                     f"Contract {self.table}: rule {rule.name!r} reads {missing}, which the model "
                     f"{self.model.__name__} does not declare. Add the columns to the model or drop the rule."
                 )
-        names = [r.name for r in [*self.rules, *self.unique]]
+        names = [r.name for r in checked]
         duplicated = sorted({n for n in names if names.count(n) > 1})
         if duplicated:
             raise ValueError(f"Contract {self.table}: rule names {duplicated} appear twice; names must be unique")
@@ -98,7 +99,8 @@ class Contract:
         data is read (every declared column is nullable; nulls are the rules' business)."""
         with config_context(validation_depth=ValidationDepth.SCHEMA_ONLY):
             validated = self.structure_schema().validate(df, lazy=True)
-        return flatten_errors(validated.pandera.errors)
+        # The pandera accessor is registered at runtime; to the stubs, ``.pandera`` is a Column.
+        return flatten_errors(cast(dict[str, Any], validated.pandera.errors))
 
     def validate(self, df: DataFrame) -> dict[str, Any]:
         """Full Pandera validation of ``df`` against :meth:`schema` (structure, rules and the
@@ -106,7 +108,7 @@ class Contract:
         Spark job per rule; the asset checks count all rules in one pass instead."""
         with config_context(validation_depth=ValidationDepth.SCHEMA_AND_DATA):
             validated = self.schema().validate(df, lazy=True)
-        return dict(validated.pandera.errors)
+        return dict(cast(dict[str, Any], validated.pandera.errors))
 
 
 def flatten_errors(errors: dict[str, Any]) -> list[StructureError]:

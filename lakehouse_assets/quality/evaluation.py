@@ -99,7 +99,8 @@ def evaluate(contract: Contract, df: DataFrame, *, sample_size: int = DEFAULT_SA
             results[key.name] = RuleResult(key.name, key.description, key.severity, 0, missing_columns=missing)
         else:
             results[key.name] = _duplicates(df, key, sample_size)
-    ordered = {r.name: results[r.name] for r in [*contract.rules, *contract.unique]}
+    checked: list[Rule | UniqueKey] = [*contract.rules, *contract.unique]
+    ordered = {r.name: results[r.name] for r in checked}
     return Evaluation(contract.table, rows, ordered, structure)
 
 

@@ -24,24 +24,24 @@ DEVICE_ID_KNOWN = not_null(
 )
 
 
-class DailyPatientAvg(pa.DataFrameModel):
+class DailyPatientAvg(pa.DataFrameModel):  # type: ignore[type-arg]
     """gold.daily_patient_avg: the average heart rate per patient and day."""
 
-    mrn: T.LongType() = pa.Field(nullable=True)
-    name: T.StringType() = pa.Field(nullable=True)
-    avg_heartrate: T.DoubleType() = pa.Field(nullable=True)
-    date: T.TimestampType() = pa.Field(nullable=True)
+    mrn: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    name: T.StringType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    avg_heartrate: T.DoubleType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    date: T.TimestampType() = pa.Field(nullable=True)  # type: ignore[valid-type]
 
     class Config:
         name = "gold.daily_patient_avg"
         strict = True
 
 
-class DeviceCounts(pa.DataFrameModel):
+class DeviceCounts(pa.DataFrameModel):  # type: ignore[type-arg]
     """gold.device_counts: recordings per device."""
 
-    device_id: T.LongType() = pa.Field(nullable=True)
-    total_recordings: T.LongType() = pa.Field(nullable=True)
+    device_id: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    total_recordings: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
 
     class Config:
         name = "gold.device_counts"

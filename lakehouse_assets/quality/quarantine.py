@@ -55,7 +55,9 @@ def route(df: DataFrame, rules: Sequence[Rule]) -> DataFrame:
     :class:`QuarantineSink` expects): Spark then fixes ``current_timestamp()`` (read by
     ``time_plausible``) once per micro-batch, and both outputs of a batch see one reason.
     """
-    missing = sorted({c for r in routing_rules(rules) for c in r.columns if c.lower() not in {x.lower() for x in df.columns}})
+    missing = sorted(
+        {c for r in routing_rules(rules) for c in r.columns if c.lower() not in {x.lower() for x in df.columns}}
+    )
     if missing:
         raise LakehouseError(
             f"Cannot route rows: the routing rules read columns {missing} that the DataFrame lacks "
@@ -80,29 +82,6 @@ def split_routed(
     passed = routed.where(reason.isNull()).select(*_columns(passed_columns))
     quarantined = routed.where(reason.isNotNull()).select(*_columns(quarantine_columns), reason)
     return passed, quarantined
-
-
-def split(
-    df: DataFrame,
-    rules: Sequence[Rule],
-    *,
-    passed_columns: Sequence[ColumnLike],
-    quarantine_columns: Sequence[ColumnLike],
-) -> tuple[DataFrame, DataFrame]:
-    """Route ``df``'s rows by ``rules``: ``(passed, quarantined)``.
-
-    ``df`` is the silver query's joined rows: every bronze column plus the patient's
-    ``name`` from a LEFT join (null when the mrn is unknown), before any filter.
-    ``passed_columns`` shape the passing rows (the silver projection),
-    ``quarantine_columns`` the others (the bronze columns), to which ``_quarantine_reason``
-    is added. Works on streaming and batch DataFrames and runs no Spark action.
-
-    On a batch DataFrame the two outputs are two queries, each reading the clock once for
-    ``time_plausible``; for an exact split of rows a second from the one-day horizon,
-    route once and checkpoint (``route(df, rules).localCheckpoint()``), then
-    :func:`split_routed`.
-    """
-    return split_routed(route(df, rules), passed_columns=passed_columns, quarantine_columns=quarantine_columns)
 
 
 @dataclass
@@ -167,6 +146,5 @@ __all__ = [
     "quarantine_reason",
     "route",
     "routing_rules",
-    "split",
     "split_routed",
 ]

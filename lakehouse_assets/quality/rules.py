@@ -15,7 +15,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from enum import Enum
+from enum import StrEnum
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -24,7 +24,7 @@ from pyspark.sql import types as T
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     """How much a failing rule matters.
 
     ERROR: the row is quarantined by the stream, and a failing check blocks downstream
@@ -168,7 +168,7 @@ def plausible_time(column: str, *, earliest: dt.datetime, future_tolerance: dt.t
     "Now" is Spark's ``current_timestamp()``, which a streaming query fixes per
     micro-batch, so every row of a batch is judged against the same clock.
     """
-    earliest_utc = earliest if earliest.tzinfo else earliest.replace(tzinfo=dt.timezone.utc)
+    earliest_utc = earliest if earliest.tzinfo else earliest.replace(tzinfo=dt.UTC)
     tolerance_seconds = int(future_tolerance.total_seconds())
 
     def build() -> Column:

@@ -16,7 +16,9 @@ import pyspark.sql.types as T
 
 from lakehouse_assets.quality.bronze import RESCUED_DATA_EMPTY, RecordingsBronze
 from lakehouse_assets.quality.contract import Contract
+from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.rules import (
+    Rule,
     Severity,
     UniqueKey,
     at_most,
@@ -25,9 +27,8 @@ from lakehouse_assets.quality.rules import (
     plausible_time,
     rules_reading,
 )
-from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 
-EARLIEST_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+EARLIEST_TIME = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 FUTURE_TOLERANCE = dt.timedelta(days=1)
 MAX_HEARTRATE = 300.0
 
@@ -60,7 +61,7 @@ NAME_PRESENT = not_null("name", name="name_present", description="every patient 
 
 #: The rules the silver query applies to bronze rows joined with the patients' names.
 #: ERROR rules route (a failing row is quarantined); WARN rules are only reported.
-ROUTING_RULES: tuple = (
+ROUTING_RULES: tuple[Rule, ...] = (
     RESCUED_DATA_EMPTY,
     KNOWN_PATIENT,
     MRN_POSITIVE,
@@ -71,14 +72,14 @@ ROUTING_RULES: tuple = (
 )
 
 
-class RecordingsEnriched(pa.DataFrameModel):
+class RecordingsEnriched(pa.DataFrameModel):  # type: ignore[type-arg]
     """silver.recordings_enriched: recordings of known patients, ``time`` as a timestamp."""
 
-    device_id: T.LongType() = pa.Field(nullable=True)
-    mrn: T.LongType() = pa.Field(nullable=True)
-    name: T.StringType() = pa.Field(nullable=True)
-    time: T.TimestampType() = pa.Field(nullable=True)
-    heartrate: T.DoubleType() = pa.Field(nullable=True)
+    device_id: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    mrn: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    name: T.StringType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    time: T.TimestampType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    heartrate: T.DoubleType() = pa.Field(nullable=True)  # type: ignore[valid-type]
 
     class Config:
         name = "silver.recordings_enriched"
@@ -89,18 +90,18 @@ class RecordingsQuarantine(RecordingsBronze):
     """silver.recordings_quarantine: the bronze rows silver refused, as they were, with the
     rules they failed."""
 
-    quarantine_reason: T.StringType() = pa.Field(nullable=True, alias=QUARANTINE_REASON)
+    quarantine_reason: T.StringType() = pa.Field(nullable=True, alias=QUARANTINE_REASON)  # type: ignore[valid-type]
 
     class Config:
         name = "silver.recordings_quarantine"
         strict = False
 
 
-class Patients(pa.DataFrameModel):
+class Patients(pa.DataFrameModel):  # type: ignore[type-arg]
     """silver.patients: the patients lookup."""
 
-    mrn: T.LongType() = pa.Field(nullable=True)
-    name: T.StringType() = pa.Field(nullable=True)
+    mrn: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    name: T.StringType() = pa.Field(nullable=True)  # type: ignore[valid-type]
 
     class Config:
         name = "silver.patients"

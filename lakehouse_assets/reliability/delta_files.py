@@ -1,8 +1,8 @@
 """A Delta table read straight from its folder: log files, data files, rows.
 
-The invariant checker reads tables this way (delta-rs and pyarrow, no Spark, none of the
-project's storage engine), so a bug in the code that writes the tables cannot also hide
-itself from the check.
+The invariant checker reads tables this way (the log's commit files parsed here, rows and
+file lists through the store's Spark-free snapshot; no Spark, none of the write path), so a
+bug in the code that writes the tables cannot also hide itself from the check.
 """
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
-from lakehouse_assets.cli.catalog import DELTA_LOG, local_dataset
+from lakehouse_assets.storage import DELTA_LOG, DeltaRsTableStore, SnapshotFile
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet")
@@ -86,37 +84,23 @@ def _parse_commit(version: int, path: Path) -> LogVersion:
     return commit
 
 
-@dataclass(frozen=True)
-class SnapshotFile:
-    """A data file of the table's latest snapshot, as the log describes it."""
-
-    relative_path: str
-    absolute_path: Path
-    size: int | None
-    num_records: int | None
-
-
 def snapshot_files(path: Path) -> list[SnapshotFile]:
     """The data files of the latest snapshot with the size and row count the log states."""
-    actions = pa.table(DeltaTable(str(path)).get_add_actions(flatten=True)).to_pylist()
-    return [SnapshotFile(str(a["path"]), _absolute(path, str(a["path"])),
-                         None if a.get("size_bytes") is None else int(a["size_bytes"]),
-                         None if a.get("num_records") is None else int(a["num_records"]))
-            for a in actions]
+    return DeltaRsTableStore().snapshot(str(path)).files()
 
 
 def parquet_rows(path: Path) -> int:
     """The row count in a Parquet file's footer."""
-    return pq.read_metadata(str(path)).num_rows
+    return int(pq.read_metadata(str(path)).num_rows)
 
 
 def read_rows(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """The latest snapshot's rows (all columns, or ``columns`` that exist)."""
-    table = DeltaTable(str(path))
-    dataset = local_dataset(table, path)
+    snapshot = DeltaRsTableStore().snapshot(str(path))
     if columns is not None:
-        columns = [c for c in columns if c in dataset.schema.names]
-    return dataset.to_table(columns=columns)
+        present = set(snapshot.column_names())
+        columns = [c for c in columns if c in present]
+    return snapshot.to_arrow(columns)
 
 
 def row_tuples(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:
@@ -138,6 +122,7 @@ def _hashable(value: Any) -> Any:
     return value
 
 
-def _absolute(table: Path, relative: str) -> Path:
-    # The log stores paths URL-encoded and relative to the table.
-    return table / unquote(relative)
+def error_summary(exc: Exception) -> str:
+    """The first line of a read error: delta-rs appends a native backtrace to some messages,
+    and the first line says what failed."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,7 +1,8 @@
 """The lakehouse's exactly-once promises, checked on the tables as they are on disk.
 
-Five invariants, each read from the Delta tables directly (delta-rs and pyarrow, not Spark
-and not the project's storage engine, so they are independent of the code they judge):
+Five invariants, each read from the Delta tables directly (their log files, and rows through
+the store's Spark-free snapshot reader: not Spark and not the write path, so they are
+independent of the code they judge):
 
 ``landed_once``
     Every record of every landed file is in bronze exactly once (counted per ``_source_file``).
@@ -35,19 +36,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lakehouse_assets.cli.catalog import discover_tables
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN as SOURCE_FILE
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.landed import landed_record_counts, landing_key
 from lakehouse_assets.reliability.report import InvariantReport, InvariantResult
+from lakehouse_assets.reliability.versions_whole import VERSIONS_WHOLE, check_table_whole, check_versions_whole
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
+from lakehouse_assets.storage.discovery import discover_tables
 
 LANDED_ONCE = "landed_once"
 BRONZE_ROUTED = "bronze_routed"
 GOLD_RECOMPUTED = "gold_recomputed"
-VERSIONS_WHOLE = "versions_whole"
 CHECKPOINTS_AGREE = "checkpoints_agree"
 
-SOURCE_FILE = "_source_file"
 QUARANTINE_REASON = "_quarantine_reason"
 SILVER_KEY = ("device_id", "mrn", "time", "heartrate")
 _DAY = 86_400
@@ -158,10 +159,12 @@ def check_bronze_routed(settings: LakehouseSettings, flow: RecordFlow = REFERENC
                    "there fewer times (quarantined twice)", _quote(columns, invented))
     # What bronze holds and quarantine does not must be in silver, as silver shapes it.
     positions = [columns.index(c) for c in SILVER_KEY]
-    expected = Counter()
+    expected: Counter[tuple[Any, ...]] = Counter()
     for row, times in (in_bronze - quarantined).items():
         expected[_silver_key_of_bronze(tuple(row[i] for i in positions))] += times
-    actual = Counter(_silver_key(r) for r in delta_files.row_tuples(silver, SILVER_KEY)) if silver is not None else Counter()
+    actual = (
+        Counter(_silver_key(r) for r in delta_files.row_tuples(silver, SILVER_KEY)) if silver is not None else Counter()
+    )
     extra = actual - expected
     if extra:
         result.add(flow.silver, f"{sum(extra.values())} silver rows are not bronze rows, or are there more "
@@ -270,72 +273,6 @@ def _close(a: Any, b: Any) -> bool:
     return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
 
 
-# -- versions_whole ----------------------------------------------------------------------------
-def check_versions_whole(settings: LakehouseSettings) -> InvariantResult:
-    """No table under the root has a half-written version."""
-    result = InvariantResult(VERSIONS_WHOLE, "no table has a half-written version")
-    tables = discover_tables(settings.root) if settings.root.is_dir() else []
-    if not tables:
-        result.skipped = "no tables yet"
-    for name in tables:
-        check_table_whole(result, name, _table_path(settings, name))
-    return result
-
-
-def check_table_whole(result: InvariantResult, name: str, path: Path) -> None:
-    """Add to ``result`` whatever makes the table at ``path`` not whole."""
-    versions = delta_files.log_versions(path)
-    broken = [f"version {v.version} ({v.path.name}) {v.problem}" for v in versions if v.problem]
-    if broken:
-        result.add(name, f"{len(broken)} commit files are not whole commits", broken)
-    numbers = [v.version for v in versions]
-    if numbers:
-        start = numbers[0]
-        checkpoints = delta_files.checkpoint_versions(path)
-        if start != 0 and not any(c >= start - 1 for c in checkpoints):
-            result.add(name, f"the log starts at version {start} with no Delta checkpoint before it")
-        gaps = sorted(set(range(start, numbers[-1] + 1)) - set(numbers))
-        if gaps:
-            result.add(name, f"the log misses versions {gaps[:10]} (versions {start}..{numbers[-1]})")
-    else:
-        result.add(name, "the _delta_log holds no commit file")
-        return
-    seen: dict[tuple[str, int], int] = {}
-    twice = []
-    for version in versions:
-        for txn in version.transactions():
-            if txn in seen:
-                twice.append(f"query {txn[0]} batch {txn[1]}: versions {seen[txn]} and {version.version}")
-            seen.setdefault(txn, version.version)
-    if twice:
-        result.add(name, f"{len(twice)} streaming batches are committed more than once", twice)
-    try:
-        files = delta_files.snapshot_files(path)
-    except Exception as exc:  # noqa: BLE001 - delta-rs raises many types for a damaged log
-        result.add(name, f"the latest snapshot cannot be loaded: {_first_line(exc)}")
-        return
-    missing, wrong = [], []
-    for f in files:
-        if not f.absolute_path.is_file():
-            missing.append(f.relative_path)
-            continue
-        size = f.absolute_path.stat().st_size
-        if f.size is not None and size != f.size:
-            wrong.append(f"{f.relative_path}: {size} bytes, the log says {f.size}")
-            continue
-        try:
-            rows = delta_files.parquet_rows(f.absolute_path)
-        except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a torn file vary
-            wrong.append(f"{f.relative_path}: not readable Parquet ({_first_line(exc)})")
-            continue
-        if f.num_records is not None and rows != f.num_records:
-            wrong.append(f"{f.relative_path}: {rows} rows, the log says {f.num_records}")
-    if missing:
-        result.add(name, f"{len(missing)} data files of the latest version are missing", missing)
-    if wrong:
-        result.add(name, f"{len(wrong)} data files differ from their log entry", wrong)
-
-
 # -- checkpoints_agree -------------------------------------------------------------------------
 def check_checkpoints_agree(settings: LakehouseSettings, flow: RecordFlow = REFERENCE_FLOW) -> InvariantResult:
     """Every checkpoint under ``_checkpoints`` is readable and agrees with each table its
@@ -343,7 +280,7 @@ def check_checkpoints_agree(settings: LakehouseSettings, flow: RecordFlow = REFE
     table whose log holds a batch of its query id."""
     from lakehouse_assets.errors import CheckpointMismatchError, CorruptCheckpointError
     from lakehouse_assets.storage import DeltaRsTableStore
-    from lakehouse_assets.storage.checkpoint import check_agreement, read_checkpoint
+    from lakehouse_assets.storage.checkpoint import Checkpoint
 
     result = InvariantResult(CHECKPOINTS_AGREE, "checkpoints and tables agree")
     base = settings.root / CHECKPOINTS_DIR
@@ -357,7 +294,7 @@ def check_checkpoints_agree(settings: LakehouseSettings, flow: RecordFlow = REFE
     for folder in folders:
         name = f"{folder.parent.name}.{folder.name}"
         try:
-            state = read_checkpoint(str(folder), name)
+            state = Checkpoint(str(folder), name).state()
         except CorruptCheckpointError as exc:
             result.add(name, str(exc))
             continue
@@ -366,11 +303,12 @@ def check_checkpoints_agree(settings: LakehouseSettings, flow: RecordFlow = REFE
         tables = dict.fromkeys([name, *partners.get(name, []), *writers.get(state.query_id or "", [])])
         for table in tables:
             try:
-                check_agreement(state, str(_table_path(settings, table)), store, name)
+                Checkpoint(str(folder), name).validate([str(_table_path(settings, table))], store)
             except CheckpointMismatchError as exc:
                 result.add(table, str(exc))
             except Exception as exc:  # noqa: BLE001 - an unreadable table is versions_whole's finding too
-                result.add(table, f"cannot compare checkpoint {folder} with the table: {_first_line(exc)}")
+                why = delta_files.error_summary(exc)
+                result.add(table, f"cannot compare checkpoint {folder} with the table: {why}")
     return result
 
 
@@ -395,26 +333,21 @@ def _read(result: InvariantResult, name: str, path: Path, columns: list[str] | N
     try:
         return delta_files.read_rows(path, columns)
     except Exception as exc:  # noqa: BLE001 - a damaged table is a finding, not a crash
-        result.add(name, f"cannot read the table at {path}: {_first_line(exc)}")
+        result.add(name, f"cannot read the table at {path}: {delta_files.error_summary(exc)}")
         return None
 
 
-def _quote(columns: Iterable[str], rows: Counter) -> list[str]:
+def _quote(columns: Iterable[str], rows: Counter[tuple[Any, ...]]) -> list[str]:
     names = list(columns)
-    return [f"{dict(zip(names, row))}" + (f" x{n}" if n > 1 else "") for row, n in list(rows.items())[:5]]
-
-
-def _first_line(exc: Exception) -> str:
-    # delta-rs appends a native backtrace to some messages; the first line says what failed.
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return [f"{dict(zip(names, row, strict=True))}" + (f" x{n}" if n > 1 else "") for row, n in list(rows.items())[:5]]
 
 
 def _utc(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
 
 
 def _day_text(seconds: int | None) -> str:
-    return "null" if seconds is None else dt.datetime.fromtimestamp(seconds, dt.timezone.utc).date().isoformat()
+    return "null" if seconds is None else dt.datetime.fromtimestamp(seconds, dt.UTC).date().isoformat()
 
 
 __all__ = [

@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from lakehouse_assets.cli.catalog import landing_files, source_file_path
+from lakehouse_assets.ingestion.files import landed_paths, local_file_path
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -46,7 +46,7 @@ def landed_record_counts(source_dir: Path) -> dict[str, int]:
     Files that vanish while being counted, or cannot be read, are left out: ingestion cannot
     read them either, and it reports them itself."""
     counts = {}
-    for path in landing_files(source_dir):
+    for path in landed_paths(source_dir):
         try:
             counts[landing_key(str(path), source_dir)] = json_record_count(path)
         except OSError:
@@ -58,7 +58,7 @@ def landing_key(source_file: str, source_dir: Path) -> str:
     """A landed file's path relative to its source folder, from a path or a ``_source_file``
     URI. A lakehouse copied or moved elsewhere keeps its tables' old absolute paths, so a
     path under another ``.../landing/<source>/`` folder is taken relative to that one."""
-    path = source_file_path(source_file)
+    path = local_file_path(source_file)
     prefix = str(source_dir).rstrip("/") + "/"
     if path.startswith(prefix):
         return path[len(prefix):]

@@ -69,7 +69,10 @@ class InvariantReport:
         """One line per invariant (``ok``, ``FAILED (n)`` or ``skipped``), then each violation."""
         lines = []
         for r in self.results:
-            verdict = "ok" if r.ok and not r.skipped else (f"skipped: {r.skipped}" if r.ok else f"FAILED ({len(r.violations)})")
+            verdict = (
+                "ok" if r.ok and not r.skipped
+                else (f"skipped: {r.skipped}" if r.ok else f"FAILED ({len(r.violations)})")
+            )
             lines.append(f"{r.name:<22} {verdict}  - {r.description}")
         lines.extend(str(v) for v in self.violations)
         return "\n".join(lines)

@@ -134,7 +134,7 @@ def landing_sensor(
     and a second one on the automation sensor's next tick. A blocking check that fails in
     the run stops the assets below it, as it would stop automation.
     """
-    selection = dg.AssetSelection.assets(target)
+    selection: dg.AssetSelection = dg.AssetSelection.assets(target)
     if carry_downstream:
         selection = selection.downstream()
 
@@ -159,9 +159,14 @@ def landing_sensor(
         if not scan.ready:
             if scan.cursor != cursor:
                 context.update_cursor(scan.cursor.serialize())
-            reason = f"{len(scan.waiting)} file(s) in {folder} still being written" if scan.waiting else f"No new files in {folder}"
+            reason = (
+                f"{len(scan.waiting)} file(s) in {folder} still being written"
+                if scan.waiting
+                else f"No new files in {folder}"
+            )
             return dg.SkipReason(reason)
-        digest = hashlib.sha256("\n".join(f"{n}={scan.cursor.announced[n].encode()}" for n in scan.ready).encode()).hexdigest()
+        announced = "\n".join(f"{n}={scan.cursor.announced[n].encode()}" for n in scan.ready)
+        digest = hashlib.sha256(announced.encode()).hexdigest()
         shown = scan.ready[:TAGGED_FILE_NAMES]
         request = dg.RunRequest(
             run_key=f"{source}:{digest[:16]}",
@@ -169,7 +174,8 @@ def landing_sensor(
             tags={
                 TAG_SOURCE: source,
                 TAG_FILE_COUNT: str(len(scan.ready)),
-                TAG_FILES: ", ".join(shown) + (f" … and {len(scan.ready) - len(shown)} more" if len(scan.ready) > len(shown) else ""),
+                TAG_FILES: ", ".join(shown)
+                + (f" … and {len(scan.ready) - len(shown)} more" if len(scan.ready) > len(shown) else ""),
             },
         )
         return dg.SensorResult(run_requests=[request], cursor=scan.cursor.serialize())

@@ -51,4 +51,4 @@ def record_lines(*, heads: Sequence[str], time_ms: np.ndarray,
     m, h = _MILLIS, _HUNDREDTHS
     return [f'{head}{s}.{m[ms]},"heartrate":{w}.{h[c]}}}'
             for head, s, ms, w, c in zip(heads, seconds.tolist(), millis.tolist(),
-                                          whole.tolist(), hundredths.tolist())]
+                                          whole.tolist(), hundredths.tolist(), strict=True)]

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.simulator.kinds import BAD_KINDS, RecordKind

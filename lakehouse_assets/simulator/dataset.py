@@ -74,7 +74,7 @@ class Dataset:
             # its slot's time, so the file stays ordered by time wherever time is readable.
             positions = sorted(gen.choice(len(records), size=len(bad_kinds),
                                           replace=False).tolist())
-            for position, kind in zip(positions, bad_kinds):
+            for position, kind in zip(positions, bad_kinds, strict=True):
                 lines[position] = bad_record_line(
                     kind, device_id=int(records.device_id[position]),
                     mrn=int(records.mrn[position]), time_ms=int(records.time_ms[position]),

@@ -72,7 +72,7 @@ class RecordCounts:
     @classmethod
     def from_kinds(cls, kinds: Iterable[RecordKind]) -> RecordCounts:
         """Count a sequence of record kinds."""
-        tally = Counter(kinds)
+        tally: Counter[str] = Counter(kinds)  # a RecordKind is a str equal to its value
         return cls(**{name: tally.get(name, 0) for name in _KIND_NAMES})
 
     @classmethod

@@ -214,11 +214,11 @@ class _Lander:
     def _land_files(self, indexes: range) -> list[LandedFile]:
         generated = [self.dataset.file(index) for index in indexes]
         paths = [self.layout.recording(g.index) for g in generated]
-        write_all_atomically([(path, g.content) for path, g in zip(paths, generated)])
+        write_all_atomically([(path, g.content) for path, g in zip(paths, generated, strict=True)])
         return [LandedFile(index=g.index, path=path, start_time=g.start_time,
                            end_time=g.end_time, bad_rate=self.config.bad_rate,
                            bad_kinds=self.config.bad_kinds, counts=g.counts)
-                for path, g in zip(paths, generated)]
+                for path, g in zip(paths, generated, strict=True)]
 
     def _ensure_patients(self) -> bool:
         path = self.layout.patients_csv

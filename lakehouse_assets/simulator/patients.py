@@ -75,7 +75,7 @@ def generate_patients(*, seed: int, patient_count: int, device_count: int) -> tu
     return tuple(
         Patient(mrn=int(mrn), name=f"{_FIRST_NAMES[first]} {_LAST_NAMES[last]}",
                 device_id=int(device), resting_heartrate=float(rate))
-        for mrn, first, last, device, rate in zip(mrns, firsts, lasts, device_of, resting))
+        for mrn, first, last, device, rate in zip(mrns, firsts, lasts, device_of, resting, strict=True))
 
 
 def patients_csv(patients: tuple[Patient, ...]) -> bytes:

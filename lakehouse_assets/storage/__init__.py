@@ -4,12 +4,15 @@ Only this package knows that Delta is committed with delta-rs; everything above 
 of a :class:`TableStore` and table paths.
 """
 
+from lakehouse_assets.storage._delta_log import DELTA_LOG
 from lakehouse_assets.storage.delta_rs import DeltaRsTableStore
 from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,
     HistoryEntry,
+    SnapshotFile,
     StreamOptions,
+    TableSnapshot,
     TableStore,
     WriteMode,
 )
@@ -18,11 +21,14 @@ from lakehouse_assets.storage.sink import DeltaSink, OutputMode, run_commits
 __all__ = [
     "AppTransaction",
     "CommitResult",
+    "DELTA_LOG",
     "DeltaRsTableStore",
     "DeltaSink",
     "HistoryEntry",
     "OutputMode",
+    "SnapshotFile",
     "StreamOptions",
+    "TableSnapshot",
     "TableStore",
     "WriteMode",
     "run_commits",

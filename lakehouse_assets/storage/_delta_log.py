@@ -13,7 +13,10 @@ from typing import Any
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from lakehouse_assets.storage._files import Location, locate
+from lakehouse_assets.storage._files import Location, locate, table_file_path
+
+#: The folder of a table that holds its Delta log: a folder with one is a Delta table.
+DELTA_LOG = "_delta_log"
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,7 @@ class Commit:
 
 
 def commit_file(table: Location, version: int) -> Location:
-    return table.child("_delta_log", f"{version:020d}.json")
+    return table.child(DELTA_LOG, f"{version:020d}.json")
 
 
 def latest_version(table_path: str, known: int | None = None) -> int:
@@ -66,14 +69,16 @@ def read_commit(table_path: str, version: int) -> Commit:
         if "add" in action:
             add = action["add"]
             if add.get("dataChange", True):
-                added.append(DataFile(_absolute(table_path, add["path"]), int(add.get("size", 0)), add.get("partitionValues") or {}))
+                added.append(DataFile(table_file_path(table_path, add["path"]), int(add.get("size", 0)),
+                                      add.get("partitionValues") or {}))
         elif "remove" in action:
             if action["remove"].get("dataChange", True):
                 removes_data = True
         elif "metaData" in action:
             schema_string = action["metaData"].get("schemaString")
         elif "commitInfo" in action:
-            operation = action["commitInfo"].get("lakehouse.operation") or action["commitInfo"].get("operation", operation)
+            info = action["commitInfo"]
+            operation = info.get("lakehouse.operation") or info.get("operation", operation)
     return Commit(version, added, removes_data, schema_string, operation)
 
 
@@ -92,17 +97,9 @@ def snapshot_files(table_path: str, version: int) -> list[DataFile]:
     rows.sort(key=lambda r: (r["modification_time"], str(r["path"])))
     return [
         DataFile(
-            _absolute(table_path, str(r["path"])),
+            table_file_path(table_path, str(r["path"])),
             int(r["size_bytes"]),
             {c[len("partition."):]: (None if r[c] is None else str(r[c])) for c in partition_columns},
         )
         for r in rows
     ]
-
-
-def _absolute(table_path: str, relative: str) -> str:
-    from urllib.parse import unquote
-
-    if "://" in relative or relative.startswith("/"):
-        return relative
-    return f"{table_path.rstrip('/')}/{unquote(relative)}"

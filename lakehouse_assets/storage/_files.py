@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 
@@ -18,7 +19,7 @@ class Location:
         return Location(self.fs, "/".join([self.path.rstrip("/"), *parts]))
 
     def exists(self) -> bool:
-        return self.fs.get_file_info(self.path).type != pafs.FileType.NotFound
+        return bool(self.fs.get_file_info(self.path).type != pafs.FileType.NotFound)
 
     def is_empty_or_missing(self) -> bool:
         info = self.fs.get_file_info(self.path)
@@ -30,7 +31,7 @@ class Location:
 
     def read_text(self) -> str:
         with self.fs.open_input_stream(self.path) as stream:
-            return stream.read().decode("utf-8")
+            return str(stream.read().decode("utf-8"))
 
 
 def locate(uri: str) -> Location:
@@ -39,3 +40,11 @@ def locate(uri: str) -> Location:
         return Location(pafs.LocalFileSystem(), uri)
     fs, path = pafs.FileSystem.from_uri(uri)
     return Location(fs, path)
+
+
+def table_file_path(table_path: str, relative: str) -> str:
+    """A data file's path as the log lists it (URL-encoded, relative to the table, or an
+    absolute URI), made absolute."""
+    if "://" in relative or relative.startswith("/"):
+        return relative
+    return f"{table_path.rstrip('/')}/{unquote(relative)}"

@@ -81,7 +81,7 @@ def _json_bound(value: Any, *, floor: bool) -> Any:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             return None  # timestamp_ntz: not written by this engine
-        value = value.astimezone(dt.timezone.utc)
+        value = value.astimezone(dt.UTC)
         millis = value.replace(microsecond=(value.microsecond // 1000) * 1000)
         if not floor and millis != value:
             millis += dt.timedelta(milliseconds=1)

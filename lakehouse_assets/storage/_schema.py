@@ -61,8 +61,10 @@ def plan_write(
     _check_unique_names(path, batch_schema)
     if table_schema is None or overwrite_schema:
         target = storable(batch_schema)
-        casts = {f.name: T.StringType() for f in batch_schema.fields if isinstance(f.dataType, T.NullType)}
-        return WritePlan(target, casts, [])
+        null_casts: dict[str, T.DataType] = {
+            f.name: T.StringType() for f in batch_schema.fields if isinstance(f.dataType, T.NullType)
+        }
+        return WritePlan(target, null_casts, [])
 
     by_name = {f.name.lower(): f for f in table_schema.fields}
     casts: dict[str, T.DataType] = {}
@@ -125,7 +127,6 @@ def _strip_nullability(dtype: T.DataType) -> T.DataType:
 
 
 def _is_widening(source: T.DataType, target: T.DataType) -> bool:
-    integral = [type(t) for t in (source, target) if type(t) in _INTEGRAL_ORDER]
-    if len(integral) == 2:
+    if isinstance(source, T.IntegralType) and isinstance(target, T.IntegralType):
         return _INTEGRAL_ORDER.index(type(source)) < _INTEGRAL_ORDER.index(type(target))
     return isinstance(source, T.FloatType) and isinstance(target, T.DoubleType)

@@ -113,20 +113,6 @@ def read_plan(store: TableStore, spark: SparkSession, plan: ChangePlan) -> DataF
     return reader.parquet(*plan.files)
 
 
-def read_changes(
-    store: TableStore, spark: SparkSession, path: str, *, after_version: int | None
-) -> tuple[DataFrame, int]:
-    """The rows added by the commits after ``after_version`` up to the latest version, and
-    that latest version.
-
-    With ``after_version`` None, or when the range holds a commit that removed data (an
-    overwrite such as a complete-mode batch), the answer is the whole table at the latest
-    version. Nothing is read on the driver; Spark's executors read the data files.
-    """
-    plan = plan_changes(store, path, after_version=after_version)
-    return read_plan(store, spark, plan), plan.latest_version
-
-
 def schema_at(path: str, version: int) -> T.StructType:
     """The table's Spark schema at ``version``."""
     try:
@@ -151,4 +137,4 @@ def _operation(commits: list[Commit], version: int) -> str:
     return next((c.operation for c in commits if c.version == version), "UNKNOWN")
 
 
-__all__ = ["ChangePlan", "plan_changes", "read_changes", "read_plan", "schema_at", "table_id"]
+__all__ = ["ChangePlan", "plan_changes", "read_plan", "schema_at", "table_id"]

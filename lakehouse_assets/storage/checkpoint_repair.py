@@ -39,12 +39,10 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.storage.checkpoint import BatchOffsets, batch_ids, read_batch_offsets, table_name_of
+from lakehouse_assets.storage._checkpoint_files import BatchOffsets, batch_ids, read_batch_offsets, table_name_of
+from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.engine import HistoryEntry, TableStore
 from lakehouse_assets.storage.sink import OFFSETS_KEY, OUTPUT_MODE_KEY
-from lakehouse_assets.storage._files import locate
-
-SOURCE_FILE_COLUMN = "_source_file"
 
 RepairKind = Literal["resumed", "restarted"]
 
@@ -70,7 +68,7 @@ def repair_checkpoint(
     table_paths: Sequence[str],
     *,
     table_name: str | None = None,
-    source_file_column: str = SOURCE_FILE_COLUMN,
+    source_file_column: str,
 ) -> RepairResult:
     """Rebuild the checkpoint at ``checkpoint_location`` from the tables its query writes
     (``table_paths``: the table first, then its quarantine for a routed query).
@@ -109,14 +107,16 @@ def repair_checkpoint(
             f"Cannot rebuild checkpoint {location}: {', '.join(map(str, missing))} holds no batch of query "
             f"{query_id}, which wrote {main} last. Full-refresh {name}: `lakehouse reset {name}`."
         )
-    low, high = min(held.values()), max(held.values())  # type: ignore[type-var]
+    batches = [b for b in held.values() if b is not None]  # every table holds one: checked above
+    low, high = min(batches), max(batches)
     if high - low > 1:
         raise LakehouseError(
             f"Cannot rebuild checkpoint {location}: the tables of query {query_id} hold batches "
             f"{', '.join(f'{p}: {b}' for p, b in held.items())}, further apart than one interrupted batch. "
             f"Full-refresh {name}: `lakehouse reset {name}`."
         )
-    offsets = {batch: _recorded_offsets(store, table_paths, query_id, batch) for batch in {low, high, high - 1} if batch >= 0}
+    offsets = {batch: _recorded_offsets(store, table_paths, query_id, batch)
+               for batch in {low, high, high - 1} if batch >= 0}
     for batch in (low, high):
         if offsets[batch] is None:
             raise LakehouseError(
@@ -190,7 +190,8 @@ def _has_rows(store: TableStore, path: str) -> bool:
 
 
 def _reads_files(offsets: BatchOffsets) -> bool:
-    return len(offsets.sources) == 1 and isinstance(offsets.sources[0], dict) and set(offsets.sources[0]) == {"logOffset"}
+    sources = offsets.sources
+    return len(sources) == 1 and isinstance(sources[0], dict) and set(sources[0]) == {"logOffset"}
 
 
 def _ingested_files(path: str, column: str) -> list[dict[str, Any]]:
@@ -256,7 +257,7 @@ def _write_checkpoint(
     (staging / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
     for batch, recorded in sorted(offsets.items()):
         (staging / "offsets" / str(batch)).write_text(recorded.log_text(conf))
-    (staging / "commits" / str(done)).write_text('v1\n{"nextBatchWatermarkMs":%d}' % offsets[done].watermark_ms)
+    (staging / "commits" / str(done)).write_text(f'v1\n{{"nextBatchWatermarkMs":{offsets[done].watermark_ms:d}}}')
     if files is not None:
         (staging / "sources" / "0").mkdir(parents=True)
         lines = ["v1", *(json.dumps(entry, separators=(",", ":")) for entry in files)]
@@ -275,7 +276,7 @@ def _move_aside(location: str) -> str | None:
 
 
 def _stamp() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
 
 
-__all__ = ["RepairResult", "SOURCE_FILE_COLUMN", "repair_checkpoint", "tables_written_by"]
+__all__ = ["RepairResult", "repair_checkpoint", "tables_written_by"]

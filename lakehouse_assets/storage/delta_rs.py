@@ -8,33 +8,24 @@ failed write leaves behind are never in the log, so no reader sees them.
 from __future__ import annotations
 
 import datetime as dt
-import re
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import deltalake
 import pyarrow as pa
-import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction
-from deltalake.exceptions import DeltaError, TableNotFoundError as DeltaTableNotFound
+from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse_assets.errors import (
-    LakehouseError,
-    NotADeltaTableError,
-    TableNotFoundError,
-    UnsupportedTableError,
-)
+from lakehouse_assets.errors import LakehouseError, NotADeltaTableError, UnsupportedTableError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.storage._files import Location, locate
-from lakehouse_assets.storage._parquet_stats import stats_json
+from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage._schema import arrow_to_spark, plan_write, spark_to_arrow
+from lakehouse_assets.storage._staging import holds_only_staging_folders, stage_files
+from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table
 from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,
@@ -49,20 +40,8 @@ META_QUERY = "lakehouse.query"
 META_BATCH = "lakehouse.batchId"
 META_ROWS = "lakehouse.rowsWritten"
 
-# Folders _stage writes data files into: <UTC time>-<12 hex digits>.
-_STAGING_FOLDER = re.compile(r"\d{8}T\d{6}-[0-9a-f]{12}")
-
 # Reader features this engine reads correctly by listing files and reading Parquet.
 _READABLE_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
-
-
-@dataclass(frozen=True)
-class _StagedFile:
-    relative_path: str
-    size: int
-    modification_time_ms: int
-    num_rows: int
-    stats: str
 
 
 class DeltaRsTableStore:
@@ -121,7 +100,7 @@ class DeltaRsTableStore:
             entries.append(
                 HistoryEntry(
                     version=int(commit["version"]),
-                    timestamp=dt.datetime.fromtimestamp(commit["timestamp"] / 1000, tz=dt.timezone.utc),
+                    timestamp=dt.datetime.fromtimestamp(commit["timestamp"] / 1000, tz=dt.UTC),
                     operation=str(commit.get(META_OPERATION) or commit.get("operation") or "UNKNOWN"),
                     parameters=commit.get("operationParameters") or {},
                     rows_written=None if rows is None else int(rows),
@@ -132,6 +111,10 @@ class DeltaRsTableStore:
                 )
             )
         return entries
+
+    def snapshot(self, path: str, *, version: int | None = None) -> DeltaRsSnapshot:
+        """The table at its latest version, or at ``version``, read by delta-rs and pyarrow."""
+        return DeltaRsSnapshot(str(path), self._open(path, version=version))
 
     # -- reading ------------------------------------------------------------------------------
     def read(self, spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:
@@ -174,6 +157,8 @@ class DeltaRsTableStore:
         With ``transaction``, a batch the table already holds is skipped, and the commit
         records the batch so a replay is skipped too.
         """
+        if mode == "merge":
+            raise LakehouseError(f"A merge into {path} needs its key columns: write it with merge(df, path, keys=...)")
         if mode not in ("append", "overwrite"):
             raise LakehouseError(f"Unknown write mode {mode!r} for {path}: use 'append' or 'overwrite'")
         path = str(path)
@@ -182,9 +167,10 @@ class DeltaRsTableStore:
             return CommitResult(path, None, skipped=True)
         current = _spark_schema(table) if table is not None else None
         plan = plan_write(
-            path, current, df.schema, merge_schema=merge_schema, overwrite_schema=mode == "overwrite" and overwrite_schema
+            path, current, df.schema,
+            merge_schema=merge_schema, overwrite_schema=mode == "overwrite" and overwrite_schema,
         )
-        staged = self._stage(_apply_casts(df, plan.casts), path)
+        staged = stage_files(_apply_casts(df, plan.casts), path)
         fault_point("delta.files_written")
         rows = sum(f.num_rows for f in staged)
         if table is not None and mode == "append" and rows == 0 and not plan.new_columns and transaction is None:
@@ -214,9 +200,10 @@ class DeltaRsTableStore:
                     storage_options=self._storage_options, commit_properties=properties,
                 )
             else:
-                table.create_write_transaction(actions, mode=mode, schema=delta_schema, commit_properties=properties)
+                table.create_write_transaction([*actions], mode=mode, schema=delta_schema, commit_properties=properties)
         except DeltaError as exc:
-            raise LakehouseError(f"Commit to Delta table {path} failed: {exc}. No rows were made visible; retry the write.") from exc
+            raise LakehouseError(
+                f"Commit to Delta table {path} failed: {exc}. No rows were made visible; retry the write.") from exc
         fault_point("delta.committed")
         return CommitResult(
             path,
@@ -282,25 +269,7 @@ class DeltaRsTableStore:
 
     # -- internals ----------------------------------------------------------------------------
     def _open(self, path: str, *, version: int | None = None) -> DeltaTable:
-        try:
-            table = DeltaTable(str(path), storage_options=self._storage_options)
-        except DeltaTableNotFound as exc:
-            raise TableNotFoundError(str(path)) from exc
-        if version is not None:
-            latest = table.version()
-            if not 0 <= version <= latest:
-                raise LakehouseError(
-                    f"Delta table {path} has no version {version}: its versions run from 0 to {latest}. "
-                    "See its history for what each version holds."
-                )
-            try:
-                table.load_as_version(version)
-            except DeltaError as exc:
-                raise LakehouseError(
-                    f"Version {version} of Delta table {path} can no longer be read ({exc}); "
-                    "its log or files were cleaned up. Read a later version."
-                ) from exc
-        return table
+        return open_delta_table(path, version=version, storage_options=self._storage_options)
 
     def _open_for_write(self, path: str) -> DeltaTable | None:
         if self.exists(path):
@@ -310,44 +279,10 @@ class DeltaRsTableStore:
             _check_readable(path, table)
             return table
         location = locate(path)
-        if not location.is_empty_or_missing() and not _holds_only_staging_folders(location):
+        if not location.is_empty_or_missing() and not holds_only_staging_folders(location):
             raise NotADeltaTableError(path)
         return None
 
-    def _stage(self, df: DataFrame, path: str) -> list[_StagedFile]:
-        """Write the data files with Spark's Parquet writer into a fresh folder of the table."""
-        folder = f"{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
-        table = locate(path)
-        staged_dir = table.child(folder)
-        try:
-            df.write.mode("error").parquet(f"{path.rstrip('/')}/{folder}")
-        except BaseException:
-            # A failed job leaves the folder (and sometimes finished task files) behind. They
-            # are invisible to readers, but in a table not created yet they would make the
-            # retry refuse the path as "not a Delta table".
-            _delete_quietly(staged_dir)
-            raise
-        staged = []
-        for info in table.fs.get_file_info(pafs.FileSelector(staged_dir.path, recursive=True)):
-            name = info.base_name
-            if info.type != pafs.FileType.File or not name.endswith(".parquet") or name.startswith((".", "_")):
-                continue
-            footer = pq.read_metadata(info.path, filesystem=table.fs)
-            relative = info.path[len(table.path.rstrip("/")) + 1 :]
-            staged.append(
-                _StagedFile(
-                    relative_path=relative,
-                    size=info.size,
-                    modification_time_ms=int(info.mtime.timestamp() * 1000),
-                    num_rows=footer.num_rows,
-                    stats=stats_json(footer),
-                )
-            )
-        empty = [f for f in staged if f.num_rows == 0]
-        for f in empty:
-            table.fs.delete_file(table.child(f.relative_path).path)
-        _remove_checksum_files(staged_dir)
-        return [f for f in staged if f.num_rows > 0]
 
 
 def _add_columns(
@@ -364,27 +299,10 @@ def _add_columns(
     wanted = {n.lower() for n in names}
     added = T.StructType([f for f in table_schema.fields if f.name.lower() in wanted])
     fields = deltalake.Schema.from_arrow(spark_to_arrow(added)).fields
-    custom = {k: v for k, v in (properties.custom_metadata or {}).items() if k not in (META_ROWS, META_BATCH, META_QUERY)}
+    batch_keys = (META_ROWS, META_BATCH, META_QUERY)
+    custom = {k: v for k, v in (properties.custom_metadata or {}).items() if k not in batch_keys}
     custom[META_OPERATION] = "ADD COLUMNS"
     table.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata=custom))
-
-
-def _holds_only_staging_folders(location: Location) -> bool:
-    """Whether a folder without a Delta log holds nothing but data folders of writes that
-    were killed before their first commit (named as :meth:`DeltaRsTableStore._stage` names
-    them). No reader ever sees those files, so the path is still free for a new table."""
-    entries = location.fs.get_file_info(pafs.FileSelector(location.path, recursive=False))
-    return bool(entries) and all(
-        e.type == pafs.FileType.Directory and _STAGING_FOLDER.fullmatch(e.base_name) for e in entries
-    )
-
-
-def _delete_quietly(folder: Location) -> None:
-    try:
-        if folder.exists():
-            folder.fs.delete_dir(folder.path)
-    except OSError:
-        pass  # best effort: files outside the log are never read
 
 
 def _spark_schema(table: DeltaTable) -> T.StructType:
@@ -426,7 +344,8 @@ def _commit_properties(
     custom.update(metadata or {})
     return CommitProperties(
         custom_metadata=custom,
-        app_transactions=[Transaction(app_id=transaction.app_id, version=transaction.batch_id)] if transaction else None,
+        app_transactions=(
+            [Transaction(app_id=transaction.app_id, version=transaction.batch_id)] if transaction else None),
     )
 
 
@@ -440,16 +359,6 @@ def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
 
 def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
-
-
-def _remove_checksum_files(folder: Location) -> None:
-    """Hadoop's local file system leaves ``.crc`` files beside data files; they are not
-    part of the table."""
-    if not isinstance(folder.fs, pafs.LocalFileSystem):
-        return
-    for info in folder.fs.get_file_info(pafs.FileSelector(folder.path, recursive=True)):
-        if info.type == pafs.FileType.File and info.base_name.endswith(".crc"):
-            folder.fs.delete_file(info.path)
 
 
 __all__ = ["DeltaRsTableStore"]

@@ -10,11 +10,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 
-WriteMode = Literal["append", "overwrite"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+#: How a batch is written: appended, overwriting the table, or merged (upserted) by keys.
+#: :meth:`TableStore.write` appends and overwrites; :meth:`TableStore.merge` merges.
+WriteMode = Literal["append", "overwrite", "merge"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,41 @@ class StreamOptions:
     starting_version: int | None = None
     max_files_per_trigger: int | None = None
     skip_change_commits: bool = False
+
+
+@dataclass(frozen=True)
+class SnapshotFile:
+    """A data file of a table version, with the size and row count its log states."""
+
+    path: str  # absolute, as the file system names it
+    relative_path: str  # as the log lists it
+    size: int | None
+    num_records: int | None
+
+
+class TableSnapshot(Protocol):
+    """One version of a table, read without Spark: what commands, checks and run metadata
+    need (rows, files, statistics) in a process that has no Spark session."""
+
+    path: str
+    version: int
+
+    def column_names(self) -> list[str]:
+        """The table's columns at this version."""
+        ...
+
+    def files(self) -> list[SnapshotFile]:
+        """The data files of this version."""
+        ...
+
+    def row_count(self) -> int | None:
+        """Rows at this version, from the log's per-file statistics (no data file is read);
+        None when a file has no row count, since a partial sum would look exact."""
+        ...
+
+    def to_arrow(self, columns: Sequence[str] | None = None, *, limit: int | None = None) -> pa.Table:
+        """The rows (all columns, or ``columns``), the first ``limit`` of them if given."""
+        ...
 
 
 class TableStore(Protocol):
@@ -132,6 +172,10 @@ class TableStore(Protocol):
 
     def history(self, path: str, *, limit: int | None = None) -> list[HistoryEntry]:
         """The table's commits, newest first."""
+        ...
+
+    def snapshot(self, path: str, *, version: int | None = None) -> TableSnapshot:
+        """The table at its latest version, or at ``version``, for reading without Spark."""
         ...
 
     def drop(self, path: str) -> None:

@@ -13,7 +13,6 @@ run that made it, so what a run wrote is read back from the table's log
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -22,8 +21,7 @@ from pyspark.sql import DataFrame
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.storage._files import locate
-from lakehouse_assets.storage.checkpoint import read_batch_offsets
+from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
 
 OutputMode = Literal["append", "complete", "update"]
@@ -73,11 +71,11 @@ class DeltaSink:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> CommitResult:
         fault_point("batch.started")
         transaction = AppTransaction(self.query_id(), int(batch_id))
-        metadata = {OUTPUT_MODE_KEY: self.output_mode}
+        metadata: dict[str, str] = {OUTPUT_MODE_KEY: self.output_mode}
         if self.run_id:
             metadata[RUN_KEY] = self.run_id
         # Spark logged offsets/<batch_id> before calling us; it is always there.
-        offsets = read_batch_offsets(self.checkpoint_location, int(batch_id))
+        offsets = Checkpoint(self.checkpoint_location).batch_offsets(int(batch_id))
         if offsets is not None:
             metadata[OFFSETS_KEY] = offsets.to_json()
         if self.output_mode == "update":
@@ -107,14 +105,14 @@ class DeltaSink:
     def query_id(self) -> str:
         """The streaming query's id, from its checkpoint: it names the query's commits."""
         if self._query_id is None:
-            metadata = locate(self.checkpoint_location).child("metadata")
-            try:
-                self._query_id = str(json.loads(metadata.read_text())["id"])
-            except (OSError, ValueError, KeyError) as exc:
+            # Spark writes the metadata file before the first batch, so a batch always has it.
+            query_id = Checkpoint(self.checkpoint_location).query_id()
+            if query_id is None:
                 raise LakehouseError(
-                    f"Cannot read the query id from checkpoint {self.checkpoint_location}/metadata ({exc}). "
-                    "The checkpoint is damaged: repair it or full-refresh the table."
-                ) from exc
+                    f"Checkpoint {self.checkpoint_location} has no metadata file, so the query writing "
+                    f"{self.path} has no id to name its commits by. Run the sink from a streaming query "
+                    "(foreachBatch) with this checkpoint location.")
+            self._query_id = query_id
         return self._query_id
 
 
@@ -130,7 +128,7 @@ def run_commits(store: TableStore, path: str, run_id: str) -> list[CommitResult]
     limit: int | None = 32
     while True:
         entries = store.history(path, limit=limit)
-        found = []
+        found: list[CommitResult] = []
         for entry in entries:
             if entry.custom_metadata.get(RUN_KEY) != run_id:
                 return found[::-1]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -28,7 +29,6 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from lakehouse_assets.errors import StreamSourceError
-from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._delta_log import (
     DataFile,
     latest_version,
@@ -36,11 +36,14 @@ from lakehouse_assets.storage._delta_log import (
     snapshot_files,
     snapshot_schema,
 )
+from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._schema import arrow_to_spark, spark_to_arrow
 from lakehouse_assets.storage.changes import table_id
 from lakehouse_assets.storage.engine import StreamOptions
 
 SOURCE_NAME = "lakehouse_delta"
+# A position in the stream as Spark stores it in the checkpoint: a JSON object.
+Offset = dict[str, Any]
 # Marks the error raised when the table's schema grew under a running query; the stream
 # runner restarts the query once to pick up the new columns.
 SCHEMA_CHANGED_MARKER = "LAKEHOUSE_SOURCE_SCHEMA_CHANGED"
@@ -84,7 +87,7 @@ class _Position:
     snapshot: bool
     index: int
 
-    def offset(self) -> dict:
+    def offset(self) -> Offset:
         return {"version": self.version, "index": self.index, "snapshot": self.snapshot}
 
 
@@ -123,14 +126,14 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._id: str | None = None
 
     # -- planning (runs in the driver's Python worker) ----------------------------------------
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> Offset:
         if self.start_at_latest:
             return self._stamp({"version": latest_version(self.path) + 1, "index": -1, "snapshot": False})
         if self.starting_version is not None:
             return self._stamp({"version": self.starting_version, "index": -1, "snapshot": False})
         return self._stamp(dict(_NOT_STARTED))
 
-    def _stamp(self, offset: dict) -> dict:
+    def _stamp(self, offset: Offset) -> Offset:
         """An offset that also names the table it is a position in, and which incarnation of
         it: the checkpoint then tells on its own whether the table has moved on, and a table
         recreated under the same path (a full refresh) is not mistaken for the old one."""
@@ -141,7 +144,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._id = table_id(self.path)
         return self._id
 
-    def _check_same_table(self, start: dict) -> None:
+    def _check_same_table(self, start: Offset) -> None:
         recorded = start.get("tableId")
         if recorded is not None and recorded != self._table_id():
             raise StreamSourceError(
@@ -158,7 +161,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
         self._check_same_table(start)
         upto = self._upto()
         max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
@@ -179,7 +182,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 break
         return start if last is None else self._stamp(last.offset())
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
         if start == end:
             return []
         end_position = _Position(end["version"], end["snapshot"], end["index"])
@@ -193,7 +196,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 break
         return parts
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: Offset) -> None:
         """Nothing to release: offsets live in Spark's checkpoint."""
 
     def _upto(self) -> int:
@@ -202,7 +205,9 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._known_version = latest_version(self.path, self._known_version)
         return self._known_version
 
-    def _walk(self, start: dict, *, snapshot_version: int, upto: int) -> Iterator[tuple[_Position, DataFile] | _SchemaBoundary]:
+    def _walk(
+        self, start: Offset, *, snapshot_version: int, upto: int
+    ) -> Iterator[tuple[_Position, DataFile] | _SchemaBoundary]:
         """Every data file after ``start``, in order, up to version ``upto``."""
         if start["snapshot"]:
             version = start["version"] if start["version"] >= 0 else snapshot_version

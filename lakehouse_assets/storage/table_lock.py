@@ -73,7 +73,7 @@ def table_lock(root: Path, table_name: str, *, timeout_seconds: float, holder: s
         # Say who holds the lock, for the error a waiting run reports.
         record = {
             "pid": os.getpid(), "host": socket.gethostname(), "holder": holder,
-            "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode(), 0)

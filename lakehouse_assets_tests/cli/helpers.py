@@ -6,7 +6,9 @@ Tables are made with ``deltalake.write_deltalake``, not Spark, so these tests st
 from __future__ import annotations
 
 import os
+import struct
 import sys
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +69,12 @@ def write_table(root: Path, table: str, data: pa.Table | Mapping[str, Sequence[o
     return path
 
 
+def hadoop_checksum(data: bytes, chunk: int = 512) -> bytes:
+    """A ``.crc`` file as Hadoop's local file system writes it beside a file."""
+    sums = b"".join(struct.pack(">I", zlib.crc32(data[i:i + chunk])) for i in range(0, len(data), chunk))
+    return b"crc\0" + struct.pack(">i", chunk) + sums
+
+
 def write_checkpoint(root: Path, table: str, *, committed: int | None, planned: int | None,
                      offset: str = '{"version": 3, "index": 0, "snapshot": false}',
                      query_id: str = "3f1c0d2e-query") -> Path:
@@ -77,9 +85,9 @@ def write_checkpoint(root: Path, table: str, *, committed: int | None, planned: 
     (folder / "commits").mkdir()
     (folder / "metadata").write_text(f'{{"id":"{query_id}"}}\n')
     for batch in range(planned + 1 if planned is not None else 0):
-        (folder / "offsets" / str(batch)).write_text(
-            f'v1\n{{"batchWatermarkMs":0,"batchTimestampMs":{batch}}}\n{offset}\n')
-        (folder / "offsets" / f".{batch}.crc").write_bytes(b"\0")
+        text = f'v1\n{{"batchWatermarkMs":0,"batchTimestampMs":{batch}}}\n{offset}\n'.encode()
+        (folder / "offsets" / str(batch)).write_bytes(text)
+        (folder / "offsets" / f".{batch}.crc").write_bytes(hadoop_checksum(text))
     for batch in range(committed + 1 if committed is not None else 0):
         (folder / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
     return folder

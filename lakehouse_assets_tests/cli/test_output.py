@@ -10,7 +10,7 @@ import pytest
 
 from lakehouse_assets.cli.output import format_value, render_table, to_json
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.mark.parametrize(("value", "text"), [

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from lakehouse_assets_tests.cli.helpers import Runner, write_table
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def make_table(root: Path) -> None:

@@ -5,9 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from lakehouse_assets.cli.catalog import source_file_path
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.cli.helpers import Runner, write_checkpoint, write_table
 
@@ -105,11 +102,17 @@ def test_an_unreadable_table_is_reported_and_the_rest_still_shown(lakehouse: Run
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize(("value", "path"), [
-    ("file:///lake/landing/recordings/r-1.json", "/lake/landing/recordings/r-1.json"),
-    ("file:/lake/landing/recordings/r-1.json", "/lake/landing/recordings/r-1.json"),
-    ("file:///lake/landing/my%20files/r%231.json", "/lake/landing/my files/r#1.json"),
-    ("/lake/landing/recordings/./r-1.json", "/lake/landing/recordings/r-1.json"),
-])
-def test_source_file_values_become_local_paths(value: str, path: str) -> None:
-    assert source_file_path(value) == path
+def test_a_damaged_checkpoint_is_reported_as_a_run_would_find_it(lakehouse: Runner, root: Path) -> None:
+    damaged = write_checkpoint(root, "bronze.recordings", committed=3, planned=4)
+    write_checkpoint(root, "silver.recordings_enriched", committed=2, planned=2)
+    (damaged / "offsets" / "4").write_text("v1\n{not json\n")  # its checksum no longer matches either
+
+    result = lakehouse("status", "--json")
+    assert result.code == 1, str(result)
+    checkpoints = {c["table"]: c for c in json.loads(result.stdout)["checkpoints"]}
+    bronze = checkpoints["bronze.recordings"]
+    assert (bronze["last_committed_batch"], bronze["last_offset_batch"]) == (3, 4)
+    assert str(damaged / "offsets" / "4") in bronze["error"]
+    assert "lakehouse repair bronze.recordings" in bronze["error"]
+    assert checkpoints["silver.recordings_enriched"]["error"] is None
+    assert checkpoints["silver.recordings_enriched"]["last_committed_batch"] == 2

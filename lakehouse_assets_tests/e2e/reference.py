@@ -51,7 +51,7 @@ def expected_gold(landing_root: Path) -> ExpectedGold:
             mrn, heartrate = int(record["mrn"]), float(record["heartrate"])
             if heartrate <= 0 or mrn not in names:
                 continue
-            day = dt.datetime.fromtimestamp(math.floor(record["time"]), tz=dt.timezone.utc).date()
+            day = dt.datetime.fromtimestamp(math.floor(record["time"]), tz=dt.UTC).date()
             sums[(mrn, day)] += heartrate
             counts[(mrn, day)] += 1
     daily = {key: (names[key[0]], sums[key] / counts[key]) for key in counts}
@@ -76,7 +76,7 @@ def daily_avg_differences(rows: list[dict[str, Any]] | None, expected: ExpectedG
         return ["gold/daily_patient_avg does not exist yet"]
     actual: dict[DayKey, tuple[str, float]] = {}
     for row in rows:
-        key = (int(row["mrn"]), row["date"].astimezone(dt.timezone.utc).date())
+        key = (int(row["mrn"]), row["date"].astimezone(dt.UTC).date())
         if key in actual:
             return [f"duplicate row for {key}"]
         actual[key] = (row["name"], float(row["avg_heartrate"]))

@@ -71,7 +71,7 @@ def test_landed_files_reach_gold_through_sensors(dagster: DagsterDeployment, cap
     with capsys.disabled():
         print(
             f"\n[e2e land->gold] startup {startup:.0f}s; "
-            + "; ".join(f"batch {i} ({n} x {RECORDS_PER_FILE} records) {s:.0f}s" for i, (n, s) in enumerate(zip(BATCHES, latencies), 1))
+            + "; ".join(f"batch {i} ({n} x {RECORDS_PER_FILE} records) {s:.0f}s" for i, (n, s) in enumerate(zip(BATCHES, latencies, strict=True), 1))
             + f"; {len(runs)} runs; shutdown {report.seconds:.0f}s"
         )
         for run in reversed(runs):

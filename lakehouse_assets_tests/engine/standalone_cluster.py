@@ -12,6 +12,7 @@ import time
 import urllib.request
 from contextlib import suppress
 from pathlib import Path
+
 from lakehouse_assets_tests.ports import free_port
 
 START_TIMEOUT_SECONDS = 90
@@ -79,7 +80,7 @@ class StandaloneCluster:
         """Until the master's status page lists one live worker."""
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
-            for role, process in zip(("master", "worker"), self._processes):
+            for role, process in zip(("master", "worker"), self._processes, strict=True):
                 if process.poll() is not None:
                     raise RuntimeError(f"the Spark {role} exited with code {process.returncode}; see {self.log(role)}")
             with suppress(OSError, ValueError):

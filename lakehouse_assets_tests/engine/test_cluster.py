@@ -11,8 +11,8 @@ import pytest
 
 from lakehouse_assets.reliability.delta_files import read_rows, row_tuples
 from lakehouse_assets_tests.engine.standalone_cluster import StandaloneCluster
-from lakehouse_assets_tests.reliability.crash_harness import CrashHarness
 from lakehouse_assets_tests.ports import free_port
+from lakehouse_assets_tests.reliability.crash_harness import CrashHarness
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ HEADER = CsvDialect(header=True)
 
 
 def _batch(rows: list[tuple[str, str, int]]) -> pa.RecordBatch:
-    values, files, blocks = zip(*rows)
+    values, files, blocks = zip(*rows, strict=True)
     return pa.RecordBatch.from_pydict({"value": list(values), "_source_file": list(files), "_block_start": list(blocks)})
 
 

@@ -16,6 +16,7 @@ from lakehouse_assets.ingestion.files import (
     glob_matches,
     is_data_file,
     list_data_files,
+    local_file_path,
     spark_file_uri,
 )
 
@@ -94,3 +95,13 @@ def test_paths_are_spelt_as_spark_spells_them() -> None:
     assert spark_file_uri("file:/data/a%20b.json") == "file:/data/a%20b.json"
     assert spark_file_uri("/data/a b.json") == "file:/data/a%20b.json"
     assert spark_file_uri("s3://bucket/x.json") == "s3://bucket/x.json"
+
+
+@pytest.mark.parametrize(("value", "path"), [
+    ("file:///lake/landing/recordings/r-1.json", "/lake/landing/recordings/r-1.json"),
+    ("file:/lake/landing/recordings/r-1.json", "/lake/landing/recordings/r-1.json"),
+    ("file:///lake/landing/my%20files/r%231.json", "/lake/landing/my files/r#1.json"),
+    ("/lake/landing/recordings/./r-1.json", "/lake/landing/recordings/r-1.json"),
+])
+def test_source_file_values_become_local_paths(value: str, path: str) -> None:
+    assert local_file_path(value) == path

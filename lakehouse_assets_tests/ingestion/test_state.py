@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.ingestion import AutoLoaderOptions, CheckpointStateError, ingested_files, unread_files
-from lakehouse_assets.ingestion.state import file_source_log, uncommitted_files
+from lakehouse_assets.errors import CorruptCheckpointError
+from lakehouse_assets.ingestion import AutoLoaderOptions, ingested_files, unread_files
+from lakehouse_assets.ingestion.state import uncommitted_files
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets_tests.cli.helpers import hadoop_checksum
 
 from .helpers import Bronze, by_source, file_uri, json_lines, recording
 
@@ -28,12 +31,12 @@ def test_a_compacted_log_and_the_batches_after_it(tmp_path: Path) -> None:
     _write_log(log, "9.compact", [(f"file:///l/{b}.json", b) for b in range(10)])
     _write_log(log, "10", [("file:///l/10.json", 10)])
     _write_log(log, "11", [("file:///l/11a.json", 11), ("file:///l/11b.json", 11)])
-    (log / ".11.crc").write_bytes(b"\0")
+    (log / ".11.crc").write_bytes(hadoop_checksum((log / "11").read_bytes()))  # a checksum is not a batch
     (tmp_path / "commits").mkdir()
     for batch in range(11):
         (tmp_path / "commits" / str(batch)).write_text("v1\n{}")
 
-    entries = file_source_log(str(tmp_path))
+    entries = Checkpoint(str(tmp_path)).file_source_log()
     state = ingested_files(str(tmp_path))
 
     assert [e.batch_id for e in entries] == [*range(11), 11, 11]
@@ -46,7 +49,7 @@ def test_a_compacted_log_and_the_batches_after_it(tmp_path: Path) -> None:
 def test_a_damaged_log_is_named(tmp_path: Path) -> None:
     (tmp_path / "sources" / "0").mkdir(parents=True)
     (tmp_path / "sources" / "0" / "0").write_text("not a log")
-    with pytest.raises(CheckpointStateError, match="sources/0/0"):
+    with pytest.raises(CorruptCheckpointError, match="sources/0/0"):
         ingested_files(str(tmp_path))
 
 

@@ -6,7 +6,7 @@ import datetime as dt
 import random
 from typing import Any
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 BRONZE_SCHEMA = (
     "device_id BIGINT, mrn BIGINT, time DOUBLE, heartrate DOUBLE, "

@@ -1,4 +1,5 @@
-"""read_changes: the rows the commits after a version added, read back through Spark."""
+"""plan_changes + read_plan: the rows the commits after a version added, read back through Spark
+(as the contract checks read a table's new rows)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakehouse_assets.errors import TableNotFoundError
-from lakehouse_assets.storage.changes import plan_changes, read_changes, schema_at, table_id
+from lakehouse_assets.storage.changes import plan_changes, read_plan, schema_at, table_id
 
 SCHEMA = "id BIGINT, label STRING"
 
@@ -14,6 +15,12 @@ SCHEMA = "id BIGINT, label STRING"
 def _write(spark, store, path, ids, mode="append"):
     df = spark.createDataFrame([(i, f"row {i}") for i in ids], SCHEMA)
     return store.write(df, str(path), mode=mode)
+
+
+def read_changes(store, spark, path, *, after_version):
+    """The rows added after ``after_version`` and the latest version, as the checks read them."""
+    plan = plan_changes(store, path, after_version=after_version)
+    return read_plan(store, spark, plan), plan.latest_version
 
 
 def _ids(df) -> list[int]:

@@ -130,7 +130,7 @@ def test_a_failing_blocking_check_stops_downstream_in_the_same_run(spark, settin
 @pytest.mark.parametrize(("rows", "requested"), [([silver_row()], 1), ([silver_row(), silver_row(mrn=-4)], 0)],
                          ids=["passed", "failed"])
 def test_a_failing_blocking_check_keeps_later_automated_runs_from_downstream(spark, settings, instance, rows, requested):
-    from lakehouse_assets.sensors.automation import downstream_of_new_data
+    from lakehouse_assets.assets.automation import downstream_of_new_data
 
     @dg.asset(deps=[SILVER_KEY], automation_condition=downstream_of_new_data())
     def downstream() -> None: ...

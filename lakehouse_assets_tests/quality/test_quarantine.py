@@ -15,7 +15,7 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality import silver
 from lakehouse_assets.quality.bronze import RECORDINGS_COLUMNS
 from lakehouse_assets.quality.evaluation import evaluate
-from lakehouse_assets.quality.quarantine import QuarantineSink, quarantine_reason, route, split
+from lakehouse_assets.quality.quarantine import QuarantineSink, quarantine_reason, route, split_routed
 from lakehouse_assets.quality.rules import Severity
 from lakehouse_assets.storage import DeltaSink
 from lakehouse_assets.streaming import StreamRun, run_stream
@@ -26,7 +26,6 @@ from lakehouse_assets_tests.quality.data import (
     failed_silver_rules,
     mixed_bronze_rows,
 )
-
 
 
 def silver_columns() -> list:
@@ -59,8 +58,9 @@ def test_every_row_lands_once_with_the_reasons_the_rules_give(spark, patients):
     rows = numbered(mixed_bronze_rows(300, seed=6))
     bronze = spark.createDataFrame(rows, BRONZE_SCHEMA)
 
-    passed, quarantined = split(joined(bronze, patients), silver.ROUTING_RULES,
-                                passed_columns=[*silver_columns(), "_source_file"], quarantine_columns=RECORDINGS_COLUMNS)
+    passed, quarantined = split_routed(route(joined(bronze, patients), silver.ROUTING_RULES),
+                                       passed_columns=[*silver_columns(), "_source_file"],
+                                       quarantine_columns=RECORDINGS_COLUMNS)
 
     expected = {row[5]: ",".join(failed_silver_rules(row)) or None for row in rows}
     got_quarantined = {r["_source_file"]: r["_quarantine_reason"] for r in quarantined.collect()}
@@ -78,8 +78,8 @@ def test_every_row_lands_once_with_the_reasons_the_rules_give(spark, patients):
 def test_routed_rows_satisfy_the_tables_contracts(spark, patients):
     bronze = spark.createDataFrame(numbered(mixed_bronze_rows(200, seed=8)), BRONZE_SCHEMA)
 
-    passed, quarantined = split(joined(bronze, patients), silver.ROUTING_RULES,
-                                passed_columns=silver_columns(), quarantine_columns=RECORDINGS_COLUMNS)
+    passed, quarantined = split_routed(route(joined(bronze, patients), silver.ROUTING_RULES),
+                                       passed_columns=silver_columns(), quarantine_columns=RECORDINGS_COLUMNS)
 
     # The stream's routing and the silver asset checks are the same rules: no ERROR check
     # can fail on what the stream let through.

@@ -12,7 +12,7 @@ from lakehouse_assets.quality import bronze, gold, silver
 from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.rules import Rule, Severity, not_null, rules_reading
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 NOW = dt.datetime.now(UTC)
 Y2K = dt.datetime(2000, 1, 1, tzinfo=UTC)
 

@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from lakehouse_assets_tests.reliability.crash_harness import CrashHarness, crash_seed, format_summary
 from lakehouse_assets_tests.ports import free_port
+from lakehouse_assets_tests.reliability.crash_harness import CrashHarness, crash_seed, format_summary
 
 RESULTS = Path(__file__).resolve().parents[2] / "reliability" / "results"
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else crash_seed()
     work = Path(tempfile.mkdtemp(prefix="lakehouse-soak-"))
     print(f"soak: seed {seed}, {args.kills} kills, working in {work}", flush=True)
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     harness = CrashHarness(work, seed, clean_every=args.clean_every, engine_port=free_port() if args.engine else None,
                            log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", flush=True))
     if args.engine:

@@ -93,7 +93,7 @@ def test_files_that_cannot_be_read_yet_are_held_back_named_and_read_once_fixed(
     bronze.run()  # the schema comes from a good file; the checkpoint exists from here on
     good = land_good(bronze, "good.json", 10)
     empty = bronze.land("empty.json", b"")
-    growing = bronze.land("growing.json", b"")
+    bronze.land("growing.json", b"")
     locked = unreadable_file(bronze.landing, "locked.json")
     odd_names = {name: land_good(bronze, name, 100 + 10 * i) for i, name in enumerate(["a:b.json", "q?.json", "star*.json", "[x]{y}.json", "back\\slash.json"])}
 

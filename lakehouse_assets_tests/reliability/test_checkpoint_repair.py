@@ -15,8 +15,8 @@ from lakehouse_assets.reliability.invariants import check_all
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.storage import DeltaSink
-from lakehouse_assets.storage.checkpoint import batch_ids
 from lakehouse_assets.storage._files import locate
+from lakehouse_assets.storage.checkpoint import batch_ids
 from lakehouse_assets.streaming import run_stream
 from lakehouse_assets_tests.assets.pipeline import materialize
 

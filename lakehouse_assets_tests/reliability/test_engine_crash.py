@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse_assets_tests.reliability.crash_harness import ENGINE_KILL, ENGINE_LOST_MESSAGE, CrashHarness
 from lakehouse_assets_tests.ports import free_port
+from lakehouse_assets_tests.reliability.crash_harness import ENGINE_KILL, ENGINE_LOST_MESSAGE, CrashHarness
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ def lines_and_kinds(config: SimulatorConfig, files: int) -> list[tuple[str, Reco
     dataset = Dataset(config)
     return [pair for index in range(1, files + 1)
             for pair in zip(dataset.file(index).content.decode().split("\n")[:-1],
-                            dataset.file(index).kinds)]
+                            dataset.file(index).kinds, strict=True)]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS, ids=str)

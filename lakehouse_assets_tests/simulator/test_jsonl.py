@@ -37,12 +37,12 @@ def test_bulk_lines_equal_single_lines() -> None:
     device, mrn = gen.integers(100, 999, 300), gen.integers(10**7, 10**8, 300)
     time_ms = gen.integers(1577836800000, 1609459200000, 300)
     centi = gen.integers(1, 25000, 300)
-    values = list(zip(device.tolist(), mrn.tolist(), time_ms.tolist(), centi.tolist()))
+    values = list(zip(device.tolist(), mrn.tolist(), time_ms.tolist(), centi.tolist(), strict=True))
     bulk = record_lines(heads=[record_head(d, m) for d, m, _, _ in values],
                         time_ms=time_ms, heartrate_centi=centi)
     single = [record_line(device_id=str(d), mrn=str(m), time=time_text(t),
                           heartrate=heartrate_text(c)) for d, m, t, c in values]
     assert bulk == single
-    for line, (d, m, t, c) in zip(bulk, values):
+    for line, (d, m, t, c) in zip(bulk, values, strict=True):
         assert json.loads(line) == {"device_id": d, "mrn": m, "time": t / 1000,
                                     "heartrate": c / 100}

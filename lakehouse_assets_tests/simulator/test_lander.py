@@ -46,7 +46,7 @@ def test_lands_numbered_files_and_the_patients_csv(landing: Path) -> None:
 def test_same_seed_lands_byte_identical_files(tmp_path: Path) -> None:
     first = land(tmp_path / "a", files=3, records_per_file=200, bad_rate=0.1, seed=9)
     second = land(tmp_path / "b", files=3, records_per_file=200, bad_rate=0.1, seed=9)
-    for a, b in zip(first.paths, second.paths):
+    for a, b in zip(first.paths, second.paths, strict=True):
         assert a.read_bytes() == b.read_bytes()
     assert first.patients_path.read_bytes() == second.patients_path.read_bytes()
 

@@ -61,7 +61,7 @@ def test_slices_tile_the_year_exactly(files_per_year: int) -> None:
     ranges = [file_time_range(i, files_per_year=files_per_year)
               for i in range(1, files_per_year + 1)]
     assert ranges[0][0] == YEAR_START and ranges[-1][1] == YEAR_END
-    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
     assert all(start < end for start, end in ranges)
 
 
@@ -103,7 +103,7 @@ def test_bad_records_replace_good_ones_and_leave_the_rest_unchanged() -> None:
     clean_lines = clean.content.decode().splitlines()
     dirty_lines = dirty.content.decode().splitlines()
     assert len(clean_lines) == len(dirty_lines)
-    for clean_line, dirty_line, kind in zip(clean_lines, dirty_lines, dirty.kinds):
+    for clean_line, dirty_line, kind in zip(clean_lines, dirty_lines, dirty.kinds, strict=True):
         assert (clean_line == dirty_line) == (kind is RecordKind.GOOD)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import types as T
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 # One column of every type the lakehouse stores, top-level and nested.
 ALL_TYPES_SCHEMA = T.StructType(
@@ -62,7 +62,7 @@ def collected(df: DataFrame) -> list[dict[str, Any]]:
 def expected(rows: list[tuple[Any, ...]], schema: T.StructType) -> list[dict[str, Any]]:
     """Input tuples as Spark collects them back: timestamps as naive UTC datetimes (the session
     time zone is UTC), structs as dicts."""
-    return sort_rows([_as_collected(dict(zip(schema.names, row)), schema) for row in rows])
+    return sort_rows([_as_collected(dict(zip(schema.names, row, strict=True)), schema) for row in rows])
 
 
 def normalize_arrow(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -92,7 +92,7 @@ def _as_collected(value: Any, dtype: T.DataType) -> Any:
     if value is None:
         return None
     if isinstance(dtype, T.StructType):
-        items = value.items() if isinstance(value, dict) else zip(dtype.names, value)
+        items = value.items() if isinstance(value, dict) else zip(dtype.names, value, strict=True)
         types = {f.name: f.dataType for f in dtype.fields}
         return {k: _as_collected(v, types[k]) for k, v in items}
     if isinstance(dtype, T.ArrayType):

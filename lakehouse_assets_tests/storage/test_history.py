@@ -15,12 +15,12 @@ from .helpers import write_checkpoint_metadata
 
 def test_history_describes_every_version(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    before = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=1)
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
     store.write(spark.range(0, 4), path, metadata={"lakehouse.asset": "silver.t"})
     store.write(spark.range(4, 6), path, mode="append")
     store.merge(spark.createDataFrame([(1,), (10,)], "id long"), path, keys=["id"])
     store.write(spark.range(0, 3), path, mode="overwrite", operation="FULL REFRESH")
-    after = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=1)
+    after = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1)
 
     history = store.history(path)
     assert [h.version for h in history] == [3, 2, 1, 0]  # newest first

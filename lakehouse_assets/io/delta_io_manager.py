@@ -1,0 +1,111 @@
+"""The Delta IO manager: asset key ``[layer, name]`` ↔ the Delta table ``root/layer/name``.
+
+It resolves the output once (:func:`~lakehouse_assets.io.table_run.resolve_table_run`),
+hands it to the handler for the kind of object the asset returned, and reports what the
+table's log says. The handlers (one module each under :mod:`lakehouse_assets.io.handlers`)
+do the writing; this class holds the locks around them, clears a table for a full refresh,
+and loads inputs as the consuming asset asks: a stream of new rows, or the table as a batch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import dagster as dg
+from pydantic import Field
+from pyspark.sql import DataFrame
+
+from lakehouse_assets.assets.table_asset import IncrementalSource, QuarantineOf, RoutedRows
+from lakehouse_assets.engine.client import engine_errors
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.faults import fault_point
+from lakehouse_assets.io.handlers.batch import write_batch
+from lakehouse_assets.io.handlers.ingestion import write_ingestion
+from lakehouse_assets.io.handlers.quarantine import report_quarantine
+from lakehouse_assets.io.handlers.routed import write_routed
+from lakehouse_assets.io.handlers.stream import write_stream
+from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.metadata import table_metadata
+from lakehouse_assets.io.table_run import TableRef, TableRun, full_refresh, resolve_table_run
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.storage import DeltaRsTableStore, StreamOptions, TableStore
+from lakehouse_assets.storage.table_lock import table_locks
+
+Handler = Callable[[Any, TableRun, TableStore, Any], Written]
+
+
+class DeltaIOManager(dg.ConfigurableIOManager):
+    """Reads and writes table assets as Delta tables under the lakehouse root."""
+
+    spark: SparkResource
+    read_inputs_as: Literal["batch", "stream"] = Field(
+        default="batch", description="Load inputs as the table as it stands, or as a stream of new rows"
+    )
+    lock_timeout_seconds: float = Field(
+        default=900.0,
+        description="How long a run waits for another run writing the same table before it fails",
+    )
+
+    def settings(self) -> LakehouseSettings:
+        """Read when used, not when definitions load: ``LAKEHOUSE_ROOT`` decides."""
+        return LakehouseSettings.from_env()
+
+    def store(self) -> TableStore:
+        """The table storage every handler writes through."""
+        return DeltaRsTableStore()
+
+    # -- writing ------------------------------------------------------------------------------
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        """Write what the asset returned with the handler for its kind; report the table."""
+        if obj is None:
+            return
+        with engine_errors(self.spark.settings()):
+            run = resolve_table_run(context, self.settings())
+            handler, writes = _handler_for(obj, run.table)
+            store = self.store()
+            started = time.monotonic()
+            if writes:
+                with table_locks(run.root, run.lock_names, timeout_seconds=self.lock_timeout_seconds,
+                                 holder=run.lock_holder):
+                    if run.full_refresh:
+                        for table in run.written:
+                            full_refresh(store, table)
+                        context.log.info(f"Full refresh of {run.table.table_name}: cleared its table, "
+                                         "checkpoint and stored schema")
+                    written = handler(obj, run, store, context.log)
+                fault_point("asset.materialized")
+            else:
+                written = handler(obj, run, store, context.log)
+            metadata = {**written.metadata, **table_metadata(store, run, written.version)}
+            metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
+            context.add_output_metadata(metadata)
+
+    # -- reading ------------------------------------------------------------------------------
+    def load_input(self, context: dg.InputContext) -> DataFrame:
+        """The upstream table: a stream of the rows each new version adds, or as it stands."""
+        table = TableRef.of(context.asset_key, self.settings())
+        with engine_errors(self.spark.settings()):
+            spark = self.spark.spark_session
+            if self.read_inputs_as == "stream":
+                return self.store().read_stream(spark, str(table.path), StreamOptions())
+            return self.store().read(spark, str(table.path))
+
+
+def _handler_for(obj: Any, table: TableRef) -> tuple[Handler, bool]:
+    """The handler for what an asset returned, and whether it writes (under the tables'
+    locks, after a full refresh) or only reports."""
+    if isinstance(obj, QuarantineOf):
+        return report_quarantine, False
+    if isinstance(obj, RoutedRows):
+        return write_routed, True
+    if isinstance(obj, IncrementalSource):
+        return write_ingestion, True
+    if isinstance(obj, DataFrame):
+        return (write_stream if obj.isStreaming else write_batch), True
+    raise LakehouseError(
+        f"Asset {table.table_name} returned {type(obj).__name__}; a table asset returns a "
+        "Spark DataFrame (streaming or batch)"
+    )

@@ -1,0 +1,33 @@
+"""An ingestion source (Auto Loader over a landing folder): its query is rebuilt and
+restarted when the landed data's schema evolves, and the files deleted between the query's
+listing and its read are named, since their records are not in the table and only this
+warning says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from lakehouse_assets.assets.table_asset import IncrementalSource
+from lakehouse_assets.ingestion.state import vanished_files, vanished_message
+from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
+from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.storage import DeltaSink, TableStore
+from lakehouse_assets.storage.checkpoint import Checkpoint
+
+
+def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore, log: Any) -> Written:
+    """Run the ingestion query of ``source`` into the table."""
+    if not has_work(run, store, source.has_new_data):
+        return stream_written(skipped(run, log), files_vanished=dg.MetadataValue.json([]))
+    checkpoint = str(run.table.checkpoint)
+    done_before = Checkpoint(checkpoint).last_committed_batch()
+    sink = DeltaSink(store, str(run.table.path), checkpoint,
+                     output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
+    query = run_query(run, source.build, sink, log, restart_when=source.restart_when)
+    vanished = vanished_files(checkpoint, after_batch=done_before)
+    for path in vanished:
+        log.warning(vanished_message(path, run.table.table_name))
+    return stream_written(query, files_vanished=dg.MetadataValue.json(vanished))

@@ -1,0 +1,20 @@
+"""The quarantine output of a routed table: its rows were written by the main table's query
+(which also cleared it on a full refresh), so this output only reports, from the table's
+log, what that query put there in this run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from lakehouse_assets.assets.table_asset import QuarantineOf
+from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.storage import TableStore, run_commits
+
+
+def report_quarantine(output: QuarantineOf, run: TableRun, store: TableStore, log: Any) -> Written:
+    """What this run's routing query committed to the quarantine table."""
+    commits = run_commits(store, str(run.table.path), run.run_id) if run.run_id else []
+    return Written(None, {"rows_written": dg.MetadataValue.int(sum(c.rows_written for c in commits))})

@@ -1,0 +1,73 @@
+"""The steps every streaming output shares: check the checkpoint before starting, skip a
+query with nothing to read, run it to completion, and report it from its progress and the
+table's commits.
+
+A damaged checkpoint, one that disagrees with the tables its query writes, or one that
+points into an upstream table recreated since, stops the run before Spark starts, with an
+error naming it and the way out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import dagster as dg
+from pyspark.sql import DataFrame
+
+from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.storage import TableStore
+from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.streaming import RestartPolicy, RunSink, StreamRun, run_stream
+
+
+def has_work(run: TableRun, store: TableStore, has_new_data: Callable[[], bool | None] | None = None) -> bool:
+    """Check the checkpoint, then say whether the query has anything to read: starting a
+    query costs seconds even when it reads nothing. ``has_new_data`` is the source's own
+    answer; otherwise the checkpoint's Delta offsets say. Unknown counts as work."""
+    if run.full_refresh:
+        return True  # the refresh cleared the checkpoint: everything is new
+    checkpoint = Checkpoint(str(run.table.checkpoint), run.table.table_name)
+    state = checkpoint.validate([str(t.path) for t in run.written], store)
+    if state is None:
+        return True
+    checkpoint.check_sources(state, store, run.root)
+    unread = has_new_data() if has_new_data is not None else store.stream_has_unread_data(str(run.table.checkpoint))
+    return unread is not False
+
+
+def run_query(
+    run: TableRun, build: Callable[[], DataFrame], sink: RunSink, log: Any,
+    restart_when: RestartPolicy | None = None,
+) -> StreamRun:
+    """Run the table's query (``build`` makes its streaming DataFrame) into ``sink`` until
+    its trigger is done."""
+    into = " -> ".join(t.table_name for t in run.written)
+    log.info(f"Running the {run.trigger.kind} query of {into} (checkpoint {run.table.checkpoint})")
+    return run_stream(
+        build, sink,
+        checkpoint_location=str(run.table.checkpoint),
+        trigger=run.trigger,
+        query_name=run.query_name,
+        restart_when=restart_when,
+        run_id=run.run_id,
+    )
+
+
+def skipped(run: TableRun, log: Any) -> StreamRun:
+    """The report of a query not started: the checkpoint says there is nothing new."""
+    log.info(f"{run.table.table_name}: no new input since the last run; no query started")
+    return StreamRun()
+
+
+def stream_written(query: StreamRun, **extra: Any) -> Written:
+    """What a query run reports: rows read and written, batches, restarts, its id."""
+    return Written(query.last_version, {
+        "rows_processed": dg.MetadataValue.int(query.input_rows),
+        "rows_written": dg.MetadataValue.int(query.rows_written),
+        "micro_batches": dg.MetadataValue.int(query.batches),
+        "query_restarts": dg.MetadataValue.int(query.restarts),
+        "query_id": dg.MetadataValue.text(query.query_id or ""),
+        **extra,
+    })

@@ -1,0 +1,33 @@
+"""Rows routed by the quality rules: one query writes the rows that pass to the table and
+the failing ones, each with its reason, to the table's quarantine, both exactly once per
+micro-batch under one checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakehouse_assets.assets.table_asset import RoutedRows
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
+from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.quality.quarantine import QuarantineSink
+from lakehouse_assets.storage import DeltaSink, TableStore
+
+
+def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any) -> Written:
+    """Run the routing query into the table and its quarantine."""
+    if run.quarantine is None:
+        raise LakehouseError(
+            f"{run.table.table_name} returned routed rows, but its asset names no quarantine table: "
+            "declare it with routed_table_asset(quarantine_name=...)")
+    if not has_work(run, store):
+        return stream_written(skipped(run, log))
+    checkpoint = str(run.table.checkpoint)
+    sink = QuarantineSink(
+        passed=DeltaSink(store, str(run.table.path), checkpoint),
+        quarantine=DeltaSink(store, str(run.quarantine.path), checkpoint),
+        passed_columns=routed.passed_columns,
+        quarantine_columns=routed.quarantine_columns,
+    )
+    return stream_written(run_query(run, lambda: routed.rows, sink, log))

@@ -1,0 +1,16 @@
+"""What a handler hands back to the IO manager: the version it committed last, and the
+metadata its kind of output reports (the table's own metadata is added around it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one output's handler did: ``version`` is the last version it committed (None:
+    nothing new), ``metadata`` what it reports beyond the table's own."""
+
+    version: int | None
+    metadata: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,38 @@
+"""What every materialization of a table reports about the table itself, read from the
+table (its log and schema), never from what the run remembers: version, rows, columns,
+column lineage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.storage import TableStore
+
+
+def table_metadata(store: TableStore, run: TableRun, written_version: int | None) -> dict[str, Any]:
+    """The table's path, current version, the version this run wrote last, its row count
+    (from the log's statistics), its columns and the asset's column lineage."""
+    path = str(run.table.path)
+    metadata: dict[str, Any] = {"table_path": dg.MetadataValue.path(path)}
+    if not store.exists(path):
+        return metadata
+    snapshot = store.snapshot(path)
+    metadata["delta_version"] = dg.MetadataValue.int(snapshot.version)
+    metadata["written_version"] = (
+        dg.MetadataValue.int(written_version) if written_version is not None
+        else dg.MetadataValue.text("none (nothing new)"))
+    rows = snapshot.row_count()
+    if rows is not None:
+        metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
+    metadata["dagster/column_schema"] = dg.TableSchema(
+        columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in store.schema(path).fields])
+    if run.column_lineage:
+        metadata["dagster/column_lineage"] = dg.TableColumnLineage(deps_by_column={
+            column: [dg.TableColumnDep(asset_key=dg.AssetKey(table.split(".")), column_name=source_column)
+                     for table, source_column in sources]
+            for column, sources in run.column_lineage.items()
+        })
+    return metadata

@@ -1,0 +1,80 @@
+"""The ``versions_whole`` invariant: no table has a half-written version. Every commit file
+of every table parses, versions run without gaps, no streaming batch is committed twice, and
+every data file of the latest snapshot exists with the size and row count its log states."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability.report import InvariantResult
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage.discovery import discover_tables
+
+VERSIONS_WHOLE = "versions_whole"
+
+
+def check_versions_whole(settings: LakehouseSettings) -> InvariantResult:
+    """No table under the root has a half-written version."""
+    result = InvariantResult(VERSIONS_WHOLE, "no table has a half-written version")
+    tables = discover_tables(settings.root)
+    if not tables:
+        result.skipped = "no tables yet"
+    for name in tables:
+        layer, table = name.split(".", 1)
+        check_table_whole(result, name, settings.table_path(layer, table))
+    return result
+
+
+def check_table_whole(result: InvariantResult, name: str, path: Path) -> None:
+    """Add to ``result`` whatever makes the table at ``path`` not whole."""
+    versions = delta_files.log_versions(path)
+    broken = [f"version {v.version} ({v.path.name}) {v.problem}" for v in versions if v.problem]
+    if broken:
+        result.add(name, f"{len(broken)} commit files are not whole commits", broken)
+    numbers = [v.version for v in versions]
+    if numbers:
+        start = numbers[0]
+        checkpoints = delta_files.checkpoint_versions(path)
+        if start != 0 and not any(c >= start - 1 for c in checkpoints):
+            result.add(name, f"the log starts at version {start} with no Delta checkpoint before it")
+        gaps = sorted(set(range(start, numbers[-1] + 1)) - set(numbers))
+        if gaps:
+            result.add(name, f"the log misses versions {gaps[:10]} (versions {start}..{numbers[-1]})")
+    else:
+        result.add(name, "the _delta_log holds no commit file")
+        return
+    seen: dict[tuple[str, int], int] = {}
+    twice = []
+    for version in versions:
+        for txn in version.transactions():
+            if txn in seen:
+                twice.append(f"query {txn[0]} batch {txn[1]}: versions {seen[txn]} and {version.version}")
+            seen.setdefault(txn, version.version)
+    if twice:
+        result.add(name, f"{len(twice)} streaming batches are committed more than once", twice)
+    try:
+        files = delta_files.snapshot_files(path)
+    except Exception as exc:  # noqa: BLE001 - delta-rs raises many types for a damaged log
+        result.add(name, f"the latest snapshot cannot be loaded: {delta_files.error_summary(exc)}")
+        return
+    missing, wrong = [], []
+    for f in files:
+        if not Path(f.path).is_file():
+            missing.append(f.relative_path)
+            continue
+        size = Path(f.path).stat().st_size
+        if f.size is not None and size != f.size:
+            wrong.append(f"{f.relative_path}: {size} bytes, the log says {f.size}")
+            continue
+        try:
+            rows = delta_files.parquet_rows(Path(f.path))
+        except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a torn file vary
+            wrong.append(f"{f.relative_path}: not readable Parquet ({delta_files.error_summary(exc)})")
+            continue
+        if f.num_records is not None and rows != f.num_records:
+            wrong.append(f"{f.relative_path}: {rows} rows, the log says {f.num_records}")
+    if missing:
+        result.add(name, f"{len(missing)} data files of the latest version are missing", missing)
+    if wrong:
+        result.add(name, f"{len(wrong)} data files differ from their log entry", wrong)

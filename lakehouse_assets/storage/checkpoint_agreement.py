@@ -1,0 +1,118 @@
+"""Checking a checkpoint against the tables around it: the tables its query writes must hold
+exactly the batches it says it wrote, and the Delta tables it reads must be the ones its
+positions point into.
+
+Every commit the exactly-once sink makes records ``(query id, batch id)`` as a Delta app
+transaction, so the table says which batch of which query it holds last; the checkpoint must
+agree, or a restarted query would skip batches the table never received (checkpoint ahead)
+or skip new batches as if already written (checkpoint behind). Spark itself checks neither.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lakehouse_assets.errors import CheckpointMismatchError, SourceRecreatedError
+from lakehouse_assets.storage._checkpoint_files import CheckpointState, table_name_of
+from lakehouse_assets.storage.engine import TableStore
+
+
+def check_agreement(
+    state: CheckpointState, table_path: str, store: TableStore, table_name: str | None = None
+) -> None:
+    """Raise :class:`~lakehouse_assets.errors.CheckpointMismatchError` unless the table at
+    ``table_path`` holds exactly what the checkpoint says its query has written.
+
+    With T the last batch the query committed to the table (its app transaction) and the
+    checkpoint's last planned (P) and done (C) batches, they agree when T == C, or when
+    T == P == C + 1: the run died after the Delta commit and before Spark recorded the
+    batch, and the replay of batch P will be skipped by the sink. T < C: the checkpoint is
+    ahead (the table was restored, rolled back or recreated, or the checkpoint is another
+    table's). T > P: the checkpoint is behind (an older copy was put back): Spark would plan
+    new batches with the numbers the table already holds, and the sink would drop them.
+    """
+    if state.query_id is None:
+        return
+    name = table_name or table_name_of(state.location)
+    committed = -1 if state.last_committed_batch is None else state.last_committed_batch
+    planned = -1 if state.last_planned_batch is None else state.last_planned_batch
+    table_batch = store.committed_batch(str(table_path), state.query_id)
+    held = -1 if table_batch is None else table_batch
+    if held == committed or held == planned == committed + 1:
+        return
+    holds = (
+        f"the table holds batch {held} of query {state.query_id} as its last"
+        if held >= 0 else
+        f"the table holds no batch of query {state.query_id}"
+        + ("" if store.exists(str(table_path)) else " (there is no table at all)")
+    )
+    recovery = (
+        f"Rebuild the checkpoint from what the table holds with `lakehouse repair {name}` (the old "
+        f"checkpoint is kept aside), or full-refresh the table with `lakehouse reset {name}`."
+    )
+    if held < committed:
+        message = (
+            f"The checkpoint {state.location} is ahead of the Delta table {table_path}: it records "
+            f"batch {committed} as done, but {holds}. The table was restored, rolled back or "
+            f"recreated since, or the checkpoint belongs to another table; resuming would skip "
+            f"what batches {held + 1}..{committed} read, which the table does not have. {recovery}"
+        )
+    elif held > planned:
+        message = (
+            f"The checkpoint {state.location} is behind the Delta table {table_path}: its last "
+            f"planned batch is {planned} (last done {committed}), but {holds}. An older copy of "
+            f"the checkpoint was put back; resuming would plan new batches under numbers the "
+            f"table already holds, and they would be skipped as written: their rows would be "
+            f"lost. {recovery}"
+        )
+    else:
+        message = (
+            f"The checkpoint {state.location} and the Delta table {table_path} disagree: the "
+            f"checkpoint's last planned batch is {planned} and its last done batch {committed}, "
+            f"but {holds}. {recovery}"
+        )
+    raise CheckpointMismatchError(message, checkpoint=state.location, table=str(table_path))
+
+
+def check_sources(state: CheckpointState, store: TableStore, table_name: str | None = None, root: Any = None) -> None:
+    """Raise :class:`~lakehouse_assets.errors.SourceRecreatedError` when a Delta table the
+    query reads is gone, or was recreated (a full refresh) since the checkpoint's last
+    batch: the checkpoint's positions are versions of the old table.
+
+    The Delta source stamps its offsets with the table's path and id; other sources
+    (files) are not checked here. ``root`` (the lakehouse root) lets the message name the
+    upstream table as ``layer.name``.
+    """
+    name = table_name or table_name_of(state.location)
+    for offset in state.source_offsets:
+        if not isinstance(offset, dict) or "tableId" not in offset or "table" not in offset:
+            continue
+        upstream_path = str(offset["table"])
+        upstream = _name_under(upstream_path, root)
+        current = store.table_id(upstream_path)
+        if current == offset["tableId"]:
+            continue
+        what = (
+            "no longer exists" if current is None
+            else f"was recreated (id {offset['tableId']} is now {current}), by a full refresh"
+        )
+        then = (
+            f"Materialize {upstream} first; then full-refresh {name}"
+            if current is None else f"Full-refresh {name}"
+        )
+        raise SourceRecreatedError(
+            f"{name} streams from {upstream} ({upstream_path}), which {what} since {name} last "
+            f"read it: the positions in checkpoint {state.location} are versions of the old table, "
+            f"so resuming would skip or repeat rows. {then} so it reads {upstream} again from the "
+            f"start: `lakehouse reset {name} --yes` (or run it with the full_refresh config), and "
+            f"the same for the tables that stream from {name}."
+        )
+
+
+def _name_under(path: str, root: Any) -> str:
+    """``layer.name`` of a table path under the lakehouse root, else the path."""
+    if root is not None:
+        prefix = str(root).rstrip("/") + "/"
+        if path.startswith(prefix) and path[len(prefix):].count("/") == 1:
+            return path[len(prefix):].replace("/", ".")
+    return path

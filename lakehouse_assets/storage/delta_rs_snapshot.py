@@ -1,0 +1,105 @@
+"""Opening a Delta table with delta-rs, and reading one of its versions without Spark.
+
+Commands, invariant checks and run metadata read tables here (delta-rs lists the files,
+pyarrow reads them), so they work in a process that has no Spark session and never touch
+the write path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from deltalake.exceptions import DeltaError
+from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
+
+from lakehouse_assets.errors import LakehouseError, TableNotFoundError
+from lakehouse_assets.storage._files import locate, table_file_path
+from lakehouse_assets.storage.engine import SnapshotFile
+
+
+def open_delta_table(
+    path: str, *, version: int | None = None, storage_options: Mapping[str, str] | None = None
+) -> DeltaTable:
+    """The Delta table at ``path``, at its latest version or at ``version``; errors name the
+    table, the versions it has, and what to read instead."""
+    try:
+        table = DeltaTable(str(path), storage_options=dict(storage_options) if storage_options else None)
+    except DeltaTableNotFound as exc:
+        raise TableNotFoundError(str(path)) from exc
+    if version is not None:
+        latest = table.version()
+        if not 0 <= version <= latest:
+            raise LakehouseError(
+                f"Delta table {path} has no version {version}: its versions run from 0 to {latest}. "
+                "See its history for what each version holds."
+            )
+        try:
+            table.load_as_version(version)
+        except DeltaError as exc:
+            raise LakehouseError(
+                f"Version {version} of Delta table {path} can no longer be read ({exc}); "
+                "its log or files were cleaned up. Read a later version."
+            ) from exc
+    return table
+
+
+class DeltaRsSnapshot:
+    """A :class:`~lakehouse_assets.storage.engine.TableSnapshot` read by delta-rs and pyarrow."""
+
+    def __init__(self, path: str, table: DeltaTable) -> None:
+        self.path = str(path)
+        self.version = table.version()
+        self._table = table
+
+    def column_names(self) -> list[str]:
+        """The table's columns at this version."""
+        return [field.name for field in self._table.schema().fields]
+
+    def files(self) -> list[SnapshotFile]:
+        """The data files of this version, with the size and row count the log states."""
+        return [
+            SnapshotFile(
+                path=table_file_path(self.path, str(add["path"])),
+                relative_path=str(add["path"]),
+                size=None if add.get("size_bytes") is None else int(add["size_bytes"]),
+                num_records=None if add.get("num_records") is None else int(add["num_records"]),
+            )
+            for add in self._add_actions().to_pylist()
+        ]
+
+    def row_count(self) -> int | None:
+        """Rows at this version, summed from the log's per-file statistics."""
+        actions = self._add_actions()
+        if actions.num_rows == 0:
+            return 0
+        counts = actions.column("num_records")
+        if counts.null_count:
+            return None
+        return int(pc.sum(counts.cast(pa.int64())).as_py())
+
+    def to_arrow(self, columns: Sequence[str] | None = None, *, limit: int | None = None) -> pa.Table:
+        """The rows of this version (all columns, or ``columns``), the first ``limit`` if given."""
+        dataset = self._dataset()
+        selected = None if columns is None else list(columns)
+        if limit is not None:
+            return dataset.head(limit, columns=selected)
+        return dataset.to_table(columns=selected)
+
+    def _add_actions(self) -> pa.Table:
+        return pa.table(self._table.get_add_actions(flatten=True))
+
+    def _dataset(self) -> pads.Dataset:
+        # Files are read through pyarrow's own file system, not delta-rs's default Python
+        # file-system handler: with that handler a process that read rows aborts at exit now
+        # and then ("terminate called without an active exception", exit 134, or a segfault),
+        # which would break the exit codes scripts rely on.
+        location = locate(self.path)
+        return self._table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(location.path, location.fs))
+
+
+__all__ = ["DeltaRsSnapshot", "open_delta_table"]

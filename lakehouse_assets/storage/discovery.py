@@ -1,0 +1,33 @@
+"""The tables under a lakehouse root, found by looking at folders, not by loading the asset
+graph: ``<root>/<layer>/<table>/_delta_log``. What is on disk is what is listed, tables no
+asset defines any more included.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lakehouse_assets.storage._delta_log import DELTA_LOG
+
+# The medallion layers first, in the order data flows; any other layer after, by name.
+_LAYER_ORDER = {"bronze": 0, "silver": 1, "gold": 2}
+
+
+def is_table(path: Path) -> bool:
+    """Whether the folder ``path`` holds a Delta table (a Delta log)."""
+    return (path / DELTA_LOG).is_dir()
+
+
+def discover_tables(root: Path) -> list[str]:
+    """Every table under ``root`` as ``layer.name``, layers in data-flow order. Folders
+    named ``_…`` or ``.…`` (the machinery's: checkpoints, schemas, the engine) are skipped."""
+    if not root.is_dir():
+        return []
+    found: list[str] = []
+    for layer in sorted(_visible_folders(root), key=lambda p: (_LAYER_ORDER.get(p.name, len(_LAYER_ORDER)), p.name)):
+        found.extend(f"{layer.name}.{table.name}" for table in sorted(_visible_folders(layer)) if is_table(table))
+    return found
+
+
+def _visible_folders(folder: Path) -> list[Path]:
+    return [entry for entry in folder.iterdir() if entry.is_dir() and not entry.name.startswith(("_", "."))]

@@ -1,0 +1,319 @@
+"""The Delta IO manager, one handler at a time: tiny assets materialized through Dagster with
+the real IO manager, the shared SparkSession and real Delta tables under the test's lakehouse
+root; every assertion reads the tables (or their checkpoints) back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse_assets.assets.table_asset import (
+    IO_MANAGER_KEY,
+    STREAM_INPUT_KEY,
+    IncrementalSource,
+    RoutedRows,
+    batch_from,
+    routed_table_asset,
+    stream_from,
+    table_asset,
+)
+from lakehouse_assets.io import DeltaIOManager
+from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, route
+from lakehouse_assets.quality.silver import HEARTRATE_POSITIVE
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
+
+# -- upstream tables, written directly with the store (external assets to Dagster) -----------
+
+PEOPLE = ("bronze", "io_people")
+PEOPLE_SCHEMA = "id BIGINT, name STRING"
+EVENTS = ("bronze", "io_events")
+EVENTS_SCHEMA = "id BIGINT, value BIGINT"
+READINGS = ("bronze", "io_readings")
+READINGS_SCHEMA = "id BIGINT, heartrate DOUBLE"
+LANDED = "io_landed"  # landing folder of the ingestion asset
+LANDED_SCHEMA = "id BIGINT, value BIGINT"
+
+UPSTREAM = [dg.AssetSpec(list(key)).with_io_manager_key(IO_MANAGER_KEY) for key in (PEOPLE, EVENTS, READINGS)]
+
+
+# -- the assets under test ------------------------------------------------------------------
+
+
+@table_asset(layer="silver", name="io_people_upper", ins={"people": batch_from(PEOPLE)})
+def people_upper(people: DataFrame) -> DataFrame:
+    """The people, names in capitals: a batch output, overwritten each run."""
+    return people.select("id", F.upper("name").alias("name"))
+
+
+@table_asset(layer="silver", name="io_people_merged", ins={"people": batch_from(PEOPLE)},
+             write_mode="merge", merge_keys=["id"])
+def people_merged(people: DataFrame) -> DataFrame:
+    """The people, upserted by id: a batch output merged into the table."""
+    return people.select("id", "name")
+
+
+@table_asset(layer="silver", name="io_events_doubled", ins={"events": stream_from(EVENTS)})
+def events_doubled(events: DataFrame) -> DataFrame:
+    """Each event's value doubled: a streaming output, one incremental query."""
+    return events.select("id", (F.col("value") * 2).alias("doubled"))
+
+
+@routed_table_asset(
+    layer="silver",
+    name="io_readings_clean",
+    quarantine_name="io_readings_quarantine",
+    description="Readings with a positive heart rate.",
+    quarantine_description="Readings refused, with the rules they failed.",
+    ins={"readings": stream_from(READINGS)},
+)
+def readings_clean(readings: DataFrame) -> RoutedRows:
+    """Readings routed by heartrate_positive."""
+    return RoutedRows(
+        rows=route(readings, [HEARTRATE_POSITIVE]),
+        passed_columns=["id", "heartrate"],
+        quarantine_columns=["id", "heartrate"],
+    )
+
+
+@table_asset(layer="bronze", name="io_landed")
+def landed(spark: SparkResource) -> IncrementalSource:
+    """JSON files landed under landing/io_landed: an ingestion output."""
+    folder = str(LakehouseSettings.from_env().landing_path(LANDED))
+    return IncrementalSource(build=lambda: spark.spark_session.readStream.schema(LANDED_SCHEMA).json(folder))
+
+
+@table_asset(layer="gold", name="io_not_a_frame")
+def not_a_frame():
+    """Returns a dict where a DataFrame belongs."""
+    return {"id": 1, "name": "not a DataFrame"}
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def materialize(*assets: Any, run_config: dict[str, Any] | None = None, raise_on_error: bool = True,
+                instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+    """Materialize ``assets`` with the real Delta IO manager (batch and stream inputs)."""
+    spark_resource = SparkResource()
+    return dg.materialize(
+        [*assets, *UPSTREAM],
+        resources={
+            "spark": spark_resource,
+            IO_MANAGER_KEY: DeltaIOManager(spark=spark_resource),
+            STREAM_INPUT_KEY: DeltaIOManager(spark=spark_resource, read_inputs_as="stream"),
+        },
+        instance=instance or dg.DagsterInstance.ephemeral(),
+        run_config=run_config,
+        raise_on_error=raise_on_error,
+    )
+
+
+def write_upstream(spark: SparkSession, store: DeltaRsTableStore, settings: LakehouseSettings,
+                   key: Sequence[str], schema: str, rows: list[tuple], mode: str = "append") -> None:
+    store.write(spark.createDataFrame(rows, schema), str(settings.table_path(*key)), mode=mode)
+
+
+def table_path(settings: LakehouseSettings, layer: str, name: str) -> str:
+    return str(settings.table_path(layer, name))
+
+
+def failure_text(result: dg.ExecuteInProcessResult) -> str:
+    """The messages of every failed step's error and of the errors it came from."""
+    texts = []
+    for event in result.all_events:
+        if not event.is_step_failure:
+            continue
+        error = event.step_failure_data.error
+        while error is not None:
+            texts.append(f"{error.cls_name}: {error.message}")
+            error = error.cause or error.context
+    return "\n".join(texts)
+
+
+def latest_offsets(checkpoint: Path) -> Path:
+    files = [p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()]
+    assert files, f"no offsets in {checkpoint}"
+    return max(files, key=lambda p: int(p.name))
+
+
+def query_id(checkpoint: Path) -> str:
+    return json.loads((checkpoint / "metadata").read_text())["id"]
+
+
+# -- batch ----------------------------------------------------------------------------------
+
+
+def test_batch_overwrite_writes_the_rows_reports_the_table_and_replaces_them_next_run(spark, store, settings):
+    write_upstream(spark, store, settings, PEOPLE, PEOPLE_SCHEMA, [(1, "ada"), (2, "bob"), (3, "cy")])
+
+    first = materialization_metadata(materialize(people_upper))["silver/io_people_upper"]
+
+    assert delta_rows(settings, "silver", "io_people_upper", ["id", "name"]) == [(1, "ADA"), (2, "BOB"), (3, "CY")]
+    assert first["rows_written"] == 3
+    assert first["dagster/row_count"] == 3
+    assert first["delta_version"] == first["written_version"] == store.version(table_path(settings, "silver", "io_people_upper"))
+    assert [(c.name, c.type) for c in first["dagster/column_schema"].columns] == [("id", "bigint"), ("name", "string")]
+
+    write_upstream(spark, store, settings, PEOPLE, PEOPLE_SCHEMA, [(7, "dee"), (8, "eve")], mode="overwrite")
+    second = materialization_metadata(materialize(people_upper))["silver/io_people_upper"]
+
+    assert delta_rows(settings, "silver", "io_people_upper", ["id", "name"]) == [(7, "DEE"), (8, "EVE")]
+    assert second["rows_written"] == 2
+    assert second["dagster/row_count"] == 2
+    assert second["delta_version"] == second["written_version"] == first["delta_version"] + 1
+
+
+def test_batch_merge_updates_the_matching_row_and_inserts_the_new_one(spark, store, settings):
+    write_upstream(spark, store, settings, PEOPLE, PEOPLE_SCHEMA, [(1, "ada"), (2, "bob")])
+    materialize(people_merged)
+    assert delta_rows(settings, "silver", "io_people_merged", ["id", "name"]) == [(1, "ada"), (2, "bob")]
+
+    write_upstream(spark, store, settings, PEOPLE, PEOPLE_SCHEMA, [(2, "robert"), (3, "cy")], mode="overwrite")
+    run = materialization_metadata(materialize(people_merged))["silver/io_people_merged"]
+
+    assert delta_rows(settings, "silver", "io_people_merged", ["id", "name"]) == [(1, "ada"), (2, "robert"), (3, "cy")]
+    assert run["rows_written"] == 2  # one updated, one inserted
+    assert run["dagster/row_count"] == 3
+
+
+# -- stream ---------------------------------------------------------------------------------
+
+
+def test_stream_writes_everything_then_skips_when_nothing_is_new_then_writes_only_new_rows(spark, store, settings):
+    path = table_path(settings, "silver", "io_events_doubled")
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 10), (2, 20), (3, 30)])
+
+    first = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
+
+    assert delta_rows(settings, "silver", "io_events_doubled", ["id", "doubled"]) == [(1, 20), (2, 40), (3, 60)]
+    assert first["rows_written"] == 3
+    assert first["micro_batches"] >= 1
+    assert first["written_version"] == first["delta_version"] == store.version(path)
+
+    idle = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
+
+    assert idle["micro_batches"] == 0
+    assert idle["rows_written"] == 0
+    assert idle["query_id"] == ""  # no query started
+    assert idle["written_version"] == "none (nothing new)"
+    assert idle["delta_version"] == first["delta_version"] == store.version(path)
+
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(4, 40), (5, 50)])
+    third = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
+
+    assert delta_rows(settings, "silver", "io_events_doubled", ["id", "doubled"]) == [
+        (1, 20), (2, 40), (3, 60), (4, 80), (5, 100)]
+    assert third["rows_written"] == 2
+    assert third["delta_version"] == third["written_version"] > first["delta_version"]
+    assert third["dagster/row_count"] == 5
+
+
+# -- routed ---------------------------------------------------------------------------------
+
+
+def test_routed_rows_go_to_the_table_or_to_quarantine_with_their_reason(spark, store, settings):
+    readings = [(1, 72.0), (2, 0.0), (3, -4.0), (4, 88.5), (5, None)]
+    write_upstream(spark, store, settings, READINGS, READINGS_SCHEMA, readings)
+
+    run = materialization_metadata(materialize(readings_clean))
+
+    clean = delta_rows(settings, "silver", "io_readings_clean", ["id", "heartrate"])
+    quarantined = delta_rows(settings, "silver", "io_readings_quarantine", ["id", "heartrate", QUARANTINE_REASON])
+    assert clean == [(1, 72.0), (4, 88.5)]
+    assert quarantined == [(2, 0.0, "heartrate_positive"), (3, -4.0, "heartrate_positive"),
+                           (5, None, "heartrate_positive")]
+    assert len(clean) + len(quarantined) == len(readings)
+    assert run["silver/io_readings_clean"]["rows_written"] == len(clean)
+    assert run["silver/io_readings_quarantine"]["rows_written"] == len(quarantined)
+    assert run["silver/io_readings_quarantine"]["dagster/row_count"] == len(quarantined)
+
+
+# -- ingestion ------------------------------------------------------------------------------
+
+
+def test_ingestion_source_writes_each_landed_file_once(spark, store, settings):
+    landing = settings.landing_path(LANDED)
+    landing.mkdir(parents=True)
+    (landing / "1.json").write_text('{"id": 1, "value": 10}\n{"id": 2, "value": 20}\n')
+
+    first = materialization_metadata(materialize(landed))["bronze/io_landed"]
+
+    assert delta_rows(settings, "bronze", "io_landed", ["id", "value"]) == [(1, 10), (2, 20)]
+    assert first["rows_written"] == 2
+    assert first["files_vanished"] == []
+
+    (landing / "2.json").write_text('{"id": 3, "value": 30}\n')
+    second = materialization_metadata(materialize(landed))["bronze/io_landed"]
+
+    assert delta_rows(settings, "bronze", "io_landed", ["id", "value"]) == [(1, 10), (2, 20), (3, 30)]
+    assert second["rows_written"] == 1
+
+
+# -- full refresh ---------------------------------------------------------------------------
+
+
+def test_full_refresh_clears_table_and_checkpoint_and_rebuilds_from_the_source(spark, store, settings):
+    path = table_path(settings, "silver", "io_events_doubled")
+    checkpoint = settings.checkpoint_path("silver", "io_events_doubled")
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 10), (2, 20)])
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(3, 30)])
+    materialize(events_doubled)
+    table_before, query_before = store.table_id(path), query_id(checkpoint)
+    assert len(delta_rows(settings, "silver", "io_events_doubled", ["id"])) == 3
+
+    op = events_doubled.node_def.name
+    assert op == "silver__io_events_doubled"
+    run = materialization_metadata(materialize(events_doubled, run_config={"ops": {op: {"config": {"full_refresh": True}}}}))
+
+    assert delta_rows(settings, "silver", "io_events_doubled", ["id", "doubled"]) == [(1, 20), (2, 40), (3, 60)]
+    refreshed = run["silver/io_events_doubled"]
+    assert refreshed["rows_written"] == 3
+    assert refreshed["dagster/row_count"] == 3
+    assert store.table_id(path) != table_before  # the table was recreated
+    assert query_id(checkpoint) != query_before  # under a new checkpoint
+
+
+# -- failures -------------------------------------------------------------------------------
+
+
+def test_a_damaged_checkpoint_stops_the_run_naming_the_file_and_leaves_the_table_alone(spark, store, settings):
+    path = table_path(settings, "silver", "io_events_doubled")
+    checkpoint = settings.checkpoint_path("silver", "io_events_doubled")
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 10), (2, 20)])
+    materialize(events_doubled)
+    version = store.version(path)
+    offsets = latest_offsets(checkpoint)
+    offsets.write_bytes(b"this is not an offsets file\x00\xff")
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(3, 30)])  # there is work to do
+
+    instance = dg.DagsterInstance.ephemeral()
+    result = materialize(events_doubled, raise_on_error=False, instance=instance)
+
+    assert not result.success
+    text = failure_text(result)
+    assert "CorruptCheckpointError" in text, text
+    # Stopped by the check before the query, not by Spark failing on the file.
+    messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
+    assert not any(m.startswith("Running the") for m in messages), messages
+    assert str(offsets) in text and "damaged" in text, text
+    assert "lakehouse repair silver.io_events_doubled" in text, text
+    assert store.version(path) == version
+    assert delta_rows(settings, "silver", "io_events_doubled", ["id", "doubled"]) == [(1, 20), (2, 40)]
+
+
+def test_an_asset_returning_something_else_than_a_dataframe_fails_naming_its_table(spark, store, settings):
+    result = materialize(not_a_frame, raise_on_error=False)
+
+    assert not result.success
+    text = failure_text(result)
+    assert "gold.io_not_a_frame" in text and "returned dict" in text, text
+    assert not store.exists(table_path(settings, "gold", "io_not_a_frame"))

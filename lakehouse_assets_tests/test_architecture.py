@@ -1,0 +1,78 @@
+"""The import graph keeps its layers: every arrow points down (or sideways within a layer),
+Delta is spoken only in storage/, and no product module grows past 400 lines."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "lakehouse_assets"
+
+# Bottom to top. A module may import from its own layer or any layer below it.
+LAYERS: list[set[str]] = [
+    {"errors", "faults", "settings", "spark_conf"},
+    {"storage", "engine", "simulator"},
+    {"streaming", "spark"},
+    {"ingestion", "quality"},
+    {"assets", "sensors", "reliability"},
+    {"io"},
+    {"definitions", "cli", "__init__"},
+]
+LAYER_OF = {unit: level for level, units in enumerate(LAYERS) for unit in units}
+MAX_MODULE_LINES = 400
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _unit(path: Path) -> str:
+    """The top-level unit of the package a file belongs to: ``storage``, ``spark``, ..."""
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every import in the file, function-level imports included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+    return found
+
+
+def test_every_unit_has_a_layer() -> None:
+    units = {_unit(path) for path in _modules()}
+    assert units <= set(LAYER_OF), f"place these in LAYERS: {sorted(units - set(LAYER_OF))}"
+
+
+def test_no_import_runs_back_up_the_layers() -> None:
+    upward = []
+    for path in _modules():
+        source = _unit(path)
+        for line, module in _imports(path):
+            parts = module.split(".")
+            if parts[0] != "lakehouse_assets" or len(parts) < 2:
+                continue
+            target = parts[1]
+            if LAYER_OF.get(target, -1) > LAYER_OF[source]:
+                upward.append(f"{path.relative_to(PACKAGE)}:{line} imports {module} ({source} -> {target})")
+    assert not upward, "imports that run back up the layers:\n" + "\n".join(upward)
+
+
+def test_only_storage_imports_deltalake() -> None:
+    outside = [
+        f"{path.relative_to(PACKAGE)}:{line}"
+        for path in _modules() if _unit(path) != "storage"
+        for line, module in _imports(path) if module.split(".")[0] == "deltalake"
+    ]
+    assert not outside, f"deltalake imported outside storage/: {outside}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_400_lines(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{path.relative_to(PACKAGE)} has {lines} lines: split it along a real seam"
