@@ -23,6 +23,7 @@ import pytest
 
 from lakehouse_assets.cli import main
 from lakehouse_assets.engine.files import EngineFiles
+from lakehouse_assets.engine.probe import listening
 from lakehouse_assets.engine.server import (
     ENGINE_MARKER,
     EngineStatus,
@@ -76,14 +77,6 @@ def _client_env(**extra: str) -> dict[str, str]:
 def _run_client(code: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code, *args], env=env or _client_env(), capture_output=True,
                           text=True, timeout=CLIENT_TIMEOUT_SECONDS)
-
-
-def _listening(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def _cmdline(pid: int) -> str:
@@ -397,7 +390,7 @@ def test_stop_leaves_no_engine_process_or_python_worker(engine: Engine, tmp_path
                 assert marker not in (entry / "environ").read_bytes().split(b"\0"), _cmdline(int(entry.name))
             except OSError:
                 continue
-    assert not _listening(engine.status.port)
+    assert not listening(engine.status.port)
     assert not engine.files.state.exists() and not engine.files.token.exists()
     assert not engine.files.properties.exists() and engine.files.log.exists()
     assert stop_engine(engine.settings) is False

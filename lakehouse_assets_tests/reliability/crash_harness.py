@@ -183,16 +183,21 @@ class CrashHarness:
         summary.kills_requested = kills
         started = time.monotonic()
         self.land_some(files=2)
-        # Up to three tries per kill: a hit beyond what a run reaches lets the run finish.
+        # Up to three tries per kill: a hit beyond what a run reaches lets the run finish. The
+        # kind follows the kills, not the attempts, so a point that a run outlived is tried
+        # again (with new data landed, so every table has work and reaches the point) rather
+        # than skipped: every kind gets its kill.
+        outlived = False
         while summary.kills < kills and summary.attempts < 3 * kills:
-            kind = self.kinds[summary.attempts % len(self.kinds)]
+            kind = self.kinds[summary.kills % len(self.kinds)]
             summary.attempts += 1
-            if self.rng.random() < 0.7:
+            if outlived or self.rng.random() < 0.7:
                 self.land_some(files=1)
             if kind in (RANDOM_KILL, ENGINE_KILL):
                 outcome = self.run_child(kind, delay=self.rng.uniform(1.0, self._typical_run_seconds()))
             else:
                 outcome = self.run_child(kind, hit=self.rng.randint(1, MAX_HIT[kind]))
+            outlived = not outcome.killed
             if outcome.killed:
                 summary.kills += 1
                 summary.kills_by_point[kind] += 1
