@@ -8,10 +8,9 @@ the write path.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
@@ -20,6 +19,9 @@ from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 from lakehouse_assets.errors import LakehouseError, TableNotFoundError
 from lakehouse_assets.storage._files import locate, table_file_path
 from lakehouse_assets.storage.engine import SnapshotFile
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as pads
 
 
 def open_delta_table(
@@ -80,7 +82,7 @@ class DeltaRsSnapshot:
         counts = actions.column("num_records")
         if counts.null_count:
             return None
-        return int(pc.sum(counts.cast(pa.int64())).as_py())
+        return sum(int(count) for count in counts.to_pylist())
 
     def to_arrow(self, columns: Sequence[str] | None = None, *, limit: int | None = None) -> pa.Table:
         """The rows of this version (all columns, or ``columns``), the first ``limit`` if given."""
@@ -94,6 +96,9 @@ class DeltaRsSnapshot:
         return pa.table(self._table.get_add_actions(flatten=True))
 
     def _dataset(self) -> pads.Dataset:
+        # pyarrow.dataset is imported by delta-rs here, when rows are read: importing it up
+        # front would cost every process that imports storage (Spark's Python workers running
+        # the sink and the source among them) about 50 MiB.
         # Files are read through pyarrow's own file system, not delta-rs's default Python
         # file-system handler: with that handler a process that read rows aborts at exit now
         # and then ("terminate called without an active exception", exit 134, or a segfault),
