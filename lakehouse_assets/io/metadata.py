@@ -28,7 +28,7 @@ def table_metadata(store: TableStore, run: TableRun, written_version: int | None
     if rows is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
     metadata["dagster/column_schema"] = dg.TableSchema(
-        columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in store.schema(path).fields])
+        columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in snapshot.schema().fields])
     if run.column_lineage:
         metadata["dagster/column_lineage"] = dg.TableColumnLineage(deps_by_column={
             column: [dg.TableColumnDep(asset_key=dg.AssetKey(table.split(".")), column_name=source_column)

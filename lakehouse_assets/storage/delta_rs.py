@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import deltalake
-import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import DeltaError
 from deltalake.transaction import AddAction, create_table_with_add_actions
@@ -23,9 +22,9 @@ from pyspark.sql import types as T
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError, UnsupportedTableError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage._files import locate
-from lakehouse_assets.storage._schema import arrow_to_spark, plan_write, spark_to_arrow
+from lakehouse_assets.storage._schema import plan_write, spark_to_arrow
 from lakehouse_assets.storage._staging import holds_only_staging_folders, stage_files
-from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table
+from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,
@@ -63,7 +62,7 @@ class DeltaRsTableStore:
 
     def schema(self, path: str) -> T.StructType:
         """The table's current schema as Spark sees it."""
-        return _spark_schema(self._open(path))
+        return spark_schema(self._open(path))
 
     def stream_has_unread_data(self, checkpoint_location: str) -> bool | None:
         """Whether the Delta-sourced query checkpointed at ``checkpoint_location`` has versions
@@ -122,7 +121,7 @@ class DeltaRsTableStore:
         by Spark's executors from the data files the Delta log lists."""
         table = self._open(path, version=version)
         _check_readable(path, table)
-        schema = _spark_schema(table)
+        schema = spark_schema(table)
         uris = table.file_uris()
         if not uris:
             return spark.createDataFrame([], schema)
@@ -137,7 +136,7 @@ class DeltaRsTableStore:
 
         table = self._open(path)
         _check_readable(path, table)
-        return read_delta_stream(spark, str(path), _spark_schema(table), options or StreamOptions())
+        return read_delta_stream(spark, str(path), spark_schema(table), options or StreamOptions())
 
     # -- writing ------------------------------------------------------------------------------
     def write(
@@ -165,7 +164,7 @@ class DeltaRsTableStore:
         table = self._open_for_write(path)
         if table is not None and _already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
-        current = _spark_schema(table) if table is not None else None
+        current = spark_schema(table) if table is not None else None
         plan = plan_write(
             path, current, df.schema,
             merge_schema=merge_schema, overwrite_schema=mode == "overwrite" and overwrite_schema,
@@ -240,7 +239,7 @@ class DeltaRsTableStore:
         missing = [k for k in keys if k not in df.columns]
         if missing:
             raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
-        plan = plan_write(path, _spark_schema(table), df.schema, merge_schema=merge_schema)
+        plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema)
         source = _apply_casts(df, plan.casts).toArrow()
         predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
         properties = _commit_properties("MERGE", transaction, None, metadata)
@@ -303,10 +302,6 @@ def _add_columns(
     custom = {k: v for k, v in (properties.custom_metadata or {}).items() if k not in batch_keys}
     custom[META_OPERATION] = "ADD COLUMNS"
     table.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata=custom))
-
-
-def _spark_schema(table: DeltaTable) -> T.StructType:
-    return arrow_to_spark(pa.schema(table.schema().to_arrow()))
 
 
 def _check_readable(path: str, table: DeltaTable) -> None:

@@ -15,9 +15,11 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
 from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
+from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, TableNotFoundError
 from lakehouse_assets.storage._files import locate, table_file_path
+from lakehouse_assets.storage._schema import arrow_to_spark
 from lakehouse_assets.storage.engine import SnapshotFile
 
 if TYPE_CHECKING:
@@ -50,6 +52,11 @@ def open_delta_table(
     return table
 
 
+def spark_schema(table: DeltaTable) -> T.StructType:
+    """A delta-rs table's schema, as Spark types."""
+    return arrow_to_spark(pa.schema(table.schema().to_arrow()))
+
+
 class DeltaRsSnapshot:
     """A :class:`~lakehouse_assets.storage.engine.TableSnapshot` read by delta-rs and pyarrow."""
 
@@ -61,6 +68,10 @@ class DeltaRsSnapshot:
     def column_names(self) -> list[str]:
         """The table's columns at this version."""
         return [field.name for field in self._table.schema().fields]
+
+    def schema(self) -> T.StructType:
+        """The table's schema at this version, as Spark types."""
+        return spark_schema(self._table)
 
     def files(self) -> list[SnapshotFile]:
         """The data files of this version, with the size and row count the log states."""
@@ -107,4 +118,4 @@ class DeltaRsSnapshot:
         return self._table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(location.path, location.fs))
 
 
-__all__ = ["DeltaRsSnapshot", "open_delta_table"]
+__all__ = ["DeltaRsSnapshot", "open_delta_table", "spark_schema"]

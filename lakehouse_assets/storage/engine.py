@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -89,6 +90,10 @@ class TableSnapshot(Protocol):
 
     def column_names(self) -> list[str]:
         """The table's columns at this version."""
+        ...
+
+    def schema(self) -> T.StructType:
+        """The table's schema at this version, as Spark types."""
         ...
 
     def files(self) -> list[SnapshotFile]:
