@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import dagster as dg
+from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.table_asset import IncrementalSource, table_asset
-from lakehouse_assets.ingestion import (
-    AutoLoaderOptions,
-    SourceFormat,
-    autoload_stream,
-    landing_warnings,
-    restart_after_schema_evolution,
-)
-from lakehouse_assets.ingestion.readiness import hold_back
-from lakehouse_assets.ingestion.state import unread_files
+from lakehouse_assets.ingestion import MAX_SCHEMA_RESTARTS, AutoLoader, AutoLoaderOptions, SourceFormat
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 
@@ -44,35 +37,36 @@ def bronze_table(
         description=description or f"Raw {data_source} files ingested incrementally ({source_format}).",
     )
     def _bronze(spark: SparkResource) -> IncrementalSource:
-        settings = LakehouseSettings.from_env()
-        checkpoint = settings.checkpoint_path("bronze", name)
-        landing = settings.landing_path(data_source)
-        if checkpoint.exists():
-            # Files this run will not read, by name, with what to do: in the run's log.
-            for message in landing_warnings(landing, options, checkpoint):
-                dg.get_dagster_logger().warning(message)
-        return IncrementalSource(
-            build=lambda: autoload_stream(
-                spark.spark_session,
-                source_dir=settings.landing_path(data_source),
-                options=options,
-                schema_location=settings.schema_path("bronze", name),
-                checkpoint_location=checkpoint,
-            ),
-            restart_when=restart_after_schema_evolution(options, checkpoint_location=checkpoint),
-            # Without a checkpoint (first run) there is no telling: run the query. Nor without
-            # the landing folder: the query's start then says that it is gone.
-            has_new_data=lambda: _has_readable_files(landing, checkpoint, options)
-            if checkpoint.exists() and landing.is_dir() else None,
-        )
+        loader = bronze_loader(LakehouseSettings.from_env(), name=name, data_source=data_source, options=options)
+        return landing_source(spark.spark_session, loader, dg.get_dagster_logger())
 
     return _bronze
 
 
-def _has_readable_files(landing: Path, checkpoint: Path, options: AutoLoaderOptions) -> bool:
-    """Whether the landing folder holds unread files a run would read (not held back)."""
-    unread = unread_files(str(landing), str(checkpoint), options)
-    return len(hold_back(unread)) < len(unread)
+def bronze_loader(
+    settings: LakehouseSettings, *, name: str, data_source: str, options: AutoLoaderOptions
+) -> AutoLoader:
+    """The ingestion of bronze table ``name``: its landing folder, its own checkpoint and stored schema."""
+    return AutoLoader(
+        source_dir=str(settings.landing_path(data_source)),
+        options=options,
+        schema_location=str(settings.schema_path("bronze", name)),
+        checkpoint_location=str(settings.checkpoint_path("bronze", name)),
+    )
+
+
+def landing_source(spark: SparkSession, loader: AutoLoader, log: Any) -> IncrementalSource:
+    """What a bronze asset returns for the IO manager to run: ``loader``'s stream, restarted
+    as its schema evolves, and skipped when nothing readable has landed. The files this run
+    will not read are named first, each with what to do, in ``log`` (the run's log)."""
+    for message in loader.warnings():
+        log.warning(message)
+    return IncrementalSource(
+        build=lambda: loader.stream(spark),
+        restart_when=loader.restart_policy(spark),
+        has_new_data=loader.has_new_data,
+        max_restarts=MAX_SCHEMA_RESTARTS,
+    )
 
 
 recordings = bronze_table(

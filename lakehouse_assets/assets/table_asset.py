@@ -67,6 +67,8 @@ class IncrementalSource:
     # Whether anything arrived since the last run (None: cannot tell), so that a run with
     # nothing to do does not start a query.
     has_new_data: Callable[[], bool | None] | None = None
+    # How many times one run may restart the query when ``restart_when`` says so.
+    max_restarts: int = 3
 
 
 @dataclass(frozen=True)

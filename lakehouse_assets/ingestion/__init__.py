@@ -1,18 +1,19 @@
 """Landing files into bronze tables: Auto Loader-style streams and COPY INTO.
 
-- :func:`autoload_to_table` / :func:`autoload_stream`: incremental, exactly-once ingestion of
-  a landing folder, with a stored schema, evolution modes and rescued data.
+- :class:`AutoLoader` / :func:`autoload_stream`: incremental, exactly-once ingestion of a
+  landing folder, with a stored schema, evolution modes and rescued data.
 - :func:`copy_into`: an idempotent batch load that remembers the files it loaded in the table.
 - :func:`ingested_files` / :func:`copied_files`: what was ingested, file by file.
 - :func:`read_lookup_csv`: a small lookup table from CSV files, matched by header name, checked.
 """
 
 from lakehouse_assets.ingestion.autoloader import (
+    MAX_SCHEMA_RESTARTS,
+    AutoLoader,
     SchemaChange,
+    SchemaEvolutionPolicy,
     autoload_stream,
-    autoload_to_table,
     landing_warnings,
-    restart_after_schema_evolution,
     schema_change_after_failure,
 )
 from lakehouse_assets.ingestion.columns import (
@@ -43,10 +44,12 @@ from lakehouse_assets.ingestion.state import IngestedFile, ingested_files, unrea
 
 __all__ = [
     "INGESTED_AT_COLUMN",
+    "MAX_SCHEMA_RESTARTS",
     "METADATA_COLUMNS",
     "RESCUED_DATA_COLUMN",
     "SOURCE_FILE_COLUMN",
     "COPY_INTO_APP_ID",
+    "AutoLoader",
     "AutoLoaderOptions",
     "CopyIntoError",
     "CopyIntoResult",
@@ -60,6 +63,7 @@ __all__ = [
     "NothingToInferError",
     "SchemaChange",
     "SchemaEvolutionMode",
+    "SchemaEvolutionPolicy",
     "SchemaEvolvedError",
     "SchemaInferenceError",
     "SchemaStore",
@@ -68,7 +72,6 @@ __all__ = [
     "StoredSchemaError",
     "UnknownColumnsError",
     "autoload_stream",
-    "autoload_to_table",
     "copied_files",
     "copy_into",
     "data_file_glob",
@@ -76,7 +79,6 @@ __all__ = [
     "is_data_file",
     "landing_warnings",
     "read_lookup_csv",
-    "restart_after_schema_evolution",
     "schema_change_after_failure",
     "unread_files",
 ]

@@ -8,20 +8,18 @@ top: a stored schema (:mod:`.schema_store`), schema evolution modes, rescued dat
 (:mod:`.rescue`) and the ``_source_file`` / ``_ingested_at`` columns. The Delta sink commits
 each micro-batch exactly once.
 
-Two layers: :func:`autoload_stream` is the streaming DataFrame, for callers that run the
-query themselves; :func:`autoload_to_table` runs it into a table, like the course's
-``autoload_to_table(data_source, source_format, table_name, checkpoint_directory)``.
+:class:`AutoLoader` is one landing folder's ingestion as the bronze assets run it: its stream
+(:func:`autoload_stream`), the restart policy that evolves the stored schema
+(:class:`SchemaEvolutionPolicy`), and whether there is anything to read.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from dataclasses import dataclass
 from typing import Literal
 
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
@@ -29,12 +27,11 @@ from lakehouse_assets.ingestion.columns import METADATA_COLUMNS
 from lakehouse_assets.ingestion.errors import (
     IngestionError,
     LandingFolderMissingError,
-    NothingToInferError,
     SchemaEvolvedError,
     UnknownColumnsError,
 )
 from lakehouse_assets.ingestion.files import folder_exists, list_data_files, spark_file_uri
-from lakehouse_assets.ingestion.options import AutoLoaderOptions, SourceFormat
+from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import glob_of_names, hold_back
 from lakehouse_assets.ingestion.records import file_reader, json_documents, records, text_lines, with_source_file
 from lakehouse_assets.ingestion.rescue import (
@@ -56,20 +53,13 @@ from lakehouse_assets.ingestion.state import (
     relanded_files,
     uncommitted_files,
     unread_files,
-    vanished_files,
-    vanished_message,
 )
-from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink, TableStore
-from lakehouse_assets.storage.checkpoint import Checkpoint
-from lakehouse_assets.streaming import RestartPolicy, StreamRun, Trigger, run_stream
 
 logger = logging.getLogger(__name__)
 
-# Restarts within one run: each picks up columns found in one micro-batch's files.
+# Restarts within one run (with continue_on_new_columns): each picks up the columns found in
+# one micro-batch's files.
 MAX_SCHEMA_RESTARTS = 20
-
-# The default trigger (availableNow); a Trigger is frozen, so one instance serves every call.
-_DEFAULT_TRIGGER = Trigger()
 
 PathLike = str | os.PathLike[str]
 
@@ -115,7 +105,7 @@ def autoload_stream(
     stored at ``schema_location`` on the first call), then ``_rescued_data``, ``_source_file``
     and ``_ingested_at``.
 
-    Run it with a checkpoint of its own, and with :func:`restart_after_schema_evolution` as
+    Run it with a checkpoint of its own, and with a :class:`SchemaEvolutionPolicy` as
     the restart policy: when the query stops on new columns, the policy evolves the stored
     schema (``addNewColumns``) and says whether to build the stream again and restart.
     ``checkpoint_location`` (the query's) lets Parquet in ``rescue`` mode plan for the columns
@@ -148,102 +138,91 @@ def autoload_stream(
     )
 
 
-def autoload_to_table(
-    spark: SparkSession,
-    *,
-    data_source: PathLike,
-    source_format: SourceFormat,
-    table_path: PathLike,
-    checkpoint_directory: PathLike,
-    schema_location: PathLike | None = None,
-    options: AutoLoaderOptions | None = None,
-    store: TableStore | None = None,
-    trigger: Trigger = _DEFAULT_TRIGGER,
-    query_name: str | None = None,
-) -> StreamRun:
-    """Ingest the files landed in ``data_source`` into the Delta table at ``table_path``, and
-    wait until the trigger is done (``availableNow`` by default: every file present at the
-    start, in micro-batches of ``options``' rate limit).
-
-    ``source_format`` overrides ``options.format``. The schema is stored at
-    ``schema_location`` (by default the checkpoint directory, as in the course). With nothing
-    landed and no stored schema, nothing happens and an empty run is returned.
-
-    In ``addNewColumns`` mode, new columns stop the run with :class:`~.errors.SchemaEvolvedError`
-    after the stored schema gained them; with ``options.continue_on_new_columns`` the query is
-    restarted with them instead, and the run goes on. In ``failOnNewColumns`` mode they stop it
-    with :class:`~.errors.UnknownColumnsError`, every run, until the file or schema is fixed.
+@dataclass(frozen=True)
+class AutoLoader:
+    """One landing folder ingested into one table, like the course's
+    ``autoload_to_table(data_source, source_format, table_name, checkpoint_directory)``: the
+    stream of its files, the restart policy that evolves its stored schema, and whether a run
+    has anything to read. The bronze assets' source (:func:`~lakehouse_assets.assets.bronze.landing_source`)
+    is made of these; the Delta IO manager runs it.
     """
-    options = dataclasses.replace(options or AutoLoaderOptions(), format=source_format)
-    source = str(data_source)
-    checkpoint = str(checkpoint_directory)
-    location = str(schema_location or checkpoint_directory)
-    try:
-        resolve_schema(spark, source, options, SchemaStore(location))
-    except NothingToInferError:
-        logger.info("Nothing has landed in %s yet and no schema is stored at %s: nothing to ingest", source, location)
-        return StreamRun()
 
-    def build() -> DataFrame:
+    source_dir: str
+    options: AutoLoaderOptions
+    schema_location: str
+    checkpoint_location: str
+
+    def stream(self, spark: SparkSession) -> DataFrame:
+        """The streaming DataFrame of the landed files (:func:`autoload_stream`)."""
         return autoload_stream(
-            spark, source_dir=source, options=options, schema_location=location, checkpoint_location=checkpoint
+            spark, source_dir=self.source_dir, options=self.options,
+            schema_location=self.schema_location, checkpoint_location=self.checkpoint_location,
         )
 
-    changes: list[tuple[BaseException, SchemaChange | None]] = []
-
-    def restart_when(error: BaseException) -> bool:
-        change = schema_change_after_failure(
-            spark, error, options=options, schema_location=location, checkpoint_location=checkpoint
+    def restart_policy(self, spark: SparkSession) -> SchemaEvolutionPolicy:
+        """What to do when the query stops on new columns (:class:`SchemaEvolutionPolicy`)."""
+        return SchemaEvolutionPolicy(
+            spark, self.options, schema_location=self.schema_location, checkpoint_location=self.checkpoint_location
         )
-        changes.append((error, change))
-        return _should_restart(change, options)
 
-    for message in landing_warnings(source, options, checkpoint):
-        logger.warning(message)
-    done_before = Checkpoint(str(checkpoint)).last_committed_batch()
-    sink = DeltaSink(store or DeltaRsTableStore(), str(table_path), checkpoint, merge_schema=True)
-    try:
-        run = run_stream(
-            build,
-            sink,
-            checkpoint_location=checkpoint,
-            trigger=trigger,
-            query_name=query_name,
-            restart_when=restart_when,
-            max_restarts=MAX_SCHEMA_RESTARTS,
-        )
-    except StreamingQueryException as error:
-        change = next((c for e, c in reversed(changes) if e is error), None)
-        translated = change.error() if change is not None else None
-        if translated is not None:
-            raise translated from error
-        raise
-    for path in vanished_files(checkpoint, after_batch=done_before):
-        logger.warning(vanished_message(path, str(table_path)))
-    return run
+    def has_new_data(self) -> bool | None:
+        """Whether a run would read anything: an unread landed file that is not held back.
+        False when nothing readable has landed (a first run with an empty folder does nothing);
+        None when the folder is gone after files were ingested from it, so that the query's
+        start says so."""
+        if not folder_exists(self.source_dir):
+            return None if SchemaStore(self.schema_location).latest() is not None else False
+        unread = unread_files(self.source_dir, self.checkpoint_location, self.options)
+        return len(hold_back(unread)) < len(unread)
+
+    def warnings(self) -> list[str]:
+        """What a run will not read, file by file, each with what to do (:func:`landing_warnings`)."""
+        return landing_warnings(self.source_dir, self.options, self.checkpoint_location)
 
 
-def restart_after_schema_evolution(
-    options: AutoLoaderOptions, *, checkpoint_location: PathLike | None = None
-) -> RestartPolicy:
-    """A restart policy for ``run_stream(..., restart_when=...)`` over :func:`autoload_stream`.
+class SchemaEvolutionPolicy:
+    """The restart policy of an ingestion query (``run_stream(..., restart_when=...)``).
 
     On a failure caused by new columns it evolves the stored schema (``addNewColumns``; the
-    schema location is named in the error), then answers whether to restart: yes with
-    ``continue_on_new_columns``, and yes when a Parquet read must be planned again to rescue
-    columns; no otherwise (the next run goes on with the new columns). Given the query's
-    ``checkpoint_location``, the new columns are typed from all files of the failed batch,
-    else from the file the error names (a restart then finds any others one file at a time).
+    schema location is named in the error unless given), then restarts the query with
+    ``continue_on_new_columns``, or when a Parquet read must be planned again to rescue columns.
+    Otherwise the run stops with an error naming the columns, the files and what to do
+    (:class:`~.errors.SchemaEvolvedError`: the next run goes on with them;
+    :class:`~.errors.UnknownColumnsError` in ``failOnNewColumns`` mode), not with Spark's.
+    Any other failure is not its business: it answers no.
+
+    Given the query's ``checkpoint_location``, the new columns are typed from all files of the
+    failed batch, else from the file the error names (a restart then finds any others one
+    file at a time).
     """
 
-    def restart_when(error: BaseException) -> bool:
-        spark = SparkSession.getActiveSession()
-        if spark is None:
-            return False
-        change = schema_change_after_failure(spark, error, options=options, checkpoint_location=checkpoint_location)
-        return _should_restart(change, options)
+    def __init__(
+        self,
+        spark: SparkSession,
+        options: AutoLoaderOptions,
+        *,
+        schema_location: PathLike | None = None,
+        checkpoint_location: PathLike | None = None,
+    ) -> None:
+        self._spark = spark
+        self._options = options
+        self._schema_location = schema_location
+        self._checkpoint_location = checkpoint_location
 
-    return restart_when
+    def __call__(self, error: BaseException) -> bool:
+        """Whether to restart the query after ``error``; raises the schema's error when the run stops on it."""
+        change = schema_change_after_failure(
+            self._spark, error, options=self._options,
+            schema_location=self._schema_location, checkpoint_location=self._checkpoint_location,
+        )
+        if change is None:
+            return False
+        if _should_restart(change, self._options):
+            return True
+        stop = change.error()
+        if stop is not None:
+            raise stop from error
+        return False
 
 
 def _should_restart(change: SchemaChange | None, options: AutoLoaderOptions) -> bool:

@@ -104,14 +104,22 @@ class TableRun:
 
 def resolve_table_run(context: dg.OutputContext, settings: LakehouseSettings) -> TableRun:
     """The :class:`TableRun` of the output ``context`` describes."""
-    spec = context.definition_metadata or {}
     config = TableRunConfig(**(_op_config(context) or {}))
+    return table_run_of(context.asset_key, context.definition_metadata or {}, config, settings, _run_id(context))
+
+
+def table_run_of(
+    key: dg.AssetKey, spec: Mapping[str, Any], config: TableRunConfig, settings: LakehouseSettings,
+    run_id: str | None = None,
+) -> TableRun:
+    """The :class:`TableRun` of asset ``key`` declared with definition metadata ``spec``
+    (what ``table_asset`` wrote), run with ``config``."""
     quarantine = spec.get(QUARANTINE_TABLE)
     return TableRun(
-        table=TableRef.of(context.asset_key, settings),
+        table=TableRef.of(key, settings),
         quarantine=TableRef.of(dg.AssetKey(str(quarantine).split(".")), settings) if quarantine else None,
         root=settings.root,
-        run_id=_run_id(context),
+        run_id=run_id,
         full_refresh=config.full_refresh,
         trigger=Trigger(
             # The run config's choice, else the asset's own.

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.ingestion import AutoLoaderOptions, autoload_to_table
+from lakehouse_assets.assets.bronze import bronze_loader, bronze_table, landing_source
+from lakehouse_assets.assets.table_asset import TableRunConfig
+from lakehouse_assets.ingestion import AutoLoaderOptions
+from lakehouse_assets.io.handlers.ingestion import write_ingestion
+from lakehouse_assets.io.table_run import table_run_of
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaRsTableStore
 from lakehouse_assets.streaming import StreamRun
+
+#: The logger a test bronze run reports to, as a Dagster run reports to the run's log.
+RUN_LOG = "lakehouse_assets_tests.bronze_run"
 
 BOM = b"\xef\xbb\xbf"
 
@@ -45,12 +55,18 @@ def file_uri(path: Path) -> str:
 
 
 class Bronze:
-    """One bronze table of a test lakehouse: where it lands, runs, and reads back."""
+    """One bronze table of a test lakehouse: where it lands, runs, and reads back.
+
+    A run takes the product's path without Dagster's executor around it: the table's
+    :func:`~lakehouse_assets.assets.bronze.bronze_table` declaration, its source as the asset
+    body makes it, and the IO manager's ingestion handler."""
 
     def __init__(self, spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore,
                  name: str = "recordings", source_format: str = "json") -> None:
         self.spark = spark
+        self.settings = settings
         self.store = store
+        self.name = name
         self.source_format = source_format
         self.landing = settings.landing_path(name)
         self.table = str(settings.table_path("bronze", name))
@@ -60,18 +76,17 @@ class Bronze:
     def land(self, name: str, content: str | bytes) -> Path:
         return land(self.landing, name, content)
 
-    def run(self, options: AutoLoaderOptions | None = None, **kwargs: Any) -> StreamRun:
-        return autoload_to_table(
-            self.spark,
-            data_source=str(self.landing),
-            source_format=self.source_format,  # type: ignore[arg-type]
-            table_path=self.table,
-            checkpoint_directory=self.checkpoint,
-            schema_location=self.schema_location,
-            options=options,
-            store=self.store,
-            **kwargs,
-        )
+    def run(self, options: AutoLoaderOptions | None = None) -> StreamRun:
+        """Materialize the table once, reading with ``options``; what its query did."""
+        options = dataclasses.replace(options or AutoLoaderOptions(), format=self.source_format)  # type: ignore[arg-type]
+        asset = bronze_table(name=self.name, data_source=self.name, source_format=options.format, options=options)
+        key = dg.AssetKey(["bronze", self.name])
+        run = table_run_of(key, asset.metadata_by_key[key], TableRunConfig(), self.settings)
+        loader = bronze_loader(self.settings, name=self.name, data_source=self.name, options=options)
+        log = logging.getLogger(RUN_LOG)
+        written = write_ingestion(landing_source(self.spark, loader, log), run, self.store, log)
+        assert written.query is not None
+        return written.query
 
     def rows(self) -> list[dict[str, Any]]:
         """The table's rows as dicts, read back through the store."""

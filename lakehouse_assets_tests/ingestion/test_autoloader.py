@@ -12,12 +12,12 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.ingestion import (
     AutoLoaderOptions,
+    SchemaEvolutionPolicy,
     SchemaEvolvedError,
     SchemaStore,
     UnknownColumnsError,
     autoload_stream,
     ingested_files,
-    restart_after_schema_evolution,
 )
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink
@@ -151,7 +151,8 @@ def test_bad_records_and_a_new_column_in_every_evolution_mode(
 def test_the_asset_layer_path_stream_and_restart_policy(
     spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
 ) -> None:
-    """autoload_stream run by the caller, with the restart policy and nothing else."""
+    """autoload_stream run by the caller, with the restart policy and nothing else (no checkpoint
+    for the policy to read the failed batch's files from)."""
     bronze = Bronze(spark, settings, store)
     options = AutoLoaderOptions(infer_column_types=True, continue_on_new_columns=True)
     bronze.land("1.json", json_lines([recording(1)]))
@@ -160,7 +161,7 @@ def test_the_asset_layer_path_stream_and_restart_policy(
         lambda: autoload_stream(spark, source_dir=bronze.landing, options=options, schema_location=bronze.schema_location),
         DeltaSink(store, bronze.table, bronze.checkpoint, merge_schema=True),
         checkpoint_location=bronze.checkpoint,
-        restart_when=restart_after_schema_evolution(options),
+        restart_when=SchemaEvolutionPolicy(spark, options),
     )
     assert run.input_rows == 2
 
@@ -170,7 +171,7 @@ def test_the_asset_layer_path_stream_and_restart_policy(
         lambda: autoload_stream(spark, source_dir=bronze.landing, options=options, schema_location=bronze.schema_location),
         DeltaSink(store, bronze.table, bronze.checkpoint, merge_schema=True),
         checkpoint_location=bronze.checkpoint,
-        restart_when=restart_after_schema_evolution(options),
+        restart_when=SchemaEvolutionPolicy(spark, options),
     )
     rows = {r["mrn"]: r for r in bronze.rows()}
     assert len(rows) == 4 and 1 <= run.restarts <= 2  # one file at a time without the checkpoint

@@ -13,6 +13,7 @@ import dagster as dg
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from lakehouse_assets.assets.bronze import bronze_table
 from lakehouse_assets.assets.table_asset import (
     IO_MANAGER_KEY,
     STREAM_INPUT_KEY,
@@ -23,6 +24,7 @@ from lakehouse_assets.assets.table_asset import (
     stream_from,
     table_asset,
 )
+from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, route
 from lakehouse_assets.quality.silver import HEARTRATE_POSITIVE
@@ -89,6 +91,12 @@ def landed(spark: SparkResource) -> IncrementalSource:
     """JSON files landed under landing/io_landed: an ingestion output."""
     folder = str(LakehouseSettings.from_env().landing_path(LANDED))
     return IncrementalSource(build=lambda: spark.spark_session.readStream.schema(LANDED_SCHEMA).json(folder))
+
+
+autoloaded = bronze_table(
+    name="io_autoloaded", data_source="io_autoloaded", source_format="json",
+    options=AutoLoaderOptions(format="json", schema_hints="id BIGINT, value BIGINT"),
+)
 
 
 @table_asset(layer="gold", name="io_not_a_frame")
@@ -256,6 +264,31 @@ def test_ingestion_source_writes_each_landed_file_once(spark, store, settings):
 
     assert delta_rows(settings, "bronze", "io_landed", ["id", "value"]) == [(1, 10), (2, 20), (3, 30)]
     assert second["rows_written"] == 1
+
+
+def test_bronze_asset_skips_an_empty_landing_then_stops_on_a_new_column_naming_it_then_goes_on(spark, store, settings):
+    """The Auto Loader path of a bronze asset, through Dagster: nothing landed is a run that
+    does nothing; a new column stops the run with the ingestion's own error (the column, the
+    file, what happens next), not Spark's; the next run takes the column in."""
+    path = table_path(settings, "bronze", "io_autoloaded")
+    landing = settings.landing_path("io_autoloaded")
+    landing.mkdir(parents=True)
+
+    empty = materialize(autoloaded)
+    assert empty.success and not store.exists(path)
+
+    (landing / "1.json").write_text('{"id": 1, "value": 10}\n')
+    assert materialization_metadata(materialize(autoloaded))["bronze/io_autoloaded"]["rows_written"] == 1
+
+    (landing / "2.json").write_text('{"id": 2, "value": 20, "ward": "A"}\n')
+    stopped = materialize(autoloaded, raise_on_error=False)
+    assert not stopped.success
+    text = failure_text(stopped)
+    assert "SchemaEvolvedError" in text and "ward" in text and str(landing / "2.json") in text, text
+    assert delta_rows(settings, "bronze", "io_autoloaded", ["id"]) == [(1,)]
+
+    materialize(autoloaded)
+    assert delta_rows(settings, "bronze", "io_autoloaded", ["id", "value", "ward"]) == [(1, 10, None), (2, 20, "A")]
 
 
 # -- full refresh ---------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Bad input, file by file (issue 8): odd times, files that are empty, unreadable, deleted,
 re-landed or oddly named, and a landing folder that disappears.
 
-Each drives the bronze ingestion directly (``autoload_to_table`` on the shared session, real
-Delta tables) and checks that every good file's records are in bronze exactly once, that a
+Each drives the bronze ingestion on the product's path (the IO manager's ingestion handler,
+the shared session, real Delta tables) and checks that every good file's records are in bronze exactly once, that a
 file not read is named with what to do, and that the next run works.
 """
 
@@ -23,9 +23,9 @@ from lakehouse_assets.ingestion import AutoLoaderOptions, LandingFolderMissingEr
 from lakehouse_assets.ingestion.files import spark_file_uri
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaRsTableStore
-from lakehouse_assets_tests.ingestion.helpers import Bronze, file_uri, json_lines, recording
+from lakehouse_assets_tests.ingestion.helpers import RUN_LOG, Bronze, file_uri, json_lines, recording
 
-WARNINGS = "lakehouse_assets.ingestion.autoloader"
+WARNINGS = RUN_LOG
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore,
     done_before = Checkpoint(checkpoint).last_committed_batch()
     sink = DeltaSink(store, str(run.table.path), checkpoint,
                      output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
-    query = run_query(run, source.build, sink, log, restart_when=source.restart_when)
+    query = run_query(run, source.build, sink, log, restart_when=source.restart_when, max_restarts=source.max_restarts)
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:
         log.warning(vanished_message(path, run.table.table_name))

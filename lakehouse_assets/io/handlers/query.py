@@ -25,24 +25,27 @@ from lakehouse_assets.streaming import RestartPolicy, RunSink, StreamRun, run_st
 def has_work(run: TableRun, store: TableStore, has_new_data: Callable[[], bool | None] | None = None) -> bool:
     """Check the checkpoint, then say whether the query has anything to read: starting a
     query costs seconds even when it reads nothing. ``has_new_data`` is the source's own
-    answer; otherwise the checkpoint's Delta offsets say. Unknown counts as work."""
-    if run.full_refresh:
-        return True  # the refresh cleared the checkpoint: everything is new
-    checkpoint = Checkpoint(str(run.table.checkpoint), run.table.table_name)
-    state = checkpoint.validate([str(t.path) for t in run.written], store)
+    answer; otherwise the checkpoint's Delta offsets say, and without a checkpoint
+    everything is new. Unknown counts as work."""
+    state = None
+    if not run.full_refresh:  # a full refresh has just cleared the checkpoint
+        checkpoint = Checkpoint(str(run.table.checkpoint), run.table.table_name)
+        state = checkpoint.validate([str(t.path) for t in run.written], store)
+        if state is not None:
+            checkpoint.check_sources(state, store, run.root)
+    if has_new_data is not None:
+        return has_new_data() is not False
     if state is None:
         return True
-    checkpoint.check_sources(state, store, run.root)
-    unread = has_new_data() if has_new_data is not None else store.stream_has_unread_data(str(run.table.checkpoint))
-    return unread is not False
+    return store.stream_has_unread_data(str(run.table.checkpoint)) is not False
 
 
 def run_query(
     run: TableRun, build: Callable[[], DataFrame], sink: RunSink, log: Any,
-    restart_when: RestartPolicy | None = None,
+    restart_when: RestartPolicy | None = None, max_restarts: int = 3,
 ) -> StreamRun:
     """Run the table's query (``build`` makes its streaming DataFrame) into ``sink`` until
-    its trigger is done."""
+    its trigger is done, restarting it (up to ``max_restarts`` times) when ``restart_when`` says so."""
     into = " -> ".join(t.table_name for t in run.written)
     log.info(f"Running the {run.trigger.kind} query of {into} (checkpoint {run.table.checkpoint})")
     return run_stream(
@@ -51,6 +54,7 @@ def run_query(
         trigger=run.trigger,
         query_name=run.query_name,
         restart_when=restart_when,
+        max_restarts=max_restarts,
         run_id=run.run_id,
     )
 
@@ -63,7 +67,7 @@ def skipped(run: TableRun, log: Any) -> StreamRun:
 
 def stream_written(query: StreamRun, **extra: Any) -> Written:
     """What a query run reports: rows read and written, batches, restarts, its id."""
-    return Written(query.last_version, {
+    return Written(query.last_version, query=query, metadata={
         "rows_processed": dg.MetadataValue.int(query.input_rows),
         "rows_written": dg.MetadataValue.int(query.rows_written),
         "micro_batches": dg.MetadataValue.int(query.batches),
