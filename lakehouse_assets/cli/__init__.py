@@ -2,7 +2,7 @@
 
 Thin commands over the simulator, delta-rs and the IO manager's full refresh. Each
 subcommand is a module with ``add_parser`` and ``run``; heavy libraries are imported inside
-``run`` so ``--help`` and usage errors answer at once, and no command starts a JVM.
+``run`` so ``--help`` and usage errors answer at once; only ``copy-into`` starts Spark.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from lakehouse_assets.cli import engine, history, land, repair, reset, show, status, verify
+from lakehouse_assets.cli import copy_into, engine, history, land, repair, reset, show, status, verify
 from lakehouse_assets.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -52,7 +52,7 @@ exit codes:
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, status, history, show, reset, repair, verify, engine)
+_SUBCOMMANDS = (land, copy_into, status, history, show, reset, repair, verify, engine)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from lakehouse_assets.cli import main
 from lakehouse_assets.errors import SchemaMismatchError
 from lakehouse_assets.ingestion import COPY_INTO_APP_ID, copied_files, copy_into
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaRsTableStore
 
 from .helpers import file_uri, land
@@ -77,3 +79,38 @@ def test_empty_files_load_no_rows_and_create_nothing(spark: SparkSession, store:
     assert not store.exists(table)
     land(source, "1.json", json.dumps({"id": 1}) + "\n")
     assert copy_into(spark, table_path=table, source=source, format="json", store=store).rows_written == 1
+
+
+def test_the_copy_into_command_loads_new_files_once_and_says_what_it_skipped(
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``lakehouse copy-into`` in this process (it reuses the session), as a user types it."""
+    source = tmp_path / "patients"
+    first = land(source, "a.csv", "mrn,name\n1,ada\n2,bob\n")
+    args = ["copy-into", "bronze.patients_copy", "--from", str(source), "--format", "csv",
+            "--option", "header=true", "--option", "inferSchema=true", "--root", str(settings.root)]
+
+    assert main(args) == 0
+    said = capsys.readouterr().out
+    assert "bronze.patients_copy: loaded 1 file(s), 2 row(s) as version 1; skipped 0" in said, said
+    assert file_uri(first) in said
+
+    second = land(source, "b.csv", "mrn,name\n3,cy\n")
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["loaded"], report["skipped"], report["rows_written"]) == ([file_uri(second)], [file_uri(first)], 1)
+
+    table = str(settings.table_path("bronze", "patients_copy"))
+    assert sorted(tuple(r) for r in store.read(spark, table).select("mrn", "name").collect()) == [
+        (1, "ada"), (2, "bob"), (3, "cy")]
+
+
+def test_the_copy_into_command_refuses_a_missing_folder_or_a_bad_option_before_starting_spark(
+    settings: LakehouseSettings, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    missing = tmp_path / "nowhere"
+    assert main(["copy-into", "bronze.x", "--from", str(missing), "--format", "json", "--root", str(settings.root)]) == 2
+    assert f"{missing}: it is not a folder" in capsys.readouterr().err
+    assert main(["copy-into", "bronze.x", "--from", str(tmp_path), "--format", "json", "--option", "header"]) == 2
+    assert "give KEY=VALUE" in capsys.readouterr().err
