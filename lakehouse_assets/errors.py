@@ -22,6 +22,18 @@ class TableNotFoundError(LakehouseError):
         self.path = path
 
 
+class UnknownTableError(LakehouseError):
+    """A table named ``layer.name`` that the lakehouse does not have."""
+
+    def __init__(self, name: str, root: str, known: list[str]) -> None:
+        listed = ", ".join(known) if known else "none yet"
+        super().__init__(
+            f"No table {name} in the lakehouse at {root} (its tables: {listed}). Check the name, or "
+            "materialize the asset that writes it first; `lakehouse status` lists the tables."
+        )
+        self.name = name
+
+
 class NotADeltaTableError(LakehouseError):
     """A write targeted a non-empty folder that has no Delta log."""
 
