@@ -2,7 +2,8 @@
 
 Thin commands over the simulator, delta-rs and the IO manager's full refresh. Each
 subcommand is a module with ``add_parser`` and ``run``; heavy libraries are imported inside
-``run`` so ``--help`` and usage errors answer at once; only ``copy-into`` starts Spark.
+``run`` so ``--help`` and usage errors answer at once; only ``copy-into``, ``sql`` and
+``shell`` start Spark.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from lakehouse_assets.cli import copy_into, engine, history, land, repair, reset, show, status, verify
+from lakehouse_assets.cli import copy_into, engine, history, land, repair, reset, shell, show, sql, status, verify
 from lakehouse_assets.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -52,7 +53,7 @@ exit codes:
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, copy_into, status, history, show, reset, repair, verify, engine)
+_SUBCOMMANDS = (land, copy_into, status, history, show, sql, shell, reset, repair, verify, engine)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,99 @@
+"""``lakehouse sql "<query>"``: a SQL query over the tables by name, printed as a table or JSON.
+
+``FROM bronze.recordings`` reads the table through the lakehouse's storage layer
+(:class:`~lakehouse_assets.tables.LakehouseTables`); the query runs on Spark, embedded or on
+the engine at ``LAKEHOUSE_SPARK_REMOTE``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lakehouse_assets.cli.arguments import positive_int
+from lakehouse_assets.cli.catalog import require_root
+from lakehouse_assets.cli.errors import EXIT_OK, CommandError, UsageError
+from lakehouse_assets.cli.output import print_json, render_table
+from lakehouse_assets.settings import LakehouseSettings
+
+DEFAULT_LIMIT = 1000
+
+DESCRIPTION = """\
+Run a Spark SQL query over the lakehouse's tables, named layer.name, and print the result.
+Time travel: `FROM silver.recordings_enriched VERSION AS OF 3` (or TIMESTAMP AS OF
+'2026-11-25 10:00:00') in the query, or --version / --timestamp for every read of a table.
+Starts Spark (embedded, or the engine at LAKEHOUSE_SPARK_REMOTE).
+
+examples:
+  lakehouse sql "SELECT * FROM gold.daily_patient_avg ORDER BY date LIMIT 10"
+  lakehouse sql "SELECT device_id, count(*) AS n FROM bronze.recordings GROUP BY device_id" --format json
+  lakehouse sql "SELECT count(*) FROM silver.recordings_enriched" --version silver.recordings_enriched=2
+"""
+
+
+def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Register ``sql``."""
+    parser = subparsers.add_parser(
+        "sql", parents=parents, help="run a SQL query over the tables by name",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("query", metavar="QUERY", help="the query, e.g. \"SELECT * FROM gold.device_counts\"")
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="a text table (default) or a JSON array of row objects")
+    parser.add_argument("--version", dest="versions", metavar="TABLE=V", action="append", default=[],
+                        type=_pinned_version, help="read TABLE as of version V; repeatable")
+    parser.add_argument("--timestamp", dest="timestamps", metavar="TABLE=TIME", action="append", default=[],
+                        type=_pinned_time, help="read TABLE as it was at TIME (UTC unless it says); repeatable")
+    parser.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, metavar="N",
+                        help=f"print at most N rows (default {DEFAULT_LIMIT})")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+    """Run the query; print its rows."""
+    require_root(settings)
+    from pyspark.errors import AnalysisException
+
+    from lakehouse_assets.spark import build_spark_session, is_connect_session
+    from lakehouse_assets.tables import LakehouseTables
+
+    spark = build_spark_session(settings, app_name="lakehouse sql")
+    if not is_connect_session(spark):
+        # Spark logs a failed query's analysis error before raising it; the error is printed once, below.
+        spark.sparkContext.setLogLevel("FATAL")
+    tables = LakehouseTables(spark, settings)
+    try:
+        df = tables.sql(args.query, versions=dict(args.versions), timestamps=dict(args.timestamps))
+        if df.isStreaming:
+            raise UsageError("The query reads a stream (STREAM(...)); `lakehouse sql` reads tables as they "
+                             "stand. Drop STREAM(...) to query the table.")
+        rows = df.limit(args.limit + 1).collect()
+    except AnalysisException as exc:  # Spark's parse and analysis errors: its first lines say it
+        raise CommandError(f"The query failed: {_first_lines(str(exc))}") from exc
+    shown = rows[: args.limit]
+    if args.format == "json":
+        print_json([row.asDict(recursive=True) for row in shown])
+    else:
+        print(render_table(df.columns, [list(row) for row in shown]))
+        more = " (more rows not shown; raise --limit)" if len(rows) > args.limit else ""
+        print(f"({len(shown)} row{'s' if len(shown) != 1 else ''}){more}")
+    return EXIT_OK
+
+
+def _first_lines(message: str, count: int = 3) -> str:
+    lines = [line for line in message.splitlines() if line.strip() and not line.startswith(("\tat ", "JVM stacktrace"))]
+    return "\n".join(lines[:count])
+
+
+def _pinned_version(text: str) -> tuple[str, int]:
+    table, _, version = text.partition("=")
+    if not table or not version.isdigit():
+        raise argparse.ArgumentTypeError(f"invalid --version {text!r}: give TABLE=V, e.g. silver.recordings_enriched=3")
+    return table, int(version)
+
+
+def _pinned_time(text: str) -> tuple[str, str]:
+    table, _, when = text.partition("=")
+    if not table or not when:
+        raise argparse.ArgumentTypeError(
+            f"invalid --timestamp {text!r}: give TABLE=TIME, e.g. silver.recordings_enriched=2026-11-25T10:00:00")
+    return table, when
