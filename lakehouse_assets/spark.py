@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import REQUIRED_CONF, engine_conf
+from lakehouse_assets.tables import LakehouseTables
 
 
 def build_spark_session(
@@ -114,6 +115,12 @@ class SparkResource(LazyPySparkResource):
         if self.remote:
             settings = replace(settings, spark_remote=self.remote)
         return settings
+
+    @property
+    def tables(self) -> LakehouseTables:
+        """The lakehouse's tables by name in this run's session: ``spark.tables.sql("SELECT ...
+        FROM STREAM(bronze.recordings)")``, ``spark.tables.table("silver.recordings_enriched")``."""
+        return LakehouseTables(self.spark_session, self.settings())
 
     def _init_session(self) -> None:
         if self._spark_session is None:

@@ -1,8 +1,9 @@
 """The Delta IO manager: asset key ``[layer, name]`` ↔ the Delta table ``root/layer/name``.
 
 It resolves the output once (:func:`~lakehouse_assets.io.table_run.resolve_table_run`),
-hands it to the handler for the kind of object the asset returned, and reports what the
-table's log says. The handlers (one module each under :mod:`lakehouse_assets.io.handlers`)
+hands it to the handler for the kind of object the asset returned, clears the temporary
+views the asset body made (:mod:`lakehouse_assets.tables.session_views`), and reports what
+the table's log says. The handlers (one module each under :mod:`lakehouse_assets.io.handlers`)
 do the writing; this class holds the locks around them, clears a table for a full refresh,
 and loads inputs as the consuming asset asks: a stream of new rows, or the table as a batch.
 """
@@ -33,6 +34,7 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import DeltaRsTableStore, StreamOptions, TableStore
 from lakehouse_assets.storage.table_lock import table_locks
+from lakehouse_assets.tables.session_views import drop_temp_views
 
 Handler = Callable[[Any, TableRun, TableStore, Any], Written]
 
@@ -79,6 +81,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
                 fault_point("asset.materialized")
             else:
                 written = handler(obj, run, store, context.log)
+            drop_temp_views(self.spark.spark_session)
             metadata = {**written.metadata, **table_metadata(store, run, written.version)}
             metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
             context.add_output_metadata(metadata)

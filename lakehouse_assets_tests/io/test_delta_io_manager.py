@@ -99,6 +99,25 @@ autoloaded = bronze_table(
 )
 
 
+@table_asset(layer="silver", name="io_events_viewed", deps=[EVENTS])
+def events_viewed(spark: SparkResource) -> DataFrame:
+    """The seeds' cells: a table by name read as a stream, made a temp view, transformed by a
+    SQL temp view, and turned back into a stream with spark.table."""
+    session = spark.spark_session
+    spark.tables.sql("SELECT id, value FROM STREAM(bronze.io_events)").createOrReplaceTempView("events_raw_temp")
+    session.sql("CREATE OR REPLACE TEMPORARY VIEW events_tenfold_temp AS "
+                "SELECT id, value * 10 AS tenfold FROM events_raw_temp")
+    return session.table("events_tenfold_temp")
+
+
+@table_asset(layer="gold", name="io_views_seen", ins={"viewed": batch_from(["silver", "io_events_viewed"])})
+def views_seen(spark: SparkResource, viewed: DataFrame) -> DataFrame:
+    """The temp views this body finds in the run's session: none, whatever ran before it."""
+    session = spark.spark_session
+    names = sorted(t.name for t in session.catalog.listTables() if t.isTemporary)
+    return session.createDataFrame([(",".join(names), viewed.count())], "views STRING, rows BIGINT")
+
+
 @table_asset(layer="gold", name="io_not_a_frame")
 def not_a_frame():
     """Returns a dict where a DataFrame belongs."""
@@ -289,6 +308,20 @@ def test_bronze_asset_skips_an_empty_landing_then_stops_on_a_new_column_naming_i
 
     materialize(autoloaded)
     assert delta_rows(settings, "bronze", "io_autoloaded", ["id", "value", "ward"]) == [(1, 10, None), (2, 20, "A")]
+
+
+# -- tables by name and temp views in asset bodies -------------------------------------------
+
+
+def test_temp_views_and_tables_by_name_work_in_a_body_and_never_reach_the_next_asset(spark, store, settings):
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 1), (2, 2)])
+    first = materialization_metadata(materialize(events_viewed, views_seen))
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(3, 3)])
+    second = materialization_metadata(materialize(events_viewed, views_seen))
+
+    assert delta_rows(settings, "silver", "io_events_viewed", ["id", "tenfold"]) == [(1, 10), (2, 20), (3, 30)]
+    assert (first["silver/io_events_viewed"]["rows_written"], second["silver/io_events_viewed"]["rows_written"]) == (2, 1)
+    assert delta_rows(settings, "gold", "io_views_seen", ["views", "rows"]) == [("", 3)]
 
 
 # -- full refresh ---------------------------------------------------------------------------

@@ -1,0 +1,18 @@
+"""An asset body's temporary views are its scratch space, as in the seeds' notebooks
+(``createOrReplaceTempView("recordings_raw_temp")``, ``CREATE OR REPLACE TEMPORARY VIEW``,
+``spark.table(...)`` back to a stream): the IO manager clears them once the body's output is
+written, so no view one asset made is seen by the next asset, or the next run, that shares
+the session.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+
+def drop_temp_views(spark: SparkSession) -> list[str]:
+    """Drop every temporary view of ``spark`` (global ones are not the session's); their names."""
+    names = [table.name for table in spark.catalog.listTables() if table.isTemporary]
+    for name in names:
+        spark.catalog.dropTempView(name)
+    return names
