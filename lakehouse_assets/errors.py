@@ -53,6 +53,15 @@ class SchemaMismatchError(LakehouseError):
         self.path = path
 
 
+class QueryFailedError(LakehouseError):
+    """A streaming query stopped on one of the project's own errors, raised inside it (by the
+    sink or the source); ``kind`` names that error's class, the message is its own."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+
+
 class UnsupportedTableError(LakehouseError):
     """The table uses Delta features this engine cannot read correctly."""
 

@@ -10,6 +10,7 @@ sink runs, pickled, in a Python worker of the server.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any, Protocol
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 
-from lakehouse_assets.errors import CorruptCheckpointError, LakehouseError
+from lakehouse_assets.errors import CorruptCheckpointError, LakehouseError, QueryFailedError
 from lakehouse_assets.storage import CommitResult
 from lakehouse_assets.storage.checkpoint import Checkpoint
 
@@ -161,6 +162,7 @@ def run_stream(
                 run.restarts += 1
                 continue
             _raise_if_checkpoint_damaged(checkpoint_location, exc)
+            _raise_if_project_error(exc)
             raise
         _collect(run, query, sink)
         break
@@ -193,6 +195,20 @@ def _raise_if_checkpoint_damaged(checkpoint_location: str, exc: BaseException) -
             f"could not be read by Spark ({text.splitlines()[0][:300]})",
             checkpoint.name,
         ) from exc
+
+
+# The last line of a Python traceback that ends in one of the project's own errors.
+_PROJECT_ERROR = re.compile(r"^(?:.*\s)?lakehouse_assets(?:\.\w+)*\.(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
+def _raise_if_project_error(exc: BaseException) -> None:
+    """Re-raise a query that failed on one of the project's own errors, raised by the sink or
+    the source inside the query, as that error's message: it already names the table and what
+    to do, where Spark's wraps it in a traceback and a plan dump."""
+    found = _PROJECT_ERROR.findall(str(exc))
+    if found:
+        kind, message = found[-1]
+        raise QueryFailedError(kind, message.strip()) from exc
 
 
 def _collect(run: StreamRun, query: Any, sink: RunSink) -> None:

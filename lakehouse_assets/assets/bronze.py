@@ -76,10 +76,14 @@ recordings = bronze_table(
     # The course hints `time DOUBLE`; the other columns are hinted with the course's declared
     # types too, because inference over a first file holding a bad value ("abc") would make
     # that column a string for good. With hints, a bad value is null and rescued instead.
+    # A new field is added to the stored schema and the query restarts with it in the same
+    # run (continue_on_new_columns): a run that stopped on it would leave the graph waiting
+    # for the next landed file, since the landing sensor has already seen this one.
     options=AutoLoaderOptions(
         format="json",
         schema_hints="time DOUBLE, heartrate DOUBLE, mrn BIGINT, device_id BIGINT",
         infer_column_types=True,
+        continue_on_new_columns=True,
     ),
     description="Heart-rate recordings (device_id, mrn, time, heartrate) as landed, with "
     "_rescued_data for whatever did not fit, _source_file and _ingested_at.",

@@ -184,16 +184,21 @@ def routed_table_asset(
     column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
     owners: Sequence[str] = (DEFAULT_OWNER,),
     automation_condition: dg.AutomationCondition[Any] | None = None,
+    merge_schema: bool = True,
 ) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
     """Like :func:`table_asset` for an append stream whose failing rows go to a quarantine
     table ``layer.quarantine_name``: one query, one checkpoint, both tables written per
-    micro-batch, each exactly once. Both are assets, so both show in the lineage."""
+    micro-batch, each exactly once. Both are assets, so both show in the lineage.
+
+    A column the passing rows gain (one the body passes through from upstream) is added to
+    the table with ``merge_schema`` (the default, as the seeds' ``mergeSchema``), else it
+    stops the run naming it; the quarantine always takes new columns, so it stays lossless."""
 
     def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
         main_key = dg.AssetKey([layer, name])
         quarantine_key = dg.AssetKey([layer, quarantine_name])
         main_metadata: dict[str, Any] = {
-            OUTPUT_MODE: "append", TRIGGER: "availableNow", "table": f"{layer}.{name}",
+            OUTPUT_MODE: "append", TRIGGER: "availableNow", "table": f"{layer}.{name}", MERGE_SCHEMA: merge_schema,
             QUARANTINE_TABLE: f"{layer}.{quarantine_name}",
         }
         if column_lineage:

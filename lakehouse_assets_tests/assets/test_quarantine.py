@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from deltalake import DeltaTable
 
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize
+from lakehouse_assets_tests.ingestion.helpers import json_lines
+from lakehouse_assets_tests.ingestion.helpers import land as land_file
 
 LANDING_OPTIONS = dict(records_per_file=400, bad_rate=0.05, seed=23, files_per_year=365)
 
@@ -24,6 +27,11 @@ def quarantine_by_kind(settings) -> dict[str, int]:
         else:
             counts["other"] += 1
     return counts
+
+
+def table_rows(settings, layer: str, name: str) -> list[dict]:
+    """Every row of a table, read by delta-rs."""
+    return DeltaTable(str(settings.table_path(layer, name))).to_pyarrow_table().to_pylist()
 
 
 def assert_nothing_lost(settings) -> tuple[int, int, int]:
@@ -63,3 +71,29 @@ def test_bad_records_are_quarantined_with_reasons_across_incremental_runs(spark,
     # Every quarantined row keeps the file it came from.
     sources = {source for (source,) in delta_rows(settings, "silver", "recordings_quarantine", ["_source_file"])}
     assert all(source.endswith(".json") for source in sources)
+
+
+@pytest.mark.slow
+def test_a_new_landed_field_flows_to_bronze_and_the_quarantine_and_gold_keeps_working(spark, settings):
+    """Issue 17's stuck graph: a field new in landed JSON reaches bronze in the same run, the
+    quarantine (which keeps refused rows whole) gains the column, silver keeps its declared
+    columns, gold goes on, and every landed record is still accounted for."""
+    land(settings.root / "landing", files=2, **LANDING_OPTIONS)
+    materialize("*")
+    silver_before = len(delta_rows(settings, "silver", "recordings_enriched", ["mrn"]))
+    known_mrn = delta_rows(settings, "silver", "recordings_enriched", ["mrn"])[0][0]
+    land_file(settings.landing_path("recordings"), "zz-with-spo2.json", json_lines([
+        {"device_id": 900, "mrn": known_mrn, "time": 1_700_000_000.0, "heartrate": 70.0, "spo2": 97.5},
+        {"device_id": 901, "mrn": 1, "time": 1_700_000_001.0, "heartrate": 71.0, "spo2": 98.5},  # unknown patient
+    ]))
+
+    run = materialization_metadata(materialize("*"))
+
+    assert sorted(r["spo2"] for r in table_rows(settings, "bronze", "recordings") if r["spo2"] is not None) == [97.5, 98.5]
+    assert run["bronze/recordings"]["query_restarts"] == 1
+    quarantined = table_rows(settings, "silver", "recordings_quarantine")
+    assert [(r["mrn"], r["spo2"]) for r in quarantined if r["spo2"] is not None] == [(1, 98.5)]
+    assert len(delta_rows(settings, "silver", "recordings_enriched", ["mrn"])) == silver_before + 1
+    assert "spo2" not in {c.name for c in run["silver/recordings_enriched"]["dagster/column_schema"].columns}
+    assert (900, 1) in delta_rows(settings, "gold", "device_counts", ["device_id", "total_recordings"])
+    assert_nothing_lost(settings)

@@ -8,6 +8,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from lakehouse_assets.errors import QueryFailedError
 from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink, StreamOptions
 from lakehouse_assets.storage.source import SCHEMA_CHANGED_MARKER, read_delta_stream
 from lakehouse_assets.streaming import StreamRun, run_stream
@@ -85,10 +86,11 @@ def test_starting_version_and_skip_change_commits(
 def test_a_change_commit_upstream_stops_the_stream(
     spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path, with_overwrite: str
 ) -> None:
-    with pytest.raises(StreamingQueryException) as caught:
+    with pytest.raises(QueryFailedError) as caught:  # the source's own error, not Spark's wrapping
         _stream(spark, store, tmp_path, StreamOptions(starting_version=1), source=with_overwrite)
 
     message = str(caught.value)
+    assert caught.value.kind == "StreamSourceError" and "JVM" not in message
     assert with_overwrite in message and "version 2" in message and "skipChangeCommits" in message
     assert not store.exists(str(tmp_path / "target"))
 

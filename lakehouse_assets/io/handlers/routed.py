@@ -25,8 +25,10 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
         return stream_written(skipped(run, log))
     checkpoint = str(run.table.checkpoint)
     sink = QuarantineSink(
-        passed=DeltaSink(store, str(run.table.path), checkpoint),
-        quarantine=DeltaSink(store, str(run.quarantine.path), checkpoint),
+        passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.merge_schema),
+        # The quarantine keeps refused rows as they came: a column new upstream is added to
+        # it, never a reason to stop, or its rows would have nowhere to go.
+        quarantine=DeltaSink(store, str(run.quarantine.path), checkpoint, merge_schema=True),
         passed_columns=routed.passed_columns,
         quarantine_columns=routed.quarantine_columns,
     )
