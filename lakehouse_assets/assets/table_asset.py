@@ -8,6 +8,7 @@ two runs drive the same checkpoint at once. The body holds only the transformati
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
-from lakehouse_assets.storage import OutputMode, WriteMode
+from lakehouse_assets.storage import OutputMode, StreamOptions, WriteMode
 from lakehouse_assets.streaming import RestartPolicy, TriggerKind
 
 IO_MANAGER_KEY = "delta_io_manager"
@@ -38,6 +39,8 @@ TIMEOUT_SECONDS = "lakehouse/timeout_seconds"
 COLUMN_LINEAGE = "lakehouse/column_lineage"
 QUARANTINE_TABLE = "lakehouse/quarantine_table"  # on a routed table: where failing rows go
 QUARANTINE_FOR = "lakehouse/quarantine_for"  # on a quarantine table: whose failing rows it holds
+# On a table read from streams: the options of each, by upstream table (``layer.name``).
+STREAM_OPTIONS = "lakehouse/stream_options"
 
 
 class TableRunConfig(dg.Config):
@@ -79,9 +82,40 @@ class ColumnSource:
     column: str
 
 
-def stream_from(key: Sequence[str]) -> dg.AssetIn:
-    """An input read as a stream: the rows each new upstream version adds, once."""
-    return dg.AssetIn(key=dg.AssetKey(list(key)), input_manager_key=STREAM_INPUT_KEY)
+@dataclass(frozen=True)
+class StreamInput:
+    """An input read as a stream with options of its own (:func:`stream_from`)."""
+
+    asset_in: dg.AssetIn
+    table: str  # layer.name
+    options: StreamOptions
+
+
+def stream_from(key: Sequence[str], options: StreamOptions | None = None) -> dg.AssetIn | StreamInput:
+    """An input read as a stream: the rows each new upstream version adds, once. ``options``
+    (Delta's source options: startingVersion, maxFilesPerTrigger, maxBytesPerTrigger,
+    skipChangeCommits, ignoreDeletes) are the asset's own, shown in its metadata."""
+    asset_in = dg.AssetIn(key=dg.AssetKey(list(key)), input_manager_key=STREAM_INPUT_KEY)
+    return asset_in if options is None else StreamInput(asset_in, ".".join(key), options)
+
+
+def stream_options_of(metadata: Mapping[str, Any], upstream: str) -> StreamOptions:
+    """The options an asset (its definition ``metadata``) reads ``upstream`` with as a stream."""
+    return StreamOptions(**(metadata.get(STREAM_OPTIONS) or {}).get(upstream, {}))
+
+
+def _split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, dg.AssetIn], dict[str, Any]]:
+    """Dagster's inputs, and the stream options by upstream table as definition metadata
+    (a multi-asset's inputs take no metadata of their own; the IO manager reads it here)."""
+    asset_ins, options = {}, {}
+    for name, given in ins.items():
+        if isinstance(given, StreamInput):
+            asset_ins[name] = given.asset_in
+            options[given.table] = {
+                k: v for k, v in dataclasses.asdict(given.options).items() if v not in (None, False)}
+        else:
+            asset_ins[name] = given
+    return asset_ins, ({STREAM_OPTIONS: options} if options else {})
 
 
 def batch_from(key: Sequence[str]) -> dg.AssetIn:
@@ -94,7 +128,7 @@ def table_asset(
     layer: str,
     name: str | None = None,
     description: str | None = None,
-    ins: Mapping[str, dg.AssetIn] | None = None,
+    ins: Mapping[str, dg.AssetIn | StreamInput] | None = None,
     deps: Sequence[dg.AssetKey | Sequence[str]] = (),
     output_mode: OutputMode = "append",
     write_mode: WriteMode = "overwrite",
@@ -133,12 +167,14 @@ def table_asset(
                 column: [[source.table, source.column] for source in sources]
                 for column, sources in column_lineage.items()
             }
+        asset_ins, stream_options = _split_ins(ins or {})
+        definition_metadata.update(stream_options)
         definition_metadata.update(metadata or {})
         return dg.asset(
             key=dg.AssetKey([layer, table_name]),
             group_name=layer,
             description=description or (fn.__doc__ or "").strip() or None,
-            ins=dict(ins or {}),
+            ins=asset_ins,
             deps=[dep if isinstance(dep, dg.AssetKey) else dg.AssetKey(list(dep)) for dep in deps],
             io_manager_key=IO_MANAGER_KEY,
             kinds={"spark", "delta"},
@@ -180,7 +216,7 @@ def routed_table_asset(
     quarantine_name: str,
     description: str,
     quarantine_description: str,
-    ins: Mapping[str, dg.AssetIn],
+    ins: Mapping[str, dg.AssetIn | StreamInput],
     column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
     owners: Sequence[str] = (DEFAULT_OWNER,),
     automation_condition: dg.AutomationCondition[Any] | None = None,
@@ -197,16 +233,17 @@ def routed_table_asset(
     def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
         main_key = dg.AssetKey([layer, name])
         quarantine_key = dg.AssetKey([layer, quarantine_name])
+        asset_ins, stream_options = _split_ins(ins)
         main_metadata: dict[str, Any] = {
             OUTPUT_MODE: "append", TRIGGER: "availableNow", "table": f"{layer}.{name}", MERGE_SCHEMA: merge_schema,
-            QUARANTINE_TABLE: f"{layer}.{quarantine_name}",
+            QUARANTINE_TABLE: f"{layer}.{quarantine_name}", **stream_options,
         }
         if column_lineage:
             main_metadata[COLUMN_LINEAGE] = {
                 column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()
             }
         common: dict[str, Any] = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
-                                      deps=[asset_in.key for asset_in in ins.values()])
+                                      deps=[asset_in.key for asset_in in asset_ins.values()])
 
         @dg.multi_asset(
             name=f"{layer}__{name}",
@@ -217,7 +254,7 @@ def routed_table_asset(
                              metadata={"table": f"{layer}.{quarantine_name}", QUARANTINE_FOR: f"{layer}.{name}"},
                              automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
             ],
-            ins=dict(ins),
+            ins=asset_ins,
             pool=SPARK_POOL,
             config_schema=TableRunConfig.to_fields_dict(),
         )

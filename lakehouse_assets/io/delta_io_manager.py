@@ -18,7 +18,7 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
-from lakehouse_assets.assets.table_asset import IncrementalSource, QuarantineOf, RoutedRows
+from lakehouse_assets.assets.table_asset import IncrementalSource, QuarantineOf, RoutedRows, stream_options_of
 from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
@@ -32,7 +32,7 @@ from lakehouse_assets.io.metadata import table_metadata
 from lakehouse_assets.io.table_run import TableRef, TableRun, full_refresh, resolve_table_run
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import DeltaRsTableStore, StreamOptions, TableStore
+from lakehouse_assets.storage import DeltaRsTableStore, TableStore
 from lakehouse_assets.storage.table_lock import table_locks
 from lakehouse_assets.tables.session_views import drop_temp_views
 
@@ -88,13 +88,25 @@ class DeltaIOManager(dg.ConfigurableIOManager):
 
     # -- reading ------------------------------------------------------------------------------
     def load_input(self, context: dg.InputContext) -> DataFrame:
-        """The upstream table: a stream of the rows each new version adds, or as it stands."""
+        """The upstream table: a stream of the rows each new version adds (with the options
+        the consuming asset declared), or as it stands."""
         table = TableRef.of(context.asset_key, self.settings())
         with engine_errors(self.spark.settings()):
             spark = self.spark.spark_session
             if self.read_inputs_as == "stream":
-                return self.store().read_stream(spark, str(table.path), StreamOptions())
+                options = stream_options_of(_consumer_metadata(context), table.table_name)
+                return self.store().read_stream(spark, str(table.path), options)
             return self.store().read(spark, str(table.path))
+
+
+def _consumer_metadata(context: dg.InputContext) -> dict[str, Any]:
+    """The definition metadata of the asset the input is loaded for (where a table asset
+    keeps its stream options); empty outside an asset step."""
+    step = context.step_context if context.has_asset_key else None
+    assets_def = getattr(step, "assets_def", None) if step is not None else None
+    if assets_def is None:
+        return {}
+    return {k: v for key in assets_def.keys for k, v in (assets_def.metadata_by_key.get(key) or {}).items()}
 
 
 def _handler_for(obj: Any, table: TableRef) -> tuple[Handler, bool]:

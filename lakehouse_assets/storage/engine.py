@@ -64,11 +64,29 @@ class HistoryEntry:
 
 @dataclass(frozen=True)
 class StreamOptions:
-    """Options of a table read as a stream, named as Delta names them."""
+    """Options of a table read as a stream, as Delta's source names them: where a new query
+    starts (``startingVersion``), how much one micro-batch takes (``maxFilesPerTrigger``,
+    ``maxBytesPerTrigger``: whichever is reached first, and at least one file), and what to do
+    with commits that remove rows (``skipChangeCommits``: skip any; ``ignoreDeletes``: skip
+    those that only delete; otherwise the stream stops on them)."""
 
     starting_version: int | None = None
     max_files_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
     skip_change_commits: bool = False
+    ignore_deletes: bool = False
+
+    def reader_options(self) -> dict[str, str]:
+        """The options as Delta's source spells them, those set only."""
+        given = {
+            "startingVersion": self.starting_version,
+            "maxFilesPerTrigger": self.max_files_per_trigger,
+            "maxBytesPerTrigger": self.max_bytes_per_trigger,
+            "skipChangeCommits": self.skip_change_commits or None,
+            "ignoreDeletes": self.ignore_deletes or None,
+        }
+        return {name: str(value).lower() if isinstance(value, bool) else str(value)
+                for name, value in given.items() if value is not None}
 
 
 @dataclass(frozen=True)

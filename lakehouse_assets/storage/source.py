@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxFiles,
     SupportsTriggerAvailableNow,
 )
@@ -55,13 +56,7 @@ def read_delta_stream(spark: SparkSession, path: str, schema: T.StructType, opti
     """A streaming DataFrame over the Delta table at ``path``."""
     spark.dataSource.register(DeltaStreamDataSource)
     reader = spark.readStream.format(SOURCE_NAME).schema(schema).option("path", path)
-    if options.starting_version is not None:
-        reader = reader.option("startingVersion", str(options.starting_version))
-    if options.max_files_per_trigger is not None:
-        reader = reader.option("maxFilesPerTrigger", str(options.max_files_per_trigger))
-    if options.skip_change_commits:
-        reader = reader.option("skipChangeCommits", "true")
-    return reader.load()
+    return reader.options(**options.reader_options()).load()
 
 
 class DeltaStreamDataSource(DataSource):
@@ -119,7 +114,10 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.start_at_latest = starting == "latest"
         max_files = options.get("maxfilespertrigger")
         self.max_files = int(max_files) if max_files else None
+        max_bytes = options.get("maxbytespertrigger")
+        self.max_bytes = int(max_bytes) if max_bytes else None
         self.skip_change_commits = str(options.get("skipchangecommits", "false")).lower() == "true"
+        self.ignore_deletes = str(options.get("ignoredeletes", "false")).lower() == "true"
         self.schema_json = schema.json()
         self._available_now_version: int | None = None
         self._known_version: int | None = None
@@ -159,14 +157,20 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now_version = latest_version(self.path)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxFiles(self.max_files) if self.max_files else ReadAllAvailable()
+        if self.max_files:
+            return ReadMaxFiles(self.max_files)
+        return ReadMaxBytes(self.max_bytes) if self.max_bytes else ReadAllAvailable()
 
     def latestOffset(self, start: Offset, limit: ReadLimit) -> Offset:
         self._check_same_table(start)
         upto = self._upto()
-        max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
+        # Spark asks for everything (a once trigger) or for the default limit; Python sources
+        # have no composite limit, so with both options set each is applied from the options.
+        limited = not isinstance(limit, ReadAllAvailable)
+        max_files = self.max_files if limited else None
+        max_bytes = self.max_bytes if limited else None
         last: _Position | None = None
-        count = 0
+        count = size = 0
         for item in self._walk(start, snapshot_version=upto, upto=upto):
             if isinstance(item, _SchemaBoundary):
                 if count == 0:
@@ -178,8 +182,11 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 break
             last = item[0]
             count += 1
+            size += item[1].size
             if max_files is not None and count >= max_files:
                 break
+            if max_bytes is not None and size >= max_bytes:
+                break  # Delta's soft limit: the file that reaches it is still in the batch
         return start if last is None else self._stamp(last.offset())
 
     def partitions(self, start: Offset, end: Offset) -> list[InputPartition]:
@@ -228,12 +235,13 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if commit.schema_string is not None and not self._reads_schema(commit.schema_string):
                 yield _SchemaBoundary(version, commit.schema_string)
             if commit.removes_data:
-                if self.skip_change_commits:
+                if self.skip_change_commits or (self.ignore_deletes and not commit.added):
                     continue
                 raise StreamSourceError(
                     f"Delta table {self.path} changed existing rows at version {version} "
                     f"({commit.operation}); a streaming read only follows appends. Set "
-                    "skipChangeCommits to ignore such commits, or full-refresh the downstream table."
+                    "skipChangeCommits to ignore such commits (ignoreDeletes: those that only "
+                    "delete), or full-refresh the downstream table."
                 )
             for index, data_file in enumerate(commit.added):
                 if version == next_version and index <= skip_through:

@@ -17,6 +17,7 @@ from lakehouse_assets.assets.bronze import bronze_table
 from lakehouse_assets.assets.table_asset import (
     IO_MANAGER_KEY,
     STREAM_INPUT_KEY,
+    STREAM_OPTIONS,
     IncrementalSource,
     RoutedRows,
     batch_from,
@@ -30,7 +31,7 @@ from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, route
 from lakehouse_assets.quality.silver import HEARTRATE_POSITIVE
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaRsTableStore, StreamOptions
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
 
 # -- upstream tables, written directly with the store (external assets to Dagster) -----------
@@ -116,6 +117,20 @@ def views_seen(spark: SparkResource, viewed: DataFrame) -> DataFrame:
     session = spark.spark_session
     names = sorted(t.name for t in session.catalog.listTables() if t.isTemporary)
     return session.createDataFrame([(",".join(names), viewed.count())], "views STRING, rows BIGINT")
+
+
+@table_asset(layer="silver", name="io_events_throttled",
+             ins={"events": stream_from(EVENTS, StreamOptions(max_files_per_trigger=1))})
+def events_throttled(events: DataFrame) -> DataFrame:
+    """The events, read one upstream file per micro-batch: stream options declared on the asset."""
+    return events.select("id", "value")
+
+
+@table_asset(layer="silver", name="io_events_once", trigger="once",
+             ins={"events": stream_from(EVENTS, StreamOptions(max_files_per_trigger=1))})
+def events_once(events: DataFrame) -> DataFrame:
+    """The events in one micro-batch: a once trigger takes everything, rate limits aside."""
+    return events.select("id", "value")
 
 
 @table_asset(layer="gold", name="io_not_a_frame")
@@ -308,6 +323,32 @@ def test_bronze_asset_skips_an_empty_landing_then_stops_on_a_new_column_naming_i
 
     materialize(autoloaded)
     assert delta_rows(settings, "bronze", "io_autoloaded", ["id", "value", "ward"]) == [(1, 10, None), (2, 20, "A")]
+
+
+def test_stream_options_declared_on_an_asset_reach_its_query_and_show_in_its_definition(spark, store, settings):
+    for i in range(3):  # three commits of one file each
+        write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(i, i)])
+
+    run = materialization_metadata(materialize(events_throttled))["silver/io_events_throttled"]
+
+    assert (run["micro_batches"], run["rows_written"]) == (3, 3)
+    key = dg.AssetKey(["silver", "io_events_throttled"])
+    assert events_throttled.metadata_by_key[key][STREAM_OPTIONS] == {"bronze.io_events": {"max_files_per_trigger": 1}}
+
+
+def test_a_once_trigger_takes_everything_in_one_batch_and_processing_time_runs_until_its_bound(spark, store, settings):
+    for i in range(3):
+        write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(i, i)])
+
+    once = materialization_metadata(materialize(events_once))["silver/io_events_once"]
+    assert (once["micro_batches"], once["rows_written"]) == (1, 3)
+
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(3, 3)])
+    op = events_doubled.node_def.name
+    config = {"trigger": "processingTime", "processing_time": "1 second", "timeout_seconds": 4}
+    bounded = materialization_metadata(materialize(events_doubled, run_config={"ops": {op: {"config": config}}}))
+    assert bounded["silver/io_events_doubled"]["rows_written"] == 4
+    assert bounded["silver/io_events_doubled"]["duration_seconds"] >= 4  # ran until its bound, then stopped
 
 
 # -- tables by name and temp views in asset bodies -------------------------------------------

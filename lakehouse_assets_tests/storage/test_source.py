@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
@@ -175,3 +176,44 @@ def test_a_commit_that_only_records_an_empty_batch_is_nothing_to_read(
     assert store.stream_has_unread_data(checkpoint) is True
     _stream(spark, store, tmp_path)
     assert _target_ids(spark, store, tmp_path) == list(range(5))
+
+
+def test_max_bytes_per_trigger_splits_a_backlog_and_a_batch_takes_at_least_one_file(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    source = str(tmp_path / "source")
+    for first in range(0, 8, 2):
+        _append(spark, store, source, range(first, first + 2))
+    file_size = min(f.size for f in store.snapshot(source).files())
+
+    tiny = _stream(spark, store, tmp_path / "tiny", StreamOptions(max_bytes_per_trigger=1), source=source)
+    two_files = _stream(spark, store, tmp_path / "two", StreamOptions(max_bytes_per_trigger=2 * file_size),
+                        source=source)
+
+    assert [p["numInputRows"] for p in tiny.progress if p["numInputRows"]] == [2, 2, 2, 2]
+    assert [p["numInputRows"] for p in two_files.progress if p["numInputRows"]] == [4, 4]
+    assert _target_ids(spark, store, tmp_path / "two") == list(range(8))
+
+
+def test_ignore_deletes_passes_over_a_commit_that_only_deletes_but_not_one_that_rewrites(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    source = str(tmp_path / "source")
+    _append(spark, store, source, range(0, 3))
+    _append(spark, store, source, range(3, 5))
+    ignoring = lambda: _stream(spark, store, tmp_path / "ignoring", StreamOptions(ignore_deletes=True), source=source)  # noqa: E731
+    strict = lambda: _stream(spark, store, tmp_path / "strict", StreamOptions(), source=source)  # noqa: E731
+    ignoring()
+    strict()  # both have read ids 0-4
+
+    DeltaTable(source).delete("id >= 3")  # removes the second file whole: a delete-only commit
+    _append(spark, store, source, range(5, 6))
+
+    assert ignoring().input_rows == 1
+    assert _target_ids(spark, store, tmp_path / "ignoring") == [0, 1, 2, 3, 4, 5]
+    with pytest.raises(QueryFailedError, match="ignoreDeletes"):
+        strict()
+
+    _append(spark, store, source, range(100, 101), mode="overwrite")  # removes and adds: a rewrite
+    with pytest.raises(QueryFailedError, match="changed existing rows"):
+        ignoring()
