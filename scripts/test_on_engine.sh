@@ -19,11 +19,13 @@ LAKEHOUSE_SPARK_CONF='{"spark.sql.shuffle.partitions": "2"}' "$BIN/lakehouse" --
 LAKEHOUSE_SPARK_REMOTE="sc://localhost:${LAKEHOUSE_ENGINE_PORT}/;token=$(cat "$engine_root/_engine/token")"
 export LAKEHOUSE_SPARK_REMOTE
 # By default the tests whose code paths differ on an engine: sessions and their isolation,
-# ingestion, the Delta source and sink, checks, the graph, repair, killed runs, dagster dev.
+# tables by name and temp views, ingestion, the Delta source and sink, checks, the graph, repair, killed runs, dagster dev.
 # Arguments replace the list (any pytest arguments).
 if [ $# -eq 0 ]; then
   set -- \
     lakehouse_assets_tests/engine/test_isolation.py \
+    lakehouse_assets_tests/tables/test_lakehouse_tables.py \
+    lakehouse_assets_tests/io/test_delta_io_manager.py::test_temp_views_and_tables_by_name_work_in_a_body_and_never_reach_the_next_asset \
     lakehouse_assets_tests/ingestion/test_autoloader.py \
     lakehouse_assets_tests/storage/test_sink.py \
     lakehouse_assets_tests/storage/test_source.py \
