@@ -100,6 +100,24 @@ def find_table_refs(sql: str, known_tables: Collection[str]) -> list[TableRef]:
     return refs
 
 
+def referenced_tables(sql: str, layers: Collection[str]) -> list[tuple[str, bool]]:
+    """The two-part names in ``layers`` that ``sql`` reads from (right after FROM, JOIN or
+    STREAM), each once, with whether it is read as a stream: what a query depends on, found
+    before any table exists."""
+    wanted = {layer.lower() for layer in layers}
+    toks = tokens(sql)
+    found: dict[str, bool] = {}
+    for i in range(len(toks)):
+        if not _is_word(toks, i, "from", "join", "stream"):
+            continue
+        at = i + 2 if _is(toks, i + 1, "(") else i + 1
+        name = _two_part_name(toks, at)
+        if name is not None and name.split(".", 1)[0].lower() in wanted:
+            stream = _is_word(toks, i, "stream")
+            found[name] = found.get(name, False) or stream
+    return list(found.items())
+
+
 def unknown_tables(sql: str, known_tables: Collection[str], layers: Collection[str] = ()) -> list[str]:
     """The two-part names ``sql`` reads from (right after FROM, JOIN or STREAM) in one of the
     lakehouse's layers (those of ``known_tables``, and ``layers``) that are not among

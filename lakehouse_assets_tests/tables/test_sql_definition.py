@@ -1,0 +1,76 @@
+"""SQL table definitions (Lakeflow's CREATE OR REFRESH ...) and the column lineage read from
+their queries, without Spark; the reference gold tables' lineage against the one worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakehouse_assets.assets.gold import SQL_FOLDER
+from lakehouse_assets.tables.sql_definition import SqlDefinitionError, SqlTableKind, parse_sql_definition
+from lakehouse_assets.tables.sql_lineage import column_lineage
+
+
+def test_a_streaming_table_with_a_comment_reads_its_streams_and_groups_in_complete_mode() -> None:
+    definition = parse_sql_definition(
+        "-- a comment\ncreate or refresh streaming table gold.by_name\nCOMMENT 'Per name, it\\'s all'\n"
+        "AS SELECT p.name, count(*) AS n FROM STREAM(silver.x) r JOIN silver.patients p ON r.mrn = p.mrn "
+        "GROUP BY p.name;", source="by_name.sql")
+    assert (definition.kind, definition.table, definition.comment) == (
+        SqlTableKind.streaming_table, "gold.by_name", "Per name, it's all")
+    assert definition.reads == (("silver.x", True), ("silver.patients", False))
+    assert definition.query.startswith("SELECT p.name") and not definition.query.endswith(";")
+    assert definition.complete
+
+
+def test_a_streaming_table_that_only_groups_in_a_subquery_appends() -> None:
+    definition = parse_sql_definition(
+        "CREATE OR REFRESH STREAMING TABLE silver.y AS SELECT * FROM STREAM(bronze.r) "
+        "WHERE mrn IN (SELECT mrn FROM silver.patients GROUP BY mrn)", source="y.sql")
+    assert not definition.complete
+
+
+def test_a_materialized_view_reads_tables_as_they_stand() -> None:
+    definition = parse_sql_definition(
+        "CREATE OR REFRESH MATERIALIZED VIEW gold.v AS SELECT count(*) AS n FROM silver.x", source="v.sql")
+    assert (definition.kind, definition.reads, definition.complete) == (
+        SqlTableKind.materialized_view, (("silver.x", False),), False)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("SELECT 1", "does not start with CREATE OR REFRESH"),
+    ("CREATE OR REFRESH TABLE gold.t AS SELECT 1", "STREAMING TABLE or MATERIALIZED VIEW"),
+    ("CREATE OR REFRESH MATERIALIZED VIEW t AS SELECT 1", "named layer.name"),
+    ("CREATE OR REFRESH STREAMING TABLE gold.t (CONSTRAINT ok EXPECT (n > 0)) AS SELECT * FROM STREAM(silver.x)",
+     "CONSTRAINT ... EXPECT"),
+    ("CREATE OR REFRESH STREAMING TABLE gold.t AS SELECT * FROM silver.x", "reads no table with STREAM"),
+    ("CREATE OR REFRESH MATERIALIZED VIEW gold.t AS SELECT * FROM STREAM(silver.x)", "as a stream"),
+    ("CREATE OR REFRESH MATERIALIZED VIEW gold.t COMMENT nope AS SELECT 1", "quoted string"),
+])
+def test_a_definition_that_cannot_be_a_table_is_refused_naming_the_file(text: str, says: str) -> None:
+    with pytest.raises(SqlDefinitionError, match="bad.sql") as refused:
+        parse_sql_definition(text, source="bad.sql")
+    assert says in str(refused.value)
+
+
+def test_the_reference_gold_lineage_read_from_sql_is_the_one_worked_out_by_hand() -> None:
+    daily = parse_sql_definition((SQL_FOLDER / "daily_patient_avg.sql").read_text(), "daily_patient_avg.sql")
+    counts = parse_sql_definition((SQL_FOLDER / "device_counts.sql").read_text(), "device_counts.sql")
+
+    assert column_lineage(daily.query, ["silver.recordings_enriched"]) == {
+        "mrn": [("silver.recordings_enriched", "mrn")],
+        "name": [("silver.recordings_enriched", "name")],
+        "avg_heartrate": [("silver.recordings_enriched", "heartrate")],
+        "date": [("silver.recordings_enriched", "time")],
+    }
+    assert column_lineage(counts.query, ["bronze.recordings"]) == {
+        "device_id": [("bronze.recordings", "device_id")],
+        "total_recordings": [("bronze.recordings", "device_id")],
+    }
+
+
+def test_lineage_follows_aliases_across_a_join_and_leaves_out_what_it_cannot_tell() -> None:
+    lineage = column_lineage(
+        "SELECT r.mrn, p.name AS patient, r.heartrate * 2 AS doubled, heartrate FROM bronze.r r "
+        "JOIN silver.patients p ON r.mrn = p.mrn", ["bronze.r", "silver.patients"])
+    assert lineage == {"mrn": [("bronze.r", "mrn")], "patient": [("silver.patients", "name")],
+                       "doubled": [("bronze.r", "heartrate")]}
