@@ -42,7 +42,7 @@ test: $(INSTALLED) lint
 	@scripts/check_java.sh
 	@# The UI tests drive Debian's Chromium (Playwright cannot download its own browser here).
 	@scripts/install_browser.sh
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=20
 	@# The Connect pass: the tests whose code paths differ on an engine, on a warm Spark Connect engine.
 	scripts/test_on_engine.sh
 

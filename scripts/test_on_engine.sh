@@ -31,9 +31,10 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/storage/test_source.py \
     lakehouse_assets_tests/quality/test_checks.py \
     lakehouse_assets_tests/quality/test_quarantine.py \
-    lakehouse_assets_tests/assets \
+    lakehouse_assets_tests/assets/test_pipeline.py \
+    lakehouse_assets_tests/assets/test_quarantine.py::test_bad_records_are_quarantined_with_reasons_across_incremental_runs \
     lakehouse_assets_tests/reliability/test_checkpoint_repair.py::test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it \
     lakehouse_assets_tests/reliability/test_killed_run_on_engine.py \
     lakehouse_assets_tests/e2e/test_land_to_gold.py
 fi
-"$BIN/python" -m pytest -p no:cacheprovider "$@"
+"$BIN/python" -m pytest -p no:cacheprovider --durations=15 "$@"
