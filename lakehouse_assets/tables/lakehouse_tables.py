@@ -62,10 +62,9 @@ class LakehouseTables:
         ``VERSION AS OF`` / ``TIMESTAMP AS OF`` pin one reference."""
         known = self.names()
         missing = unknown_tables(query, known, MEDALLION_LAYERS)
+        missing += [name for name in [*(versions or {}), *(timestamps or {})] if name not in known]
         if missing:
             raise UnknownTableError(missing[0], str(self.settings.root), known)
-        for pinned in [*(versions or {}), *(timestamps or {})]:
-            self._path(pinned)
         refs = find_table_refs(query, known)
         views = [self._register(ref, versions or {}, timestamps or {}) for ref in refs]
         return self.spark.sql(rewrite(query, refs, views))
@@ -100,10 +99,10 @@ class LakehouseTables:
         return view
 
     def _path(self, name: str) -> str:
-        parts = name.split(".")
-        if len(parts) != 2 or name not in self.names():
-            raise UnknownTableError(name, str(self.settings.root), self.names())
-        return str(self.settings.table_path(*parts))
+        known = self.names()
+        if name not in known:
+            raise UnknownTableError(name, str(self.settings.root), known)
+        return str(self.settings.table_path(*name.split(".")))
 
 
 def _utc(value: str | dt.datetime) -> dt.datetime:

@@ -122,18 +122,9 @@ def unknown_tables(sql: str, known_tables: Collection[str], layers: Collection[s
     """The two-part names ``sql`` reads from (right after FROM, JOIN or STREAM) in one of the
     lakehouse's layers (those of ``known_tables``, and ``layers``) that are not among
     ``known_tables``: a typo, or a table never written."""
-    layers = {t.split(".", 1)[0].lower() for t in known_tables} | {layer.lower() for layer in layers}
+    all_layers = {t.split(".", 1)[0] for t in known_tables} | set(layers)
     known = {t.lower() for t in known_tables}
-    toks = tokens(sql)
-    missing = []
-    for i in range(len(toks)):
-        if not _is_word(toks, i, "from", "join", "stream"):
-            continue
-        at = i + 2 if _is(toks, i + 1, "(") else i + 1
-        name = _two_part_name(toks, at)
-        if name is not None and name.split(".", 1)[0].lower() in layers and name.lower() not in known:
-            missing.append(name)
-    return list(dict.fromkeys(missing))
+    return [name for name, _ in referenced_tables(sql, all_layers) if name.lower() not in known]
 
 
 def rewrite(sql: str, refs: Sequence[TableRef], view_names: Sequence[str]) -> str:
