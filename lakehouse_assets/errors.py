@@ -62,6 +62,20 @@ class QueryFailedError(LakehouseError):
         self.kind = kind
 
 
+class ExpectationFailedError(LakehouseError):
+    """A row failed an expectation whose violation fails the update (FAIL / FAIL UPDATE):
+    nothing of the batch was committed. One line, so it survives a query's traceback."""
+
+    def __init__(self, rule: str, table: str, condition: str, row: str, failing_rows: int) -> None:
+        super().__init__(
+            f"Expectation {rule} failed on {table}: {failing_rows} row(s) of the batch violate {condition}, "
+            f"e.g. {row}. Nothing was committed to {table}. Fix the data upstream (or make the rule drop "
+            "or warn instead of failing the update), then run the asset again."
+        )
+        self.rule = rule
+        self.table = table
+
+
 class UnsupportedTableError(LakehouseError):
     """The table uses Delta features this engine cannot read correctly."""
 

@@ -16,7 +16,6 @@ from lakehouse_assets.assets.table_asset import (
     table_asset,
 )
 from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
-from lakehouse_assets.quality.quarantine import route
 from lakehouse_assets.quality.silver import ROUTING_RULES
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -64,6 +63,7 @@ def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-unt
         "recordings": stream_from(["bronze", "recordings"]),
         "patients": batch_from(["silver", "patients"]),
     },
+    expectations=ROUTING_RULES,
     column_lineage={
         "device_id": [ColumnSource("bronze.recordings", "device_id")],
         "mrn": [ColumnSource("bronze.recordings", "mrn"), ColumnSource("silver.patients", "mrn")],
@@ -82,7 +82,7 @@ def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRow
         F.from_unixtime(F.col("a.time"), "yyyy-MM-dd HH:mm:ss").cast("timestamp").alias("time"),
     )
     return RoutedRows(
-        rows=route(joined, ROUTING_RULES),
+        rows=joined,
         passed_columns=["device_id", "mrn", "name", "time", "heartrate"],
         quarantine_columns=[F.col(BRONZE_TIME).alias("time") if c == "time" else c for c in bronze_columns],
     )

@@ -2,25 +2,41 @@
 
 One ``.sql`` file is one asset: its key is the table it creates, its upstream assets are the
 tables its query reads, its column lineage is read from the query, its description is its
-``COMMENT``. The body runs the query over the tables by name in the run's session; the IO
-manager writes the result like any Python asset's, with the same metadata and checks.
+``COMMENT``, its expectations are its ``CONSTRAINT ... EXPECT`` clauses. The body runs the
+query over the tables by name in the run's session; the IO manager writes the result like
+any Python asset's, with the same metadata and checks. A table with a ``DROP ROW``
+expectation gets a quarantine table beside it, ``<layer>.<name>_quarantine``, as a Python
+routed table does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pyspark.sql import DataFrame
 
 from lakehouse_assets.assets.automation import downstream_of_new_data
-from lakehouse_assets.assets.table_asset import ColumnSource, table_asset
+from lakehouse_assets.assets.table_asset import ColumnSource, RoutedRows, routed_table_asset, table_asset
+from lakehouse_assets.quality.rules import Rule, Severity, sql_rule
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.tables.sql_definition import SqlDefinitionError, SqlTableKind, parse_sql_definition
+from lakehouse_assets.tables.sql_definition import (
+    OnViolation,
+    SqlConstraint,
+    SqlDefinition,
+    SqlDefinitionError,
+    SqlTableKind,
+    parse_sql_definition,
+)
 from lakehouse_assets.tables.sql_lineage import column_lineage
 
 SQL_TEXT = "lakehouse/sql"
+QUARANTINE_SUFFIX = "_quarantine"
+
+_SEVERITY = {OnViolation.warn: Severity.WARN, OnViolation.drop_row: Severity.ERROR,
+             OnViolation.fail_update: Severity.FAIL}
 
 
 def sql_asset(path: Path) -> dg.AssetsDefinition:
@@ -33,29 +49,66 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         column: [ColumnSource(table, source) for table, source in sources]
         for column, sources in column_lineage(definition.query, reads).items()
     }
-    streaming = definition.kind is SqlTableKind.streaming_table
-
-    @table_asset(
+    rules = [expectation(c) for c in definition.constraints]
+    common: dict[str, Any] = dict(
         layer=layer,
-        name=name,
-        description=definition.comment or f"{definition.kind} defined in {path.name}.",
-        deps=[table.split(".") for table in reads],
-        output_mode="complete" if definition.complete else "append",
-        write_mode="overwrite",
         column_lineage=lineage or None,
         automation_condition=downstream_of_new_data(),
+        expectations=rules,
         metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
                   "lakehouse/sql_file": dg.MetadataValue.path(str(path))},
     )
-    def _sql_table(spark: SparkResource) -> DataFrame:
+    description = definition.comment or f"{definition.kind} defined in {path.name}."
+
+    def query(spark: SparkResource) -> DataFrame:
         df = spark.tables.sql(definition.query)
-        if df.isStreaming != streaming:  # the parse refuses this; a query Spark reads otherwise is caught here
+        if df.isStreaming != (definition.kind is SqlTableKind.streaming_table):
+            # The parse refuses this; a query Spark reads otherwise is caught here.
             raise SqlDefinitionError(f"{path}: the query of {definition.table} does not read as a {definition.kind}")
         return df
 
+    if any(rule.severity is Severity.ERROR for rule in rules):
+        _check_can_drop(definition)
+
+        @routed_table_asset(
+            name=name, quarantine_name=name + QUARANTINE_SUFFIX, description=description,
+            quarantine_description=f"Rows {definition.table} dropped by its DROP ROW expectations, with the "
+            "names of those they failed.",
+            ins={}, deps=[table.split(".") for table in reads], **common)
+        def _routed_sql_table(spark: SparkResource) -> RoutedRows:
+            rows = query(spark)
+            return RoutedRows(rows=rows, passed_columns=rows.columns, quarantine_columns=rows.columns)
+
+        return _routed_sql_table
+
+    @table_asset(
+        name=name, description=description, deps=[table.split(".") for table in reads],
+        output_mode="complete" if definition.complete else "append", write_mode="overwrite", **common)
+    def _sql_table(spark: SparkResource) -> DataFrame:
+        return query(spark)
+
     return _sql_table
+
+
+def expectation(constraint: SqlConstraint) -> Rule:
+    """The rule a ``CONSTRAINT ... EXPECT`` declares."""
+    action = "" if constraint.on_violation is OnViolation.warn else f" ON VIOLATION {constraint.on_violation}"
+    return sql_rule(constraint.name, constraint.condition, columns=constraint.columns,
+                    severity=_SEVERITY[constraint.on_violation],
+                    description=f"EXPECT ({constraint.condition}){action}")
 
 
 def sql_assets(folder: Path) -> Sequence[dg.AssetsDefinition]:
     """One asset per ``.sql`` file in ``folder``, by file name."""
     return [sql_asset(path) for path in sorted(folder.glob("*.sql"))]
+
+
+def _check_can_drop(definition: SqlDefinition) -> None:
+    """DROP ROW quarantines rows as they are appended; a table rewritten whole cannot."""
+    if definition.kind is SqlTableKind.materialized_view or definition.complete:
+        dropping = [c.name for c in definition.constraints if c.on_violation is OnViolation.drop_row]
+        raise SqlDefinitionError(
+            f"{definition.source}: {definition.table} is rewritten whole on every update (a "
+            f"{'materialized view' if definition.kind is SqlTableKind.materialized_view else 'grouped streaming table'}"
+            f"), so its CONSTRAINTs {dropping} cannot DROP ROW into a quarantine that each rewrite would lose. "
+            "Filter such rows in the query's WHERE, or use ON VIOLATION FAIL UPDATE, or no ON VIOLATION (warn).")

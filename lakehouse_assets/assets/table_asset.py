@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -18,6 +19,8 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.quality.rules import Rule, Severity
 from lakehouse_assets.storage import OutputMode, StreamOptions, WriteMode
 from lakehouse_assets.streaming import RestartPolicy, TriggerKind
 
@@ -41,6 +44,8 @@ QUARANTINE_TABLE = "lakehouse/quarantine_table"  # on a routed table: where fail
 QUARANTINE_FOR = "lakehouse/quarantine_for"  # on a quarantine table: whose failing rows it holds
 # On a table read from streams: the options of each, by upstream table (``layer.name``).
 STREAM_OPTIONS = "lakehouse/stream_options"
+# The expectations its writes enforce: name, on violation, condition, columns.
+EXPECTATIONS = "lakehouse/expectations"
 
 
 class TableRunConfig(dg.Config):
@@ -118,6 +123,50 @@ def _split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, d
     return asset_ins, ({STREAM_OPTIONS: options} if options else {})
 
 
+@dataclass(frozen=True)
+class ExpectedRows:
+    """What a table asset declared with expectations returns, as the IO manager sees it: the
+    body's DataFrame and the rules each write enforces (WARN and FAIL; ERROR rules route
+    rows, see :class:`RoutedRows`)."""
+
+    rows: DataFrame
+    expectations: tuple[Rule, ...]
+
+
+def _expectations_metadata(table: str, rules: Sequence[Rule], *, can_drop: bool) -> dict[str, Any]:
+    """The definition metadata listing ``rules``; refuses rules that drop rows where there is
+    no quarantine to drop them into."""
+    names = [r.name for r in rules]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise LakehouseError(f"{table}: expectations {repeated} are declared more than once; give each its own name")
+    dropping = [r.name for r in rules if r.severity is Severity.ERROR]
+    if dropping and not can_drop:
+        raise LakehouseError(
+            f"{table}: expectations {dropping} drop failing rows (severity ERROR), which needs a quarantine "
+            "table to keep them in; declare the table with routed_table_asset(quarantine_name=...), or make "
+            "them WARN (keep and count) or FAIL (fail the update)")
+    return {EXPECTATIONS: [
+        {"name": r.name, "on_violation": r.severity.on_violation, "description": r.description,
+         "columns": list(r.columns)} for r in rules]} if rules else {}
+
+
+def _with_expectations(fn: Callable[..., Any], rules: tuple[Rule, ...]) -> Callable[..., Any]:
+    """``fn`` returning its DataFrame with ``rules`` for the IO manager: the same parameters
+    for Dagster to read, but no return type for it to check (what it returns is no DataFrame)."""
+
+    @functools.wraps(fn)
+    def body(*args: Any, **kwargs: Any) -> ExpectedRows:
+        return ExpectedRows(fn(*args, **kwargs), rules)
+
+    # Annotations resolved in fn's own module: Dagster would resolve strings in this one.
+    signature = inspect.signature(fn, eval_str=True).replace(return_annotation=inspect.Signature.empty)
+    body.__signature__ = signature  # type: ignore[attr-defined]
+    body.__annotations__ = {name: p.annotation for name, p in signature.parameters.items()
+                            if p.annotation is not inspect.Parameter.empty}
+    return body
+
+
 def batch_from(key: Sequence[str]) -> dg.AssetIn:
     """An input read as a batch: the upstream table as it stands (a static lookup)."""
     return dg.AssetIn(key=dg.AssetKey(list(key)))
@@ -141,6 +190,7 @@ def table_asset(
     automation_condition: dg.AutomationCondition[Any] | None = None,
     check_specs: Sequence[dg.AssetCheckSpec] | None = None,
     metadata: Mapping[str, Any] | None = None,
+    expectations: Sequence[Rule] = (),
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """Decorate a transformation that returns a Spark DataFrame as the table ``layer.name``.
 
@@ -148,11 +198,15 @@ def table_asset(
     append, complete, or update by ``merge_keys``) with its own checkpoint; a batch
     DataFrame is written with ``write_mode`` (overwrite, append, or merge on
     ``merge_keys``). ``name`` defaults to the function's name, ``description`` to its
-    docstring.
+    docstring. ``expectations`` (WARN: keep and count; FAIL: fail the update) are enforced
+    on every batch written, their counts reported with each materialization.
     """
 
     def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
         table_name = name or fn.__name__
+        expectation_metadata = _expectations_metadata(f"{layer}.{table_name}", expectations, can_drop=False)
+        body = _with_expectations(fn, tuple(expectations)) if expectations else fn
+
         definition_metadata: dict[str, Any] = {
             OUTPUT_MODE: output_mode,
             WRITE_MODE: write_mode,
@@ -169,6 +223,7 @@ def table_asset(
             }
         asset_ins, stream_options = _split_ins(ins or {})
         definition_metadata.update(stream_options)
+        definition_metadata.update(expectation_metadata)
         definition_metadata.update(metadata or {})
         return dg.asset(
             key=dg.AssetKey([layer, table_name]),
@@ -186,19 +241,21 @@ def table_asset(
             config_schema=cast(Any, TableRunConfig.to_config_schema()),
             automation_condition=automation_condition,
             check_specs=check_specs,
-        )(fn)
+        )(body)
 
     return decorate
 
 
 @dataclass(frozen=True)
 class RoutedRows:
-    """What a table asset with a quarantine returns: its rows, each already carrying the
-    reason it failed (null when it passed), and the columns each destination keeps."""
+    """What a table asset with a quarantine returns: its rows, and the columns each
+    destination keeps. ``expectations`` are filled in from the declaration
+    (:func:`routed_table_asset`): the IO manager routes each row by them."""
 
     rows: DataFrame
     passed_columns: Sequence[Any]
     quarantine_columns: Sequence[Any]
+    expectations: tuple[Rule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -221,10 +278,16 @@ def routed_table_asset(
     owners: Sequence[str] = (DEFAULT_OWNER,),
     automation_condition: dg.AutomationCondition[Any] | None = None,
     merge_schema: bool = True,
+    expectations: Sequence[Rule] = (),
+    deps: Sequence[Sequence[str]] = (),
+    metadata: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
-    """Like :func:`table_asset` for an append stream whose failing rows go to a quarantine
-    table ``layer.quarantine_name``: one query, one checkpoint, both tables written per
-    micro-batch, each exactly once. Both are assets, so both show in the lineage.
+    """Like :func:`table_asset` for an append stream whose rows failing an ERROR expectation
+    go to a quarantine table ``layer.quarantine_name``, with the names of the rules they
+    failed: one query, one checkpoint, both tables written per micro-batch, each exactly
+    once. Both are assets, so both show in the lineage. WARN expectations keep the row and
+    count it; FAIL ones fail the update. ``deps`` are upstream tables the body reads by name
+    (not as inputs).
 
     A column the passing rows gain (one the body passes through from upstream) is added to
     the table with ``merge_schema`` (the default, as the seeds' ``mergeSchema``), else it
@@ -237,13 +300,15 @@ def routed_table_asset(
         main_metadata: dict[str, Any] = {
             OUTPUT_MODE: "append", TRIGGER: "availableNow", "table": f"{layer}.{name}", MERGE_SCHEMA: merge_schema,
             QUARANTINE_TABLE: f"{layer}.{quarantine_name}", **stream_options,
+            **_expectations_metadata(f"{layer}.{name}", expectations, can_drop=True), **(metadata or {}),
         }
         if column_lineage:
             main_metadata[COLUMN_LINEAGE] = {
                 column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()
             }
         common: dict[str, Any] = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
-                                      deps=[asset_in.key for asset_in in asset_ins.values()])
+                                      deps=[*(asset_in.key for asset_in in asset_ins.values()),
+                                            *(dg.AssetKey(list(dep)) for dep in deps)])
 
         @dg.multi_asset(
             name=f"{layer}__{name}",
@@ -260,7 +325,8 @@ def routed_table_asset(
         )
         @functools.wraps(fn)
         def _routed(**inputs: Any) -> Any:
-            yield dg.Output(fn(**inputs), output_name=f"{layer}__{name}")
+            routed = dataclasses.replace(fn(**inputs), expectations=tuple(expectations))
+            yield dg.Output(routed, output_name=f"{layer}__{name}")
             yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
 
         return _routed

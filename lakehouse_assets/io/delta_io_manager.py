@@ -18,7 +18,13 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
-from lakehouse_assets.assets.table_asset import IncrementalSource, QuarantineOf, RoutedRows, stream_options_of
+from lakehouse_assets.assets.table_asset import (
+    ExpectedRows,
+    IncrementalSource,
+    QuarantineOf,
+    RoutedRows,
+    stream_options_of,
+)
 from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
@@ -118,8 +124,9 @@ def _handler_for(obj: Any, table: TableRef) -> tuple[Handler, bool]:
         return write_routed, True
     if isinstance(obj, IncrementalSource):
         return write_ingestion, True
-    if isinstance(obj, DataFrame):
-        return (write_stream if obj.isStreaming else write_batch), True
+    if isinstance(obj, ExpectedRows | DataFrame):
+        rows = obj.rows if isinstance(obj, ExpectedRows) else obj
+        return (write_stream if rows.isStreaming else write_batch), True
     raise LakehouseError(
         f"Asset {table.table_name} returned {type(obj).__name__}; a table asset returns a "
         "Spark DataFrame (streaming or batch)"

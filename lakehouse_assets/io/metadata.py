@@ -1,14 +1,17 @@
 """What every materialization of a table reports about the table itself, read from the
 table (its log and schema), never from what the run remembers: version, rows, columns,
-column lineage."""
+column lineage; and what its expectations counted, read from its commits."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import dagster as dg
 
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.quality.expectations import ExpectationCounts
+from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.storage import TableStore
 
 
@@ -35,4 +38,21 @@ def table_metadata(store: TableStore, run: TableRun, written_version: int | None
                      for table, source_column in sources]
             for column, sources in run.column_lineage.items()
         })
+    return metadata
+
+
+def expectations_metadata(rules: Sequence[Rule], counts: ExpectationCounts) -> dict[str, Any]:
+    """Per expectation, the rows of this materialization that passed and failed it (numbers
+    the UI plots across materializations), and the same as one table."""
+    if not rules:
+        return {}
+    metadata: dict[str, Any] = {}
+    lines = ["| expectation | on violation | passed | failed |", "| --- | --- | --- | --- |"]
+    for rule in rules:
+        passed, failed = counts.passed(rule.name), counts.failed.get(rule.name, 0)
+        metadata[f"expectations/{rule.name}/passed"] = dg.MetadataValue.int(passed)
+        metadata[f"expectations/{rule.name}/failed"] = dg.MetadataValue.int(failed)
+        lines.append(f"| {rule.name} | {rule.severity.on_violation} | {passed} | {failed} |")
+    metadata["expectations"] = dg.MetadataValue.md("\n".join(lines))
+    metadata["expectations/rows_checked"] = dg.MetadataValue.int(counts.rows)
     return metadata

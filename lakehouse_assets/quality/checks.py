@@ -79,7 +79,7 @@ def contract_check_specs(
         specs.append(
             dg.AssetCheckSpec(
                 rule.name, asset=key,
-                blocking=blocking and rule.severity is Severity.ERROR,
+                blocking=blocking and rule.severity is not Severity.WARN,
                 description=f"{rule.description} ({rule.severity.value})",
                 metadata={"severity": rule.severity.value, "columns": ", ".join(rule.columns)},
             )
@@ -355,7 +355,7 @@ def _errors_markdown(errors: Sequence[StructureError]) -> str:
 
 
 def _severity(severity: Severity) -> dg.AssetCheckSeverity:
-    return dg.AssetCheckSeverity.ERROR if severity is Severity.ERROR else dg.AssetCheckSeverity.WARN
+    return dg.AssetCheckSeverity.WARN if severity is Severity.WARN else dg.AssetCheckSeverity.ERROR
 
 
 def _asset_key(contract: Contract, asset_key: dg.AssetKey | Sequence[str] | None) -> dg.AssetKey:

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from lakehouse_assets.quality.contract import Contract, StructureError
+from lakehouse_assets.quality.expectations import count_failures
 from lakehouse_assets.quality.rules import Rule, Severity, UniqueKey
 
 DEFAULT_SAMPLE_SIZE = 10
@@ -104,15 +105,6 @@ def evaluate(contract: Contract, df: DataFrame, *, sample_size: int = DEFAULT_SA
     return Evaluation(contract.table, rows, ordered, structure)
 
 
-def count_failures(df: DataFrame, rules: Sequence[Rule]) -> tuple[int, dict[str, int]]:
-    """The number of rows of ``df`` and, per rule, how many fail it: one Spark job."""
-    aggregates = [F.count(F.lit(1)).alias(_COUNT)]
-    aggregates += [F.sum(F.when(rule.failed(), 1).otherwise(0)).alias(f"__fail_{i}") for i, rule in enumerate(rules)]
-    row = df.agg(*aggregates).first()
-    assert row is not None  # a global aggregation always returns one row
-    return int(row[_COUNT]), {rule.name: int(row[f"__fail_{i}"] or 0) for i, rule in enumerate(rules)}
-
-
 def sample_failures(df: DataFrame, rules: Sequence[Rule], sample_size: int) -> dict[str, list[tuple[Any, ...]]]:
     """Up to ``sample_size`` failing rows of each rule, all rules in one Spark job: each
     failing row is tagged with the rules it fails, and the first rows per rule are kept."""
@@ -179,7 +171,6 @@ __all__ = [
     "DEFAULT_SAMPLE_SIZE",
     "Evaluation",
     "RuleResult",
-    "count_failures",
     "evaluate",
     "markdown_table",
     "sample_failures",

@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.quality.expectations import commit_metadata, enforce
 from lakehouse_assets.quality.rules import Rule, Severity
 from lakehouse_assets.storage import CommitResult, DeltaSink
 
@@ -84,6 +85,12 @@ def split_routed(
     return passed, quarantined
 
 
+def dropped_by() -> Column:
+    """Per routed row, the names of the ERROR rules that sent it to quarantine (an array,
+    empty for a row that passed)."""
+    return F.split(F.coalesce(F.col(QUARANTINE_REASON), F.lit("")), REASON_SEPARATOR)
+
+
 @dataclass
 class QuarantineSink:
     """A ``foreachBatch`` function that writes each routed micro-batch to two tables.
@@ -94,6 +101,11 @@ class QuarantineSink:
     (:func:`route`). The batch is cached while both writes read it, so the source and the
     join are computed once.
 
+    Before either write, ``rules`` are enforced as expectations of ``table``
+    (:func:`~lakehouse_assets.quality.expectations.enforce`): a FAIL rule's failure stops
+    the batch with nothing committed, and every rule's counts go into the passed table's
+    commit.
+
     It looks like a DeltaSink to :func:`~lakehouse_assets.streaming.run_stream`:
     ``output_mode`` and ``run_commits`` are the passed table's; ``quarantine.run_commits()``
     reports the other table.
@@ -103,6 +115,8 @@ class QuarantineSink:
     quarantine: DeltaSink
     passed_columns: Sequence[ColumnLike]
     quarantine_columns: Sequence[ColumnLike]
+    rules: Sequence[Rule] = ()
+    table: str = ""
     output_mode: str = "append"
 
     def __post_init__(self) -> None:
@@ -123,13 +137,15 @@ class QuarantineSink:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         batch_df.persist()
         try:
+            counted = (commit_metadata(enforce(batch_df, self.rules, self.table or self.passed.path,
+                                               dropped_by=dropped_by())) if self.rules else None)
             passed, quarantined = split_routed(
                 batch_df, passed_columns=self.passed_columns, quarantine_columns=self.quarantine_columns
             )
             # Each writer skips a replayed batch its table already holds, so a run stopped
             # between the two writes completes both when the batch is replayed.
             self.quarantine(quarantined, batch_id)
-            self.passed(passed, batch_id)
+            self.passed(passed, batch_id, commit_metadata=counted)
         finally:
             batch_df.unpersist()
 
@@ -143,6 +159,7 @@ def _columns(columns: Sequence[ColumnLike]) -> list[Column]:
 __all__ = [
     "REASON_SEPARATOR",
     "QuarantineSink",
+    "dropped_by",
     "quarantine_reason",
     "route",
     "routing_rules",

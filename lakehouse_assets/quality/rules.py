@@ -25,14 +25,27 @@ _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 class Severity(StrEnum):
-    """How much a failing rule matters.
+    """What a row failing the rule does, as an expectation on a table's write (Lakeflow's
+    ``expect``, ``expect_or_drop``, ``expect_or_fail``; in SQL, ``CONSTRAINT ... EXPECT``
+    with no action, ``ON VIOLATION DROP ROW``, ``ON VIOLATION FAIL UPDATE``):
 
-    ERROR: the row is quarantined by the stream, and a failing check blocks downstream
-    assets (when the checks are blocking). WARN: reported only; the row flows on.
+    - WARN: the row is kept, and counted as failing;
+    - ERROR: the row is dropped from the table into its quarantine, with the rule's name;
+    - FAIL: the update fails; nothing is committed, and the error names the rule, the table
+      and one failing row.
+
+    As an asset check on a table, ERROR and FAIL rules fail as errors (blocking downstream
+    assets when the checks are blocking); WARN rules fail as warnings.
     """
 
     ERROR = "ERROR"
     WARN = "WARN"
+    FAIL = "FAIL"
+
+    @property
+    def on_violation(self) -> str:
+        """What a violation does, in Lakeflow's words: warn, drop row, fail update."""
+        return {"WARN": "warn", "ERROR": "drop row", "FAIL": "fail update"}[self.value]
 
 
 @dataclass(frozen=True)
@@ -187,6 +200,13 @@ def plausible_time(column: str, *, earliest: dt.datetime, future_tolerance: dt.t
     )
 
 
+def sql_rule(name: str, condition: str, *, columns: Sequence[str], severity: Severity = Severity.WARN,
+             description: str | None = None) -> Rule:
+    """A rule whose condition is a Spark SQL expression (a SQL ``CONSTRAINT ... EXPECT``),
+    reading ``columns``."""
+    return Rule(name, description or condition, severity, tuple(columns), lambda: F.expr(condition))
+
+
 def rules_reading(rules: Sequence[Rule], columns: Sequence[str]) -> tuple[Rule, ...]:
     """The rules whose columns are all among ``columns`` (names compared case-insensitively,
     as Spark resolves them)."""
@@ -206,4 +226,5 @@ __all__ = [
     "number",
     "plausible_time",
     "rules_reading",
+    "sql_rule",
 ]

@@ -26,6 +26,7 @@ from lakehouse_assets.storage._schema import plan_write, spark_to_arrow
 from lakehouse_assets.storage._staging import holds_only_staging_folders, stage_files
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
+    BATCH_METADATA_PREFIX,
     AppTransaction,
     CommitResult,
     HistoryEntry,
@@ -299,7 +300,8 @@ def _add_columns(
     added = T.StructType([f for f in table_schema.fields if f.name.lower() in wanted])
     fields = deltalake.Schema.from_arrow(spark_to_arrow(added)).fields
     batch_keys = (META_ROWS, META_BATCH, META_QUERY)
-    custom = {k: v for k, v in (properties.custom_metadata or {}).items() if k not in batch_keys}
+    custom = {k: v for k, v in (properties.custom_metadata or {}).items()
+              if k not in batch_keys and not str(k).startswith(BATCH_METADATA_PREFIX)}
     custom[META_OPERATION] = "ADD COLUMNS"
     table.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata=custom))
 

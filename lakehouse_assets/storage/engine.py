@@ -23,6 +23,11 @@ if TYPE_CHECKING:
 WriteMode = Literal["append", "overwrite", "merge"]
 
 
+#: Commit metadata keys that describe a batch's rows (what its expectations counted) start
+#: with this: only the commit that writes the rows records them, never a schema change made
+#: for them, so summing a run's commits counts each batch once.
+BATCH_METADATA_PREFIX = "lakehouse.batch."
+
 @dataclass(frozen=True)
 class AppTransaction:
     """A streaming query's micro-batch, recorded in the commit that writes it (Delta's
@@ -44,6 +49,8 @@ class CommitResult:
     files_written: int = 0
     bytes_written: int = 0
     skipped: bool = False
+    #: The commit's custom metadata (``commitInfo``), as far as it was read back.
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ run that made it, so what a run wrote is read back from the table's log
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -68,10 +68,13 @@ class DeltaSink:
         """What this sink's run committed to its table, oldest first, read from the log."""
         return run_commits(self.store, self.path, self.run_id) if self.run_id else []
 
-    def __call__(self, batch_df: DataFrame, batch_id: int) -> CommitResult:
+    def __call__(self, batch_df: DataFrame, batch_id: int,
+                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
+        """Commit the batch, once; ``commit_metadata`` is recorded in its commit (what the
+        batch's expectations counted, for one)."""
         fault_point("batch.started")
         transaction = AppTransaction(self.query_id(), int(batch_id))
-        metadata: dict[str, str] = {OUTPUT_MODE_KEY: self.output_mode}
+        metadata: dict[str, str] = {**(commit_metadata or {}), OUTPUT_MODE_KEY: self.output_mode}
         if self.run_id:
             metadata[RUN_KEY] = self.run_id
         # Spark logged offsets/<batch_id> before calling us; it is always there.
@@ -132,7 +135,8 @@ def run_commits(store: TableStore, path: str, run_id: str) -> list[CommitResult]
         for entry in entries:
             if entry.custom_metadata.get(RUN_KEY) != run_id:
                 return found[::-1]
-            found.append(CommitResult(path, entry.version, rows_written=entry.rows_written or 0))
+            found.append(CommitResult(path, entry.version, rows_written=entry.rows_written or 0,
+                                      metadata={k: str(v) for k, v in entry.custom_metadata.items()}))
         if limit is None or len(entries) < limit:
             return found[::-1]
         limit = None  # the newest 32 commits were all this run's: read the whole log

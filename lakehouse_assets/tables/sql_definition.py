@@ -12,6 +12,17 @@ incremental query with its own checkpoint: appended to, or, when the query group
 level (an aggregate with no watermark), rewritten in complete mode as the seeds write gold.
 A ``MATERIALIZED VIEW`` reads tables as they stand and is recomputed whole by each run.
 The tables a definition reads, its upstream assets, are found in its query, never listed by hand.
+
+Expectations are declared in parentheses after the name, as Lakeflow writes them::
+
+    CREATE OR REFRESH STREAMING TABLE silver.readings (
+      CONSTRAINT heartrate_positive EXPECT (heartrate > 0) ON VIOLATION DROP ROW,
+      CONSTRAINT mrn_present EXPECT (mrn IS NOT NULL) ON VIOLATION FAIL UPDATE,
+      CONSTRAINT device_known EXPECT (device_id IS NOT NULL)
+    ) AS SELECT ...
+
+No ``ON VIOLATION`` keeps and counts a failing row; ``DROP ROW`` quarantines it;
+``FAIL UPDATE`` fails the update.
 """
 
 from __future__ import annotations
@@ -19,6 +30,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.tables.sql_refs import Token, referenced_tables, tokens
@@ -35,10 +50,30 @@ class SqlTableKind(StrEnum):
     materialized_view = "MATERIALIZED VIEW"
 
 
+class OnViolation(StrEnum):
+    """What a row failing a ``CONSTRAINT ... EXPECT`` does."""
+
+    warn = "WARN"  # no ON VIOLATION: kept, and counted
+    drop_row = "DROP ROW"
+    fail_update = "FAIL UPDATE"
+
+
+@dataclass(frozen=True)
+class SqlConstraint:
+    """``CONSTRAINT name EXPECT (condition) [ON VIOLATION ...]``, with the columns the
+    condition reads."""
+
+    name: str
+    condition: str
+    columns: tuple[str, ...]
+    on_violation: OnViolation
+
+
 @dataclass(frozen=True)
 class SqlDefinition:
     """One parsed definition: ``table`` (``layer.name``), its kind, its ``COMMENT``, its
-    query, and the tables the query reads (``layer.name``, read as a stream or not)."""
+    query, the tables the query reads (``layer.name``, read as a stream or not), and its
+    expectations."""
 
     source: str  # where it was read from, for messages
     kind: SqlTableKind
@@ -46,6 +81,7 @@ class SqlDefinition:
     comment: str | None
     query: str
     reads: tuple[tuple[str, bool], ...]
+    constraints: tuple[SqlConstraint, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -85,11 +121,16 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
     if not _TABLE_NAME.fullmatch(table) or table.split(".")[0].lower() not in SQL_LAYERS:
         raise fail(f"the table must be named layer.name in bronze, silver or gold (found {_near(toks, at)})")
     at += 3
+    constraints: tuple[SqlConstraint, ...] = ()
     if at < len(toks) and toks[at].text == "(":
-        raise SqlDefinitionError(
-            f"{source}: {table} declares columns or CONSTRAINT ... EXPECT expectations, which SQL "
-            "definitions do not take yet; check rows in the query's WHERE, or declare the table in Python "
-            "with its contract (quality/) until SQL expectations land.")
+        close = _closing(toks, at)
+        if close is None:
+            raise fail(f"the parenthesis after {table} is never closed")
+        constraints = tuple(_constraint(table, item, source, text) for item in _split_commas(toks[at + 1:close]))
+        names = [c.name.lower() for c in constraints]
+        if len(set(names)) != len(names):
+            raise SqlDefinitionError(f"{source}: {table} names a CONSTRAINT twice; give each its own name")
+        at = close + 1
     comment = None
     if at < len(words) and words[at] == "comment":
         if at + 1 >= len(toks) or toks[at + 1].kind != "string":
@@ -107,7 +148,68 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
     if kind is SqlTableKind.materialized_view and streams:
         raise fail(f"the materialized view {table} reads {', '.join(streams)} as a stream; a materialized "
                    "view reads tables as they stand: drop STREAM(...), or make it a STREAMING TABLE")
-    return SqlDefinition(source, kind, table, comment, query, reads)
+    return SqlDefinition(source, kind, table, comment, query, reads, constraints)
+
+
+def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlConstraint:
+    """One ``CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]``
+    (``toks`` of the definition's text ``sql``)."""
+    words = [t.text.lower() for t in toks]
+    text = sql[toks[0].start:toks[-1].end]
+    shape = ("CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | ON VIOLATION FAIL UPDATE]")
+    if not words or words[0] != "constraint":
+        raise SqlDefinitionError(
+            f"{source}: {table} declares {text!r} in its parentheses; a SQL table takes only expectations "
+            f"there ({shape}); its columns come from its query")
+    if len(toks) < 4 or toks[1].name is None or words[2] != "expect" or toks[3].text != "(":
+        raise SqlDefinitionError(f"{source}: {table}: {text!r} is not an expectation: write {shape}")
+    close = _closing(toks, 3)
+    if close is None or close == 4:
+        raise SqlDefinitionError(f"{source}: {table}: the condition of {toks[1].name} is empty or unclosed")
+    name = str(toks[1].name)
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+        raise SqlDefinitionError(
+            f"{source}: {table}: CONSTRAINT {name} must be named in lower-case letters, digits and underscores "
+            "(it names the asset check and the quarantine reason)")
+    condition_sql = sql[toks[4].start:toks[close - 1].end]
+    rest = words[close + 1:]
+    actions = {(): OnViolation.warn, ("on", "violation", "drop", "row"): OnViolation.drop_row,
+               ("on", "violation", "fail", "update"): OnViolation.fail_update}
+    if tuple(rest) not in actions:
+        raise SqlDefinitionError(
+            f"{source}: {table}: CONSTRAINT {name} ends with {' '.join(rest)!r}; write ON VIOLATION DROP ROW, "
+            "ON VIOLATION FAIL UPDATE, or nothing (keep and count failing rows)")
+    try:
+        parsed = sqlglot.parse_one(condition_sql, dialect="spark")
+    except SqlglotError as exc:
+        raise SqlDefinitionError(f"{source}: {table}: CONSTRAINT {name}'s condition does not parse: {exc}") from exc
+    columns = tuple(sorted({c.name for c in parsed.find_all(exp.Column)}))
+    if not columns:
+        raise SqlDefinitionError(f"{source}: {table}: CONSTRAINT {name}'s condition reads no column")
+    return SqlConstraint(name, condition_sql, columns, actions[tuple(rest)])
+
+
+def _closing(toks: list[Token], at: int) -> int | None:
+    """The index of the parenthesis closing the one at ``at``."""
+    depth = 0
+    for i in range(at, len(toks)):
+        depth += {"(": 1, ")": -1}.get(toks[i].text, 0)
+        if depth == 0:
+            return i
+    return None
+
+
+def _split_commas(toks: list[Token]) -> list[list[Token]]:
+    """``toks`` split at the commas outside parentheses."""
+    items: list[list[Token]] = [[]]
+    depth = 0
+    for tok in toks:
+        depth += {"(": 1, ")": -1}.get(tok.text, 0)
+        if tok.text == "," and depth == 0:
+            items.append([])
+        else:
+            items[-1].append(tok)
+    return [item for item in items if item]
 
 
 def _groups_at_top_level(toks: list[Token]) -> bool:

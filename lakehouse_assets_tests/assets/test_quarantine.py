@@ -68,6 +68,14 @@ def test_bad_records_are_quarantined_with_reasons_across_incremental_runs(spark,
     assert bronze == landed.counts.total + more.counts.total
     assert quarantined == landed.counts.bad + more.counts.bad
     assert run["silver/recordings_quarantine"]["rows_written"] == more.counts.bad
+    # This run's expectation counts, read from silver's commits, agree with what it quarantined.
+    silver_run = run["silver/recordings_enriched"]
+    assert silver_run["expectations/rows_checked"] == more.counts.total
+    assert silver_run["expectations/known_patient/failed"] >= more.counts.unknown_patient
+    assert silver_run["expectations/heartrate_positive/failed"] >= more.counts.non_positive_heartrate
+    assert silver_run["expectations/rescued_data_empty/failed"] == more.counts.malformed + more.counts.wrong_type
+    assert silver_run["expectations/device_id_present/passed"] + silver_run[
+        "expectations/device_id_present/failed"] == more.counts.total
     # Every quarantined row keeps the file it came from.
     sources = {source for (source,) in delta_rows(settings, "silver", "recordings_quarantine", ["_source_file"])}
     assert all(source.endswith(".json") for source in sources)

@@ -27,7 +27,7 @@ from lakehouse_assets.assets.table_asset import (
 )
 from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io import DeltaIOManager
-from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, route
+from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.silver import HEARTRATE_POSITIVE
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -77,11 +77,12 @@ def events_doubled(events: DataFrame) -> DataFrame:
     description="Readings with a positive heart rate.",
     quarantine_description="Readings refused, with the rules they failed.",
     ins={"readings": stream_from(READINGS)},
+    expectations=[HEARTRATE_POSITIVE],
 )
 def readings_clean(readings: DataFrame) -> RoutedRows:
     """Readings routed by heartrate_positive."""
     return RoutedRows(
-        rows=route(readings, [HEARTRATE_POSITIVE]),
+        rows=readings,
         passed_columns=["id", "heartrate"],
         quarantine_columns=["id", "heartrate"],
     )

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from lakehouse_assets.assets.gold import SQL_FOLDER
-from lakehouse_assets.tables.sql_definition import SqlDefinitionError, SqlTableKind, parse_sql_definition
+from lakehouse_assets.tables.sql_definition import (
+    OnViolation,
+    SqlDefinitionError,
+    SqlTableKind,
+    parse_sql_definition,
+)
 from lakehouse_assets.tables.sql_lineage import column_lineage
 
 
@@ -36,12 +41,35 @@ def test_a_materialized_view_reads_tables_as_they_stand() -> None:
         SqlTableKind.materialized_view, (("silver.x", False),), False)
 
 
+def test_constraints_are_read_with_their_conditions_columns_and_actions() -> None:
+    definition = parse_sql_definition(
+        "CREATE OR REFRESH STREAMING TABLE silver.t (\n"
+        "  CONSTRAINT valid_hr EXPECT (heartrate > 0 AND heartrate <= 300) ON VIOLATION DROP ROW,\n"
+        "  CONSTRAINT named EXPECT (length(trim(name)) > 0 OR mrn IN (1, 2)) ON VIOLATION FAIL UPDATE,\n"
+        "  constraint counted expect (device_id is not null)\n"
+        ") COMMENT 'checked' AS SELECT * FROM STREAM(bronze.r)", source="t.sql")
+    assert [(c.name, c.condition, c.columns, c.on_violation) for c in definition.constraints] == [
+        ("valid_hr", "heartrate > 0 AND heartrate <= 300", ("heartrate",), OnViolation.drop_row),
+        ("named", "length(trim(name)) > 0 OR mrn IN (1, 2)", ("mrn", "name"), OnViolation.fail_update),
+        ("counted", "device_id is not null", ("device_id",), OnViolation.warn),
+    ]
+    assert definition.comment == "checked" and definition.reads == (("bronze.r", True),)
+
+
 @pytest.mark.parametrize("text, says", [
     ("SELECT 1", "does not start with CREATE OR REFRESH"),
     ("CREATE OR REFRESH TABLE gold.t AS SELECT 1", "STREAMING TABLE or MATERIALIZED VIEW"),
     ("CREATE OR REFRESH MATERIALIZED VIEW t AS SELECT 1", "named layer.name"),
-    ("CREATE OR REFRESH STREAMING TABLE gold.t (CONSTRAINT ok EXPECT (n > 0)) AS SELECT * FROM STREAM(silver.x)",
-     "CONSTRAINT ... EXPECT"),
+    ("CREATE OR REFRESH STREAMING TABLE gold.t (n BIGINT) AS SELECT * FROM STREAM(silver.x)",
+     "takes only expectations"),
+    ("CREATE OR REFRESH STREAMING TABLE gold.t (CONSTRAINT ok EXPECT (n > 0) ON VIOLATION IGNORE) "
+     "AS SELECT * FROM STREAM(silver.x)", "ON VIOLATION DROP ROW, ON VIOLATION FAIL UPDATE, or nothing"),
+    ("CREATE OR REFRESH STREAMING TABLE gold.t (CONSTRAINT ok EXPECT (n > 0), CONSTRAINT ok EXPECT (n < 9)) "
+     "AS SELECT * FROM STREAM(silver.x)", "names a CONSTRAINT twice"),
+    ("CREATE OR REFRESH STREAMING TABLE gold.t (CONSTRAINT ok EXPECT (1 = 1)) AS SELECT * FROM STREAM(silver.x)",
+     "reads no column"),
+    ("CREATE OR REFRESH STREAMING TABLE gold.t (CONSTRAINT ok EXPECT (n > 0) AS SELECT * FROM STREAM(silver.x)",
+     "never closed"),
     ("CREATE OR REFRESH STREAMING TABLE gold.t AS SELECT * FROM silver.x", "reads no table with STREAM"),
     ("CREATE OR REFRESH MATERIALIZED VIEW gold.t AS SELECT * FROM STREAM(silver.x)", "as a stream"),
     ("CREATE OR REFRESH MATERIALIZED VIEW gold.t COMMENT nope AS SELECT 1", "quoted string"),

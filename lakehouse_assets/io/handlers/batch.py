@@ -1,5 +1,5 @@
 """A batch DataFrame: written in one commit, by the asset's write mode (overwrite, append,
-or merge by its keys)."""
+or merge by its keys), after its expectations are enforced on it."""
 
 from __future__ import annotations
 
@@ -8,17 +8,31 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.assets.table_asset import ExpectedRows
 from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.quality.expectations import commit_metadata, enforce
 from lakehouse_assets.storage import TableStore
 
 
-def write_batch(df: DataFrame, run: TableRun, store: TableStore, log: Any) -> Written:
-    """Write ``df`` to the table in one commit."""
+def write_batch(output: DataFrame | ExpectedRows, run: TableRun, store: TableStore, log: Any) -> Written:
+    """Write the DataFrame to the table in one commit; a FAIL expectation it breaks stops the
+    write before anything is committed."""
+    df, rules = (output.rows, output.expectations) if isinstance(output, ExpectedRows) else (output, ())
     path = str(run.table.path)
-    if run.write_mode == "merge":
-        commit = store.merge(df, path, keys=run.keys, merge_schema=run.merge_schema)
-    else:
-        commit = store.write(df, path, mode=run.write_mode, merge_schema=run.merge_schema,
-                             overwrite_schema=run.write_mode == "overwrite")
-    return Written(commit.version, {"rows_written": dg.MetadataValue.int(commit.rows_written)})
+    if rules:
+        df.persist()  # counted, then written: computed once
+    try:
+        counts = enforce(df, rules, run.table.table_name) if rules else None
+        metadata = commit_metadata(counts) if counts is not None else None
+        if run.write_mode == "merge":
+            commit = store.merge(df, path, keys=run.keys, merge_schema=run.merge_schema, metadata=metadata)
+        else:
+            commit = store.write(df, path, mode=run.write_mode, merge_schema=run.merge_schema,
+                                 overwrite_schema=run.write_mode == "overwrite", metadata=metadata)
+    finally:
+        if rules:
+            df.unpersist()
+    reported = expectations_metadata(rules, counts) if counts is not None else {}
+    return Written(commit.version, {"rows_written": dg.MetadataValue.int(commit.rows_written), **reported})

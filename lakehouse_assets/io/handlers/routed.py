@@ -1,6 +1,6 @@
-"""Rows routed by the quality rules: one query writes the rows that pass to the table and
-the failing ones, each with its reason, to the table's quarantine, both exactly once per
-micro-batch under one checkpoint."""
+"""Rows routed by the table's expectations: one query writes the rows that pass to the table
+and those an ERROR rule drops, each with its reason, to the table's quarantine, both exactly
+once per micro-batch under one checkpoint; a FAIL rule's failure stops the batch first."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from lakehouse_assets.assets.table_asset import RoutedRows
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.quality.quarantine import QuarantineSink
+from lakehouse_assets.quality.expectations import counts_of_commits
+from lakehouse_assets.quality.quarantine import QuarantineSink, route
 from lakehouse_assets.storage import DeltaSink, TableStore
 
 
@@ -21,8 +23,9 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
         raise LakehouseError(
             f"{run.table.table_name} returned routed rows, but its asset names no quarantine table: "
             "declare it with routed_table_asset(quarantine_name=...)")
+    rules = routed.expectations
     if not has_work(run, store):
-        return stream_written(skipped(run, log))
+        return stream_written(skipped(run, log), **expectations_metadata(rules, counts_of_commits([])))
     checkpoint = str(run.table.checkpoint)
     sink = QuarantineSink(
         passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.merge_schema),
@@ -31,5 +34,10 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
         quarantine=DeltaSink(store, str(run.quarantine.path), checkpoint, merge_schema=True),
         passed_columns=routed.passed_columns,
         quarantine_columns=routed.quarantine_columns,
+        rules=rules,
+        table=run.table.table_name,
     )
-    return stream_written(run_query(run, lambda: routed.rows, sink, log))
+    # Routed before foreachBatch, so Spark fixes current_timestamp() (time rules read it) once
+    # per micro-batch and both outputs of a batch see one reason.
+    query = run_query(run, lambda: route(routed.rows, rules), sink, log)
+    return stream_written(query, **expectations_metadata(rules, counts_of_commits(query.commits)))

@@ -1,0 +1,177 @@
+"""Expectations on a table's write, batch by batch: count every rule, fail on a FAIL rule,
+and commit the counts with the batch.
+
+Each batch (a micro-batch of the table's query, or a batch write) is counted once per rule in
+one Spark aggregation. A FAIL rule that any row violates stops the batch before anything is
+committed, naming the rule, the table and one failing row. Otherwise the counts go into the
+batch's Delta commit (``lakehouse.batch.expectations``), written with the rows in one atomic commit,
+so a replayed batch the table already holds is not counted twice and what a run's rows did
+against each rule is read from the table's log (:func:`counts_of_commits`), not from memory
+(on a Spark Connect engine this code runs in the server's Python workers).
+
+ERROR rules drop rows into a quarantine (:mod:`~lakehouse_assets.quality.quarantine`, which
+enforces the rest through this module); there, their failures are counted from the reason each
+row was routed by, so the counts and the quarantine cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse_assets.errors import ExpectationFailedError, LakehouseError
+from lakehouse_assets.quality.rules import Rule, Severity
+from lakehouse_assets.storage import CommitResult, DeltaSink
+from lakehouse_assets.storage.engine import BATCH_METADATA_PREFIX
+
+#: Commit metadata key: the batch's rows and failing rows per rule, as JSON.
+EXPECTATIONS_KEY = f"{BATCH_METADATA_PREFIX}expectations"
+
+_COUNT = "__count"
+_ROW_TEXT_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class ExpectationCounts:
+    """Rows checked and, per rule name, how many of them failed."""
+
+    rows: int = 0
+    failed: Mapping[str, int] = field(default_factory=dict)
+
+    def passed(self, rule: str) -> int:
+        """Rows that passed ``rule``."""
+        return self.rows - self.failed.get(rule, 0)
+
+    def __add__(self, other: ExpectationCounts) -> ExpectationCounts:
+        names = [*self.failed, *(n for n in other.failed if n not in self.failed)]
+        return ExpectationCounts(
+            self.rows + other.rows, {n: self.failed.get(n, 0) + other.failed.get(n, 0) for n in names})
+
+    def to_json(self) -> str:
+        return json.dumps({"rows": self.rows, "failed": dict(self.failed)}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> ExpectationCounts:
+        data = json.loads(text)
+        return cls(int(data["rows"]), {str(k): int(v) for k, v in data["failed"].items()})
+
+
+def count_failures(
+    df: DataFrame, rules: Sequence[Rule], *, dropped_by: Column | None = None
+) -> tuple[int, dict[str, int]]:
+    """The number of rows of ``df`` and, per rule, how many fail it: one Spark job. On rows
+    already routed, ``dropped_by`` is each row's array of the ERROR rules that dropped it,
+    and an ERROR rule fails where that array names it."""
+    aggregates = [F.count(F.lit(1)).alias(_COUNT)]
+    aggregates += [F.sum(F.when(_fails(rule, dropped_by), 1).otherwise(0)).alias(f"__fail_{i}")
+                   for i, rule in enumerate(rules)]
+    row = df.agg(*aggregates).first()
+    assert row is not None  # a global aggregation always returns one row
+    return int(row[_COUNT]), {rule.name: int(row[f"__fail_{i}"] or 0) for i, rule in enumerate(rules)}
+
+
+def enforce(
+    df: DataFrame, rules: Sequence[Rule], table: str, *, dropped_by: Column | None = None
+) -> ExpectationCounts:
+    """Count ``rules`` on ``df`` (a batch; ``dropped_by`` as for :func:`count_failures`), and
+    raise :class:`ExpectationFailedError` when a FAIL rule has failing rows, naming ``table``
+    and one of them."""
+    available = {c.lower() for c in df.columns}
+    for rule in rules:
+        missing = [c for c in rule.columns if c.lower() not in available]
+        if missing:
+            raise LakehouseError(
+                f"Expectation {rule.name} of {table} reads {missing}, which the rows to write lack "
+                f"(they have {df.columns}); fix the rule's columns or the query")
+    rows, failed = count_failures(df, rules, dropped_by=dropped_by)
+    for rule in rules:
+        if rule.severity is Severity.FAIL and failed[rule.name]:
+            raise ExpectationFailedError(
+                rule.name, table, rule.description, failing_row(df, rule), failed[rule.name])
+    return ExpectationCounts(rows, failed)
+
+
+def failing_row(df: DataFrame, rule: Rule) -> str:
+    """One row of ``df`` that fails ``rule``, as one line of JSON (cut short if long)."""
+    found = df.where(rule.failed()).limit(1).collect()
+    if not found:
+        return "(no failing row found again)"
+    text = json.dumps(found[0].asDict(recursive=True), default=str, separators=(", ", ": "))
+    return text if len(text) <= _ROW_TEXT_LIMIT else text[: _ROW_TEXT_LIMIT - 1] + "…"
+
+
+def counts_of_commits(commits: Iterable[CommitResult]) -> ExpectationCounts:
+    """The expectation counts of ``commits``, summed (commits without any count nothing)."""
+    total = ExpectationCounts()
+    for commit in commits:
+        text = commit.metadata.get(EXPECTATIONS_KEY)
+        if text:
+            total = total + ExpectationCounts.from_json(text)
+    return total
+
+
+def commit_metadata(counts: ExpectationCounts) -> dict[str, str]:
+    """The commit metadata that records ``counts`` with a batch."""
+    return {EXPECTATIONS_KEY: counts.to_json()}
+
+
+@dataclass
+class ExpectationsSink:
+    """A ``foreachBatch`` function: enforce ``rules`` on each micro-batch, then write it with
+    ``sink`` (a :class:`~lakehouse_assets.storage.DeltaSink`), the counts in its commit.
+
+    WARN and FAIL rules only: an ERROR rule drops rows into a quarantine, which
+    :class:`~lakehouse_assets.quality.quarantine.QuarantineSink` writes.
+    """
+
+    sink: DeltaSink
+    rules: Sequence[Rule]
+    table: str
+
+    def __post_init__(self) -> None:
+        dropping = [r.name for r in self.rules if r.severity is Severity.ERROR]
+        if dropping:
+            raise ValueError(f"{self.table}: rules {dropping} drop rows, which needs a quarantine table")
+
+    @property
+    def output_mode(self) -> str:
+        return self.sink.output_mode
+
+    def for_run(self, run_id: str) -> ExpectationsSink:
+        """This sink, naming ``run_id`` in its commits."""
+        return ExpectationsSink(self.sink.for_run(run_id), self.rules, self.table)
+
+    def run_commits(self) -> list[CommitResult]:
+        """What this sink's run committed, from the table's log."""
+        return self.sink.run_commits()
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> Any:
+        batch_df.persist()  # counted, then written: computed once
+        try:
+            counts = enforce(batch_df, self.rules, self.table)
+            return self.sink(batch_df, batch_id, commit_metadata=commit_metadata(counts))
+        finally:
+            batch_df.unpersist()
+
+
+def _fails(rule: Rule, dropped_by: Column | None) -> Column:
+    if dropped_by is not None and rule.severity is Severity.ERROR:
+        return F.array_contains(dropped_by, F.lit(rule.name))
+    return rule.failed()
+
+
+__all__ = [
+    "EXPECTATIONS_KEY",
+    "ExpectationCounts",
+    "ExpectationsSink",
+    "commit_metadata",
+    "count_failures",
+    "counts_of_commits",
+    "enforce",
+    "failing_row",
+]

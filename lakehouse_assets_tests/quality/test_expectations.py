@@ -1,0 +1,76 @@
+"""Expectations on a batch, with the shared SparkSession: counts per rule in one pass, a FAIL
+rule stopping the batch with its name, the table and a failing row, and counts that travel in
+a Delta commit and add up across a run's commits."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakehouse_assets.errors import ExpectationFailedError, LakehouseError
+from lakehouse_assets.quality.expectations import (
+    EXPECTATIONS_KEY,
+    ExpectationCounts,
+    ExpectationsSink,
+    commit_metadata,
+    counts_of_commits,
+    enforce,
+)
+from lakehouse_assets.quality.quarantine import dropped_by, route
+from lakehouse_assets.quality.rules import Severity, greater_than, not_null, sql_rule
+from lakehouse_assets.storage import CommitResult, DeltaSink
+
+SCHEMA = "id BIGINT, heartrate DOUBLE, name STRING"
+ROWS = [(1, 70.0, "ann"), (2, -1.0, "bob"), (3, 0.0, None), (4, 80.0, None)]
+
+POSITIVE = greater_than("heartrate", 0, name="heartrate_positive", severity=Severity.ERROR)
+NAMED = not_null("name", name="named", severity=Severity.WARN)
+SMALL_ID = sql_rule("small_id", "id < 4", columns=["id"], severity=Severity.FAIL)
+
+
+def test_every_rule_is_counted_and_a_passing_fail_rule_lets_the_batch_through(spark):
+    df = spark.createDataFrame(ROWS[:3], SCHEMA)
+
+    counts = enforce(df, [POSITIVE, NAMED, SMALL_ID], "silver.readings")
+
+    assert counts == ExpectationCounts(3, {"heartrate_positive": 2, "named": 1, "small_id": 0})
+    assert counts.passed("heartrate_positive") == 1
+
+
+def test_a_failing_fail_rule_names_itself_the_table_and_a_failing_row(spark):
+    df = spark.createDataFrame(ROWS, SCHEMA)
+
+    with pytest.raises(ExpectationFailedError) as failed:
+        enforce(df, [NAMED, SMALL_ID], "silver.readings")
+
+    message = str(failed.value)
+    assert "small_id" in message and "silver.readings" in message and '"id": 4' in message, message
+    assert "1 row(s)" in message and "\n" not in message  # one line: it must survive a query's traceback
+
+
+def test_routed_rows_count_a_drop_rule_by_the_reason_they_were_routed_by(spark):
+    routed = route(spark.createDataFrame(ROWS, SCHEMA), [POSITIVE, NAMED])
+
+    counts = enforce(routed, [POSITIVE, NAMED], "silver.readings", dropped_by=dropped_by())
+
+    assert counts.failed == {"heartrate_positive": 2, "named": 2}
+
+
+def test_a_rule_reading_a_column_the_rows_lack_is_named(spark):
+    with pytest.raises(LakehouseError, match="small_id of silver.readings reads \\['id'\\]"):
+        enforce(spark.createDataFrame([(1.0,)], "heartrate DOUBLE"), [SMALL_ID], "silver.readings")
+
+
+def test_counts_travel_in_commit_metadata_and_add_up_over_a_run():
+    first, second = ExpectationCounts(3, {"a": 1}), ExpectationCounts(2, {"a": 2, "b": 1})
+    commits = [CommitResult("t", 1, metadata=commit_metadata(first)), CommitResult("t", 2),
+               CommitResult("t", 3, metadata=commit_metadata(second))]
+
+    total = counts_of_commits(commits)
+
+    assert total == ExpectationCounts(5, {"a": 3, "b": 1})
+    assert ExpectationCounts.from_json(commit_metadata(total)[EXPECTATIONS_KEY]) == total
+
+
+def test_an_expectations_sink_refuses_a_rule_that_drops_rows(store, tmp_path):
+    with pytest.raises(ValueError, match="heartrate_positive"):
+        ExpectationsSink(DeltaSink(store, str(tmp_path / "t"), str(tmp_path / "c")), [POSITIVE], "silver.t")
