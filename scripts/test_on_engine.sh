@@ -18,8 +18,13 @@ trap stop_engine EXIT
 LAKEHOUSE_SPARK_CONF='{"spark.sql.shuffle.partitions": "2"}' "$BIN/lakehouse" --root "$engine_root" engine start
 LAKEHOUSE_SPARK_REMOTE="sc://localhost:${LAKEHOUSE_ENGINE_PORT}/;token=$(cat "$engine_root/_engine/token")"
 export LAKEHOUSE_SPARK_REMOTE
-# By default the tests whose code paths differ on an engine: sessions and their isolation,
-# tables by name and temp views, ingestion, the Delta source and sink, checks, the graph, repair, killed runs, dagster dev.
+# By default the tests whose code paths differ on an engine, one case of each where the cases
+# differ only in driver-side logic (CI's time is a budget: `make test` stays under 30 minutes):
+# sessions and their isolation,
+# tables by name and temp views, ingestion, the Delta source and sink, checks, the graph, expectations
+# (a FAIL raised in the engine's Python worker), a killed run, and
+# dagster dev from landing to gold (the sensors' path, run here only: the embedded pass covers
+# the UI's runs in e2e/test_ui.py).
 # Arguments replace the list (any pytest arguments).
 if [ $# -eq 0 ]; then
   set -- \
@@ -27,14 +32,17 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/tables/test_lakehouse_tables.py \
     lakehouse_assets_tests/io/test_delta_io_manager.py::test_temp_views_and_tables_by_name_work_in_a_body_and_never_reach_the_next_asset \
     lakehouse_assets_tests/ingestion/test_autoloader.py \
+    --deselect "lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode[failOnNewColumns-False]" \
+    --deselect "lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode[addNewColumns-False]" \
+    --deselect "lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode[none-False]" \
     lakehouse_assets_tests/storage/test_sink.py \
     lakehouse_assets_tests/storage/test_source.py \
     lakehouse_assets_tests/quality/test_checks.py \
     lakehouse_assets_tests/quality/test_quarantine.py \
-    lakehouse_assets_tests/assets/test_pipeline.py \
+    lakehouse_assets_tests/assets/test_pipeline.py::test_whole_graph_then_an_increment_processes_only_the_new_files \
+    lakehouse_assets_tests/assets/test_expectations.py::test_a_python_asset_warns_counts_and_fails_its_update_with_nothing_committed \
     lakehouse_assets_tests/assets/test_quarantine.py::test_bad_records_are_quarantined_with_reasons_across_incremental_runs \
-    lakehouse_assets_tests/reliability/test_checkpoint_repair.py::test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it \
-    lakehouse_assets_tests/reliability/test_killed_run_on_engine.py \
+    "lakehouse_assets_tests/reliability/test_killed_run_on_engine.py::test_a_run_killed_mid_query_is_followed_by_a_whole_run[silver.recordings_enriched]" \
     lakehouse_assets_tests/e2e/test_land_to_gold.py
 fi
 "$BIN/python" -m pytest -p no:cacheprovider --durations=15 "$@"
