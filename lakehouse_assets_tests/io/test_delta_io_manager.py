@@ -260,6 +260,36 @@ def test_stream_writes_everything_then_skips_when_nothing_is_new_then_writes_onl
     assert third["dagster/row_count"] == 5
 
 
+def test_a_narrower_type_is_widened_into_the_table_and_a_wider_one_refused_naming_the_column(spark, store, settings):
+    """Issue 17, item 6: an int into a bigint column is cast up (a safe widening); a bigint
+    into the int column a table was made with stops the run with the project's error naming
+    the table, the column, both types and the way out, never a JVM trace."""
+    def typed(value_type: str) -> dg.AssetsDefinition:
+        @table_asset(layer="silver", name="io_events_typed", ins={"events": stream_from(EVENTS)})
+        def events_typed(events: DataFrame) -> DataFrame:
+            return events.select("id", F.col("value").cast(value_type).alias("value"))
+        return events_typed
+
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 10)])
+    materialize(typed("bigint"))
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(2, 20)])
+    materialize(typed("int"))  # narrower than the table: widened
+
+    assert delta_rows(settings, "silver", "io_events_typed", ["id", "value"]) == [(1, 10), (2, 20)]
+    assert store.snapshot(table_path(settings, "silver", "io_events_typed")).schema()["value"].dataType.simpleString() \
+        == "bigint"
+
+    # Rebuilt with an int column, from the source.
+    materialize(typed("int"), run_config={"ops": {"silver__io_events_typed": {"config": {"full_refresh": True}}}})
+    write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(3, 30)])
+    refused = materialize(typed("bigint"), raise_on_error=False)
+
+    assert not refused.success
+    text = failure_text(refused)
+    assert "SchemaMismatchError" in text and "io_events_typed" in text and "'value' is int in the table but bigint" in text
+    assert "full-refresh" in text and "Py4JJavaError" not in text
+
+
 # -- routed ---------------------------------------------------------------------------------
 
 
