@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import dagster as dg
@@ -9,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.table_asset import IncrementalSource, table_asset
 from lakehouse_assets.ingestion import MAX_SCHEMA_RESTARTS, AutoLoader, AutoLoaderOptions, SourceFormat
+from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 
@@ -20,10 +22,12 @@ def bronze_table(
     source_format: SourceFormat,
     options: AutoLoaderOptions | None = None,
     description: str | None = None,
+    expectations: Sequence[Rule] = (),
 ) -> dg.AssetsDefinition:
     """A bronze table fed by the files landing at ``$LAKEHOUSE_ROOT/landing/<data_source>``,
     as the course's ``autoload_to_table(data_source, source_format, table_name,
-    checkpoint_directory)``: the checkpoint and the stored schema are the table's own."""
+    checkpoint_directory)``: the checkpoint and the stored schema are the table's own.
+    ``expectations`` (WARN, FAIL) are enforced on every micro-batch ingested."""
     options = options or AutoLoaderOptions(format=source_format)
     if options.format != source_format:
         raise ValueError(f"bronze table {name}: source_format {source_format!r} disagrees with options.format")
@@ -35,6 +39,7 @@ def bronze_table(
         output_mode="append",
         merge_schema=True,
         description=description or f"Raw {data_source} files ingested incrementally ({source_format}).",
+        expectations=expectations,
     )
     def _bronze(spark: SparkResource) -> IncrementalSource:
         loader = bronze_loader(LakehouseSettings.from_env(), name=name, data_source=data_source, options=options)

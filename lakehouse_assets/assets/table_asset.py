@@ -77,6 +77,8 @@ class IncrementalSource:
     has_new_data: Callable[[], bool | None] | None = None
     # How many times one run may restart the query when ``restart_when`` says so.
     max_restarts: int = 3
+    # The asset's expectations (WARN and FAIL), filled in from its declaration.
+    expectations: tuple[Rule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,12 +154,15 @@ def _expectations_metadata(table: str, rules: Sequence[Rule], *, can_drop: bool)
 
 
 def _with_expectations(fn: Callable[..., Any], rules: tuple[Rule, ...]) -> Callable[..., Any]:
-    """``fn`` returning its DataFrame with ``rules`` for the IO manager: the same parameters
-    for Dagster to read, but no return type for it to check (what it returns is no DataFrame)."""
+    """``fn`` returning its DataFrame (or ingestion source) with ``rules`` for the IO manager:
+    the same parameters for Dagster to read, but no return type for it to check."""
 
     @functools.wraps(fn)
-    def body(*args: Any, **kwargs: Any) -> ExpectedRows:
-        return ExpectedRows(fn(*args, **kwargs), rules)
+    def body(*args: Any, **kwargs: Any) -> ExpectedRows | IncrementalSource:
+        returned = fn(*args, **kwargs)
+        if isinstance(returned, IncrementalSource):
+            return dataclasses.replace(returned, expectations=rules)
+        return ExpectedRows(returned, rules)
 
     # Annotations resolved in fn's own module: Dagster would resolve strings in this one.
     signature = inspect.signature(fn, eval_str=True).replace(return_annotation=inspect.Signature.empty)

@@ -11,12 +11,14 @@ import dagster as dg
 import pytest
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.assets.bronze import bronze_table
 from lakehouse_assets.assets.sql_asset import sql_asset
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY, stream_from, table_asset
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
-from lakehouse_assets.quality.rules import Severity, greater_than, not_null
+from lakehouse_assets.quality.rules import Severity, greater_than, not_null, null_or_empty
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.tables.sql_definition import SqlDefinitionError
@@ -141,6 +143,33 @@ def test_a_materialized_view_fails_its_update_on_a_fail_expectation(spark, store
 
     assert not failed.success and "total_small" in failure_message(failed)
     assert delta_rows(settings, "gold", "ex_total", ["events", "total"]) == [(2, 11)]
+
+
+STRICT_BRONZE = bronze_table(
+    name="ex_strict", data_source="ex_strict", source_format="json",
+    options=AutoLoaderOptions(format="json", schema_hints="id BIGINT, value BIGINT"),
+    expectations=[greater_than("value", 0, name="value_positive", severity=Severity.WARN),
+                  null_or_empty("_rescued_data", name="nothing_rescued", severity=Severity.FAIL)],
+)
+
+
+def test_a_bronze_table_enforces_its_expectations_on_what_it_ingests(spark, store, settings):
+    landing = settings.landing_path("ex_strict")
+    landing.mkdir(parents=True)
+    (landing / "1.json").write_text('{"id": 1, "value": 10}\n{"id": 2, "value": -3}\n')
+
+    first = materialization_metadata(materialize(STRICT_BRONZE))["bronze/ex_strict"]
+
+    assert delta_rows(settings, "bronze", "ex_strict", ["id"]) == [(1,), (2,)]
+    assert (first["expectations/value_positive/failed"], first["expectations/nothing_rescued/failed"]) == (1, 0)
+
+    (landing / "2.json").write_text('{"id": 3, "value": 5}\n{"id": 4, "value": "not a number"}\n')
+    failed = materialize(STRICT_BRONZE, raise_on_error=False)
+
+    assert not failed.success
+    message = failure_message(failed)
+    assert "nothing_rescued" in message and "bronze.ex_strict" in message and "not a number" in message, message
+    assert delta_rows(settings, "bronze", "ex_strict", ["id"]) == [(1,), (2,)]
 
 
 def test_a_table_rewritten_whole_cannot_drop_rows(tmp_path: Path):

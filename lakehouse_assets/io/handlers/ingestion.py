@@ -1,7 +1,7 @@
 """An ingestion source (Auto Loader over a landing folder): its query is rebuilt and
 restarted when the landed data's schema evolves, and the files deleted between the query's
 listing and its read are named, since their records are not in the table and only this
-warning says so."""
+warning says so. Its expectations (WARN, FAIL) are enforced on each micro-batch."""
 
 from __future__ import annotations
 
@@ -13,21 +13,28 @@ from lakehouse_assets.assets.table_asset import IncrementalSource
 from lakehouse_assets.ingestion.state import vanished_files, vanished_message
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.quality.expectations import ExpectationsSink, counts_of_commits
 from lakehouse_assets.storage import DeltaSink, TableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.streaming import RunSink
 
 
 def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore, log: Any) -> Written:
     """Run the ingestion query of ``source`` into the table."""
+    rules = source.expectations
     if not has_work(run, store, source.has_new_data):
-        return stream_written(skipped(run, log), files_vanished=dg.MetadataValue.json([]))
+        return stream_written(skipped(run, log), files_vanished=dg.MetadataValue.json([]),
+                              **expectations_metadata(rules, counts_of_commits([])))
     checkpoint = str(run.table.checkpoint)
     done_before = Checkpoint(checkpoint).last_committed_batch()
-    sink = DeltaSink(store, str(run.table.path), checkpoint,
-                     output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
+    table = DeltaSink(store, str(run.table.path), checkpoint,
+                      output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
+    sink: RunSink = ExpectationsSink(table, rules, run.table.table_name) if rules else table
     query = run_query(run, source.build, sink, log, restart_when=source.restart_when, max_restarts=source.max_restarts)
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:
         log.warning(vanished_message(path, run.table.table_name))
-    return stream_written(query, files_vanished=dg.MetadataValue.json(vanished))
+    return stream_written(query, files_vanished=dg.MetadataValue.json(vanished),
+                          **expectations_metadata(rules, counts_of_commits(query.commits)))
