@@ -4,6 +4,7 @@
 - :mod:`~lakehouse_assets.quality.contract`: a Pandera PySpark model plus its rules.
 - :mod:`~lakehouse_assets.quality.bronze`, ``silver``, ``gold``: the lakehouse's contracts.
 - :mod:`~lakehouse_assets.quality.evaluation`: failing-row counts and samples in one pass.
+- :mod:`~lakehouse_assets.quality.expectations`: rules enforced on each batch a table writes.
 - :mod:`~lakehouse_assets.quality.quarantine`: the silver stream's routing (lossless).
 - :mod:`~lakehouse_assets.quality.checks`: Dagster asset checks from a contract.
 """

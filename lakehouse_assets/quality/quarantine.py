@@ -4,12 +4,12 @@ Delta Live Tables' ``expect_or_drop`` drops failing rows; here they go to a quar
 with every bronze column and ``_quarantine_reason``, the comma-separated names of the ERROR
 rules they failed. The reason is computed once per row, and the two outputs are the rows
 where it is null and the rows where it is not, so no row can be in both or in neither:
-rows in = rows passed + rows quarantined. WARN rules never route; the asset checks report
-them.
+rows in = rows passed + rows quarantined. WARN and FAIL rules never route: they are counted,
+and a FAIL rule stops the batch (:mod:`~lakehouse_assets.quality.expectations`).
 
-Everything here is a transformation (no Spark actions), so it works on streaming and batch
-DataFrames alike. :class:`QuarantineSink` writes both outputs of each micro-batch, so one
-query (one checkpoint) feeds both tables.
+Routing is a transformation (no Spark actions), so it works on streaming and batch
+DataFrames alike. :class:`QuarantineSink` enforces the expectations and writes both outputs of
+each micro-batch, so one query (one checkpoint) feeds both tables.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Row rules: a named condition on a row, written once as a Spark ``Column``.
 
-A rule's condition is TRUE when a row passes. The same rule routes rows in the silver
-stream (:mod:`lakehouse_assets.quality.quarantine`) and counts failing rows in the asset
-checks (:mod:`lakehouse_assets.quality.checks`), so the two cannot disagree.
+A rule's condition is TRUE when a row passes. The same rule is an expectation on a table's
+writes (:mod:`~lakehouse_assets.quality.expectations`: counted, and by its severity kept,
+quarantined by :mod:`~lakehouse_assets.quality.quarantine`, or failing the update) and an asset
+check on the table (:mod:`~lakehouse_assets.quality.checks`), so the two cannot disagree.
 
 Conditions are built when asked for (:meth:`Rule.condition`), never at import: building a
 ``Column`` needs a running SparkSession, and Dagster imports definitions without one.
