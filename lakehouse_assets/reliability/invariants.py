@@ -8,7 +8,8 @@ independent of the code they judge):
     Every record of every landed file is in bronze exactly once (counted per ``_source_file``).
 ``bronze_routed``
     Bronze = silver + quarantine, record for record: the quarantine's rows are bronze rows,
-    and the bronze rows not quarantined are exactly silver's rows (as a multiset).
+    and the bronze rows not quarantined are exactly silver's rows (as a multiset); and the
+    expectation counts committed with silver's batches checked exactly those rows, once.
 ``gold_recomputed``
     Each gold table equals a batch recomputation of its logic from its source table.
 ``versions_whole``
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN as SOURCE_FILE
+from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.landed import landed_record_counts, landing_key
 from lakehouse_assets.reliability.report import InvariantReport, InvariantResult
@@ -173,7 +175,30 @@ def check_bronze_routed(settings: LakehouseSettings, flow: RecordFlow = REFERENC
     if lost and not pending_ok:
         result.add(flow.silver, f"{sum(lost.values())} bronze rows are in neither silver nor quarantine "
                    "(lost)", _quote(SILVER_KEY, lost))
+    if silver is not None and not result.violations:  # rows that disagree already say what is wrong
+        routed_rows = silver.num_rows + (quarantine.num_rows if quarantine is not None else 0)
+        _check_counted_once(result, flow.silver, paths[flow.silver], routed_rows, pending_ok=pending_ok)
     return result
+
+
+def _check_counted_once(result: InvariantResult, name: str, path: Path, routed_rows: int, *,
+                        pending_ok: bool) -> None:
+    """Each routed batch's expectation counts were committed once, with its silver rows: the
+    rows they checked add up to silver + quarantine (at most that with ``pending_ok``: a batch
+    whose quarantine rows are committed and its silver rows not yet)."""
+    checked = 0
+    for commit in delta_files.log_versions(path):
+        if not commit.transactions():
+            continue  # not a streaming batch (a schema change, a rewrite)
+        info: dict[str, Any] = next((a["commitInfo"] for a in commit.actions if "commitInfo" in a), {})
+        counts = info.get(EXPECTATIONS_KEY)
+        if counts is None:
+            return  # a batch written before expectations were counted: nothing to add up
+        checked += ExpectationCounts.from_json(str(counts)).rows
+    if checked > routed_rows or (checked < routed_rows and not pending_ok):
+        how = "twice" if checked > routed_rows else "without its rows"
+        result.add(name, f"its batches' expectation counts checked {checked} rows, but silver and quarantine "
+                   f"hold {routed_rows}: a batch was counted {how}")
 
 
 def _silver_key_of_bronze(row: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakehouse_assets.cli import main as lakehouse
+from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY
 from lakehouse_assets.reliability import check_all
 from lakehouse_assets.reliability.delta_files import read_rows, snapshot_files
 from lakehouse_assets.reliability.invariants import (
@@ -125,6 +127,23 @@ def test_a_quarantined_row_that_bronze_lacks_is_reported(lakehouse_copy):
 
     assert len(routed) == 1
     assert "silver.recordings_quarantine: 1 quarantined rows are not in bronze" in routed[0]
+
+
+@pytest.mark.slow
+def test_expectation_counts_committed_twice_for_one_batch_are_reported(lakehouse_copy):
+    silver = lakehouse_copy.table_path("silver", "recordings_enriched")
+    assert not violations(lakehouse_copy, BRONZE_ROUTED)
+    # The last batch's commit says it checked 7 rows more than it wrote: as if it were counted twice.
+    last = max((silver / "_delta_log").glob("*.json"))
+    actions = [json.loads(line) for line in last.read_text().splitlines() if line.strip()]
+    info = next(a["commitInfo"] for a in actions if "commitInfo" in a)
+    counts = json.loads(info[EXPECTATIONS_KEY])
+    info[EXPECTATIONS_KEY] = json.dumps({**counts, "rows": counts["rows"] + 7})
+    last.write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+    routed = violations(lakehouse_copy, BRONZE_ROUTED, pending_ok=True)
+
+    assert len(routed) == 1 and "silver.recordings_enriched" in routed[0] and "counted twice" in routed[0], routed
 
 
 @pytest.mark.slow
