@@ -127,9 +127,9 @@ def _split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, d
 
 @dataclass(frozen=True)
 class ExpectedRows:
-    """What a table asset declared with expectations returns, as the IO manager sees it: the
-    body's DataFrame and the rules each write enforces (WARN and FAIL; ERROR rules route
-    rows, see :class:`RoutedRows`)."""
+    """A table asset's DataFrame as the IO manager writes it: the body's rows and the rules
+    each write enforces (WARN and FAIL; ERROR rules route rows, see :class:`RoutedRows`);
+    none for a body declared without expectations."""
 
     rows: DataFrame
     expectations: tuple[Rule, ...]

@@ -159,6 +159,11 @@ class ExpectationsSink:
             batch_df.unpersist()
 
 
+def expecting(sink: DeltaSink, rules: Sequence[Rule], table: str) -> DeltaSink | ExpectationsSink:
+    """``sink``, enforcing ``rules`` on each batch when there are any."""
+    return ExpectationsSink(sink, rules, table) if rules else sink
+
+
 def _fails(rule: Rule, dropped_by: Column | None) -> Column:
     if dropped_by is not None and rule.severity is Severity.ERROR:
         return F.array_contains(dropped_by, F.lit(rule.name))
@@ -173,5 +178,6 @@ __all__ = [
     "count_failures",
     "counts_of_commits",
     "enforce",
+    "expecting",
     "failing_row",
 ]

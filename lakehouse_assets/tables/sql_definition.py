@@ -189,22 +189,28 @@ def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlCons
     return SqlConstraint(name, condition_sql, columns, actions[tuple(rest)])
 
 
+def _depths(toks: list[Token]) -> list[int]:
+    """How many parentheses enclose each token (a parenthesis itself sits outside its pair)."""
+    depths, depth = [], 0
+    for tok in toks:
+        if tok.text == ")":
+            depth -= 1
+        depths.append(depth)
+        if tok.text == "(":
+            depth += 1
+    return depths
+
+
 def _closing(toks: list[Token], at: int) -> int | None:
     """The index of the parenthesis closing the one at ``at``."""
-    depth = 0
-    for i in range(at, len(toks)):
-        depth += {"(": 1, ")": -1}.get(toks[i].text, 0)
-        if depth == 0:
-            return i
-    return None
+    depths = _depths(toks)
+    return next((i for i in range(at + 1, len(toks)) if toks[i].text == ")" and depths[i] == depths[at]), None)
 
 
 def _split_commas(toks: list[Token]) -> list[list[Token]]:
     """``toks`` split at the commas outside parentheses."""
     items: list[list[Token]] = [[]]
-    depth = 0
-    for tok in toks:
-        depth += {"(": 1, ")": -1}.get(tok.text, 0)
+    for tok, depth in zip(toks, _depths(toks), strict=True):
         if tok.text == "," and depth == 0:
             items.append([])
         else:
@@ -213,15 +219,9 @@ def _split_commas(toks: list[Token]) -> list[list[Token]]:
 
 
 def _groups_at_top_level(toks: list[Token]) -> bool:
-    depth = 0
-    for i, tok in enumerate(toks):
-        if tok.text == "(":
-            depth += 1
-        elif tok.text == ")":
-            depth -= 1
-        elif depth == 0 and tok.text.lower() == "group" and i + 1 < len(toks) and toks[i + 1].text.lower() == "by":
-            return True
-    return False
+    depths = _depths(toks)
+    return any(depths[i] == 0 and toks[i].text.lower() == "group" and toks[i + 1].text.lower() == "by"
+               for i in range(len(toks) - 1))
 
 
 def _near(toks: list[Token], at: int) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import dagster as dg
-from pyspark.sql import DataFrame
 
 from lakehouse_assets.assets.table_asset import ExpectedRows
 from lakehouse_assets.io.handlers.written import Written
@@ -16,10 +15,10 @@ from lakehouse_assets.quality.expectations import commit_metadata, enforce
 from lakehouse_assets.storage import TableStore
 
 
-def write_batch(output: DataFrame | ExpectedRows, run: TableRun, store: TableStore, log: Any) -> Written:
-    """Write the DataFrame to the table in one commit; a FAIL expectation it breaks stops the
-    write before anything is committed."""
-    df, rules = (output.rows, output.expectations) if isinstance(output, ExpectedRows) else (output, ())
+def write_batch(output: ExpectedRows, run: TableRun, store: TableStore, log: Any) -> Written:
+    """Write the batch DataFrame to the table in one commit; a FAIL expectation it breaks
+    stops the write before anything is committed."""
+    df, rules = output.rows, output.expectations
     path = str(run.table.path)
     if rules:
         df.persist()  # counted, then written: computed once

@@ -13,28 +13,24 @@ from lakehouse_assets.assets.table_asset import IncrementalSource
 from lakehouse_assets.ingestion.state import vanished_files, vanished_message
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
-from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.quality.expectations import ExpectationsSink, counts_of_commits
+from lakehouse_assets.quality.expectations import expecting
 from lakehouse_assets.storage import DeltaSink, TableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
-from lakehouse_assets.streaming import RunSink
 
 
 def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore, log: Any) -> Written:
     """Run the ingestion query of ``source`` into the table."""
     rules = source.expectations
     if not has_work(run, store, source.has_new_data):
-        return stream_written(skipped(run, log), files_vanished=dg.MetadataValue.json([]),
-                              **expectations_metadata(rules, counts_of_commits([])))
+        return stream_written(skipped(run, log), rules, files_vanished=dg.MetadataValue.json([]))
     checkpoint = str(run.table.checkpoint)
     done_before = Checkpoint(checkpoint).last_committed_batch()
     table = DeltaSink(store, str(run.table.path), checkpoint,
                       output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
-    sink: RunSink = ExpectationsSink(table, rules, run.table.table_name) if rules else table
+    sink = expecting(table, rules, run.table.table_name)
     query = run_query(run, source.build, sink, log, restart_when=source.restart_when, max_restarts=source.max_restarts)
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:
         log.warning(vanished_message(path, run.table.table_name))
-    return stream_written(query, files_vanished=dg.MetadataValue.json(vanished),
-                          **expectations_metadata(rules, counts_of_commits(query.commits)))
+    return stream_written(query, rules, files_vanished=dg.MetadataValue.json(vanished))

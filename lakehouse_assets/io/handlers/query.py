@@ -9,14 +9,17 @@ error naming it and the way out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dagster as dg
 from pyspark.sql import DataFrame
 
 from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.quality.expectations import counts_of_commits
+from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.storage import TableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.streaming import RestartPolicy, RunSink, StreamRun, run_stream
@@ -65,13 +68,15 @@ def skipped(run: TableRun, log: Any) -> StreamRun:
     return StreamRun()
 
 
-def stream_written(query: StreamRun, **extra: Any) -> Written:
-    """What a query run reports: rows read and written, batches, restarts, its id."""
+def stream_written(query: StreamRun, expectations: Sequence[Rule] = (), **extra: Any) -> Written:
+    """What a query run reports: rows read and written, batches, restarts, its id, and what
+    its ``expectations`` counted, read from its commits (zeros for a query not started)."""
     return Written(query.last_version, query=query, metadata={
         "rows_processed": dg.MetadataValue.int(query.input_rows),
         "rows_written": dg.MetadataValue.int(query.rows_written),
         "micro_batches": dg.MetadataValue.int(query.batches),
         "query_restarts": dg.MetadataValue.int(query.restarts),
         "query_id": dg.MetadataValue.text(query.query_id or ""),
+        **expectations_metadata(expectations, counts_of_commits(query.commits)),
         **extra,
     })

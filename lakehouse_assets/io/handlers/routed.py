@@ -10,9 +10,7 @@ from lakehouse_assets.assets.table_asset import RoutedRows
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
-from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.quality.expectations import counts_of_commits
 from lakehouse_assets.quality.quarantine import QuarantineSink, route
 from lakehouse_assets.storage import DeltaSink, TableStore
 
@@ -25,7 +23,7 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
             "declare it with routed_table_asset(quarantine_name=...)")
     rules = routed.expectations
     if not has_work(run, store):
-        return stream_written(skipped(run, log), **expectations_metadata(rules, counts_of_commits([])))
+        return stream_written(skipped(run, log), rules)
     checkpoint = str(run.table.checkpoint)
     sink = QuarantineSink(
         passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.merge_schema),
@@ -40,4 +38,4 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
     # Routed before foreachBatch, so Spark fixes current_timestamp() (time rules read it) once
     # per micro-batch and both outputs of a batch see one reason.
     query = run_query(run, lambda: route(routed.rows, rules), sink, log)
-    return stream_written(query, **expectations_metadata(rules, counts_of_commits(query.commits)))
+    return stream_written(query, rules)
