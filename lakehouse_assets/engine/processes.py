@@ -18,7 +18,8 @@ from pathlib import Path
 
 from lakehouse_assets.engine.files import EngineFiles
 
-SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+# The engine's driver program (spark-submit's primary resource): it starts Spark Connect's server.
+DRIVER_SCRIPT = Path(__file__).with_name("driver.py")
 # After the server has gone, how long its leftover processes get between SIGTERM and SIGKILL.
 _LEFTOVER_GRACE_SECONDS = 5.0
 
@@ -32,7 +33,7 @@ def remember_launched(process: subprocess.Popen[bytes]) -> None:
 
 
 def is_engine_process(pid: int, files: EngineFiles) -> bool:
-    """The live Connect server started with this lakehouse's settings file, not whatever
+    """The live engine JVM started with this lakehouse's settings file, not whatever
     program got the pid since."""
     if not _alive(pid):
         return False
@@ -40,7 +41,7 @@ def is_engine_process(pid: int, files: EngineFiles) -> bool:
         arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return SERVER_CLASS.encode() in arguments and str(files.properties).encode() in arguments
+    return str(DRIVER_SCRIPT).encode() in arguments and str(files.properties).encode() in arguments
 
 
 def end_engine(pid: int | None, files: EngineFiles, *, timeout_seconds: float) -> None:

@@ -39,7 +39,7 @@ from pathlib import Path
 from lakehouse_assets.engine.files import ENGINE_MARKER, EngineFiles, write_private
 from lakehouse_assets.engine.probe import listening, probe
 from lakehouse_assets.engine.processes import (
-    SERVER_CLASS,
+    DRIVER_SCRIPT,
     end_engine,
     end_leftovers,
     is_engine_process,
@@ -282,8 +282,8 @@ def _launch(settings: LakehouseSettings, files: EngineFiles) -> subprocess.Popen
         "SPARK_LOCAL_IP": "127.0.0.1",
         "SPARK_HOME": str(spark_submit.parent.parent),
     })
-    command = [str(spark_submit), "--class", SERVER_CLASS, "--master", settings.spark_master,
-               "--properties-file", str(files.properties)]
+    command = [str(spark_submit), "--master", settings.spark_master, "--properties-file", str(files.properties),
+               str(DRIVER_SCRIPT)]
     if files.log.exists():  # keep the previous engine's log (a crash's, say) one start longer
         os.replace(files.log, files.log.with_name(files.log.name + ".1"))
     log = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)

@@ -1,0 +1,72 @@
+"""The engine's driver program: Spark Connect's own server, with stopped queries let go sooner.
+
+``spark-submit`` runs this file as the engine's Python driver (``lakehouse engine start`` does);
+it talks to the driver JVM through the Py4J gateway that ``spark-submit`` opens, and imports
+neither pyspark nor the project, so it costs one small Python process.
+
+Why it exists: Spark Connect keeps every stopped streaming query, with its last plan, its
+session clone and what they hold (shuffle files, Python runner threads), for an hour after it
+stopped; Spark 4.2 has no setting for that (``SparkConnectStreamingQueryCache`` hard-codes it).
+A warm engine running a few queries per run therefore grew by about 10 MiB of heap and 4.5
+threads per run until the hour let go. Before the server starts, this sets the cache's
+timeout to ``spark.lakehouse.engine.stoppedQueryRetention`` (default 60 s) and its polling
+period to ``spark.lakehouse.engine.queryCachePolling`` (default 10 s), by reflection on the
+two private fields. A stopped query is still found by its id while it is retained, which is
+all a client needs to read its last progress right after it stopped.
+
+If the fields ever move (another Spark version), the server starts anyway with Spark's
+defaults and says so in the engine's log.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from py4j.java_gateway import GatewayParameters, JavaGateway, JVMView
+
+# The Scala object holding the server's stopped-query cache (``streamingSessionManager``).
+SERVICE_OBJECT = "org.apache.spark.sql.connect.service.SparkConnectService$"
+CACHE_FIELDS = {
+    "stoppedQueryInactivityTimeout": ("spark.lakehouse.engine.stoppedQueryRetention", "60s"),
+    "sessionPollingPeriod": ("spark.lakehouse.engine.queryCachePolling", "10s"),
+}
+
+
+def _gateway() -> JavaGateway:
+    return JavaGateway(gateway_parameters=GatewayParameters(
+        port=int(os.environ["PYSPARK_GATEWAY_PORT"]), auth_token=os.environ["PYSPARK_GATEWAY_SECRET"],
+        auto_convert=True))
+
+
+def shorten_query_retention(jvm: JVMView) -> str:
+    """Set the Connect server's stopped-query cache to the engine's settings; return what was done."""
+    conf = jvm.org.apache.spark.SparkConf()  # spark-submit's settings
+    service = jvm.java.lang.Class.forName(SERVICE_OBJECT).getField("MODULE$").get(None)
+    cache = service.streamingSessionManager()
+    seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
+    done = []
+    for field_name, (key, default) in CACHE_FIELDS.items():
+        value = jvm.org.apache.spark.network.util.JavaUtils.timeStringAsSec(conf.get(key, default))
+        field = cache.getClass().getDeclaredField(field_name)
+        field.setAccessible(True)
+        field.set(cache, jvm.scala.concurrent.duration.Duration.create(value, seconds))
+        done.append(f"{field_name}={value}s")
+    return ", ".join(done)
+
+
+def main() -> int:
+    gateway = _gateway()
+    jvm = gateway.jvm
+    try:
+        print(f"lakehouse engine: stopped-query cache set ({shorten_query_retention(jvm)})", flush=True)
+    except Exception as exc:  # noqa: BLE001 - the server must start even where Spark's internals moved
+        print(f"lakehouse engine: WARNING: stopped streaming queries stay cached for Spark's default hour "
+              f"(could not set the cache: {exc})", flush=True)
+    # Blocks until the server ends; the JVM exits when this process does.
+    jvm.org.apache.spark.sql.connect.service.SparkConnectServer.main(gateway.new_array(jvm.java.lang.String, 0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
