@@ -12,33 +12,36 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import deltalake
-from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError
-from deltalake.transaction import AddAction, create_table_with_add_actions
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError, UnsupportedTableError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.storage._commit import (
+    META_BATCH,
+    META_OPERATION,
+    META_QUERY,
+    META_ROWS,
+    add_columns,
+    already_committed,
+    commit_properties,
+    listed_files,
+)
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage._schema import plan_write, spark_to_arrow
 from lakehouse_assets.storage._staging import holds_only_staging_folders, stage_files
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
-    BATCH_METADATA_PREFIX,
     AppTransaction,
     CommitResult,
     HistoryEntry,
     StreamOptions,
     WriteMode,
 )
-
-# Custom commitInfo keys: who wrote a version, so history can say which query and batch.
-META_OPERATION = "lakehouse.operation"
-META_QUERY = "lakehouse.query"
-META_BATCH = "lakehouse.batchId"
-META_ROWS = "lakehouse.rowsWritten"
 
 # Reader features this engine reads correctly by listing files and reading Parquet.
 _READABLE_FEATURES = {"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
@@ -163,7 +166,7 @@ class DeltaRsTableStore:
             raise LakehouseError(f"Unknown write mode {mode!r} for {path}: use 'append' or 'overwrite'")
         path = str(path)
         table = self._open_for_write(path)
-        if table is not None and _already_committed(table, transaction):
+        if table is not None and already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
         current = spark_schema(table) if table is not None else None
         plan = plan_write(
@@ -189,11 +192,11 @@ class DeltaRsTableStore:
             )
             for f in staged
         ]
-        properties = _commit_properties(operation, transaction, rows, metadata)
+        properties = commit_properties(operation, transaction, rows, metadata)
         delta_schema = deltalake.Schema.from_arrow(spark_to_arrow(plan.table_schema))
         try:
             if table is not None and mode == "append" and plan.new_columns:
-                _add_columns(table, plan.table_schema, plan.new_columns, properties)
+                add_columns(table, plan.table_schema, plan.new_columns, properties)
             if table is None:
                 create_table_with_add_actions(
                     path, delta_schema, actions, mode="error",
@@ -235,7 +238,7 @@ class DeltaRsTableStore:
         table = self._open_for_write(path)
         if table is None:
             return self.write(df, path, mode="append", transaction=transaction, operation="MERGE", metadata=metadata)
-        if _already_committed(table, transaction):
+        if already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
         missing = [k for k in keys if k not in df.columns]
         if missing:
@@ -243,7 +246,7 @@ class DeltaRsTableStore:
         plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema)
         source = _apply_casts(df, plan.casts).toArrow()
         predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
-        properties = _commit_properties("MERGE", transaction, None, metadata)
+        properties = commit_properties("MERGE", transaction, None, metadata)
         try:
             metrics = (
                 table.merge(
@@ -260,6 +263,60 @@ class DeltaRsTableStore:
         written = int(metrics.get("num_target_rows_inserted", 0)) + int(metrics.get("num_target_rows_updated", 0))
         return CommitResult(path, self.version(path), rows_written=written,
                             files_written=int(metrics.get("num_target_files_added", 0)))
+
+    def replace_files(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        replaced: Sequence[str],
+        transaction: AppTransaction | None = None,
+        operation: str = "MERGE",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CommitResult:
+        """Copy-on-write: remove the data files ``replaced`` (paths as the log lists them) and
+        add ``df``'s rows as new files, in one commit; create the table if there is none.
+
+        The executors compute and write ``df`` (typically the rows of ``replaced`` with their
+        changes applied); only the file names pass through the driver. With ``transaction``,
+        a batch the table already holds is skipped. Files the table no longer lists are
+        refused: they were replaced by another writer since ``df`` was read.
+        """
+        path = str(path)
+        table = self._open_for_write(path)
+        if table is None:
+            if replaced:
+                raise LakehouseError(f"Cannot replace files {list(replaced)[:3]} of {path}: there is no table there")
+            return self.write(df, path, mode="append", transaction=transaction, operation=operation, metadata=metadata)
+        if already_committed(table, transaction):
+            return CommitResult(path, None, skipped=True)
+        listed = {action["path"]: action for action in listed_files(table)}
+        gone = [name for name in replaced if name not in listed]
+        if gone:
+            raise LakehouseError(
+                f"Files {gone[:3]} of Delta table {path} are no longer in its log: another writer replaced them "
+                "since they were read. Retry the batch.")
+        plan = plan_write(path, spark_schema(table), df.schema, merge_schema=False)
+        staged = stage_files(_apply_casts(df, plan.casts), path)
+        fault_point("delta.files_written")
+        now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+        removes = [RemoveAction(path=name, data_change=True, deletion_timestamp=now_ms,
+                                size=int(listed[name]["size_bytes"]), partition_values={}) for name in replaced]
+        adds = [AddAction(path=f.relative_path, size=f.size, partition_values={},
+                          modification_time=f.modification_time_ms, data_change=True, stats=f.stats)
+                for f in staged]
+        rows = sum(f.num_rows for f in staged)
+        properties = commit_properties(operation, transaction, rows, metadata)
+        try:
+            table.create_write_transaction([*removes, *adds], mode="append",
+                                           schema=deltalake.Schema.from_arrow(spark_to_arrow(plan.table_schema)),
+                                           commit_properties=properties)
+        except DeltaError as exc:
+            raise LakehouseError(
+                f"Commit to Delta table {path} failed: {exc}. No change was made visible; retry the batch.") from exc
+        fault_point("delta.committed")
+        return CommitResult(path, self.version(path), rows_written=rows, files_written=len(staged),
+                            bytes_written=sum(f.size for f in staged))
 
     def drop(self, path: str) -> None:
         """Delete the table folder and everything in it."""
@@ -285,27 +342,6 @@ class DeltaRsTableStore:
 
 
 
-def _add_columns(
-    table: DeltaTable, table_schema: T.StructType, names: Sequence[str], properties: CommitProperties
-) -> None:
-    """Add the nullable columns ``names`` (typed as in ``table_schema``) to the table.
-
-    delta-rs changes a table's schema in a write only when it overwrites: an append with new
-    columns would commit their files while the log keeps the old schema, and the columns
-    would never be read. So the columns are added in a commit of their own just before the
-    append. Files written earlier read the new columns as null; if the append then fails,
-    the table only has the (empty) columns, and the retry appends into them.
-    """
-    wanted = {n.lower() for n in names}
-    added = T.StructType([f for f in table_schema.fields if f.name.lower() in wanted])
-    fields = deltalake.Schema.from_arrow(spark_to_arrow(added)).fields
-    batch_keys = (META_ROWS, META_BATCH, META_QUERY)
-    custom = {k: v for k, v in (properties.custom_metadata or {}).items()
-              if k not in batch_keys and not str(k).startswith(BATCH_METADATA_PREFIX)}
-    custom[META_OPERATION] = "ADD COLUMNS"
-    table.alter.add_columns(fields, commit_properties=CommitProperties(custom_metadata=custom))
-
-
 def _check_readable(path: str, table: DeltaTable) -> None:
     protocol = table.protocol()
     features = set(protocol.reader_features or [])
@@ -320,30 +356,6 @@ def _check_readable(path: str, table: DeltaTable) -> None:
             "that the delta-rs storage engine cannot read through Spark. Rewrite the table without them "
             "(for example, purge deletion vectors) or read it with a native Delta engine."
         )
-
-
-def _already_committed(table: DeltaTable, transaction: AppTransaction | None) -> bool:
-    if transaction is None:
-        return False
-    committed = table.transaction_version(transaction.app_id)
-    return committed is not None and committed >= transaction.batch_id
-
-
-def _commit_properties(
-    operation: str, transaction: AppTransaction | None, rows: int | None, metadata: Mapping[str, Any] | None
-) -> CommitProperties:
-    custom: dict[str, Any] = {META_OPERATION: operation}
-    if rows is not None:
-        custom[META_ROWS] = rows
-    if transaction is not None:
-        custom[META_QUERY] = transaction.app_id
-        custom[META_BATCH] = transaction.batch_id
-    custom.update(metadata or {})
-    return CommitProperties(
-        custom_metadata=custom,
-        app_transactions=(
-            [Transaction(app_id=transaction.app_id, version=transaction.batch_id)] if transaction else None),
-    )
 
 
 def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:

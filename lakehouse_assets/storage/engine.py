@@ -186,6 +186,20 @@ class TableStore(Protocol):
         """Upsert rows by ``keys``: update matches, insert the rest, in one commit."""
         ...
 
+    def replace_files(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        replaced: Sequence[str],
+        transaction: AppTransaction | None = None,
+        operation: str = "MERGE",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> CommitResult:
+        """Copy-on-write in one commit: remove the data files ``replaced`` (as the log names
+        them) and add ``df``'s rows, which the executors compute and write."""
+        ...
+
     def stream_has_unread_data(self, checkpoint_location: str) -> bool | None:
         """Whether a query reading tables of this store, checkpointed at
         ``checkpoint_location``, has committed data it has not read; None when unknown."""

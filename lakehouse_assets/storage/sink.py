@@ -73,14 +73,7 @@ class DeltaSink:
         """Commit the batch, once; ``commit_metadata`` is recorded in its commit (what the
         batch's expectations counted, for one)."""
         fault_point("batch.started")
-        transaction = AppTransaction(self.query_id(), int(batch_id))
-        metadata: dict[str, str] = {**(commit_metadata or {}), OUTPUT_MODE_KEY: self.output_mode}
-        if self.run_id:
-            metadata[RUN_KEY] = self.run_id
-        # Spark logged offsets/<batch_id> before calling us; it is always there.
-        offsets = Checkpoint(self.checkpoint_location).batch_offsets(int(batch_id))
-        if offsets is not None:
-            metadata[OFFSETS_KEY] = offsets.to_json()
+        transaction, metadata = self.batch_commit(batch_id, commit_metadata)
         if self.output_mode == "update":
             result = self.store.merge(
                 batch_df, self.path, keys=self.keys, merge_schema=self.merge_schema, transaction=transaction,
@@ -104,6 +97,20 @@ class DeltaSink:
             # (STATE_STORE_COMMIT_VALIDATION_FAILED). Consume it without writing anything.
             batch_df.write.format("noop").mode("overwrite").save()
         return result
+
+    def batch_commit(self, batch_id: int,
+                     commit_metadata: Mapping[str, str] | None = None) -> tuple[AppTransaction, dict[str, str]]:
+        """What every commit of batch ``batch_id`` records: its app transaction, and metadata
+        naming the output mode, the run and the checkpoint offsets Spark logged for it."""
+        transaction = AppTransaction(self.query_id(), int(batch_id))
+        metadata: dict[str, str] = {**(commit_metadata or {}), OUTPUT_MODE_KEY: self.output_mode}
+        if self.run_id:
+            metadata[RUN_KEY] = self.run_id
+        # Spark logged offsets/<batch_id> before calling us; it is always there.
+        offsets = Checkpoint(self.checkpoint_location).batch_offsets(int(batch_id))
+        if offsets is not None:
+            metadata[OFFSETS_KEY] = offsets.to_json()
+        return transaction, metadata
 
     def query_id(self) -> str:
         """The streaming query's id, from its checkpoint: it names the query's commits."""
