@@ -20,6 +20,7 @@ POINTS = {
     "batch.started": "a micro-batch's offsets are in the checkpoint, nothing is written yet",
     "delta.files_written": "a batch's data files are written, the Delta commit is not",
     "delta.committed": "the Delta commit is done, the checkpoint does not record the batch yet",
+    "cdc.table_committed": "an AUTO CDC batch's table is committed, its state is not",
     "asset.materialized": "one asset's table is written, the next asset has not started",
 }
 

@@ -1,0 +1,195 @@
+"""Applies a change feed to an SCD table, one micro-batch at a time, exactly once.
+
+Guarantee: each micro-batch changes the table once, whatever crashes. The batch's changes
+are applied copy-on-write: the executors find the table's data files that hold a key the
+batch changes, compute those files' new rows (the untouched keys as they were, the changed
+keys as the changes leave them) and write them; delta-rs then commits, in one transaction,
+the removal of the old files, the new files, and the batch's app transaction (query id,
+batch id), so a replay of a batch the table holds is skipped. Only file names pass through
+the driver, never rows.
+
+Each table keeps a state beside it (``<table>/_cdc_state``, a Delta table no reader of the
+table sees). Type 1: the last sequence applied to each key and whether it deleted the key, so
+a late upsert older than a delete does not bring the row back. Type 2: every change applied
+(its change log), so a late change is slotted in among the very changes a version stands for,
+even those that only updated it in place. The table is committed first and its state second,
+each recording the batch: a replay after a crash between the two skips the table and commits
+the state, which was computed from the state before the batch, as the table was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse_assets.cdc.scd import (
+    SEQ,
+    TRUNCATE,
+    change_events,
+    column,
+    missing_identity,
+    scd1_effective,
+    scd1_state_rows,
+    scd1_table_rows,
+    scd2_history,
+    scd2_state_events,
+    scd2_state_rows,
+)
+from lakehouse_assets.cdc.spec import AutoCdc
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.faults import fault_point
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+from lakehouse_assets.storage.sink import DeltaSink
+
+#: The folder, inside the table's folder, of the Delta table holding its state.
+STATE_FOLDER = "_cdc_state"
+#: Commit metadata key: the SCD type a commit applied changes as.
+CDC_KEY = "lakehouse.autoCdc"
+_FILE = "__lakehouse_file"
+
+
+@dataclass
+class AutoCdcSink:
+    """A ``foreachBatch`` function applying each micro-batch of changes to ``sink.path`` as
+    ``spec`` says, with ``sink``'s exactly-once commits (query id, run id, offsets)."""
+
+    sink: DeltaSink
+    spec: AutoCdc
+
+    def for_run(self, run_id: str) -> AutoCdcSink:
+        """This sink, naming ``run_id`` in its commits."""
+        return replace(self, sink=self.sink.for_run(run_id))
+
+    @property
+    def state_path(self) -> str:
+        """Where the table keeps its state: per key (type 1), or every change (type 2)."""
+        return f"{self.sink.path.rstrip('/')}/{STATE_FOLDER}"
+
+    def __call__(self, batch_df: DataFrame, batch_id: int,
+                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
+        """Apply the batch's changes, once."""
+        fault_point("batch.started")
+        transaction, metadata = self.sink.batch_commit(batch_id, commit_metadata)
+        metadata[CDC_KEY] = f"scd{self.spec.stored_as_scd_type}"
+        kept = self.spec.kept_columns(batch_df.columns)
+        events = change_events(batch_df, self.spec).persist()
+        try:
+            self._refuse_unidentified(events)
+            if self.spec.stored_as_scd_type == 1:
+                return self._apply_type_1(events, kept, transaction, metadata)
+            return self._apply_type_2(events, kept, transaction, metadata)
+        finally:
+            events.unpersist()
+
+    # -- type 1 -------------------------------------------------------------------------------
+    def _apply_type_1(self, events: DataFrame, kept: Sequence[str], transaction: AppTransaction,
+                      metadata: dict[str, str]) -> CommitResult:
+        store, path, keys = self.sink.store, self.sink.path, list(self.spec.keys)
+        spark = events.sparkSession
+        truncated_at = None
+        if self.spec.apply_as_truncates:
+            truncated_at = events.filter(column(TRUNCATE)).agg(F.max(column(SEQ))).first()[0]  # type: ignore[index]
+        state = _current_rows(store, spark, self.state_path)
+        effective = scd1_effective(events, state, self.spec, truncated_at).persist()
+        try:
+            changed_keys = effective.select(*keys)
+            if _holds(store, path, transaction):
+                result = CommitResult(path, None, skipped=True)
+            else:
+                replaced, rows = _rows_of_files_with(store, spark, path, changed_keys, keys)
+                table_rows = scd1_table_rows(effective, kept)
+                if rows is not None:
+                    table_rows = rows.join(changed_keys, keys, "left_anti").unionByName(table_rows)
+                result = store.replace_files(table_rows, path, replaced=replaced, transaction=transaction,
+                                             operation="AUTO CDC", metadata=metadata)
+            fault_point("cdc.table_committed")
+            replaced, rows = _rows_of_files_with(store, spark, self.state_path, changed_keys, keys)
+            state_rows = scd1_state_rows(effective, self.spec)
+            if rows is not None:
+                state_rows = rows.join(changed_keys, keys, "left_anti").unionByName(state_rows)
+            store.replace_files(state_rows, self.state_path, replaced=replaced, transaction=transaction,
+                                operation="AUTO CDC STATE", metadata=metadata)
+            return result
+        finally:
+            effective.unpersist()
+
+    # -- type 2 -------------------------------------------------------------------------------
+    def _apply_type_2(self, events: DataFrame, kept: Sequence[str], transaction: AppTransaction,
+                      metadata: dict[str, str]) -> CommitResult:
+        store, path, keys = self.sink.store, self.sink.path, list(self.spec.keys)
+        spark = events.sparkSession
+        changed_keys = events.select(*keys).distinct()
+        state = _current_rows(store, spark, self.state_path)
+        applied = None if state is None else scd2_state_events(state.join(changed_keys, keys, "left_semi"))
+        # A change whose key and sequence were applied before is one seen twice.
+        fresh = events.drop(TRUNCATE).dropDuplicates([*keys, SEQ])
+        if applied is not None:
+            fresh = fresh.join(applied.select(*keys, SEQ), [*keys, SEQ], "left_anti")
+        fresh = fresh.persist()
+        try:
+            if _holds(store, path, transaction):
+                result = CommitResult(path, None, skipped=True)
+            else:
+                every_event = fresh if applied is None else applied.unionByName(fresh)
+                tracked = self.spec.tracked_columns([*kept, *self.spec.except_column_list])
+                table_rows = scd2_history(every_event, self.spec, kept, tracked)
+                replaced, rows = _rows_of_files_with(store, spark, path, changed_keys, keys)
+                if rows is not None:
+                    table_rows = rows.join(changed_keys, keys, "left_anti").unionByName(table_rows)
+                result = store.replace_files(table_rows, path, replaced=replaced, transaction=transaction,
+                                             operation="AUTO CDC", metadata=metadata)
+            fault_point("cdc.table_committed")
+            store.write(scd2_state_rows(fresh), self.state_path, mode="append", transaction=transaction,
+                        operation="AUTO CDC STATE", metadata=metadata)
+            return result
+        finally:
+            fresh.unpersist()
+
+    def _refuse_unidentified(self, events: DataFrame) -> None:
+        unidentified = events.filter(missing_identity(self.spec)).limit(1).collect()
+        if unidentified:
+            row = {k: v for k, v in unidentified[0].asDict().items() if not k.startswith("__lakehouse")}
+            raise LakehouseError(
+                f"AUTO CDC into {self.sink.path}: a change has no value for its key {list(self.spec.keys)} or its "
+                f"sequence column {self.spec.sequence_by!r} ({row}). Nothing of the batch was applied; fix the change "
+                "feed (every change needs its keys and a sequence value), then run again.")
+
+
+def _holds(store: TableStore, path: str, transaction: AppTransaction) -> bool:
+    committed = store.committed_batch(path, transaction.app_id)
+    return committed is not None and committed >= transaction.batch_id
+
+
+def _current_rows(store: TableStore, spark: SparkSession, path: str) -> DataFrame | None:
+    return store.read(spark, path) if store.exists(path) else None
+
+
+def _rows_of_files_with(store: TableStore, spark: SparkSession, path: str, keys_df: DataFrame,
+                        keys: Sequence[str]) -> tuple[list[str], DataFrame | None]:
+    """The data files of the table at ``path`` holding a key of ``keys_df`` (as the log names
+    them) and all the rows of those files; ``([], None)`` when none does."""
+    if not store.exists(path):
+        return [], None
+    snapshot = store.snapshot(path)
+    by_location = {_location(f.path): f.relative_path for f in snapshot.files()}
+    if not by_location:
+        return [], None
+    rows = store.read(spark, path, version=snapshot.version).withColumn(_FILE, F.col("_metadata.file_path"))
+    found = [r[0] for r in rows.join(keys_df, list(keys), "left_semi").select(_FILE).distinct().collect()]
+    if not found:
+        return [], None
+    unknown = [f for f in found if _location(f) not in by_location]
+    if unknown:
+        raise LakehouseError(f"Files {unknown[:3]} read from Delta table {path} are not in its version "
+                             f"{snapshot.version}: it changed while it was read. Retry the batch.")
+    return [by_location[_location(f)] for f in found], rows.filter(F.col(_FILE).isin(found)).drop(_FILE)
+
+
+def _location(path_or_uri: str) -> str:
+    """A local path or a ``file:`` URI as one comparable absolute path."""
+    parsed = urlparse(path_or_uri)
+    return unquote(parsed.path) if parsed.scheme in ("file", "") else path_or_uri
