@@ -46,6 +46,8 @@ QUARANTINE_FOR = "lakehouse/quarantine_for"  # on a quarantine table: whose fail
 STREAM_OPTIONS = "lakehouse/stream_options"
 # The expectations its writes enforce: name, on violation, condition, columns.
 EXPECTATIONS = "lakehouse/expectations"
+#: On an AUTO CDC table: how its change feed is applied (an AutoCdc, as a dict).
+AUTO_CDC = "lakehouse/auto_cdc"
 
 
 class TableRunConfig(dg.Config):

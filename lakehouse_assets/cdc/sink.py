@@ -60,9 +60,17 @@ class AutoCdcSink:
     sink: DeltaSink
     spec: AutoCdc
 
+    @property
+    def output_mode(self) -> str:
+        return self.sink.output_mode
+
     def for_run(self, run_id: str) -> AutoCdcSink:
         """This sink, naming ``run_id`` in its commits."""
         return replace(self, sink=self.sink.for_run(run_id))
+
+    def run_commits(self) -> list[CommitResult]:
+        """What this sink's run committed to the table (not its state), from the table's log."""
+        return self.sink.run_commits()
 
     @property
     def state_path(self) -> str:

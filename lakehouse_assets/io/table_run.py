@@ -17,6 +17,7 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_assets.assets.table_asset import (
+    AUTO_CDC,
     COLUMN_LINEAGE,
     MERGE_KEYS,
     MERGE_SCHEMA,
@@ -27,6 +28,7 @@ from lakehouse_assets.assets.table_asset import (
     WRITE_MODE,
     TableRunConfig,
 )
+from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import OutputMode, TableStore, WriteMode
@@ -79,6 +81,8 @@ class TableRun:
     merge_schema: bool
     #: ``{column: [[layer.table, column], ...]}`` as the asset declared it.
     column_lineage: Mapping[str, Sequence[Sequence[str]]] | None
+    #: How a change feed is applied, on an AUTO CDC table.
+    auto_cdc: AutoCdc | None = None
 
     @property
     def written(self) -> tuple[TableRef, ...]:
@@ -132,6 +136,7 @@ def table_run_of(
         keys=tuple(spec.get(MERGE_KEYS) or ()),
         merge_schema=bool(spec.get(MERGE_SCHEMA, False)),
         column_lineage=spec.get(COLUMN_LINEAGE),
+        auto_cdc=AutoCdc(**spec[AUTO_CDC]) if spec.get(AUTO_CDC) else None,
     )
 
 

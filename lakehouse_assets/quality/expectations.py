@@ -26,8 +26,9 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import ExpectationFailedError, LakehouseError
 from lakehouse_assets.quality.rules import Rule, Severity
-from lakehouse_assets.storage import CommitResult, DeltaSink
+from lakehouse_assets.storage import CommitResult
 from lakehouse_assets.storage.engine import BATCH_METADATA_PREFIX
+from lakehouse_assets.storage.sink import TableSink
 
 #: Commit metadata key: the batch's rows and failing rows per rule, as JSON.
 EXPECTATIONS_KEY = f"{BATCH_METADATA_PREFIX}expectations"
@@ -123,13 +124,14 @@ def commit_metadata(counts: ExpectationCounts) -> dict[str, str]:
 @dataclass
 class ExpectationsSink:
     """A ``foreachBatch`` function: enforce ``rules`` on each micro-batch, then write it with
-    ``sink`` (a :class:`~lakehouse_assets.storage.DeltaSink`), the counts in its commit.
+    ``sink`` (a :class:`~lakehouse_assets.storage.DeltaSink` or one built on it), the counts
+    in its commit.
 
     WARN and FAIL rules only: an ERROR rule drops rows into a quarantine, which
     :class:`~lakehouse_assets.quality.quarantine.QuarantineSink` writes.
     """
 
-    sink: DeltaSink
+    sink: TableSink
     rules: Sequence[Rule]
     table: str
 
@@ -159,7 +161,7 @@ class ExpectationsSink:
             batch_df.unpersist()
 
 
-def expecting(sink: DeltaSink, rules: Sequence[Rule], table: str) -> DeltaSink | ExpectationsSink:
+def expecting(sink: TableSink, rules: Sequence[Rule], table: str) -> TableSink | ExpectationsSink:
     """``sink``, enforcing ``rules`` on each batch when there are any."""
     return ExpectationsSink(sink, rules, table) if rules else sink
 

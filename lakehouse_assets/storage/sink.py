@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from pyspark.sql import DataFrame
 
@@ -32,6 +32,21 @@ OUTPUT_MODE_KEY = "lakehouse.outputMode"
 OFFSETS_KEY = "lakehouse.checkpointOffsets"
 # The run (a Dagster run id, or one a stream run made up) whose query made the commit.
 RUN_KEY = "lakehouse.runId"
+
+
+class TableSink(Protocol):
+    """A ``foreachBatch`` function committing each batch to a table once, recording
+    ``commit_metadata`` in the commit (:class:`DeltaSink`, and the sinks built on it)."""
+
+    @property
+    def output_mode(self) -> str: ...
+
+    def __call__(self, batch_df: DataFrame, batch_id: int,
+                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult: ...
+
+    def for_run(self, run_id: str) -> TableSink: ...
+
+    def run_commits(self) -> list[CommitResult]: ...
 
 
 @dataclass

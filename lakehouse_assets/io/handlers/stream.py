@@ -1,16 +1,19 @@
 """A streaming DataFrame: run as the table's incremental query, exactly once per micro-batch
-(append, complete, or update by the asset's keys), its expectations enforced on each batch."""
+(append, complete, update by the asset's keys, or a change feed applied AUTO CDC), its
+expectations enforced on each batch."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lakehouse_assets.assets.table_asset import ExpectedRows
+from lakehouse_assets.cdc import AutoCdcSink
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import expecting
 from lakehouse_assets.storage import DeltaSink, TableStore
+from lakehouse_assets.storage.sink import TableSink
 
 
 def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: Any) -> Written:
@@ -18,7 +21,8 @@ def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: An
     rules = output.expectations
     if not has_work(run, store):
         return stream_written(skipped(run, log), rules)
-    table = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
+    delta = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
                       output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
+    table: TableSink = delta if run.auto_cdc is None else AutoCdcSink(delta, run.auto_cdc)
     query = run_query(run, lambda: output.rows, expecting(table, rules, run.table.table_name), log)
     return stream_written(query, rules)

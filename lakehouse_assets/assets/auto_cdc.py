@@ -1,0 +1,55 @@
+"""AUTO CDC tables: a change feed applied to an SCD type 1 or 2 table, as Lakeflow's
+``create_auto_cdc_flow`` does. The asset body returns the feed (a streaming DataFrame); the
+IO manager applies each micro-batch of it (:class:`~lakehouse_assets.cdc.AutoCdcSink`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+import dagster as dg
+
+from lakehouse_assets.assets.table_asset import AUTO_CDC, StreamInput, table_asset
+from lakehouse_assets.cdc import END_AT, START_AT, AutoCdc
+
+
+def auto_cdc_table(
+    *,
+    layer: str,
+    keys: Sequence[str],
+    sequence_by: str,
+    stored_as_scd_type: Literal[1, 2] = 1,
+    apply_as_deletes: str | None = None,
+    apply_as_truncates: str | None = None,
+    except_column_list: Sequence[str] = (),
+    track_history_column_list: Sequence[str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    ins: Mapping[str, dg.AssetIn | StreamInput] | None = None,
+    **table_options: Any,
+) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """Decorate a function returning a change feed (a streaming DataFrame) as the SCD table
+    ``layer.name`` that the feed keeps, with Lakeflow's arguments: ``keys``,
+    ``sequence_by``, ``apply_as_deletes`` / ``apply_as_truncates`` (SQL conditions on a
+    change row), ``except_column_list``, ``stored_as_scd_type`` and, for type 2,
+    ``track_history_column_list``. Type 2 tables add ``__START_AT`` and ``__END_AT``.
+    Other keyword arguments go to :func:`~lakehouse_assets.assets.table_asset.table_asset`.
+    """
+    spec = AutoCdc(keys=keys, sequence_by=sequence_by, stored_as_scd_type=stored_as_scd_type,
+                   apply_as_deletes=apply_as_deletes, apply_as_truncates=apply_as_truncates,
+                   except_column_list=except_column_list, track_history_column_list=track_history_column_list)
+    identity = list(keys) if stored_as_scd_type == 1 else [*keys, START_AT]
+    history = f", {START_AT} and {END_AT} opening and closing each version" if stored_as_scd_type == 2 else ""
+    metadata = {
+        AUTO_CDC: _as_metadata(spec),
+        "auto_cdc": f"SCD type {stored_as_scd_type} by {', '.join(keys)}, ordered by {sequence_by}{history}",
+        **table_options.pop("metadata", {}),
+    }
+    return table_asset(layer=layer, name=name, description=description, ins=ins, output_mode="update",
+                       merge_keys=identity, metadata=metadata, **table_options)
+
+
+def _as_metadata(spec: AutoCdc) -> dict[str, Any]:
+    return {field: list(value) if isinstance(value, tuple) else value
+            for field, value in dataclasses.asdict(spec).items()}
