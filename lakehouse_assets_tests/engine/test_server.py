@@ -7,6 +7,7 @@ stop last.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -39,11 +40,13 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.ports import free_port
 
 # Short-lived test JVM, as in the suite's embedded session: less CPU spent warming up.
-# Stopped queries are let go after 2 s (checked every second) instead of the engine's default minute.
+# Stopped queries are let go after 2 s (checked every second) instead of the engine's default
+# minute; idle-worker monitors left by stopped queries are ended every second, not every 30 s.
 ENGINE_CONF = {"spark.sql.shuffle.partitions": "2",
                "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
                "spark.lakehouse.engine.stoppedQueryRetention": "2s",
-               "spark.lakehouse.engine.queryCachePolling": "1s"}
+               "spark.lakehouse.engine.queryCachePolling": "1s",
+               "spark.lakehouse.engine.monitorReapInterval": "1s"}
 CLIENT_TIMEOUT_SECONDS = 120
 
 # A client that runs one query on the engine at argv[1] and prints its answer.
@@ -339,6 +342,36 @@ def test_stopped_queries_are_let_go_after_the_retention(engine: Engine) -> None:
     while (left := _live_instances(pid, query_class)) and time.monotonic() < deadline:
         time.sleep(1)
     assert left == 0, f"{left} stopped queries still held by the engine 30 s after they stopped"
+
+
+def _threads_named(pid: int, prefix: str) -> int:
+    """Threads of process ``pid`` whose name (as Linux keeps it: 15 characters) starts with ``prefix``."""
+    count = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            count += (task / "comm").read_text().startswith(prefix)
+    return count
+
+
+@pytest.mark.slow
+def test_stopped_queries_leave_no_worker_monitor_threads(engine: Engine) -> None:
+    # Each query's Python streaming-source runner makes a worker factory of its own, whose
+    # idle-worker monitor thread Spark never ends: a warm engine grew by ~5 threads a run.
+    env = _client_env(LAKEHOUSE_ROOT=str(engine.settings.root), LAKEHOUSE_ENGINE_PORT=str(engine.status.port),
+                      LAKEHOUSE_SPARK_REMOTE=engine.status.url)
+    table = str(engine.settings.root / "monitored_queries")
+    pid = engine.status.pid
+    assert pid is not None
+    assert _run_client(STREAMING_CLIENT, table, "1", env=env).returncode == 0
+    time.sleep(3)
+    before = _threads_named(pid, "Idle Worker Mon")
+    result = _run_client(STREAMING_CLIENT, table, "4", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    deadline = time.monotonic() + 20
+    while (after := _threads_named(pid, "Idle Worker Mon")) > before and time.monotonic() < deadline:
+        time.sleep(1)
+    assert after <= before, f"{after - before} more idle-worker monitor threads after four more queries"
+    assert "sleep interrupted" not in engine.files.log.read_text(errors="replace"), "monitors end quietly"
 
 
 @pytest.mark.slow
