@@ -24,6 +24,8 @@ def auto_cdc_table(
     apply_as_truncates: str | None = None,
     except_column_list: Sequence[str] = (),
     track_history_column_list: Sequence[str] | None = None,
+    column_list: Sequence[str] | None = None,
+    track_history_except_column_list: Sequence[str] | None = None,
     name: str | None = None,
     description: str | None = None,
     ins: Mapping[str, dg.AssetIn | StreamInput] | None = None,
@@ -32,13 +34,15 @@ def auto_cdc_table(
     """Decorate a function returning a change feed (a streaming DataFrame) as the SCD table
     ``layer.name`` that the feed keeps, with Lakeflow's arguments: ``keys``,
     ``sequence_by``, ``apply_as_deletes`` / ``apply_as_truncates`` (SQL conditions on a
-    change row), ``except_column_list``, ``stored_as_scd_type`` and, for type 2,
-    ``track_history_column_list``. Type 2 tables add ``__START_AT`` and ``__END_AT``.
+    change row), ``column_list`` or ``except_column_list``, ``stored_as_scd_type`` and, for
+    type 2, ``track_history_column_list`` or ``track_history_except_column_list``. Type 2
+    tables add ``__START_AT`` and ``__END_AT``.
     Other keyword arguments go to :func:`~lakehouse_assets.assets.table_asset.table_asset`.
     """
     spec = AutoCdc(keys=keys, sequence_by=sequence_by, stored_as_scd_type=stored_as_scd_type,
                    apply_as_deletes=apply_as_deletes, apply_as_truncates=apply_as_truncates,
-                   except_column_list=except_column_list, track_history_column_list=track_history_column_list)
+                   except_column_list=except_column_list, track_history_column_list=track_history_column_list,
+                   column_list=column_list, track_history_except_column_list=track_history_except_column_list)
     identity = list(keys) if stored_as_scd_type == 1 else [*keys, START_AT]
     history = f", {START_AT} and {END_AT} opening and closing each version" if stored_as_scd_type == 2 else ""
     metadata = {

@@ -13,11 +13,7 @@ The Python form of the same table, for comparison (README, "Adding a table")::
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from lakehouse_assets.assets.sql_asset import sql_asset
-
-SQL_FOLDER = Path(__file__).parent / "sql"
+from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 
 daily_patient_avg = sql_asset(SQL_FOLDER / "daily_patient_avg.sql")
 device_counts = sql_asset(SQL_FOLDER / "device_counts.sql")

@@ -2,7 +2,9 @@
 
 One ``.sql`` file is one asset: its key is the table it creates, its upstream assets are the
 tables its query reads, its column lineage is read from the query, its description is its
-``COMMENT``, its expectations are its ``CONSTRAINT ... EXPECT`` clauses. The body runs the
+``COMMENT``, its expectations are its ``CONSTRAINT ... EXPECT`` clauses. A file holding a streaming table and
+an ``AUTO CDC`` flow into it (:mod:`lakehouse_assets.tables.sql_auto_cdc`) is an AUTO CDC
+table, as :func:`~lakehouse_assets.assets.auto_cdc.auto_cdc_table` declares one in Python. The body runs the
 query over the tables by name in the run's session; the IO manager writes the result like
 any Python asset's, with the same metadata and checks. A table with a ``DROP ROW``
 expectation gets a quarantine table beside it, ``<layer>.<name>_quarantine``, as a Python
@@ -18,10 +20,18 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.assets.auto_cdc import auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
-from lakehouse_assets.assets.table_asset import ColumnSource, RoutedRows, routed_table_asset, table_asset
+from lakehouse_assets.assets.table_asset import (
+    ColumnSource,
+    RoutedRows,
+    routed_table_asset,
+    stream_from,
+    table_asset,
+)
 from lakehouse_assets.quality.rules import Rule, Severity, sql_rule
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.tables.sql_auto_cdc import is_auto_cdc, parse_auto_cdc
 from lakehouse_assets.tables.sql_definition import (
     OnViolation,
     SqlConstraint,
@@ -32,6 +42,8 @@ from lakehouse_assets.tables.sql_definition import (
 )
 from lakehouse_assets.tables.sql_lineage import column_lineage
 
+#: Where the project's own SQL definitions live.
+SQL_FOLDER = Path(__file__).parent / "sql"
 SQL_TEXT = "lakehouse/sql"
 QUARANTINE_SUFFIX = "_quarantine"
 
@@ -42,6 +54,8 @@ _SEVERITY = {OnViolation.warn: Severity.WARN, OnViolation.drop_row: Severity.ERR
 def sql_asset(path: Path) -> dg.AssetsDefinition:
     """The table asset the SQL file at ``path`` defines."""
     text = path.read_text(encoding="utf-8")
+    if is_auto_cdc(text):
+        return _auto_cdc_asset(path, text)
     definition = parse_sql_definition(text, source=str(path))
     layer, name = definition.table.split(".")
     reads = [table for table, _ in definition.reads]
@@ -88,6 +102,29 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         return query(spark)
 
     return _sql_table
+
+
+def _auto_cdc_asset(path: Path, text: str) -> dg.AssetsDefinition:
+    cdc = parse_auto_cdc(text, source=str(path))
+    layer, name = cdc.table.split(".")
+    spec = cdc.spec
+
+    @auto_cdc_table(
+        layer=layer, name=name, description=cdc.comment or f"AUTO CDC table defined in {path.name}.",
+        ins={"changes": stream_from(cdc.changes_from.split("."))},
+        keys=spec.keys, sequence_by=spec.sequence_by, stored_as_scd_type=spec.stored_as_scd_type,
+        apply_as_deletes=spec.apply_as_deletes, apply_as_truncates=spec.apply_as_truncates,
+        except_column_list=spec.except_column_list, column_list=spec.column_list,
+        track_history_column_list=spec.track_history_column_list,
+        track_history_except_column_list=spec.track_history_except_column_list,
+        automation_condition=downstream_of_new_data(),
+        metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
+                  "lakehouse/sql_file": dg.MetadataValue.path(str(path))},
+    )
+    def _auto_cdc_sql_table(changes: DataFrame) -> DataFrame:
+        return changes
+
+    return _auto_cdc_sql_table
 
 
 def expectation(constraint: SqlConstraint) -> Rule:

@@ -89,7 +89,7 @@ class AutoCdcSink:
             self._refuse_unidentified(events)
             if self.spec.stored_as_scd_type == 1:
                 return self._apply_type_1(events, kept, transaction, metadata)
-            return self._apply_type_2(events, kept, transaction, metadata)
+            return self._apply_type_2(events, kept, self.spec.tracked_columns(batch_df.columns), transaction, metadata)
         finally:
             events.unpersist()
 
@@ -126,8 +126,8 @@ class AutoCdcSink:
             effective.unpersist()
 
     # -- type 2 -------------------------------------------------------------------------------
-    def _apply_type_2(self, events: DataFrame, kept: Sequence[str], transaction: AppTransaction,
-                      metadata: dict[str, str]) -> CommitResult:
+    def _apply_type_2(self, events: DataFrame, kept: Sequence[str], tracked: Sequence[str],
+                      transaction: AppTransaction, metadata: dict[str, str]) -> CommitResult:
         store, path, keys = self.sink.store, self.sink.path, list(self.spec.keys)
         spark = events.sparkSession
         changed_keys = events.select(*keys).distinct()
@@ -143,7 +143,6 @@ class AutoCdcSink:
                 result = CommitResult(path, None, skipped=True)
             else:
                 every_event = fresh if applied is None else applied.unionByName(fresh)
-                tracked = self.spec.tracked_columns([*kept, *self.spec.except_column_list])
                 table_rows = scd2_history(every_event, self.spec, kept, tracked)
                 replaced, rows = _rows_of_files_with(store, spark, path, changed_keys, keys)
                 if rows is not None:

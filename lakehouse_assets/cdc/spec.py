@@ -39,20 +39,28 @@ class AutoCdc:
     apply_as_truncates: str | None = None
     except_column_list: Sequence[str] = ()
     track_history_column_list: Sequence[str] | None = None
+    column_list: Sequence[str] | None = None
+    track_history_except_column_list: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "keys", tuple(self.keys))
         object.__setattr__(self, "except_column_list", tuple(self.except_column_list))
-        if self.track_history_column_list is not None:
-            object.__setattr__(self, "track_history_column_list", tuple(self.track_history_column_list))
+        for optional in ("track_history_column_list", "column_list", "track_history_except_column_list"):
+            if getattr(self, optional) is not None:
+                object.__setattr__(self, optional, tuple(getattr(self, optional)))
         if not self.keys:
             raise ConfigurationError("AUTO CDC needs at least one key column (keys=[...])")
         if self.stored_as_scd_type not in (1, 2):
             raise ConfigurationError(f"stored_as_scd_type is {self.stored_as_scd_type!r}: use 1 or 2")
         if self.apply_as_truncates and self.stored_as_scd_type != 1:
             raise ConfigurationError("apply_as_truncates is for SCD type 1 tables only, as in Lakeflow")
-        if self.track_history_column_list is not None and self.stored_as_scd_type != 2:
+        tracking = [self.track_history_column_list, self.track_history_except_column_list]
+        if any(t is not None for t in tracking) and self.stored_as_scd_type != 2:
             raise ConfigurationError("track_history_column_list is for SCD type 2 tables only")
+        if all(t is not None for t in tracking):
+            raise ConfigurationError("give track_history_column_list or track_history_except_column_list, not both")
+        if self.column_list is not None and self.except_column_list:
+            raise ConfigurationError("give column_list or except_column_list, not both")
         excluded = set(self.except_column_list)
         if excluded & set(self.keys):
             raise ConfigurationError(f"except_column_list {sorted(excluded & set(self.keys))} names key columns")
@@ -63,11 +71,18 @@ class AutoCdc:
         if missing:
             raise ConfigurationError(
                 f"AUTO CDC columns {missing} are not in the change feed (its columns: {list(change_columns)})")
+        if self.column_list is not None:
+            unknown = [c for c in self.column_list if c not in change_columns]
+            if unknown:
+                raise ConfigurationError(f"column_list names {unknown}, which the change feed does not have")
+            return [c for c in change_columns if c in self.column_list or c in self.keys]
         return [c for c in change_columns if c not in self.except_column_list]
 
     def tracked_columns(self, change_columns: Sequence[str]) -> list[str]:
         """The kept columns whose change opens a new version (type 2)."""
         kept = [c for c in self.kept_columns(change_columns) if c not in self.keys and c != self.sequence_by]
+        if self.track_history_except_column_list is not None:
+            return [c for c in kept if c not in self.track_history_except_column_list]
         if self.track_history_column_list is None:
             return kept
         unknown = [c for c in self.track_history_column_list if c not in kept]

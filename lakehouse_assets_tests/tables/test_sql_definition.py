@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakehouse_assets.assets.gold import SQL_FOLDER
+from lakehouse_assets.assets.sql_asset import SQL_FOLDER
 from lakehouse_assets.tables.sql_definition import (
     OnViolation,
     SqlDefinitionError,

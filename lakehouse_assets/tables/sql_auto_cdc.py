@@ -1,0 +1,185 @@
+"""An AUTO CDC table defined in SQL, Lakeflow's way: a streaming table, and the flow that
+applies a change feed to it::
+
+    CREATE OR REFRESH STREAMING TABLE silver.patients_history
+    COMMENT 'Every version of every patient';
+
+    CREATE FLOW patients_history_cdc AS AUTO CDC INTO silver.patients_history
+    FROM STREAM(bronze.patient_changes)
+    KEYS (mrn)
+    APPLY AS DELETE WHEN op = 'DELETE'
+    SEQUENCE BY seq
+    COLUMNS * EXCEPT (op, seq)
+    STORED AS SCD TYPE 2
+    TRACK HISTORY ON * EXCEPT (city)
+
+Clauses after ``FROM`` may come in any order; ``KEYS`` and ``SEQUENCE BY`` are required,
+``STORED AS`` defaults to SCD type 1. ``COLUMNS`` and ``TRACK HISTORY ON`` take a column list
+in parentheses or ``* EXCEPT (...)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lakehouse_assets.cdc import AutoCdc
+from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.tables.sql_definition import SQL_LAYERS, SqlDefinitionError
+from lakehouse_assets.tables.sql_refs import Token, tokens
+
+_TABLE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\.[A-Za-z][A-Za-z0-9_]*")
+# The clauses of CREATE FLOW ... AS AUTO CDC INTO ... FROM ..., by their first words.
+_CLAUSES = {("keys",): "keys", ("apply", "as", "delete", "when"): "deletes",
+            ("apply", "as", "truncate", "when"): "truncates", ("sequence", "by"): "sequence",
+            ("columns",): "columns", ("stored", "as", "scd", "type"): "type",
+            ("track", "history", "on"): "track"}
+SHAPE = ("CREATE OR REFRESH STREAMING TABLE layer.name [COMMENT '...']; CREATE FLOW name AS AUTO CDC INTO "
+         "layer.name FROM STREAM(layer.table) KEYS (columns) [APPLY AS DELETE WHEN condition] [APPLY AS "
+         "TRUNCATE WHEN condition] SEQUENCE BY column [COLUMNS (columns) | COLUMNS * EXCEPT (columns)] "
+         "[STORED AS SCD TYPE 1 | 2] [TRACK HISTORY ON (columns) | TRACK HISTORY ON * EXCEPT (columns)]")
+
+
+@dataclass(frozen=True)
+class SqlAutoCdc:
+    """A parsed AUTO CDC definition: the table (``layer.name``), its ``COMMENT``, the flow's
+    name, the table its changes stream from (``layer.name``), and how they apply."""
+
+    source: str
+    table: str
+    comment: str | None
+    flow: str
+    changes_from: str
+    spec: AutoCdc
+
+
+def is_auto_cdc(text: str) -> bool:
+    """Whether a SQL file's text defines an AUTO CDC flow."""
+    words = [t.text.lower() for t in tokens(text)]
+    return any(words[i:i + 3] == ["as", "auto", "cdc"] for i in range(len(words)))
+
+
+def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
+    """Parse a streaming table and the AUTO CDC flow into it from ``text`` (read from ``source``)."""
+    toks = tokens(text)
+    statements = _statements(toks)
+    if len(statements) != 2:
+        raise _error(source, f"it holds {len(statements)} statement(s); an AUTO CDC table is two, ended by ';'")
+    table, comment = _streaming_table(statements[0], text, source)
+    flow, target, changes_from, clauses = _flow(statements[1], source)
+    if target.lower() != table.lower():
+        raise _error(source, f"the flow writes {target}, but the file creates {table}")
+    for required in ("keys", "sequence"):
+        if required not in clauses:
+            raise _error(source, f"the flow has no {'KEYS' if required == 'keys' else 'SEQUENCE BY'} clause")
+    keys = _names(clauses["keys"], source, "KEYS")
+    sequence = _names(clauses["sequence"], source, "SEQUENCE BY", parenthesised=False)
+    if len(sequence) != 1:
+        raise _error(source, "SEQUENCE BY takes one column")
+    columns, except_columns = _column_choice(clauses.get("columns"), source, "COLUMNS")
+    track, track_except = _column_choice(clauses.get("track"), source, "TRACK HISTORY ON")
+    scd_type = 1
+    if "type" in clauses:
+        scd = [t.text for t in clauses["type"]]
+        if scd not in (["1"], ["2"]):
+            raise _error(source, f"STORED AS SCD TYPE takes 1 or 2 (found {' '.join(scd)!r})")
+        scd_type = int(scd[0])
+    try:
+        spec = AutoCdc(keys=keys, sequence_by=sequence[0], stored_as_scd_type=scd_type,  # type: ignore[arg-type]
+                       apply_as_deletes=_condition(clauses.get("deletes"), text),
+                       apply_as_truncates=_condition(clauses.get("truncates"), text),
+                       column_list=columns, except_column_list=except_columns or (),
+                       track_history_column_list=track, track_history_except_column_list=track_except)
+    except ConfigurationError as exc:
+        raise _error(source, str(exc)) from exc
+    return SqlAutoCdc(source, table, comment, flow, changes_from, spec)
+
+
+def _statements(toks: list[Token]) -> list[list[Token]]:
+    found: list[list[Token]] = [[]]
+    for tok in toks:
+        if tok.text == ";":
+            found.append([])
+        else:
+            found[-1].append(tok)
+    return [s for s in found if s]
+
+
+def _streaming_table(toks: list[Token], text: str, source: str) -> tuple[str, str | None]:
+    words = [t.text.lower() for t in toks]
+    if words[:5] != ["create", "or", "refresh", "streaming", "table"]:
+        raise _error(source, "the first statement must be CREATE OR REFRESH STREAMING TABLE layer.name")
+    table = _table_at(toks, 5, source)
+    rest = toks[8:]
+    if not rest:
+        return table, None
+    if len(rest) == 2 and rest[0].text.lower() == "comment" and rest[1].kind == "string":
+        return table, re.sub(r"\\(.)", r"\1", rest[1].text[1:-1])
+    raise _error(source, f"only a COMMENT may follow the table's name (found {text[rest[0].start:rest[-1].end]!r})")
+
+
+def _flow(toks: list[Token], source: str) -> tuple[str, str, str, dict[str, list[Token]]]:
+    words = [t.text.lower() for t in toks]
+    if len(words) < 8 or words[:2] != ["create", "flow"] or words[3:7] != ["as", "auto", "cdc", "into"]:
+        raise _error(source, "the second statement must be CREATE FLOW name AS AUTO CDC INTO layer.name ...")
+    flow, target = str(toks[2].name), _table_at(toks, 7, source)
+    at = 10
+    if words[at:at + 3] != ["from", "stream", "("] or at + 7 > len(toks) or toks[at + 6].text != ")":
+        raise _error(source, "the flow must read its changes FROM STREAM(layer.table)")
+    changes_from = _table_at(toks, at + 3, source)
+    clauses: dict[str, list[Token]] = {}
+    current: str | None = None
+    at += 7
+    while at < len(toks):
+        clause = next(((name, len(lead)) for lead, name in _CLAUSES.items()
+                       if tuple(words[at:at + len(lead)]) == lead), None)
+        if clause is not None:
+            current, skip = clause
+            if current in clauses:
+                raise _error(source, f"the flow repeats a clause ({' '.join(words[at:at + skip]).upper()})")
+            clauses[current] = []
+            at += skip
+            continue
+        if current is None:
+            raise _error(source, f"unexpected {toks[at].text!r} after FROM STREAM(...)")
+        clauses[current].append(toks[at])
+        at += 1
+    return flow, target, changes_from, clauses
+
+
+def _table_at(toks: list[Token], at: int, source: str) -> str:
+    name = "".join(t.text for t in toks[at:at + 3])
+    if not _TABLE.fullmatch(name) or name.split(".")[0].lower() not in SQL_LAYERS:
+        raise _error(source, f"a table must be named layer.name in bronze, silver or gold (found {name!r})")
+    return name
+
+
+def _names(toks: list[Token], source: str, clause: str, *, parenthesised: bool = True) -> list[str]:
+    inner = toks
+    if parenthesised:
+        if len(toks) < 2 or toks[0].text != "(" or toks[-1].text != ")":
+            raise _error(source, f"{clause} takes column names in parentheses")
+        inner = toks[1:-1]
+    names = [t.name for t in inner if t.text != ","]
+    if not names or any(n is None for n in names) or len(names) != (len(inner) + 1) // 2:
+        raise _error(source, f"{clause} takes column names separated by commas")
+    return [str(n) for n in names]
+
+
+def _column_choice(toks: list[Token] | None, source: str, clause: str) -> tuple[list[str] | None, list[str] | None]:
+    """``(columns)`` as (columns, None); ``* EXCEPT (columns)`` as (None, columns)."""
+    if toks is None:
+        return None, None
+    if toks and toks[0].text == "*":
+        if len(toks) < 2 or toks[1].text.lower() != "except":
+            raise _error(source, f"{clause} * must be followed by EXCEPT (columns)")
+        return None, _names(toks[2:], source, f"{clause} * EXCEPT")
+    return _names(toks, source, clause), None
+
+
+def _condition(toks: list[Token] | None, text: str) -> str | None:
+    return text[toks[0].start:toks[-1].end] if toks else None
+
+
+def _error(source: str, what: str) -> SqlDefinitionError:
+    return SqlDefinitionError(f"{source}: {what}. An AUTO CDC table is written: {SHAPE}")
