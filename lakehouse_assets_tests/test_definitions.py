@@ -15,6 +15,10 @@ EXPECTED_DEPS = {
     "silver/recordings_quarantine": {"bronze/recordings", "silver/patients"},
     "gold/daily_patient_avg": {"silver/recordings_enriched"},
     "gold/device_counts": {"bronze/recordings"},
+    "landing/patient_changes": set(),
+    "bronze/patient_changes": {"landing/patient_changes"},
+    "silver/patients_current": {"bronze/patient_changes"},
+    "silver/patients_history": {"bronze/patient_changes"},
 }
 
 
@@ -44,10 +48,11 @@ def test_silver_and_gold_are_automated_and_bronze_is_sensor_driven():
     automated = {k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).automation_condition}
     assert automated == {
         "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
-        "gold/daily_patient_avg", "gold/device_counts",
+        "gold/daily_patient_avg", "gold/device_counts", "silver/patients_current", "silver/patients_history",
     }
     sensors = {s.name: s for s in defs.sensors or []}
-    assert {"landing_recordings_sensor", "landing_patients_sensor", "lakehouse_automation_sensor"} <= set(sensors)
+    assert {"landing_recordings_sensor", "landing_patients_sensor", "landing_patient_changes_sensor",
+            "lakehouse_automation_sensor"} <= set(sensors)
     assert all(s.default_status == dg.DefaultSensorStatus.RUNNING for s in sensors.values())
 
 

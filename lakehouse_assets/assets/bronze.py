@@ -93,3 +93,15 @@ recordings = bronze_table(
     description="Heart-rate recordings (device_id, mrn, time, heartrate) as landed, with "
     "_rescued_data for whatever did not fit, _source_file and _ingested_at.",
 )
+
+patient_changes = bronze_table(
+    name="patient_changes",
+    data_source="patient_changes",
+    source_format="json",
+    # Typed up front, as recordings are: a sequence or key inferred as a string from a bad
+    # first file would stay one.
+    options=AutoLoaderOptions(format="json", schema_hints="mrn BIGINT, name STRING, op STRING, seq BIGINT",
+                              infer_column_types=True),
+    description="Changes to patient records (mrn, name, op, seq) as landed, with _rescued_data, "
+    "_source_file and _ingested_at.",
+)

@@ -22,3 +22,13 @@ patients = dg.AssetSpec(
     kinds={"csv", "files"},
     owners=[DEFAULT_OWNER],
 )
+
+patient_changes = dg.AssetSpec(
+    key=["landing", "patient_changes"],
+    group_name="landing",
+    description="Changes to patient records landing as JSON lines at $LAKEHOUSE_ROOT/landing/patient_changes/ "
+    "(mrn, name, op UPSERT or DELETE, seq ordering the changes); changes may arrive late, across files "
+    "and within one.",
+    kinds={"json", "files"},
+    owners=[DEFAULT_OWNER],
+)

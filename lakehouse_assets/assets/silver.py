@@ -1,12 +1,17 @@
-"""Silver: validated, enriched recordings and the patients lookup."""
+"""Silver: validated, enriched recordings, the patients lookup, and the patient record
+changes kept as a current table (SCD type 1) and a history (SCD type 2)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from lakehouse_assets.assets.auto_cdc import auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
+from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import (
     ColumnSource,
     RoutedRows,
@@ -15,6 +20,7 @@ from lakehouse_assets.assets.table_asset import (
     stream_from,
     table_asset,
 )
+from lakehouse_assets.ingestion.columns import METADATA_COLUMNS
 from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
 from lakehouse_assets.quality.silver import ROUTING_RULES
 from lakehouse_assets.settings import LakehouseSettings
@@ -23,6 +29,15 @@ from lakehouse_assets.spark import SparkResource
 PATIENTS_SCHEMA = "mrn BIGINT, name STRING"
 # The bronze `time` (Unix seconds) while the rules read the parsed timestamp as `time`.
 BRONZE_TIME = "_bronze_time"
+# How patient record changes apply, as Lakeflow's AUTO CDC takes it: by mrn, in seq order,
+# `op = 'DELETE'` deleting; the operation, the sequence and bronze's own columns are not kept.
+PATIENT_CHANGES: dict[str, Any] = {
+    "ins": {"changes": stream_from(["bronze", "patient_changes"])},
+    "keys": ["mrn"],
+    "sequence_by": "seq",
+    "apply_as_deletes": "op = 'DELETE'",
+    "except_column_list": ["op", "seq", *METADATA_COLUMNS],
+}
 
 
 @table_asset(
@@ -86,3 +101,16 @@ def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRow
         passed_columns=["device_id", "mrn", "name", "time", "heartrate"],
         quarantine_columns=[F.col(BRONZE_TIME).alias("time") if c == "time" else c for c in bronze_columns],
     )
+
+
+@auto_cdc_table(layer="silver", stored_as_scd_type=1, automation_condition=downstream_of_new_data(),
+                **PATIENT_CHANGES)
+def patients_current(changes: DataFrame) -> DataFrame:
+    """One row per live patient (mrn, name): each patient's latest change by `seq`, whatever
+    order the changes landed in; a deleted patient is gone, and a late change older than the
+    delete does not bring it back."""
+    return changes
+
+
+# The same flow in SQL, as Lakeflow writes it (CREATE FLOW ... AS AUTO CDC INTO ...).
+patients_history = sql_asset(SQL_FOLDER / "patients_history.sql")

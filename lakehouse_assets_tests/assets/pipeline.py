@@ -18,7 +18,13 @@ from lakehouse_assets.settings import LakehouseSettings
 RAW_SCHEMA = "device_id BIGINT, mrn BIGINT, time DOUBLE, heartrate DOUBLE"
 
 
-def materialize(selection: str | Sequence[str] = "*", *, instance: dg.DagsterInstance | None = None,
+#: The recordings pipeline (recordings and the patients lookup, bronze to gold), without the
+#: patient-changes flow: what tests that land recordings alone materialize.
+RECORDINGS_PIPELINE = (dg.AssetSelection.all()
+                       - dg.AssetSelection.assets(dg.AssetKey(["bronze", "patient_changes"])).downstream())
+
+
+def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, instance: dg.DagsterInstance | None = None,
                 run_config: dict[str, Any] | None = None) -> dg.ExecuteInProcessResult:
     """Materialize assets of the project's own Definitions, as the UI would."""
     from lakehouse_assets.definitions import defs
