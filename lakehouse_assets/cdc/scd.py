@@ -46,10 +46,11 @@ def change_events(changes: DataFrame, spec: AutoCdc) -> DataFrame:
 
 
 def missing_identity(spec: AutoCdc) -> Column:
-    """True for an event that cannot be applied: no sequence value, or no key (a truncate
-    needs none)."""
+    """True for a change row (as the feed has it) that cannot be applied: no sequence value,
+    or no key (a truncate needs none)."""
     no_key = reduce(lambda a, b: a | b, [column(c).isNull() for c in spec.keys])
-    return column(SEQ).isNull() | (no_key & ~column(TRUNCATE))
+    truncate = F.coalesce(F.expr(spec.apply_as_truncates), F.lit(False)) if spec.apply_as_truncates else F.lit(False)
+    return column(spec.sequence_by).isNull() | (no_key & ~truncate)
 
 
 # --- type 1 ------------------------------------------------------------------------------------

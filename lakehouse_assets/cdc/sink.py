@@ -86,7 +86,7 @@ class AutoCdcSink:
         kept = self.spec.kept_columns(batch_df.columns)
         events = change_events(batch_df, self.spec).persist()
         try:
-            self._refuse_unidentified(events)
+            self._refuse_unidentified(batch_df)
             if self.spec.stored_as_scd_type == 1:
                 return self._apply_type_1(events, kept, transaction, metadata)
             return self._apply_type_2(events, kept, self.spec.tracked_columns(batch_df.columns), transaction, metadata)
@@ -156,14 +156,16 @@ class AutoCdcSink:
         finally:
             fresh.unpersist()
 
-    def _refuse_unidentified(self, events: DataFrame) -> None:
-        unidentified = events.filter(missing_identity(self.spec)).limit(1).collect()
+    def _refuse_unidentified(self, changes: DataFrame) -> None:
+        unidentified = changes.filter(missing_identity(self.spec)).limit(1).collect()
         if unidentified:
-            row = {k: v for k, v in unidentified[0].asDict().items() if not k.startswith("__lakehouse")}
+            row = unidentified[0].asDict()
             raise LakehouseError(
                 f"AUTO CDC into {self.sink.path}: a change has no value for its key {list(self.spec.keys)} or its "
-                f"sequence column {self.spec.sequence_by!r} ({row}). Nothing of the batch was applied; fix the change "
-                "feed (every change needs its keys and a sequence value), then run again.")
+                f"sequence column {self.spec.sequence_by!r}: {row}. Nothing of the batch was applied. Every change "
+                "needs its keys and a sequence value: correct the change where it came from (its source file, "
+                "when the row names one), then rebuild the feed's table and this one (run config "
+                "full_refresh: true).")
 
 
 def _holds(store: TableStore, path: str, transaction: AppTransaction) -> bool:

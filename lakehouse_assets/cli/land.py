@@ -23,7 +23,7 @@ from lakehouse_assets.cli.output import format_count, print_json
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
 
 if TYPE_CHECKING:
-    from lakehouse_assets.simulator import DatasetExhaustedError, LandingResult
+    from lakehouse_assets.simulator import DatasetExhaustedError, LandingResult, PatientChangesResult
 
 DEFAULT_FILES = 5
 DEFAULT_RECORDS = 1_000
@@ -45,6 +45,11 @@ $LAKEHOUSE_ROOT/{LANDING_DIR}/patients/ if it is missing. Numbering continues af
 landed before; the same seed always gives the same files. A share of the records is bad on
 purpose (--bad-rate), exactly counted per kind: malformed JSON, wrong types, non-positive
 heart rates, unknown patients.
+
+With --changes N, also land N files of changes to the patients' records (a change-data feed:
+mrn, name, op UPSERT or DELETE, seq) into $LAKEHOUSE_ROOT/{LANDING_DIR}/patient_changes/, after
+the recordings (with --continuous: before the first one). Some changes arrive late, in a later
+file than their seq belongs to, and each file's lines are shuffled.
 
 With --continuous, land one file now and one more every --interval seconds until Ctrl-C or
 SIGTERM (the file being written is finished first), --files have landed, or the year is
@@ -72,6 +77,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.add_argument("--files-per-year", type=positive_int, metavar="F",
                         help="files the year is cut into (default: the folder's, else "
                              f"{DEFAULT_FILES_PER_YEAR}, one per day)")
+    parser.add_argument("--changes", type=non_negative_int, default=0, metavar="N",
+                        help="also land N files of patient record changes (default 0)")
     parser.add_argument("--continuous", action="store_true",
                         help="keep landing one file every --interval seconds until stopped")
     parser.add_argument("--interval", type=seconds, default=DEFAULT_INTERVAL_SECONDS,
@@ -106,14 +113,18 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     options = dict(records_per_file=args.records, bad_rate=args.bad_rate, **dataset)
     try:
         if args.continuous:
+            # A continuous landing ends only when stopped: land the changes before it starts.
+            changes = _land_changes(landing_root, args.changes, dataset)
             landed, stopped_by = _land_continuously(landing_root, args, options)
         else:
+            # After the recordings, which refuse a full year before landing anything.
             landed, stopped_by = _land_once(landing_root, args.files or DEFAULT_FILES, options), None
+            changes = _land_changes(landing_root, args.changes, dataset)
     except LandingStateError as exc:
         raise CommandError(
             f"{exc} To continue the data set in {landing_root}, leave out --seed and "
             "--files-per-year; for another data set, use another --root.") from exc
-    _report(landed, landing_root, dataset["files_per_year"], stopped_by, as_json=args.json)
+    _report(landed, changes, landing_root, dataset["files_per_year"], stopped_by, as_json=args.json)
     return EXIT_OK
 
 
@@ -142,6 +153,18 @@ def _land_once(landing_root: Path, files: int, options: dict[str, Any]) -> Landi
         landing_root=results[0].landing_root, patients_path=results[0].patients_path,
         patients_written=any(r.patients_written for r in results),
         files=tuple(f for r in results for f in r.files))
+
+
+def _land_changes(landing_root: Path, files: int, dataset: dict[str, Any]) -> PatientChangesResult | None:
+    """Land ``files`` files of patient changes naming the data set's patients; None if none
+    were asked for, so the report stays as it was without --changes."""
+    if not files:
+        return None
+    from lakehouse_assets.simulator import land_patient_changes
+
+    return land_patient_changes(landing_root, files=files, seed=dataset["seed"],
+                                patient_count=dataset["patient_count"],
+                                device_count=dataset["device_count"])
 
 
 def _land_continuously(landing_root: Path, args: argparse.Namespace,
@@ -212,13 +235,17 @@ def _raise_exhausted(exc: DatasetExhaustedError) -> NoReturn:
     raise CommandError(f"{exc}{hint}") from exc
 
 
-def _report(result: LandingResult, landing_root: Path, files_per_year: int, stopped_by: str | None, *,
-            as_json: bool) -> None:
+def _report(result: LandingResult, changes: PatientChangesResult | None, landing_root: Path,
+            files_per_year: int, stopped_by: str | None, *, as_json: bool) -> None:
     from lakehouse_assets.simulator import BAD_KINDS, next_file_index
 
     files, counts = result.files, result.counts
     next_index = next_file_index(landing_root)
     if as_json:
+        changes_report = {} if changes is None else {"patient_changes": {
+            "dir": str(changes.folder), "files": [str(path) for path in changes.paths],
+            "counts": {"upsert": changes.upserts, "delete": changes.deletes, "total": changes.changes},
+        }}
         print_json({
             "landing_root": str(landing_root),
             "recordings_dir": str(landing_root / "recordings"),
@@ -230,6 +257,7 @@ def _report(result: LandingResult, landing_root: Path, files_per_year: int, stop
             "next_index": next_index,
             "files_per_year": files_per_year,
             "stopped_by": stopped_by,
+            **changes_report,
         })
         return
     if stopped_by in ("SIGINT", "SIGTERM"):
@@ -251,6 +279,13 @@ def _report(result: LandingResult, landing_root: Path, files_per_year: int, stop
         print(f"  wrote the patients CSV: {result.patients_path}")
     if next_index <= files_per_year:
         print(f"  next file: number {next_index} of {files_per_year}")
+    if changes is not None:
+        paths = changes.paths
+        names = paths[0].name if len(paths) == 1 else f"{paths[0].name} .. {paths[-1].name}"
+        print(f"Landed {len(paths)} file{'s' if len(paths) != 1 else ''} of patient changes into "
+              f"{changes.folder}: {names}")
+        print(f"  changes: {format_count(changes.changes)} ({format_count(changes.upserts)} upserts, "
+              f"{format_count(changes.deletes)} deletes)")
 
 
 def _utc(seconds_since_epoch: float) -> dt.datetime:

@@ -50,16 +50,26 @@ from lakehouse_assets.simulator.manifest import (
     LandingManifest,
     read_manifest,
 )
+from lakehouse_assets.simulator.patient_changes import (
+    DEFAULT_CHANGES_PER_FILE,
+    DEFAULT_LATE_SHARE,
+    PATIENT_CHANGES_DIR,
+    PatientChangesResult,
+    land_patient_changes,
+)
 from lakehouse_assets.simulator.patients import Patient, generate_patients
 from lakehouse_assets.simulator.recordings import file_time_range
 
 __all__ = [
     "BAD_KINDS",
+    "DEFAULT_CHANGES_PER_FILE",
     "DEFAULT_DEVICE_COUNT",
     "DEFAULT_FILES_PER_YEAR",
+    "DEFAULT_LATE_SHARE",
     "DEFAULT_PATIENT_COUNT",
     "DEFAULT_RECORDS_PER_FILE",
     "DEFAULT_SEED",
+    "PATIENT_CHANGES_DIR",
     "YEAR",
     "YEAR_END",
     "YEAR_START",
@@ -74,6 +84,7 @@ __all__ = [
     "LandingResult",
     "LandingStateError",
     "Patient",
+    "PatientChangesResult",
     "RecordCounts",
     "RecordKind",
     "SimulatorConfig",
@@ -82,6 +93,7 @@ __all__ = [
     "is_data_file_name",
     "land",
     "land_continuously",
+    "land_patient_changes",
     "next_file_index",
     "read_manifest",
     "recording_file_index",

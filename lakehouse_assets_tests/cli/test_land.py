@@ -167,6 +167,51 @@ def test_continuous_landing_stops_when_the_year_is_complete(lakehouse: Runner, r
     assert len(recordings(root)) == 2
 
 
+def patient_changes(root: Path) -> dict[str, list[dict[str, object]]]:
+    """The changes in each landed patient changes file, by file name."""
+    folder = root / "landing" / "patient_changes"
+    return {p.name: [json.loads(line) for line in p.read_text().splitlines()]
+            for p in sorted(folder.glob("patient_changes-*.json"))}
+
+
+def test_land_with_changes_also_lands_patient_changes_naming_the_patients(lakehouse: Runner, root: Path) -> None:
+    result = lakehouse("land", "--files", "1", "--records", "10", "--changes", "2")
+    assert result.code == 0, str(result)
+    landed = patient_changes(root)
+    assert list(landed) == ["patient_changes-000001.json", "patient_changes-000002.json"]
+    changes = [change for file in landed.values() for change in file]
+    csv_lines = (root / "landing" / "patients" / "patients.csv").read_text().splitlines()[1:]
+    assert {change["mrn"] for change in changes} <= {int(line.split(",")[0]) for line in csv_lines}
+    deletes = sum(change["op"] == "DELETE" for change in changes)
+    assert (f"Landed 2 files of patient changes into {root / 'landing' / 'patient_changes'}: "
+            "patient_changes-000001.json .. patient_changes-000002.json") in result.stdout
+    assert f"  changes: {len(changes)} ({len(changes) - deletes} upserts, {deletes} deletes)" in result.stdout
+    # Numbering continues, and --json says the same.
+    report = json.loads(lakehouse("land", "--files", "1", "--records", "10", "--changes", "1", "--json").stdout)
+    third = patient_changes(root)["patient_changes-000003.json"]
+    assert report["patient_changes"] == {
+        "dir": str(root / "landing" / "patient_changes"),
+        "files": [str(root / "landing" / "patient_changes" / "patient_changes-000003.json")],
+        "counts": {"upsert": sum(c["op"] == "UPSERT" for c in third),
+                   "delete": sum(c["op"] == "DELETE" for c in third), "total": len(third)},
+    }
+
+
+def test_land_without_changes_lands_and_reports_none(lakehouse: Runner, root: Path) -> None:
+    result = lakehouse("land", "--files", "1", "--records", "10", "--json")
+    assert result.code == 0, str(result)
+    assert "patient_changes" not in json.loads(result.stdout)
+    assert not (root / "landing" / "patient_changes").exists()
+
+
+def test_continuous_landing_lands_the_changes_first(lakehouse: Runner, root: Path) -> None:
+    result = lakehouse("land", "--continuous", "--interval", "0", "--files", "2", "--records", "10",
+                       "--changes", "1")
+    assert result.code == 0, str(result)
+    assert list(patient_changes(root)) == ["patient_changes-000001.json"]
+    assert len(recordings(root)) == 2
+    assert "Landed 1 file of patient changes" in result.stdout
+
 def _read_until_closed(fd: int) -> str:
     chunks = []
     while True:
