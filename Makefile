@@ -27,7 +27,7 @@ run: $(INSTALLED)
 	@mkdir -p "$(DAGSTER_HOME)" "$(LAKEHOUSE_ROOT)"
 	@cp instance/dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
 	@# A first batch of reference data, so the sensors have something to carry to gold at once.
-	@test -d "$(LAKEHOUSE_ROOT)/landing/recordings" || $(BIN)/lakehouse land --files 5
+	@test -d "$(LAKEHOUSE_ROOT)/landing/recordings" || $(BIN)/lakehouse land --files 5 --changes 3
 	scripts/run_with_engine.sh $(BIN)/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
 ## Lint and type-check: ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and mypy (strict, the whole

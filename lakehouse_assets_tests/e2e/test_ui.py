@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from lakehouse_assets.simulator import land
+from lakehouse_assets.simulator import land, land_patient_changes
 from lakehouse_assets_tests.e2e.dagster_dev import REPO_ROOT, DagsterDeployment
 from lakehouse_assets_tests.e2e.reference import ExpectedGold, expected_gold
 
@@ -66,6 +66,7 @@ def dagster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterDeploym
     tmp = tmp_path_factory.mktemp("ui")
     deployment = DagsterDeployment(home=tmp / "dagster_home", root=tmp / "lakehouse", log_dir=tmp)
     land(deployment.root / "landing", files=2, records_per_file=500, bad_rate=0.0, seed=7, files_per_year=365)
+    land_patient_changes(deployment.root / "landing", files=2, seed=7)
     with deployment:
         deployment.start_webserver()
         deployment.wait_until_loaded()
