@@ -1,6 +1,7 @@
-"""The crash harness's child: one materialization of the whole graph, then exit.
+"""The crash harness's child: one materialization of the recordings pipeline (or of the
+assets named on its command line), then exit.
 
-Run as ``python -m lakehouse_assets_tests.reliability.crash_child`` with ``LAKEHOUSE_ROOT``
+Run as ``python -m lakehouse_assets_tests.reliability.crash_child [layer/name ...]`` with ``LAKEHOUSE_ROOT``
 (and optionally ``LAKEHOUSE_FAULT``) set. The harness starts it as the leader of its own
 process group, so a fault point's SIGKILL, or the harness's, takes Spark's JVM down with it.
 Exit 0 when the run succeeded, 1 when it failed (the traceback is on stderr).
@@ -17,7 +18,7 @@ def main() -> int:
     from lakehouse_assets_tests.assets.pipeline import RECORDINGS_PIPELINE, materialize
 
     try:
-        materialize(RECORDINGS_PIPELINE)
+        materialize(sys.argv[1:] or RECORDINGS_PIPELINE)
     except Exception:  # noqa: BLE001 - the harness reads the traceback; the exit code says failed
         traceback.print_exc()
         return 1
