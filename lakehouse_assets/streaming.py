@@ -81,6 +81,16 @@ class StreamRun:
         return sum(c.rows_written for c in self.commits)
 
     @property
+    def watermarked(self) -> bool:
+        """Whether the query has an event-time watermark (``withWatermark``)."""
+        return any("watermark" in (p.get("eventTime") or {}) for p in self.progress)
+
+    @property
+    def rows_dropped_by_watermark(self) -> int:
+        """Rows the query's stateful operators dropped as later than its watermark."""
+        return sum(int(p.get("rowsDroppedByWatermark") or 0) for p in self.progress)
+
+    @property
     def last_version(self) -> int | None:
         versions = [c.version for c in self.commits if c.version is not None]
         return max(versions) if versions else None
@@ -220,6 +230,9 @@ def _collect(run: StreamRun, query: Any, sink: RunSink) -> None:
             "batchId": progress.batchId,
             "numInputRows": progress.numInputRows,
             "durationMs": dict(progress.durationMs or {}),
+            "eventTime": dict(progress.eventTime or {}),
+            "rowsDroppedByWatermark": sum(int(op.numRowsDroppedByWatermark or 0)
+                                          for op in (progress.stateOperators or [])),
         }
         known = by_batch.get(progress.batchId)
         if known is None or entry["numInputRows"] > known["numInputRows"]:

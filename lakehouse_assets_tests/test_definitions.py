@@ -15,6 +15,7 @@ EXPECTED_DEPS = {
     "silver/recordings_quarantine": {"bronze/recordings", "silver/patients"},
     "gold/daily_patient_avg": {"silver/recordings_enriched"},
     "gold/device_counts": {"bronze/recordings"},
+    "gold/heartrate_5min": {"silver/recordings_enriched"},
     "landing/patient_changes": set(),
     "bronze/patient_changes": {"landing/patient_changes"},
     "silver/patients_current": {"bronze/patient_changes"},
@@ -49,6 +50,7 @@ def test_silver_and_gold_are_automated_and_bronze_is_sensor_driven():
     assert automated == {
         "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
         "gold/daily_patient_avg", "gold/device_counts", "silver/patients_current", "silver/patients_history",
+        "gold/heartrate_5min",
     }
     sensors = {s.name: s for s in defs.sensors or []}
     assert {"landing_recordings_sensor", "landing_patients_sensor", "landing_patient_changes_sensor",

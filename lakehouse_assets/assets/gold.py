@@ -1,6 +1,7 @@
-"""Gold: aggregates for reporting, declared in SQL as the seeds' cells read (``sql/*.sql``).
+"""Gold: aggregates for reporting. The seeds' two are declared in SQL as their cells read
+(``sql/*.sql``); the windowed heart rate, with its watermark, in Python.
 
-Both are streaming tables whose queries group at their top level, so each is kept in complete
+The seeds' two are streaming tables whose queries group at their top level, so each is kept in complete
 mode from its stream's state; their upstream assets and column lineage come from their SQL.
 The Python form of the same table, for comparison (README, "Adding a table")::
 
@@ -13,7 +14,31 @@ The Python form of the same table, for comparison (README, "Adding a table")::
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
+from lakehouse_assets.assets.table_asset import stream_from, table_asset
+
+#: How late a recording may arrive, in event time, and still count in its window.
+HEARTRATE_WATERMARK = "10 minutes"
+HEARTRATE_WINDOW = "5 minutes"
 
 daily_patient_avg = sql_asset(SQL_FOLDER / "daily_patient_avg.sql")
 device_counts = sql_asset(SQL_FOLDER / "device_counts.sql")
+
+
+@table_asset(layer="gold", ins={"recordings": stream_from(["silver", "recordings_enriched"])},
+             output_mode="append", automation_condition=downstream_of_new_data())
+def heartrate_5min(recordings: DataFrame) -> DataFrame:
+    """Heart rate per device in 5-minute tumbling windows: count, min, mean and max. A window
+    is written once, when the watermark (the newest recording's time less 10 minutes) has
+    passed its end; recordings later than that are dropped, and each run counts them in its
+    `rows_dropped_by_watermark`."""
+    return (recordings.withWatermark("time", HEARTRATE_WATERMARK)
+            .groupBy("device_id", F.window("time", HEARTRATE_WINDOW))
+            .agg(F.count("heartrate").alias("recordings"), F.min("heartrate").alias("min_heartrate"),
+                 F.mean("heartrate").alias("mean_heartrate"), F.max("heartrate").alias("max_heartrate"))
+            .select("device_id", F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                    "recordings", "min_heartrate", "mean_heartrate", "max_heartrate"))

@@ -7,7 +7,7 @@ from deltalake import DeltaTable
 
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import (
-    RECORDINGS_PIPELINE,
+    SEED_PIPELINE,
     delta_rows,
     materialization_metadata,
     materialize,
@@ -52,7 +52,7 @@ def test_bad_records_are_quarantined_with_reasons_across_incremental_runs(spark,
     landed = land(settings.root / "landing", files=3, **LANDING_OPTIONS)
     assert landed.counts.bad > 0
 
-    run = materialization_metadata(materialize(RECORDINGS_PIPELINE))
+    run = materialization_metadata(materialize(SEED_PIPELINE))
 
     bronze, silver, quarantined = assert_nothing_lost(settings)
     assert bronze == landed.counts.total
@@ -67,7 +67,7 @@ def test_bad_records_are_quarantined_with_reasons_across_incremental_runs(spark,
     }
 
     more = land(settings.root / "landing", files=2, **LANDING_OPTIONS)
-    run = materialization_metadata(materialize(RECORDINGS_PIPELINE))
+    run = materialization_metadata(materialize(SEED_PIPELINE))
 
     bronze, silver, quarantined = assert_nothing_lost(settings)
     assert bronze == landed.counts.total + more.counts.total
@@ -92,7 +92,7 @@ def test_a_new_landed_field_flows_to_bronze_and_the_quarantine_and_gold_keeps_wo
     quarantine (which keeps refused rows whole) gains the column, silver keeps its declared
     columns, gold goes on, and every landed record is still accounted for."""
     land(settings.root / "landing", files=2, **LANDING_OPTIONS)
-    materialize(RECORDINGS_PIPELINE)
+    materialize(SEED_PIPELINE)
     silver_before = len(delta_rows(settings, "silver", "recordings_enriched", ["mrn"]))
     known_mrn = delta_rows(settings, "silver", "recordings_enriched", ["mrn"])[0][0]
     land_file(settings.landing_path("recordings"), "zz-with-spo2.json", json_lines([
@@ -100,7 +100,7 @@ def test_a_new_landed_field_flows_to_bronze_and_the_quarantine_and_gold_keeps_wo
         {"device_id": 901, "mrn": 1, "time": 1_700_000_001.0, "heartrate": 71.0, "spo2": 98.5},  # unknown patient
     ]))
 
-    run = materialization_metadata(materialize(RECORDINGS_PIPELINE))
+    run = materialization_metadata(materialize(SEED_PIPELINE))
 
     assert sorted(r["spo2"] for r in table_rows(settings, "bronze", "recordings") if r["spo2"] is not None) == [97.5, 98.5]
     assert run["bronze/recordings"]["query_restarts"] == 1

@@ -1,4 +1,4 @@
-"""The crash harness's child: one materialization of the recordings pipeline (or of the
+"""The crash harness's child: one materialization of the seeds' pipeline (or of the
 assets named on its command line), then exit.
 
 Run as ``python -m lakehouse_assets_tests.reliability.crash_child [layer/name ...]`` with ``LAKEHOUSE_ROOT``
@@ -15,10 +15,10 @@ import traceback
 
 def main() -> int:
     # Imported here so a failed import is reported like any other failure of the run.
-    from lakehouse_assets_tests.assets.pipeline import RECORDINGS_PIPELINE, materialize
+    from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
 
     try:
-        materialize(sys.argv[1:] or RECORDINGS_PIPELINE)
+        materialize(sys.argv[1:] or SEED_PIPELINE)
     except Exception:  # noqa: BLE001 - the harness reads the traceback; the exit code says failed
         traceback.print_exc()
         return 1

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import RECORDINGS_PIPELINE, delta_rows, materialize
+from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, delta_rows, materialize
 from lakehouse_assets_tests.ingestion.helpers import land as land_file
 
 BAD_FILES: dict[str, bytes] = {
@@ -32,7 +32,7 @@ def test_bad_content_is_quarantined_with_reasons_and_good_files_arrive_exactly_o
     for name, content in BAD_FILES.items():
         land_file(landing / "recordings", name, content)
 
-    materialize(RECORDINGS_PIPELINE)
+    materialize(SEED_PIPELINE)
 
     bronze = Counter(f for (f,) in delta_rows(settings, "bronze", "recordings", ["_source_file"]))
     for landed in good.files:

@@ -18,7 +18,7 @@ from lakehouse_assets.storage import DeltaSink
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.checkpoint import batch_ids
 from lakehouse_assets.streaming import run_stream
-from lakehouse_assets_tests.assets.pipeline import RECORDINGS_PIPELINE, materialize
+from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
 
 LANDING_OPTIONS = dict(records_per_file=150, bad_rate=0.05, seed=31, files_per_year=365)
 SILVER = ["silver/recordings_enriched", "silver/recordings_quarantine"]
@@ -62,9 +62,9 @@ def assert_invariants(settings: LakehouseSettings) -> None:
 def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(spark, settings, capsys):
     landing = settings.root / "landing"
     land(landing, files=2, **LANDING_OPTIONS)
-    materialize(RECORDINGS_PIPELINE)
+    materialize(SEED_PIPELINE)
     land(landing, files=1, **LANDING_OPTIONS)
-    materialize(RECORDINGS_PIPELINE)
+    materialize(SEED_PIPELINE)
     bronze = settings.checkpoint_path("bronze", "recordings")
     silver = settings.checkpoint_path("silver", "recordings_enriched")
     gold = settings.checkpoint_path("gold", "daily_patient_avg")
@@ -84,7 +84,7 @@ def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(spark, sett
     # Nothing deleted: each damaged checkpoint is kept beside the new one.
     assert any(p.name.startswith(".recordings.damaged-") for p in bronze.parent.iterdir())
 
-    materialize(RECORDINGS_PIPELINE)
+    materialize(SEED_PIPELINE)
     assert_invariants(settings)
 
 
@@ -92,12 +92,12 @@ def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(spark, sett
 def test_checkpoints_behind_or_ahead_of_their_tables_stop_the_run_and_repair_resumes_it(spark, settings, capsys, tmp_path):
     landing = settings.root / "landing"
     land(landing, files=2, **LANDING_OPTIONS)
-    materialize(RECORDINGS_PIPELINE)
+    materialize(SEED_PIPELINE)
     silver = settings.checkpoint_path("silver", "recordings_enriched")
     old_silver = tmp_path / "old_silver_checkpoint"
     shutil.copytree(silver, old_silver)
     land(landing, files=1, **LANDING_OPTIONS)
-    materialize(RECORDINGS_PIPELINE)
+    materialize(SEED_PIPELINE)
     # Behind: an older copy of silver's checkpoint put back.
     shutil.rmtree(silver)
     shutil.copytree(old_silver, silver)
@@ -117,7 +117,7 @@ def test_checkpoints_behind_or_ahead_of_their_tables_stop_the_run_and_repair_res
     assert "Repaired" in repair("bronze.recordings", capsys)
     assert lakehouse(["repair", "bronze.recordings", "--check"]) == 0
 
-    materialize(RECORDINGS_PIPELINE)
+    materialize(SEED_PIPELINE)
     assert_invariants(settings)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from lakehouse_assets.reliability.invariants import check_all
 from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import RECORDINGS_PIPELINE, materialization_metadata, materialize
+from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialization_metadata, materialize
 from lakehouse_assets_tests.reliability.test_checkpoint_repair import failure_text
 
 LANDING_OPTIONS = dict(records_per_file=150, bad_rate=0.05, seed=41, files_per_year=365)
@@ -27,7 +27,7 @@ def full_refresh(*ops: str) -> dict:
 def test_downstream_of_a_refreshed_table_stops_and_is_whole_after_refreshing_it(spark, settings):
     landing = settings.root / "landing"
     land(landing, files=2, **LANDING_OPTIONS)
-    materialize(RECORDINGS_PIPELINE)
+    materialize(SEED_PIPELINE)
     materialize("bronze/recordings", run_config=full_refresh("bronze__recordings"))
     land(landing, files=1, **LANDING_OPTIONS)
 

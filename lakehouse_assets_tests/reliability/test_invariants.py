@@ -26,7 +26,7 @@ from lakehouse_assets.reliability.invariants import (
 from lakehouse_assets.reliability.landed import json_record_count
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import RECORDINGS_PIPELINE, materialize
+from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
 
 LANDING = dict(records_per_file=150, bad_rate=0.05, seed=31)
 
@@ -39,7 +39,7 @@ def sound_root(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LAKEHOUSE_ROOT", str(root))
         land(root / "landing", files=2, **LANDING)
-        materialize(RECORDINGS_PIPELINE)
+        materialize(SEED_PIPELINE)
     yield root
 
 

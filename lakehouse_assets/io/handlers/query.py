@@ -70,8 +70,12 @@ def skipped(run: TableRun, log: Any) -> StreamRun:
 
 def stream_written(query: StreamRun, expectations: Sequence[Rule] = (), **extra: Any) -> Written:
     """What a query run reports: rows read and written, batches, restarts, its id, and what
-    its ``expectations`` counted, read from its commits (zeros for a query not started)."""
+    its ``expectations`` counted, read from its commits (zeros for a query not started); for
+    a query with a watermark, the rows it dropped as too late."""
+    late = ({"rows_dropped_by_watermark": dg.MetadataValue.int(query.rows_dropped_by_watermark)}
+            if query.watermarked else {})
     return Written(query.last_version, query=query, metadata={
+        **late,
         "rows_processed": dg.MetadataValue.int(query.input_rows),
         "rows_written": dg.MetadataValue.int(query.rows_written),
         "micro_batches": dg.MetadataValue.int(query.batches),
