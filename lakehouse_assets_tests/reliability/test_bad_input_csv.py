@@ -20,7 +20,7 @@ from lakehouse_assets.simulator import land as land_recordings
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize
 from lakehouse_assets_tests.ingestion.helpers import land
 
-SEED_PIPELINE = ["bronze/recordings", "silver/recordings_enriched", "silver/recordings_quarantine"]
+RECORDINGS_PIPELINE = ["bronze/recordings", "silver/recordings_enriched", "silver/recordings_quarantine"]
 
 
 def rows(spark: SparkSession, folder: Path) -> list[tuple]:
@@ -91,7 +91,7 @@ def test_a_bad_patients_file_keeps_the_last_good_table_and_recordings_flow_on(
     wide = land(first.patients_path.parent, "transfers.csv", "Name,MRN,ward\nAda Lovelace,1,W1\nBob Stone,2,W2\n")
     instance = dg.DagsterInstance.ephemeral()
 
-    result = materialize(["silver/patients", *SEED_PIPELINE], instance=instance)
+    result = materialize(["silver/patients", *RECORDINGS_PIPELINE], instance=instance)
 
     assert materialization_metadata(result)["silver/patients"]["columns_ignored"] == {spark_file_uri(str(wide)): ["ward"]}
     warnings = [e.user_message for e in instance.all_logs(result.run_id) if e.level == logging.WARNING]
@@ -107,7 +107,7 @@ def test_a_bad_patients_file_keeps_the_last_good_table_and_recordings_flow_on(
     assert delta_rows(settings, "silver", "patients", ["mrn", "name"]) == good_patients
 
     second = land_recordings(landing, files=1, records_per_file=50, seed=11)
-    materialize(SEED_PIPELINE, instance=instance)
+    materialize(RECORDINGS_PIPELINE, instance=instance)
 
     enriched = delta_rows(settings, "silver", "recordings_enriched", ["mrn", "name"])
     assert len(enriched) == first.counts.total + second.counts.total
