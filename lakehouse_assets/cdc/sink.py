@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -42,6 +41,7 @@ from lakehouse_assets.cdc.scd import (
 from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.storage.copy_on_write import files_holding
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
 from lakehouse_assets.storage.sink import DeltaSink
 
@@ -108,14 +108,14 @@ class AutoCdcSink:
             if _holds(store, path, transaction):
                 result = CommitResult(path, None, skipped=True)
             else:
-                replaced, rows = _rows_of_files_with(store, spark, path, changed_keys, keys)
+                replaced, rows = files_holding(store, spark, path, changed_keys, keys)
                 table_rows = scd1_table_rows(effective, kept)
                 if rows is not None:
                     table_rows = rows.join(changed_keys, keys, "left_anti").unionByName(table_rows)
                 result = store.replace_files(table_rows, path, replaced=replaced, transaction=transaction,
                                              operation="AUTO CDC", metadata=metadata)
             fault_point("cdc.table_committed")
-            replaced, rows = _rows_of_files_with(store, spark, self.state_path, changed_keys, keys)
+            replaced, rows = files_holding(store, spark, self.state_path, changed_keys, keys)
             state_rows = scd1_state_rows(effective, self.spec)
             if rows is not None:
                 state_rows = rows.join(changed_keys, keys, "left_anti").unionByName(state_rows)
@@ -144,7 +144,7 @@ class AutoCdcSink:
             else:
                 every_event = fresh if applied is None else applied.unionByName(fresh)
                 table_rows = scd2_history(every_event, self.spec, kept, tracked)
-                replaced, rows = _rows_of_files_with(store, spark, path, changed_keys, keys)
+                replaced, rows = files_holding(store, spark, path, changed_keys, keys)
                 if rows is not None:
                     table_rows = rows.join(changed_keys, keys, "left_anti").unionByName(table_rows)
                 result = store.replace_files(table_rows, path, replaced=replaced, transaction=transaction,
@@ -175,30 +175,3 @@ def _holds(store: TableStore, path: str, transaction: AppTransaction) -> bool:
 
 def _current_rows(store: TableStore, spark: SparkSession, path: str) -> DataFrame | None:
     return store.read(spark, path) if store.exists(path) else None
-
-
-def _rows_of_files_with(store: TableStore, spark: SparkSession, path: str, keys_df: DataFrame,
-                        keys: Sequence[str]) -> tuple[list[str], DataFrame | None]:
-    """The data files of the table at ``path`` holding a key of ``keys_df`` (as the log names
-    them) and all the rows of those files; ``([], None)`` when none does."""
-    if not store.exists(path):
-        return [], None
-    snapshot = store.snapshot(path)
-    by_location = {_location(f.path): f.relative_path for f in snapshot.files()}
-    if not by_location:
-        return [], None
-    rows = store.read(spark, path, version=snapshot.version).withColumn(_FILE, F.col("_metadata.file_path"))
-    found = [r[0] for r in rows.join(keys_df, list(keys), "left_semi").select(_FILE).distinct().collect()]
-    if not found:
-        return [], None
-    unknown = [f for f in found if _location(f) not in by_location]
-    if unknown:
-        raise LakehouseError(f"Files {unknown[:3]} read from Delta table {path} are not in its version "
-                             f"{snapshot.version}: it changed while it was read. Retry the batch.")
-    return [by_location[_location(f)] for f in found], rows.filter(F.col(_FILE).isin(found)).drop(_FILE)
-
-
-def _location(path_or_uri: str) -> str:
-    """A local path or a ``file:`` URI as one comparable absolute path."""
-    parsed = urlparse(path_or_uri)
-    return unquote(parsed.path) if parsed.scheme in ("file", "") else path_or_uri

@@ -34,6 +34,7 @@ from lakehouse_assets.storage._commit import (
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage._schema import plan_write, spark_to_arrow
 from lakehouse_assets.storage._staging import holds_only_staging_folders, stage_files
+from lakehouse_assets.storage.copy_on_write import merge_rows
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
     AppTransaction,
@@ -226,12 +227,10 @@ class DeltaRsTableStore:
         transaction: AppTransaction | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> CommitResult:
-        """Upsert by ``keys``: rows whose keys match are updated, the others inserted.
-
-        The merge runs in delta-rs on the driver (the batch is collected as Arrow), so it
-        suits lookup tables and per-batch upserts, not bulk loads; appends and overwrites
-        are written by the executors.
-        """
+        """Upsert by ``keys``: rows whose keys match are updated (columns the batch lacks keep
+        their values), the others inserted, in one commit. Copy-on-write on the executors
+        (:mod:`lakehouse_assets.storage.copy_on_write`): only the files holding a changed key
+        are rewritten."""
         if not keys:
             raise LakehouseError(f"Merge into {path} needs at least one key column")
         path = str(path)
@@ -244,25 +243,11 @@ class DeltaRsTableStore:
         if missing:
             raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
         plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema)
-        source = _apply_casts(df, plan.casts).toArrow()
-        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
-        properties = commit_properties("MERGE", transaction, None, metadata)
-        try:
-            metrics = (
-                table.merge(
-                    source, predicate, source_alias="s", target_alias="t",
-                    merge_schema=merge_schema, commit_properties=properties,
-                )
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute()
-            )
-        except DeltaError as exc:
-            raise LakehouseError(f"Merge into Delta table {path} failed: {exc}") from exc
-        fault_point("delta.committed")
-        written = int(metrics.get("num_target_rows_inserted", 0)) + int(metrics.get("num_target_rows_updated", 0))
-        return CommitResult(path, self.version(path), rows_written=written,
-                            files_written=int(metrics.get("num_target_files_added", 0)))
+        if plan.new_columns:
+            properties = commit_properties("MERGE", transaction, None, metadata)
+            add_columns(table, plan.table_schema, plan.new_columns, properties)
+        return merge_rows(self, _apply_casts(df, plan.casts), path, keys=keys, transaction=transaction,
+                          metadata=metadata)
 
     def replace_files(
         self,
@@ -273,6 +258,7 @@ class DeltaRsTableStore:
         transaction: AppTransaction | None = None,
         operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
+        rows_changed: int | None = None,
     ) -> CommitResult:
         """Copy-on-write: remove the data files ``replaced`` (paths as the log lists them) and
         add ``df``'s rows as new files, in one commit; create the table if there is none.
@@ -280,7 +266,9 @@ class DeltaRsTableStore:
         The executors compute and write ``df`` (typically the rows of ``replaced`` with their
         changes applied); only the file names pass through the driver. With ``transaction``,
         a batch the table already holds is skipped. Files the table no longer lists are
-        refused: they were replaced by another writer since ``df`` was read.
+        refused: they were replaced by another writer since ``df`` was read. The commit
+        records ``rows_changed`` as the rows written when given (a merge's batch, not the
+        untouched rows its files carry along), else every row of the new files.
         """
         path = str(path)
         table = self._open_for_write(path)
@@ -305,7 +293,7 @@ class DeltaRsTableStore:
         adds = [AddAction(path=f.relative_path, size=f.size, partition_values={},
                           modification_time=f.modification_time_ms, data_change=True, stats=f.stats)
                 for f in staged]
-        rows = sum(f.num_rows for f in staged)
+        rows = sum(f.num_rows for f in staged) if rows_changed is None else rows_changed
         properties = commit_properties(operation, transaction, rows, metadata)
         try:
             table.create_write_transaction([*removes, *adds], mode="append",

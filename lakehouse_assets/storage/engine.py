@@ -195,9 +195,11 @@ class TableStore(Protocol):
         transaction: AppTransaction | None = None,
         operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
+        rows_changed: int | None = None,
     ) -> CommitResult:
         """Copy-on-write in one commit: remove the data files ``replaced`` (as the log names
-        them) and add ``df``'s rows, which the executors compute and write."""
+        them) and add ``df``'s rows, which the executors compute and write; the commit
+        records ``rows_changed`` (else all of ``df``'s rows) as the rows it wrote."""
         ...
 
     def stream_has_unread_data(self, checkpoint_location: str) -> bool | None:

@@ -1,0 +1,76 @@
+"""Changing rows in place, copy-on-write, with the work on Spark's executors.
+
+Guarantee: a merge changes the table in one commit that removes the data files holding a
+key it changes and adds those files' new contents; rows of other files are not read, and
+only file names pass through the driver, never rows. Replayed batches are skipped by their
+app transaction, as every write is (:meth:`TableStore.replace_files`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+
+_FILE = "__lakehouse_file"
+#: Commit metadata of a merge: the key columns it matched rows on (a JSON list).
+MERGE_KEYS = "lakehouse.mergeKeys"
+
+
+def files_holding(store: TableStore, spark: SparkSession, path: str, keys_df: DataFrame,
+                  keys: Sequence[str]) -> tuple[list[str], DataFrame | None]:
+    """The data files of the table at ``path`` holding a key of ``keys_df`` (as its log names
+    them), and all the rows of those files; ``([], None)`` when none does."""
+    if not store.exists(path):
+        return [], None
+    snapshot = store.snapshot(path)
+    by_location = {_location(f.path): f.relative_path for f in snapshot.files()}
+    if not by_location:
+        return [], None
+    rows = store.read(spark, path, version=snapshot.version).withColumn(_FILE, F.col("_metadata.file_path"))
+    found = [r[0] for r in rows.join(keys_df, list(keys), "left_semi").select(_FILE).distinct().collect()]
+    if not found:
+        return [], None
+    unknown = [f for f in found if _location(f) not in by_location]
+    if unknown:
+        raise LakehouseError(f"Files {unknown[:3]} read from Delta table {path} are not in its version "
+                             f"{snapshot.version}: it changed while it was read. Retry the batch.")
+    return [by_location[_location(f)] for f in found], rows.filter(F.col(_FILE).isin(found)).drop(_FILE)
+
+
+def merge_rows(store: TableStore, df: DataFrame, path: str, *, keys: Sequence[str],
+               transaction: AppTransaction | None = None, metadata: Mapping[str, Any] | None = None) -> CommitResult:
+    """Upsert ``df`` into the existing table at ``path`` by ``keys``: a row whose keys match
+    replaces the table's row (keeping the table's values of columns ``df`` lacks), the others
+    are inserted. ``df``'s columns must already be the table's (or a subset)."""
+    spark = df.sparkSession
+    df = df.persist()  # read to find the files, then written: a stream's batch is computed once
+    try:
+        key_list = list(keys)
+        changed = df.select(*key_list).distinct()
+        replaced, rows = files_holding(store, spark, path, changed, key_list)
+        merged = df
+        if rows is not None:
+            kept_values = [c for c in rows.columns if c not in df.columns]
+            if kept_values:
+                merged = df.join(rows.select(*key_list, *kept_values), key_list, "left")
+            merged = rows.join(changed, key_list, "left_anti").unionByName(merged, allowMissingColumns=True)
+        # What the merge wrote is the batch's rows, not the untouched rows carried along.
+        return store.replace_files(merged, path, replaced=replaced, transaction=transaction, operation="MERGE",
+                                   metadata={**(metadata or {}), MERGE_KEYS: json.dumps(key_list)},
+                                   rows_changed=df.count())
+    finally:
+        df.unpersist()
+
+
+def _location(path_or_uri: str) -> str:
+    """A local path or a ``file:`` URI as one comparable absolute path."""
+    parsed = urlparse(path_or_uri)
+    return unquote(parsed.path) if parsed.scheme in ("file", "") else path_or_uri
