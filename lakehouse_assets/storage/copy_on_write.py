@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import reduce
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -35,7 +36,7 @@ def files_holding(store: TableStore, spark: SparkSession, path: str, keys_df: Da
     if not by_location:
         return [], None
     rows = store.read(spark, path, version=snapshot.version).withColumn(_FILE, F.col("_metadata.file_path"))
-    found = [r[0] for r in rows.join(keys_df, list(keys), "left_semi").select(_FILE).distinct().collect()]
+    found = [r[0] for r in _semi(rows, keys_df, keys, "left_semi").select(_FILE).distinct().collect()]
     if not found:
         return [], None
     unknown = [f for f in found if _location(f) not in by_location]
@@ -49,7 +50,8 @@ def merge_rows(store: TableStore, df: DataFrame, path: str, *, keys: Sequence[st
                transaction: AppTransaction | None = None, metadata: Mapping[str, Any] | None = None) -> CommitResult:
     """Upsert ``df`` into the existing table at ``path`` by ``keys``: a row whose keys match
     replaces the table's row (keeping the table's values of columns ``df`` lacks), the others
-    are inserted. ``df``'s columns must already be the table's (or a subset)."""
+    are inserted. Null keys match null keys. ``df``'s columns must already be the table's
+    (or a subset)."""
     spark = df.sparkSession
     df = df.persist()  # read to find the files, then written: a stream's batch is computed once
     try:
@@ -60,14 +62,23 @@ def merge_rows(store: TableStore, df: DataFrame, path: str, *, keys: Sequence[st
         if rows is not None:
             kept_values = [c for c in rows.columns if c not in df.columns]
             if kept_values:
-                merged = df.join(rows.select(*key_list, *kept_values), key_list, "left")
-            merged = rows.join(changed, key_list, "left_anti").unionByName(merged, allowMissingColumns=True)
+                theirs = rows.select(*[F.col(k).alias(f"__old_{k}") for k in key_list], *kept_values)
+                on = reduce(lambda a, b: a & b, [df[k].eqNullSafe(theirs[f"__old_{k}"]) for k in key_list])
+                merged = df.join(theirs, on, "left").drop(*[f"__old_{k}" for k in key_list])
+            merged = _semi(rows, changed, key_list, "left_anti").unionByName(merged, allowMissingColumns=True)
         # What the merge wrote is the batch's rows, not the untouched rows carried along.
         return store.replace_files(merged, path, replaced=replaced, transaction=transaction, operation="MERGE",
                                    metadata={**(metadata or {}), MERGE_KEYS: json.dumps(key_list)},
                                    rows_changed=df.count())
     finally:
         df.unpersist()
+
+
+def _semi(rows: DataFrame, keys_df: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
+    """``rows`` whose keys are (``left_semi``) or are not (``left_anti``) in ``keys_df``,
+    null keys matching null keys: a group whose key is null is one group, merged in place."""
+    on = reduce(lambda a, b: a & b, [rows[k].eqNullSafe(keys_df[k]) for k in keys])
+    return rows.join(keys_df, on, how)
 
 
 def _location(path_or_uri: str) -> str:

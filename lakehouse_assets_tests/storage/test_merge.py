@@ -117,3 +117,24 @@ def test_merge_needs_keys_that_the_data_has(spark: SparkSession, store: DeltaRsT
         store.merge(batch, customers, keys=["customer_id"])
     assert customers in str(caught.value) and "customer_id" in str(caught.value)
     assert store.version(customers) == 0
+
+
+def test_merge_matches_null_keys(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+    # A group whose key is null (an aggregate's) is one row, updated in place, not inserted again.
+    path = str(tmp_path / "t")
+    schema = "region string, total long"
+    store.write(spark.createDataFrame([(None, 1), ("eu", 2)], schema), path)
+    store.merge(spark.createDataFrame([(None, 5)], schema), path, keys=["region"])
+    assert collected(store.read(spark, path)) == sort_rows([{"region": None, "total": 5}, {"region": "eu", "total": 2}])
+
+
+def test_merge_rewrites_only_the_files_holding_its_keys(spark: SparkSession, store: DeltaRsTableStore,
+                                                        tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    for region in ("eu", "us", "asia"):
+        store.write(spark.createDataFrame([(region, 1)], "region string, total long").coalesce(1), path, mode="append")
+    before = {f.relative_path for f in store.snapshot(path).files()}
+    store.merge(spark.createDataFrame([("us", 7)], "region string, total long"), path, keys=["region"])
+    after = {f.relative_path for f in store.snapshot(path).files()}
+    assert len(before - after) == 1 and len(after - before) == 1, "one file replaced, the other two untouched"
+    assert store.history(path)[0].rows_written == 1
