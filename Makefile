@@ -68,7 +68,7 @@ bench-quick: $(INSTALLED)
 ## Benchmarks of the warm Spark Connect engine (issue 15): lakehouse_assets embedded and on one warm engine, against
 ## the hand-written script cold and in a warm session, land -> gold on the engine too: benchmarks/results/latest.{json,md}.
 ## About 35 minutes on a 2-core machine; run it when nothing else is using the machine.
-.PHONY: bench-engine bench-engine-health
+.PHONY: bench-engine bench-engine-health bench-gold
 bench-engine: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.run --output latest --budget-minutes 45 \
@@ -81,6 +81,12 @@ ENGINE_HEALTH_INCREMENTS ?= 200
 bench-engine-health: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.engine_health --increments $(ENGINE_HEALTH_INCREMENTS)
+
+## A one-file gold increment on 10k, 1M and 10M silver rows, kept by key and in complete
+## mode: benchmarks/results/gold_increment.{json,md}. About 15-20 minutes.
+bench-gold: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.gold_increment
 
 ## Crash soak (issue 8): SOAK_KILLS runs of the whole graph SIGKILLed at the fault points and at
 ## random moments, then every invariant; writes reliability/results/latest.{md,json}.
