@@ -7,9 +7,14 @@ landed files and read the same through another Delta reader."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
+
+from lakehouse_assets.assets.silver import patients_history
+from lakehouse_assets.assets.table_asset import AUTO_CDC
 from lakehouse_assets.simulator import land_patient_changes
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize
 
@@ -28,14 +33,23 @@ def test_landed_changes_reach_both_silver_tables(spark, settings) -> None:
     land_patient_changes(landing, files=3, changes_per_file=30, seed=5)
     first = materialization_metadata(materialize(FLOW))
     assert first["silver/patients_current"]["micro_batches"] == 1
-    land_patient_changes(landing, files=2, changes_per_file=30, seed=5)  # late changes of earlier files among them
+    second = land_patient_changes(landing, files=2, changes_per_file=30, seed=5)  # late changes of earlier ones among them
+    # The same changes landed twice, under another name: applied once.
+    shutil.copy(second.paths[0], second.paths[0].with_name("resent.json"))
     materialize(FLOW)
 
     changes = _landed(landing)
     assert any(c["op"] == "DELETE" for c in changes)
+    assert len(delta_rows(settings, "bronze", "patient_changes", ["mrn", "seq"])) == len(changes)
     current = delta_rows(settings, "silver", "patients_current", ["mrn", "name"])
     assert current == sorted(tuple(r.values()) for r in reference.scd1(changes, columns=["name"]))
     history = delta_rows(settings, "silver", "patients_history", ["mrn", "name", "__START_AT", "__END_AT"])
     expected = reference.scd2(changes, tracked=["name"], columns=["name"])
     assert history == sorted(tuple(r.values()) for r in expected)
     assert len(history) > len(current), "patients changed several times, and history keeps every version"
+
+
+def test_the_history_definition_says_how_changes_apply() -> None:
+    spec = patients_history.metadata_by_key[dg.AssetKey(["silver", "patients_history"])]
+    assert spec[AUTO_CDC]["stored_as_scd_type"] == 2 and spec[AUTO_CDC]["keys"] == ["mrn"]
+    assert "SCD type 2 by mrn, ordered by seq" in spec["auto_cdc"]
