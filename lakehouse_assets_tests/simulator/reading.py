@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from lakehouse_assets.simulator.layout import is_data_file_name
 
 KEYS = {"device_id", "mrn", "time", "heartrate"}
 
@@ -67,3 +71,31 @@ def parsed_records(path: Path) -> list[dict[str, object]]:
         except json.JSONDecodeError:
             pass
     return records
+
+
+def files_seen_while(land: Callable[[], object], folder: Path,
+                     is_whole: Callable[[bytes], bool]) -> tuple[Counter[str], list[str]]:
+    """Run ``land`` while another thread reads every data file of ``folder`` over and over:
+    how often it read each file, and the files it once found not whole."""
+    done = threading.Event()
+    seen: Counter[str] = Counter()
+    partial: list[str] = []
+
+    def watch() -> None:
+        while not done.is_set():
+            if not folder.is_dir():
+                continue
+            for name in os.listdir(folder):
+                if is_data_file_name(name):
+                    seen[name] += 1
+                    if not is_whole((folder / name).read_bytes()):
+                        partial.append(name)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        land()
+    finally:
+        done.set()
+        watcher.join()
+    return seen, partial

@@ -3,7 +3,6 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from lakehouse_assets.simulator import (
 )
 from lakehouse_assets_tests.simulator.reading import (
     count_kinds,
+    files_seen_while,
     lines_of,
     parsed_records,
     read_patients,
@@ -185,30 +185,11 @@ def test_stale_temporaries_of_a_dead_lander_are_removed(landing: Path) -> None:
 
 def test_readers_only_ever_see_whole_files(landing: Path) -> None:
     records_per_file = 2_000
-    done = threading.Event()
-    seen: Counter[str] = Counter()
-    problems: list[str] = []
+    seen, partial = files_seen_while(
+        lambda: land(landing, files=30, records_per_file=records_per_file, seed=8), landing / "recordings",
+        lambda data: data.count(b"\n") == records_per_file and data.endswith(b"\n"))
+    assert seen and not partial
 
-    def watch() -> None:
-        folder = landing / "recordings"
-        while not done.is_set():
-            if not folder.is_dir():
-                continue
-            for name in os.listdir(folder):
-                if is_data_file_name(name):
-                    data = (folder / name).read_bytes()
-                    seen[name] += 1
-                    if data.count(b"\n") != records_per_file or not data.endswith(b"\n"):
-                        problems.append(name)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        land(landing, files=30, records_per_file=records_per_file, seed=8)
-    finally:
-        done.set()
-        watcher.join()
-    assert seen and not problems
 
 
 def test_concurrent_landers_take_turns(landing: Path) -> None:

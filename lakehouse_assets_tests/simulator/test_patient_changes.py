@@ -7,7 +7,6 @@ one its seq belongs to) is worked out from ``changes_per_file`` alone.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections import Counter
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.simulator import LandingStateError, is_data_file_name, land, land_patient_changes
-from lakehouse_assets_tests.simulator.reading import lines_of, read_patients
+from lakehouse_assets_tests.simulator.reading import files_seen_while, lines_of, read_patients
 
 CHANGES_PER_FILE = 20
 
@@ -156,34 +155,17 @@ def test_bad_settings_are_refused(landing: Path, bad: dict[str, Any]) -> None:
 
 
 def test_readers_only_ever_see_whole_files(landing: Path) -> None:
-    done = threading.Event()
-    seen: Counter[str] = Counter()
-    problems: list[str] = []
+    def whole(data: bytes) -> bool:
+        try:
+            return data.endswith(b"\n") and all(json.loads(line) for line in data.splitlines())
+        except json.JSONDecodeError:
+            return False
 
-    def watch() -> None:
-        folder = landing / "patient_changes"
-        while not done.is_set():
-            if not folder.is_dir():
-                continue
-            for name in os.listdir(folder):
-                if is_data_file_name(name):
-                    data = (folder / name).read_bytes()
-                    seen[name] += 1
-                    try:
-                        whole = data.endswith(b"\n") and all(json.loads(line) for line in data.splitlines())
-                    except json.JSONDecodeError:
-                        whole = False
-                    if not whole:
-                        problems.append(name)
+    seen, partial = files_seen_while(
+        lambda: land_patient_changes(landing, files=30, changes_per_file=1_000, seed=8), landing / "patient_changes",
+        whole)
+    assert seen and not partial
 
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        land_patient_changes(landing, files=30, changes_per_file=1_000, seed=8)
-    finally:
-        done.set()
-        watcher.join()
-    assert seen and not problems
 
 
 def test_concurrent_landers_take_turns(tmp_path: Path) -> None:
