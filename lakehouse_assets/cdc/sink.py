@@ -52,51 +52,38 @@ CDC_KEY = "lakehouse.autoCdc"
 _FILE = "__lakehouse_file"
 
 
-@dataclass
-class AutoCdcSink:
-    """A ``foreachBatch`` function applying each micro-batch of changes to ``sink.path`` as
-    ``spec`` says, with ``sink``'s exactly-once commits (query id, run id, offsets)."""
+@dataclass(frozen=True)
+class AutoCdcTable:
+    """The table at ``path`` that keeps a change feed as ``spec`` says, and its state:
+    :meth:`apply` applies one batch of change rows, once (by its app transaction)."""
 
-    sink: DeltaSink
+    store: TableStore
+    path: str
     spec: AutoCdc
-
-    @property
-    def output_mode(self) -> str:
-        return self.sink.output_mode
-
-    def for_run(self, run_id: str) -> AutoCdcSink:
-        """This sink, naming ``run_id`` in its commits."""
-        return replace(self, sink=self.sink.for_run(run_id))
-
-    def run_commits(self) -> list[CommitResult]:
-        """What this sink's run committed to the table (not its state), from the table's log."""
-        return self.sink.run_commits()
 
     @property
     def state_path(self) -> str:
         """Where the table keeps its state: per key (type 1), or every change (type 2)."""
-        return f"{self.sink.path.rstrip('/')}/{STATE_FOLDER}"
+        return f"{self.path.rstrip('/')}/{STATE_FOLDER}"
 
-    def __call__(self, batch_df: DataFrame, batch_id: int,
-                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
-        """Apply the batch's changes, once."""
-        fault_point("batch.started")
-        transaction, metadata = self.sink.batch_commit(batch_id, commit_metadata)
-        metadata[CDC_KEY] = f"scd{self.spec.stored_as_scd_type}"
-        kept = self.spec.kept_columns(batch_df.columns)
-        events = change_events(batch_df, self.spec).persist()
+    def apply(self, changes: DataFrame, transaction: AppTransaction, metadata: Mapping[str, str]) -> CommitResult:
+        """Apply the batch of change rows ``changes``, recording ``transaction`` and ``metadata``
+        in the table's commit (and its state's); a batch the table holds is skipped."""
+        metadata = {**metadata, CDC_KEY: f"scd{self.spec.stored_as_scd_type}"}
+        kept = self.spec.kept_columns(changes.columns)
+        events = change_events(changes, self.spec).persist()
         try:
-            self._refuse_unidentified(batch_df)
+            self._refuse_unidentified(changes)
             if self.spec.stored_as_scd_type == 1:
                 return self._apply_type_1(events, kept, transaction, metadata)
-            return self._apply_type_2(events, kept, self.spec.tracked_columns(batch_df.columns), transaction, metadata)
+            return self._apply_type_2(events, kept, self.spec.tracked_columns(changes.columns), transaction, metadata)
         finally:
             events.unpersist()
 
     # -- type 1 -------------------------------------------------------------------------------
     def _apply_type_1(self, events: DataFrame, kept: Sequence[str], transaction: AppTransaction,
-                      metadata: dict[str, str]) -> CommitResult:
-        store, path, keys = self.sink.store, self.sink.path, list(self.spec.keys)
+                      metadata: Mapping[str, str]) -> CommitResult:
+        store, path, keys = self.store, self.path, list(self.spec.keys)
         spark = events.sparkSession
         truncated_at = None
         if self.spec.apply_as_truncates:
@@ -127,8 +114,8 @@ class AutoCdcSink:
 
     # -- type 2 -------------------------------------------------------------------------------
     def _apply_type_2(self, events: DataFrame, kept: Sequence[str], tracked: Sequence[str],
-                      transaction: AppTransaction, metadata: dict[str, str]) -> CommitResult:
-        store, path, keys = self.sink.store, self.sink.path, list(self.spec.keys)
+                      transaction: AppTransaction, metadata: Mapping[str, str]) -> CommitResult:
+        store, path, keys = self.store, self.path, list(self.spec.keys)
         spark = events.sparkSession
         changed_keys = events.select(*keys).distinct()
         state = _current_rows(store, spark, self.state_path)
@@ -161,11 +148,43 @@ class AutoCdcSink:
         if unidentified:
             row = unidentified[0].asDict()
             raise LakehouseError(
-                f"AUTO CDC into {self.sink.path}: a change has no value for its key {list(self.spec.keys)} or its "
+                f"AUTO CDC into {self.path}: a change has no value for its key {list(self.spec.keys)} or its "
                 f"sequence column {self.spec.sequence_by!r}: {row}. Nothing of the batch was applied. Every change "
                 "needs its keys and a sequence value: correct the change where it came from (its source file, "
                 "when the row names one), then rebuild the feed's table and this one (run config "
                 "full_refresh: true).")
+
+
+@dataclass
+class AutoCdcSink:
+    """A ``foreachBatch`` function applying each micro-batch of changes to ``sink.path`` as
+    ``spec`` says, with ``sink``'s exactly-once commits (query id, run id, offsets)."""
+
+    sink: DeltaSink
+    spec: AutoCdc
+
+    @property
+    def output_mode(self) -> str:
+        return self.sink.output_mode
+
+    def for_run(self, run_id: str) -> AutoCdcSink:
+        """This sink, naming ``run_id`` in its commits."""
+        return replace(self, sink=self.sink.for_run(run_id))
+
+    def run_commits(self) -> list[CommitResult]:
+        """What this sink's run committed to the table (not its state), from the table's log."""
+        return self.sink.run_commits()
+
+    @property
+    def table(self) -> AutoCdcTable:
+        return AutoCdcTable(self.sink.store, self.sink.path, self.spec)
+
+    def __call__(self, batch_df: DataFrame, batch_id: int,
+                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
+        """Apply the batch's changes, once."""
+        fault_point("batch.started")
+        transaction, metadata = self.sink.batch_commit(batch_id, commit_metadata)
+        return self.table.apply(batch_df, transaction, metadata)
 
 
 def _holds(store: TableStore, path: str, transaction: AppTransaction) -> bool:

@@ -136,16 +136,16 @@ def test_a_crash_between_the_table_and_its_state_loses_and_repeats_nothing(
     current(_frame(spark, batches[0]), 0)
     current(_frame(spark, batches[1]), 1)
     # Crash after the table's commit of batch 1, before its state's: the state's commit is gone.
-    _drop_last_commit(Path(current.state_path))
+    _drop_last_commit(Path(current.table.state_path))
     current(_frame(spark, batches[1]), 1)  # Spark replays the batch
     assert _rows(spark, store, current.sink.path, ["mrn"]) == reference.scd1(batches[0] + batches[1])
     # Crash in the middle of batch 2's merge, before either commit: files may be written, none is committed.
     current(_frame(spark, batches[2]), 2)
-    _drop_last_commit(Path(current.state_path))
+    _drop_last_commit(Path(current.table.state_path))
     _drop_last_commit(Path(current.sink.path))
     current(_frame(spark, batches[2]), 2)
     assert _rows(spark, store, current.sink.path, ["mrn"]) == reference.scd1(changes)
-    state = _rows(spark, store, current.state_path, ["mrn"])
+    state = _rows(spark, store, current.table.state_path, ["mrn"])
     assert [s["mrn"] for s in state] == sorted({c["mrn"] for c in changes}), "one state row per key ever seen"
 
 
