@@ -37,12 +37,15 @@ table_checks = [
 ]
 
 defs = dg.Definitions(
-    assets=[landing.recordings, landing.patients, landing.patient_changes, *table_assets],
+    assets=[landing.recordings, landing.patients, landing.patient_changes, landing.patient_snapshots,
+            *table_assets],
     asset_checks=table_checks,
     sensors=[
         landing_sensor(source="recordings", target=bronze.recordings.key, minimum_interval_seconds=_sensor_interval),
         landing_sensor(source="patients", target=silver.patients.key, minimum_interval_seconds=_sensor_interval),
         landing_sensor(source="patient_changes", target=bronze.patient_changes.key,
+                       minimum_interval_seconds=_sensor_interval),
+        landing_sensor(source="patient_snapshots", target=silver.patients_snapshot_history.key,
                        minimum_interval_seconds=_sensor_interval),
         automation_sensor(dg.AssetSelection.groups("silver", "gold"), minimum_interval_seconds=_sensor_interval),
     ],

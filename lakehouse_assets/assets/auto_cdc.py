@@ -12,6 +12,7 @@ import dagster as dg
 
 from lakehouse_assets.assets.table_asset import AUTO_CDC, StreamInput, table_asset
 from lakehouse_assets.cdc import END_AT, START_AT, AutoCdc
+from lakehouse_assets.cdc.snapshots import snapshot_spec
 
 
 def auto_cdc_table(
@@ -52,6 +53,34 @@ def auto_cdc_table(
     }
     return table_asset(layer=layer, name=name, description=description, ins=ins, output_mode="update",
                        merge_keys=identity, metadata=metadata, **table_options)
+
+
+def auto_cdc_from_snapshot_table(
+    *,
+    layer: str,
+    keys: Sequence[str],
+    stored_as_scd_type: Literal[1, 2] = 1,
+    track_history_column_list: Sequence[str] | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    **table_options: Any,
+) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """Decorate a function returning the snapshots of a source
+    (:class:`~lakehouse_assets.cdc.snapshots.SnapshotSource`) as the SCD table ``layer.name``
+    they keep, as Lakeflow's ``create_auto_cdc_from_snapshot_flow``: each new snapshot is
+    compared with the one before, and what changed (new or changed keys, keys gone) is applied
+    at the snapshot's version (type 2: ``__START_AT`` and ``__END_AT`` are snapshot versions)."""
+    spec = snapshot_spec(keys, stored_as_scd_type, track_history_column_list)
+    history = f", {START_AT} and {END_AT} the snapshot versions opening and closing each version" \
+        if stored_as_scd_type == 2 else ""
+    metadata = {
+        AUTO_CDC: _as_metadata(spec),
+        "auto_cdc": f"SCD type {stored_as_scd_type} by {', '.join(keys)}, FROM SNAPSHOT{history}",
+        **table_options.pop("metadata", {}),
+    }
+    identity = list(keys) if stored_as_scd_type == 1 else [*keys, START_AT]
+    return table_asset(layer=layer, name=name, description=description, merge_keys=identity, metadata=metadata,
+                       **table_options)
 
 
 def _as_metadata(spec: AutoCdc) -> dict[str, Any]:

@@ -32,3 +32,12 @@ patient_changes = dg.AssetSpec(
     kinds={"json", "files"},
     owners=[DEFAULT_OWNER],
 )
+
+patient_snapshots = dg.AssetSpec(
+    key=["landing", "patient_snapshots"],
+    group_name="landing",
+    description="Full snapshots of the patients lookup landing as CSV (mrn, name) at "
+    "$LAKEHOUSE_ROOT/landing/patient_snapshots/, one file per snapshot, in name order.",
+    kinds={"csv", "files"},
+    owners=[DEFAULT_OWNER],
+)

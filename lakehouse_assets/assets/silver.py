@@ -3,13 +3,14 @@ changes kept as a current table (SCD type 1) and a history (SCD type 2)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse_assets.assets.auto_cdc import auto_cdc_table
+from lakehouse_assets.assets.auto_cdc import auto_cdc_from_snapshot_table, auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import (
@@ -20,6 +21,7 @@ from lakehouse_assets.assets.table_asset import (
     stream_from,
     table_asset,
 )
+from lakehouse_assets.cdc.snapshots import Snapshot, SnapshotSource
 from lakehouse_assets.ingestion.columns import METADATA_COLUMNS
 from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
 from lakehouse_assets.quality.silver import ROUTING_RULES
@@ -114,3 +116,17 @@ def patients_current(changes: DataFrame) -> DataFrame:
 
 # The same flow in SQL, as Lakeflow writes it (CREATE FLOW ... AS AUTO CDC INTO ...).
 patients_history = sql_asset(SQL_FOLDER / "patients_history.sql")
+
+
+@auto_cdc_from_snapshot_table(layer="silver", keys=["mrn"], stored_as_scd_type=2,
+                              deps=[["landing", "patient_snapshots"]], automation_condition=downstream_of_new_data())
+def patients_snapshot_history(spark: SparkResource) -> SnapshotSource:
+    """Every version of every patient (mrn, name) derived by comparing full snapshots of the
+    patients lookup, landed as CSV files at landing/patient_snapshots/ (applied in name
+    order): `__START_AT` and `__END_AT` are the numbers of the snapshots that opened and
+    closed a version (AUTO CDC FROM SNAPSHOT)."""
+    folder = LakehouseSettings.from_env().landing_path("patient_snapshots")
+    files = sorted(folder.glob("*.csv")) if folder.is_dir() else []
+    reader = spark.spark_session.read.option("header", True).option("mode", "FAILFAST").schema(PATIENTS_SCHEMA)
+    return SnapshotSource("landing/patient_snapshots", [
+        Snapshot(number, partial(reader.csv, str(path)), path.name) for number, path in enumerate(files, start=1)])

@@ -25,6 +25,7 @@ from lakehouse_assets.assets.table_asset import (
     RoutedRows,
     stream_options_of,
 )
+from lakehouse_assets.cdc.snapshots import SnapshotSource
 from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
@@ -32,6 +33,7 @@ from lakehouse_assets.io.handlers.batch import write_batch
 from lakehouse_assets.io.handlers.ingestion import write_ingestion
 from lakehouse_assets.io.handlers.quarantine import report_quarantine
 from lakehouse_assets.io.handlers.routed import write_routed
+from lakehouse_assets.io.handlers.snapshots import write_snapshots
 from lakehouse_assets.io.handlers.stream import write_stream
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.metadata import table_metadata
@@ -126,6 +128,8 @@ def _handler_for(obj: Any, table: TableRef) -> tuple[Handler, bool]:
         return write_routed, True
     if isinstance(obj, IncrementalSource):
         return write_ingestion, True
+    if isinstance(obj, SnapshotSource):
+        return write_snapshots, True
     if isinstance(obj, ExpectedRows):
         return (write_stream if obj.rows.isStreaming else write_batch), True
     raise LakehouseError(
