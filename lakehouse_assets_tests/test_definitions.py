@@ -63,9 +63,3 @@ def test_silver_and_gold_are_automated_and_bronze_is_sensor_driven():
 def test_runs_execute_in_process():
     assert defs.executor is dg.in_process_executor
 
-
-def test_the_seeds_gold_tables_are_kept_by_their_group_columns():
-    graph = defs.resolve_asset_graph()
-    for key, keys in {"gold/daily_patient_avg": ["mrn", "name", "date"], "gold/device_counts": ["device_id"]}.items():
-        metadata = graph.get(dg.AssetKey(key.split("/"))).metadata
-        assert (metadata["lakehouse/output_mode"], metadata["lakehouse/merge_keys"]) == ("update", keys), key

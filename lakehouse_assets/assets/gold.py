@@ -1,14 +1,12 @@
 """Gold: aggregates for reporting. The seeds' two are declared in SQL as their cells read
 (``sql/*.sql``); the windowed heart rate, with its watermark, in Python.
 
-The seeds' two are streaming tables whose queries group at their top level, so each is kept by
-its group columns in update mode: a micro-batch merges only the groups it changed, instead of
-rewriting the table. Their upstream assets and column lineage come from their SQL. The Python
-form of the same table, for comparison (README, "Adding a table")::
+The seeds' two are streaming tables whose queries group at their top level, so each is kept in complete
+mode from its stream's state; their upstream assets and column lineage come from their SQL.
+The Python form of the same table, for comparison (README, "Adding a table")::
 
     @table_asset(layer="gold", ins={"recordings": stream_from(["silver", "recordings_enriched"])},
-                 output_mode="update", merge_keys=["mrn", "name", "date"],
-                 automation_condition=downstream_of_new_data())
+                 output_mode="complete", automation_condition=downstream_of_new_data())
     def daily_patient_avg(recordings: DataFrame) -> DataFrame:
         return (recordings.groupBy("mrn", "name", F.date_trunc("DD", "time").alias("date"))
                 .agg(F.mean("heartrate").alias("avg_heartrate")))

@@ -31,7 +31,6 @@ from lakehouse_assets.assets.table_asset import (
 )
 from lakehouse_assets.quality.rules import Rule, Severity, sql_rule
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import OutputMode
 from lakehouse_assets.tables.sql_auto_cdc import is_auto_cdc, parse_auto_cdc
 from lakehouse_assets.tables.sql_definition import (
     OnViolation,
@@ -41,7 +40,7 @@ from lakehouse_assets.tables.sql_definition import (
     SqlTableKind,
     parse_sql_definition,
 )
-from lakehouse_assets.tables.sql_lineage import column_lineage, group_keys
+from lakehouse_assets.tables.sql_lineage import column_lineage
 
 #: Where the project's own SQL definitions live.
 SQL_FOLDER = Path(__file__).parent / "sql"
@@ -96,14 +95,9 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
 
         return _routed_sql_table
 
-    # A grouped streaming table is kept by key: each micro-batch merges the groups it changed
-    # (update mode), unless a grouping expression is not among its columns (then complete).
-    keys = group_keys(definition.query, reads) if definition.complete else None
-    output_mode: OutputMode = "update" if keys else "complete" if definition.complete else "append"
-
     @table_asset(
         name=name, description=description, deps=[table.split(".") for table in reads],
-        output_mode=output_mode, merge_keys=keys or (), write_mode="overwrite", **common)
+        output_mode="complete" if definition.complete else "append", write_mode="overwrite", **common)
     def _sql_table(spark: SparkResource) -> DataFrame:
         return query(spark)
 

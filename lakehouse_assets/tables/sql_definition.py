@@ -9,9 +9,7 @@
 
 A ``STREAMING TABLE`` reads at least one table with ``STREAM(layer.table)`` and is kept by an
 incremental query with its own checkpoint: appended to, or, when the query groups at its top
-level (an aggregate with no watermark), kept by key: each micro-batch merges the groups it
-changed (update mode), or, when a grouping expression is not among the columns, rewritten in
-complete mode.
+level (an aggregate with no watermark), rewritten in complete mode as the seeds write gold.
 A ``MATERIALIZED VIEW`` reads tables as they stand and is recomputed whole by each run.
 The tables a definition reads, its upstream assets, are found in its query, never listed by hand.
 

@@ -53,31 +53,3 @@ def _without_stream(query: str, reads: list[str]) -> str:
     for ref in refs:
         plain = plain.replace("`\0`", ref.table, 1)
     return plain
-
-
-def group_keys(query: str, reads: list[str]) -> list[str] | None:
-    """The output columns that identify a row of a grouping ``query``'s result: for each
-    ``GROUP BY`` expression, the selected column computing it. None when the query does not
-    group at its top level, or an expression it groups by is not selected (then its rows
-    have no key in the result, and the table can only be rewritten whole)."""
-    try:
-        select = sqlglot.parse_one(_without_stream(query, reads), dialect="spark")
-    except SqlglotError:
-        return None
-    group = select.args.get("group") if isinstance(select, exp.Select) else None
-    if group is None or not group.expressions:
-        return None
-    outputs: dict[exp.Expression, str] = {}
-    for projection in select.expressions:
-        inner = projection.this if isinstance(projection, exp.Alias) else projection
-        outputs.setdefault(inner, projection.alias_or_name)
-    keys = []
-    for expression in group.expressions:
-        name = outputs.get(expression)
-        if name is None:  # GROUP BY an output's alias
-            name = next((n for n in outputs.values() if isinstance(expression, exp.Column)
-                         and not expression.table and n == expression.name), None)
-        if name is None:
-            return None
-        keys.append(name)
-    return keys

@@ -51,7 +51,7 @@ def test_runs_killed_at_every_point_lose_and_duplicate_nothing(tmp_path):
 
 @pytest.mark.slow
 def test_a_run_killed_between_a_stateful_commit_and_its_checkpoint_recovers_on_the_next_run(tmp_path):
-    """gold.daily_patient_avg (update mode, with aggregation state) committed batch 0 to Delta,
+    """gold.daily_patient_avg (complete mode, with aggregation state) committed batch 0 to Delta,
     then the run died before Spark recorded the batch: the next run replays batch 0."""
     harness = CrashHarness(tmp_path, seed=7, log=print)
     harness.land_some(files=2)
