@@ -41,7 +41,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = Path(os.environ.get("LAKEHOUSE_SCREENSHOT_DIR", REPO_ROOT / "docs" / "screenshots"))
-VIEWPORT = {"width": 1400, "height": 900}
+# Tall enough for the whole graph (15 assets): the UI draws only the nodes in view.
+VIEWPORT = {"width": 1400, "height": 1800}
 
 # The reference pipeline the README describes; the Definitions may grow, never lose these.
 CORE_ASSETS = {
