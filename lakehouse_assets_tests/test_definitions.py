@@ -22,6 +22,7 @@ EXPECTED_DEPS = {
     "silver/patients_history": {"bronze/patient_changes"},
     "landing/patient_snapshots": set(),
     "silver/patients_snapshot_history": {"landing/patient_snapshots"},
+    "gold/patient_changes": {"silver/patients_current"},
 }
 
 
@@ -52,7 +53,7 @@ def test_silver_and_gold_are_automated_and_bronze_is_sensor_driven():
     assert automated == {
         "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
         "gold/daily_patient_avg", "gold/device_counts", "silver/patients_current", "silver/patients_history",
-        "gold/heartrate_5min", "silver/patients_snapshot_history",
+        "gold/heartrate_5min", "silver/patients_snapshot_history", "gold/patient_changes",
     }
     sensors = {s.name: s for s in defs.sensors or []}
     assert {"landing_recordings_sensor", "landing_patients_sensor", "landing_patient_changes_sensor",

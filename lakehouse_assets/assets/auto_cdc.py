@@ -44,7 +44,6 @@ def auto_cdc_table(
                    apply_as_deletes=apply_as_deletes, apply_as_truncates=apply_as_truncates,
                    except_column_list=except_column_list, track_history_column_list=track_history_column_list,
                    column_list=column_list, track_history_except_column_list=track_history_except_column_list)
-    identity = list(keys) if stored_as_scd_type == 1 else [*keys, START_AT]
     history = f", {START_AT} and {END_AT} opening and closing each version" if stored_as_scd_type == 2 else ""
     metadata = {
         AUTO_CDC: _as_metadata(spec),
@@ -52,7 +51,7 @@ def auto_cdc_table(
         **table_options.pop("metadata", {}),
     }
     return table_asset(layer=layer, name=name, description=description, ins=ins, output_mode="update",
-                       merge_keys=identity, metadata=metadata, **table_options)
+                       merge_keys=spec.row_identity, metadata=metadata, **table_options)
 
 
 def auto_cdc_from_snapshot_table(
@@ -78,8 +77,7 @@ def auto_cdc_from_snapshot_table(
         "auto_cdc": f"SCD type {stored_as_scd_type} by {', '.join(keys)}, FROM SNAPSHOT{history}",
         **table_options.pop("metadata", {}),
     }
-    identity = list(keys) if stored_as_scd_type == 1 else [*keys, START_AT]
-    return table_asset(layer=layer, name=name, description=description, merge_keys=identity, metadata=metadata,
+    return table_asset(layer=layer, name=name, description=description, merge_keys=spec.row_identity, metadata=metadata,
                        **table_options)
 
 

@@ -1,5 +1,6 @@
 """Gold: aggregates for reporting. The seeds' two are declared in SQL as their cells read
-(``sql/*.sql``); the windowed heart rate, with its watermark, in Python.
+(``sql/*.sql``); the windowed heart rate, with its watermark, in Python; and the log of
+changes to the current patients, streamed from that table's change data feed.
 
 The seeds' two are streaming tables whose queries group at their top level, so each is kept in complete
 mode from its stream's state; their upstream assets and column lineage come from their SQL.
@@ -20,6 +21,7 @@ from pyspark.sql import functions as F
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
+from lakehouse_assets.storage import StreamOptions
 
 #: How late a recording may arrive, in event time, and still count in its window.
 HEARTRATE_WATERMARK = "10 minutes"
@@ -42,3 +44,17 @@ def heartrate_5min(recordings: DataFrame) -> DataFrame:
                  F.mean("heartrate").alias("mean_heartrate"), F.max("heartrate").alias("max_heartrate"))
             .select("device_id", F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
                     "recordings", "min_heartrate", "mean_heartrate", "max_heartrate"))
+
+
+@table_asset(layer="gold", automation_condition=downstream_of_new_data(),
+             ins={"changes": stream_from(["silver", "patients_current"], StreamOptions(read_change_feed=True))})
+def patient_changes(changes: DataFrame) -> DataFrame:
+    """Every change made to silver.patients_current, read from its change data feed: the
+    patient (mrn, name: the name after an insert or update, the last one before a delete), the
+    `change` (insert, update or delete), and the `patients_version` and `changed_at` of the
+    commit that made it."""
+    return (changes.filter(F.col("_change_type") != "update_preimage")
+            .select("mrn", "name",
+                    F.regexp_replace("_change_type", "_postimage$", "").alias("change"),
+                    F.col("_commit_version").alias("patients_version"),
+                    F.col("_commit_timestamp").alias("changed_at")))

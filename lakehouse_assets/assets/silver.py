@@ -27,6 +27,7 @@ from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
 from lakehouse_assets.quality.silver import ROUTING_RULES
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
 
 PATIENTS_SCHEMA = "mrn BIGINT, name STRING"
 # The bronze `time` (Unix seconds) while the rules read the parsed timestamp as `time`.
@@ -106,11 +107,11 @@ def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRow
 
 
 @auto_cdc_table(layer="silver", stored_as_scd_type=1, automation_condition=downstream_of_new_data(),
-                **PATIENT_CHANGES)
+                table_properties={CHANGE_DATA_FEED: "true"}, **PATIENT_CHANGES)
 def patients_current(changes: DataFrame) -> DataFrame:
     """One row per live patient (mrn, name): each patient's latest change by `seq`, whatever
     order the changes landed in; a deleted patient is gone, and a late change older than the
-    delete does not bring it back."""
+    delete does not bring it back. Keeps a change data feed of its inserts, updates and deletes."""
     return changes
 
 

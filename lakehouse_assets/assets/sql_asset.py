@@ -69,6 +69,7 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         column_lineage=lineage or None,
         automation_condition=downstream_of_new_data(),
         expectations=rules,
+        table_properties=dict(definition.properties),
         metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
                   "lakehouse/sql_file": dg.MetadataValue.path(str(path))},
     )
@@ -118,6 +119,7 @@ def _auto_cdc_asset(path: Path, text: str) -> dg.AssetsDefinition:
         track_history_column_list=spec.track_history_column_list,
         track_history_except_column_list=spec.track_history_except_column_list,
         automation_condition=downstream_of_new_data(),
+        table_properties=dict(cdc.properties),
         metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
                   "lakehouse/sql_file": dg.MetadataValue.path(str(path))},
     )

@@ -48,6 +48,8 @@ STREAM_OPTIONS = "lakehouse/stream_options"
 EXPECTATIONS = "lakehouse/expectations"
 #: On an AUTO CDC table: how its change feed is applied (an AutoCdc, as a dict).
 AUTO_CDC = "lakehouse/auto_cdc"
+#: Delta table properties the table is created with (``delta.enableChangeDataFeed``, ...).
+TABLE_PROPERTIES = "lakehouse/table_properties"
 
 
 class TableRunConfig(dg.Config):
@@ -103,7 +105,8 @@ class StreamInput:
 def stream_from(key: Sequence[str], options: StreamOptions | None = None) -> dg.AssetIn | StreamInput:
     """An input read as a stream: the rows each new upstream version adds, once. ``options``
     (Delta's source options: startingVersion, maxFilesPerTrigger, maxBytesPerTrigger,
-    skipChangeCommits, ignoreDeletes) are the asset's own, shown in its metadata."""
+    skipChangeCommits, ignoreDeletes, readChangeFeed) are the asset's own, shown in its
+    metadata; with readChangeFeed the input is the upstream's change data feed."""
     asset_in = dg.AssetIn(key=dg.AssetKey(list(key)), input_manager_key=STREAM_INPUT_KEY)
     return asset_in if options is None else StreamInput(asset_in, ".".join(key), options)
 
@@ -198,6 +201,7 @@ def table_asset(
     check_specs: Sequence[dg.AssetCheckSpec] | None = None,
     metadata: Mapping[str, Any] | None = None,
     expectations: Sequence[Rule] = (),
+    table_properties: Mapping[str, str] | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """Decorate a transformation that returns a Spark DataFrame as the table ``layer.name``.
 
@@ -207,6 +211,8 @@ def table_asset(
     ``merge_keys``). ``name`` defaults to the function's name, ``description`` to its
     docstring. ``expectations`` (WARN: keep and count; FAIL: fail the update) are enforced
     on every batch written, their counts reported with each materialization.
+    ``table_properties`` are Delta table properties the table is created with, such as
+    ``{"delta.enableChangeDataFeed": "true"}`` to keep a change data feed of its updates.
     """
 
     def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
@@ -223,6 +229,8 @@ def table_asset(
             TIMEOUT_SECONDS: timeout_seconds,
             "table": f"{layer}.{table_name}",
         }
+        if table_properties:
+            definition_metadata[TABLE_PROPERTIES] = {str(k): str(v) for k, v in table_properties.items()}
         if column_lineage:
             definition_metadata[COLUMN_LINEAGE] = {
                 column: [[source.table, source.column] for source in sources]

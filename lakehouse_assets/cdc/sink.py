@@ -20,7 +20,7 @@ the state, which was computed from the state before the batch, as the table was.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -60,6 +60,8 @@ class AutoCdcTable:
     store: TableStore
     path: str
     spec: AutoCdc
+    #: Delta table properties the table is created with (its state table has none).
+    properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def state_path(self) -> str:
@@ -100,7 +102,8 @@ class AutoCdcTable:
                 if rows is not None:
                     table_rows = rows.join(changed_keys, keys, "left_anti").unionByName(table_rows)
                 result = store.replace_files(table_rows, path, replaced=replaced, transaction=transaction,
-                                             operation="AUTO CDC", metadata=metadata)
+                                             operation="AUTO CDC", metadata=metadata,
+                                             row_identity=self.spec.row_identity, properties=self.properties)
             fault_point("cdc.table_committed")
             replaced, rows = files_holding(store, spark, self.state_path, changed_keys, keys)
             state_rows = scd1_state_rows(effective, self.spec)
@@ -135,7 +138,8 @@ class AutoCdcTable:
                 if rows is not None:
                     table_rows = rows.join(changed_keys, keys, "left_anti").unionByName(table_rows)
                 result = store.replace_files(table_rows, path, replaced=replaced, transaction=transaction,
-                                             operation="AUTO CDC", metadata=metadata)
+                                             operation="AUTO CDC", metadata=metadata,
+                                             row_identity=self.spec.row_identity, properties=self.properties)
             fault_point("cdc.table_committed")
             store.write(scd2_state_rows(fresh), self.state_path, mode="append", transaction=transaction,
                         operation="AUTO CDC STATE", metadata=metadata)
@@ -177,7 +181,7 @@ class AutoCdcSink:
 
     @property
     def table(self) -> AutoCdcTable:
-        return AutoCdcTable(self.sink.store, self.sink.path, self.spec)
+        return AutoCdcTable(self.sink.store, self.sink.path, self.spec, self.sink.properties)
 
     def __call__(self, batch_df: DataFrame, batch_id: int,
                  commit_metadata: Mapping[str, str] | None = None) -> CommitResult:

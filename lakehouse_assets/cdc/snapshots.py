@@ -14,7 +14,7 @@ computes the same changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -75,9 +75,11 @@ def snapshot_changes(snapshot: DataFrame, live: DataFrame | None, keys: Sequence
 
 
 def apply_snapshots(store: TableStore, path: str, spec: AutoCdc, snapshots: Sequence[Snapshot], source: str,
-                    metadata: dict[str, str]) -> Iterator[tuple[Snapshot, CommitResult]]:
-    """Apply the snapshots the table does not hold yet, in version order; yield each applied."""
-    table = AutoCdcTable(store, path, spec)
+                    metadata: dict[str, str], properties: Mapping[str, str] | None = None,
+                    ) -> Iterator[tuple[Snapshot, CommitResult]]:
+    """Apply the snapshots the table does not hold yet, in version order; yield each applied.
+    The table is created with the Delta table ``properties``."""
+    table = AutoCdcTable(store, path, spec, dict(properties or {}))
     app_id = f"snapshots:{source}"
     held = store.committed_batch(table.state_path, app_id) if store.exists(table.state_path) else None
     previous: Snapshot | None = None

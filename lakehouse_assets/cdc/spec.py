@@ -65,6 +65,12 @@ class AutoCdc:
         if excluded & set(self.keys):
             raise ConfigurationError(f"except_column_list {sorted(excluded & set(self.keys))} names key columns")
 
+    @property
+    def row_identity(self) -> list[str]:
+        """The columns naming one row of the table: the keys (type 1), or the keys and the
+        sequence that opened the version (type 2)."""
+        return list(self.keys) if self.stored_as_scd_type == 1 else [*self.keys, START_AT]
+
     def kept_columns(self, change_columns: Sequence[str]) -> list[str]:
         """The change columns the table keeps, in the feed's order (keys included)."""
         missing = [c for c in (*self.keys, self.sequence_by) if c not in change_columns]

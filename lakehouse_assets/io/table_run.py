@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from lakehouse_assets.assets.table_asset import (
     MERGE_SCHEMA,
     OUTPUT_MODE,
     QUARANTINE_TABLE,
+    TABLE_PROPERTIES,
     TIMEOUT_SECONDS,
     TRIGGER,
     WRITE_MODE,
@@ -83,6 +84,8 @@ class TableRun:
     column_lineage: Mapping[str, Sequence[Sequence[str]]] | None
     #: How a change feed is applied, on an AUTO CDC table.
     auto_cdc: AutoCdc | None = None
+    #: Delta table properties the table is created with.
+    table_properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def written(self) -> tuple[TableRef, ...]:
@@ -137,6 +140,7 @@ def table_run_of(
         merge_schema=bool(spec.get(MERGE_SCHEMA, False)),
         column_lineage=spec.get(COLUMN_LINEAGE),
         auto_cdc=AutoCdc(**spec[AUTO_CDC]) if spec.get(AUTO_CDC) else None,
+        table_properties=dict(spec.get(TABLE_PROPERTIES) or {}),
     )
 
 

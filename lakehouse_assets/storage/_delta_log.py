@@ -37,6 +37,9 @@ class Commit:
     removes_data: bool
     schema_string: str | None
     operation: str
+    removed: list[DataFile] = field(default_factory=list)  # data files removed with dataChange
+    changes: list[DataFile] = field(default_factory=list)  # change data feed files (cdc actions)
+    timestamp_ms: int = 0
 
 
 def commit_file(table: Location, version: int) -> Location:
@@ -59,9 +62,11 @@ def read_commit(table_path: str, version: int) -> Commit:
     table = locate(table_path)
     text = commit_file(table, version).read_text()
     added: list[DataFile] = []
-    removes_data = False
+    removed: list[DataFile] = []
+    changes: list[DataFile] = []
     schema_string = None
     operation = "UNKNOWN"
+    timestamp_ms = 0
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -72,14 +77,21 @@ def read_commit(table_path: str, version: int) -> Commit:
                 added.append(DataFile(table_file_path(table_path, add["path"]), int(add.get("size", 0)),
                                       add.get("partitionValues") or {}))
         elif "remove" in action:
-            if action["remove"].get("dataChange", True):
-                removes_data = True
+            remove = action["remove"]
+            if remove.get("dataChange", True):
+                removed.append(DataFile(table_file_path(table_path, remove["path"]), int(remove.get("size") or 0),
+                                        remove.get("partitionValues") or {}))
+        elif "cdc" in action:
+            cdc = action["cdc"]
+            changes.append(DataFile(table_file_path(table_path, cdc["path"]), int(cdc.get("size", 0)),
+                                    cdc.get("partitionValues") or {}))
         elif "metaData" in action:
             schema_string = action["metaData"].get("schemaString")
         elif "commitInfo" in action:
             info = action["commitInfo"]
             operation = info.get("lakehouse.operation") or info.get("operation", operation)
-    return Commit(version, added, removes_data, schema_string, operation)
+            timestamp_ms = int(info.get("timestamp") or 0)
+    return Commit(version, added, bool(removed), schema_string, operation, removed, changes, timestamp_ms)
 
 
 def snapshot_schema(table_path: str, version: int) -> str:

@@ -32,10 +32,13 @@ class StagedFile:
     stats: str
 
 
-def stage_files(df: DataFrame, path: str) -> list[StagedFile]:
+def stage_files(df: DataFrame, path: str, *, under: str | None = None) -> list[StagedFile]:
     """Write the data files with Spark's Parquet writer into a fresh folder of the table at
-    ``path``; the files with rows, their statistics taken from the Parquet footers."""
+    ``path`` (inside its folder ``under``, such as ``_change_data``, when given); the files
+    with rows, their statistics taken from the Parquet footers."""
     folder = f"{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+    if under:
+        folder = f"{under}/{folder}"
     table = locate(path)
     staged_dir = table.child(folder)
     try:

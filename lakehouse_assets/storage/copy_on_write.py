@@ -69,7 +69,7 @@ def merge_rows(store: TableStore, df: DataFrame, path: str, *, keys: Sequence[st
         # What the merge wrote is the batch's rows, not the untouched rows carried along.
         return store.replace_files(merged, path, replaced=replaced, transaction=transaction, operation="MERGE",
                                    metadata={**(metadata or {}), MERGE_KEYS: json.dumps(key_list)},
-                                   rows_changed=df.count())
+                                   rows_changed=df.count(), row_identity=key_list)
     finally:
         df.unpersist()
 

@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError, UnsupportedTableError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.storage import change_feed
 from lakehouse_assets.storage._commit import (
     META_BATCH,
     META_OPERATION,
@@ -31,9 +32,9 @@ from lakehouse_assets.storage._commit import (
     commit_properties,
     listed_files,
 )
-from lakehouse_assets.storage._files import locate
+from lakehouse_assets.storage._files import locate, table_file_path
 from lakehouse_assets.storage._schema import plan_write, spark_to_arrow
-from lakehouse_assets.storage._staging import holds_only_staging_folders, stage_files
+from lakehouse_assets.storage._staging import StagedFile, holds_only_staging_folders, stage_files
 from lakehouse_assets.storage.copy_on_write import merge_rows
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
@@ -136,12 +137,22 @@ class DeltaRsTableStore:
         return reader.parquet(*uris)
 
     def read_stream(self, spark: SparkSession, path: str, options: StreamOptions | None = None) -> DataFrame:
-        """The table as a streaming source: each committed version's new rows, once."""
-        from lakehouse_assets.storage.source import read_delta_stream
+        """The table as a streaming source: each committed version's new rows, once; or,
+        with ``read_change_feed``, its change data feed."""
+        from lakehouse_assets.storage.source import change_feed_schema, read_delta_stream
 
         table = self._open(path)
         _check_readable(path, table)
-        return read_delta_stream(spark, str(path), spark_schema(table), options or StreamOptions())
+        options = options or StreamOptions()
+        schema = spark_schema(table)
+        if options.read_change_feed:
+            if not change_feed.records_changes(table):
+                raise LakehouseError(
+                    f"Delta table {path} keeps no change data feed to read: set its table property "
+                    f"{change_feed.CHANGE_DATA_FEED} = true (where it is defined), then rebuild it with a full "
+                    "refresh so that the feed covers every version.")
+            schema = change_feed_schema(schema)
+        return read_delta_stream(spark, str(path), schema, options)
 
     # -- writing ------------------------------------------------------------------------------
     def write(
@@ -155,11 +166,13 @@ class DeltaRsTableStore:
         transaction: AppTransaction | None = None,
         operation: str = "WRITE",
         metadata: Mapping[str, Any] | None = None,
+        properties: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Append to or overwrite the table in one commit; create it if it does not exist.
 
         With ``transaction``, a batch the table already holds is skipped, and the commit
-        records the batch so a replay is skipped too.
+        records the batch so a replay is skipped too. ``properties`` are table properties
+        (``delta.*``) the table is created with, or given if it lacks them.
         """
         if mode == "merge":
             raise LakehouseError(f"A merge into {path} needs its key columns: write it with merge(df, path, keys=...)")
@@ -169,6 +182,8 @@ class DeltaRsTableStore:
         table = self._open_for_write(path)
         if table is not None and already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
+        if table is not None:
+            table = _with_properties(table, properties)
         current = spark_schema(table) if table is not None else None
         plan = plan_write(
             path, current, df.schema,
@@ -193,18 +208,19 @@ class DeltaRsTableStore:
             )
             for f in staged
         ]
-        properties = commit_properties(operation, transaction, rows, metadata)
+        commit = commit_properties(operation, transaction, rows, metadata)
+        properties_given = dict(properties) if properties else None
         delta_schema = deltalake.Schema.from_arrow(spark_to_arrow(plan.table_schema))
         try:
             if table is not None and mode == "append" and plan.new_columns:
-                add_columns(table, plan.table_schema, plan.new_columns, properties)
+                add_columns(table, plan.table_schema, plan.new_columns, commit)
             if table is None:
                 create_table_with_add_actions(
-                    path, delta_schema, actions, mode="error",
-                    storage_options=self._storage_options, commit_properties=properties,
+                    path, delta_schema, actions, mode="error", configuration=properties_given,
+                    storage_options=self._storage_options, commit_properties=commit,
                 )
             else:
-                table.create_write_transaction([*actions], mode=mode, schema=delta_schema, commit_properties=properties)
+                table.create_write_transaction([*actions], mode=mode, schema=delta_schema, commit_properties=commit)
         except DeltaError as exc:
             raise LakehouseError(
                 f"Commit to Delta table {path} failed: {exc}. No rows were made visible; retry the write.") from exc
@@ -226,26 +242,29 @@ class DeltaRsTableStore:
         merge_schema: bool = False,
         transaction: AppTransaction | None = None,
         metadata: Mapping[str, Any] | None = None,
+        properties: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Upsert by ``keys``: rows whose keys match are updated (columns the batch lacks keep
         their values), the others inserted, in one commit. Copy-on-write on the executors
         (:mod:`lakehouse_assets.storage.copy_on_write`): only the files holding a changed key
-        are rewritten."""
+        are rewritten. ``properties``: as :meth:`write`."""
         if not keys:
             raise LakehouseError(f"Merge into {path} needs at least one key column")
         path = str(path)
         table = self._open_for_write(path)
         if table is None:
-            return self.write(df, path, mode="append", transaction=transaction, operation="MERGE", metadata=metadata)
+            return self.write(df, path, mode="append", transaction=transaction, operation="MERGE", metadata=metadata,
+                              properties=properties)
         if already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
+        table = _with_properties(table, properties)
         missing = [k for k in keys if k not in df.columns]
         if missing:
             raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
         plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema)
         if plan.new_columns:
-            properties = commit_properties("MERGE", transaction, None, metadata)
-            add_columns(table, plan.table_schema, plan.new_columns, properties)
+            add_columns(table, plan.table_schema, plan.new_columns,
+                        commit_properties("MERGE", transaction, None, metadata))
         return merge_rows(self, _apply_casts(df, plan.casts), path, keys=keys, transaction=transaction,
                           metadata=metadata)
 
@@ -259,6 +278,8 @@ class DeltaRsTableStore:
         operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
         rows_changed: int | None = None,
+        row_identity: Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Copy-on-write: remove the data files ``replaced`` (paths as the log lists them) and
         add ``df``'s rows as new files, in one commit; create the table if there is none.
@@ -269,15 +290,21 @@ class DeltaRsTableStore:
         refused: they were replaced by another writer since ``df`` was read. The commit
         records ``rows_changed`` as the rows written when given (a merge's batch, not the
         untouched rows its files carry along), else every row of the new files.
+
+        ``properties`` are table properties the table is created with, or given if it lacks
+        them. A table keeping a change data feed (:mod:`~lakehouse_assets.storage.change_feed`)
+        records the commit's row changes in it, updates paired by ``row_identity``.
         """
         path = str(path)
         table = self._open_for_write(path)
         if table is None:
             if replaced:
                 raise LakehouseError(f"Cannot replace files {list(replaced)[:3]} of {path}: there is no table there")
-            return self.write(df, path, mode="append", transaction=transaction, operation=operation, metadata=metadata)
+            return self.write(df, path, mode="append", transaction=transaction, operation=operation,
+                              metadata=metadata, properties=properties)
         if already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
+        table = _with_properties(table, properties)
         listed = {action["path"]: action for action in listed_files(table)}
         gone = [name for name in replaced if name not in listed]
         if gone:
@@ -287,24 +314,59 @@ class DeltaRsTableStore:
         plan = plan_write(path, spark_schema(table), df.schema, merge_schema=False)
         staged = stage_files(_apply_casts(df, plan.casts), path)
         fault_point("delta.files_written")
+        rows = sum(f.num_rows for f in staged) if rows_changed is None else rows_changed
+        if replaced and change_feed.records_changes(table):
+            return self._replace_with_changes(df.sparkSession, path, table, plan.table_schema,
+                                              [listed[name] for name in replaced], staged, row_identity,
+                                              transaction, commit_properties(operation, transaction, rows, metadata))
         now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
         removes = [RemoveAction(path=name, data_change=True, deletion_timestamp=now_ms,
                                 size=int(listed[name]["size_bytes"]), partition_values={}) for name in replaced]
         adds = [AddAction(path=f.relative_path, size=f.size, partition_values={},
                           modification_time=f.modification_time_ms, data_change=True, stats=f.stats)
                 for f in staged]
-        rows = sum(f.num_rows for f in staged) if rows_changed is None else rows_changed
-        properties = commit_properties(operation, transaction, rows, metadata)
         try:
             table.create_write_transaction([*removes, *adds], mode="append",
                                            schema=deltalake.Schema.from_arrow(spark_to_arrow(plan.table_schema)),
-                                           commit_properties=properties)
+                                           commit_properties=commit_properties(operation, transaction, rows, metadata))
         except DeltaError as exc:
             raise LakehouseError(
                 f"Commit to Delta table {path} failed: {exc}. No change was made visible; retry the batch.") from exc
         fault_point("delta.committed")
         return CommitResult(path, self.version(path), rows_written=rows, files_written=len(staged),
                             bytes_written=sum(f.size for f in staged))
+
+    def _replace_with_changes(
+        self,
+        spark: SparkSession,
+        path: str,
+        table: DeltaTable,
+        table_schema: T.StructType,
+        removed: Sequence[Mapping[str, Any]],
+        added: Sequence[StagedFile],
+        row_identity: Sequence[str] | None,
+        transaction: AppTransaction | None,
+        properties: deltalake.CommitProperties,
+    ) -> CommitResult:
+        """The copy-on-write commit of a table keeping a change data feed: the row changes
+        between the removed and the added files, written by the executors as change files and
+        committed with them."""
+        def rows_of(relative_paths: Sequence[str]) -> DataFrame:
+            if not relative_paths:
+                return spark.createDataFrame([], table_schema)
+            return spark.read.schema(table_schema).parquet(*[table_file_path(path, p) for p in relative_paths])
+
+        changes = change_feed.row_changes(rows_of([str(entry["path"]) for entry in removed]),
+                                          rows_of([f.relative_path for f in added]), row_identity)
+        change_files = stage_files(changes, path, under=change_feed.CHANGE_DATA_FOLDER)
+        fault_point("delta.files_written")
+        version = change_feed.commit_with_changes(
+            path, table, removed=removed, added=added, changes=change_files, transaction=transaction,
+            custom_metadata=properties.custom_metadata or {})
+        fault_point("delta.committed")
+        rows = (properties.custom_metadata or {}).get(META_ROWS)
+        return CommitResult(path, version, rows_written=0 if rows is None else int(rows),
+                            files_written=len(added), bytes_written=sum(f.size for f in added))
 
     def drop(self, path: str) -> None:
         """Delete the table folder and everything in it."""
@@ -328,6 +390,19 @@ class DeltaRsTableStore:
             raise NotADeltaTableError(path)
         return None
 
+
+
+def _with_properties(table: DeltaTable, properties: Mapping[str, str] | None) -> DeltaTable:
+    """The table with ``properties`` set, in a commit of their own when it lacks any (as
+    ``ALTER TABLE ... SET TBLPROPERTIES``: delta-rs raises the protocol a property needs)."""
+    if not properties:
+        return table
+    current = table.metadata().configuration
+    missing = {k: v for k, v in properties.items() if str(current.get(k)).lower() != str(v).lower()}
+    if missing:
+        table.alter.set_table_properties(missing)
+        table.update_incremental()
+    return table
 
 
 def _check_readable(path: str, table: DeltaTable) -> None:

@@ -75,13 +75,16 @@ class StreamOptions:
     starts (``startingVersion``), how much one micro-batch takes (``maxFilesPerTrigger``,
     ``maxBytesPerTrigger``: whichever is reached first, and at least one file), and what to do
     with commits that remove rows (``skipChangeCommits``: skip any; ``ignoreDeletes``: skip
-    those that only delete; otherwise the stream stops on them)."""
+    those that only delete; otherwise the stream stops on them), or whether to read the
+    table's change data feed instead (``readChangeFeed``: every insert, update and delete,
+    with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``)."""
 
     starting_version: int | None = None
     max_files_per_trigger: int | None = None
     max_bytes_per_trigger: int | None = None
     skip_change_commits: bool = False
     ignore_deletes: bool = False
+    read_change_feed: bool = False
 
     def reader_options(self) -> dict[str, str]:
         """The options as Delta's source spells them, those set only."""
@@ -91,6 +94,7 @@ class StreamOptions:
             "maxBytesPerTrigger": self.max_bytes_per_trigger,
             "skipChangeCommits": self.skip_change_commits or None,
             "ignoreDeletes": self.ignore_deletes or None,
+            "readChangeFeed": self.read_change_feed or None,
         }
         return {name: str(value).lower() if isinstance(value, bool) else str(value)
                 for name, value in given.items() if value is not None}
@@ -169,8 +173,10 @@ class TableStore(Protocol):
         transaction: AppTransaction | None = None,
         operation: str = "WRITE",
         metadata: Mapping[str, Any] | None = None,
+        properties: Mapping[str, str] | None = None,
     ) -> CommitResult:
-        """Append to or overwrite the table in one commit."""
+        """Append to or overwrite the table in one commit; ``properties`` are table
+        properties it is created with (or given, if it lacks them)."""
         ...
 
     def merge(
@@ -182,6 +188,7 @@ class TableStore(Protocol):
         merge_schema: bool = False,
         transaction: AppTransaction | None = None,
         metadata: Mapping[str, Any] | None = None,
+        properties: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Upsert rows by ``keys``: update matches, insert the rest, in one commit."""
         ...
@@ -196,10 +203,14 @@ class TableStore(Protocol):
         operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
         rows_changed: int | None = None,
+        row_identity: Sequence[str] | None = None,
+        properties: Mapping[str, str] | None = None,
     ) -> CommitResult:
         """Copy-on-write in one commit: remove the data files ``replaced`` (as the log names
         them) and add ``df``'s rows, which the executors compute and write; the commit
-        records ``rows_changed`` (else all of ``df``'s rows) as the rows it wrote."""
+        records ``rows_changed`` (else all of ``df``'s rows) as the rows it wrote. A table
+        keeping a change data feed records the row changes too, updates paired by
+        ``row_identity``."""
         ...
 
     def stream_has_unread_data(self, checkpoint_location: str) -> bool | None:

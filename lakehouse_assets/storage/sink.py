@@ -14,7 +14,7 @@ run that made it, so what a run wrote is read back from the table's log
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from pyspark.sql import DataFrame
@@ -55,7 +55,8 @@ class DeltaSink:
 
     Output modes: ``append`` adds the batch's rows; ``complete`` replaces the table's
     contents with the batch atomically; ``update`` merges the batch into the table by
-    ``keys``. ``run_id`` names the run in every commit (see :meth:`for_run`).
+    ``keys``. ``run_id`` names the run in every commit (see :meth:`for_run`); the table is
+    created with the Delta table ``properties``.
     """
 
     store: TableStore
@@ -65,6 +66,7 @@ class DeltaSink:
     keys: Sequence[str] = ()
     merge_schema: bool = False
     run_id: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.output_mode not in ("append", "complete", "update"):
@@ -92,7 +94,7 @@ class DeltaSink:
         if self.output_mode == "update":
             result = self.store.merge(
                 batch_df, self.path, keys=self.keys, merge_schema=self.merge_schema, transaction=transaction,
-                metadata=metadata,
+                metadata=metadata, properties=self.properties,
             )
         else:
             result = self.store.write(
@@ -104,6 +106,7 @@ class DeltaSink:
                 transaction=transaction,
                 operation="STREAMING UPDATE",
                 metadata=metadata,
+                properties=self.properties,
             )
         if result.skipped:
             # A replayed batch the table already holds. Spark still expects the batch's plan to

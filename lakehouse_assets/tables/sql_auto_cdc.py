@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.errors import ConfigurationError
-from lakehouse_assets.tables.sql_definition import SQL_LAYERS, SqlDefinitionError
+from lakehouse_assets.tables.sql_definition import SQL_LAYERS, SqlDefinitionError, table_clauses
 from lakehouse_assets.tables.sql_refs import Token, tokens
 
 _TABLE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\.[A-Za-z][A-Za-z0-9_]*")
@@ -34,7 +34,8 @@ _CLAUSES = {("keys",): "keys", ("apply", "as", "delete", "when"): "deletes",
             ("apply", "as", "truncate", "when"): "truncates", ("sequence", "by"): "sequence",
             ("columns",): "columns", ("stored", "as", "scd", "type"): "type",
             ("track", "history", "on"): "track"}
-SHAPE = ("CREATE OR REFRESH STREAMING TABLE layer.name [COMMENT '...']; CREATE FLOW name AS AUTO CDC INTO "
+SHAPE = ("CREATE OR REFRESH STREAMING TABLE layer.name [COMMENT '...'] [TBLPROPERTIES (...)]; "
+         "CREATE FLOW name AS AUTO CDC INTO "
          "layer.name FROM STREAM(layer.table) KEYS (columns) [APPLY AS DELETE WHEN condition] [APPLY AS "
          "TRUNCATE WHEN condition] SEQUENCE BY column [COLUMNS (columns) | COLUMNS * EXCEPT (columns)] "
          "[STORED AS SCD TYPE 1 | 2] [TRACK HISTORY ON (columns) | TRACK HISTORY ON * EXCEPT (columns)]")
@@ -51,6 +52,8 @@ class SqlAutoCdc:
     flow: str
     changes_from: str
     spec: AutoCdc
+    #: ``TBLPROPERTIES``: the Delta table properties the table is created with.
+    properties: tuple[tuple[str, str], ...] = ()
 
 
 def is_auto_cdc(text: str) -> bool:
@@ -65,7 +68,7 @@ def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
     statements = _statements(toks)
     if len(statements) != 2:
         raise _error(source, f"it holds {len(statements)} statement(s); an AUTO CDC table is two, ended by ';'")
-    table, comment = _streaming_table(statements[0], text, source)
+    table, comment, properties = _streaming_table(statements[0], text, source)
     flow, target, changes_from, clauses = _flow(statements[1], source)
     if target.lower() != table.lower():
         raise _error(source, f"the flow writes {target}, but the file creates {table}")
@@ -92,7 +95,7 @@ def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
                        track_history_column_list=track, track_history_except_column_list=track_except)
     except ConfigurationError as exc:
         raise _error(source, str(exc)) from exc
-    return SqlAutoCdc(source, table, comment, flow, changes_from, spec)
+    return SqlAutoCdc(source, table, comment, flow, changes_from, spec, properties)
 
 
 def _statements(toks: list[Token]) -> list[list[Token]]:
@@ -105,17 +108,18 @@ def _statements(toks: list[Token]) -> list[list[Token]]:
     return [s for s in found if s]
 
 
-def _streaming_table(toks: list[Token], text: str, source: str) -> tuple[str, str | None]:
+def _streaming_table(toks: list[Token], text: str,
+                     source: str) -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
     words = [t.text.lower() for t in toks]
     if words[:5] != ["create", "or", "refresh", "streaming", "table"]:
         raise _error(source, "the first statement must be CREATE OR REFRESH STREAMING TABLE layer.name")
     table = _table_at(toks, 5, source)
-    rest = toks[8:]
-    if not rest:
-        return table, None
-    if len(rest) == 2 and rest[0].text.lower() == "comment" and rest[1].kind == "string":
-        return table, re.sub(r"\\(.)", r"\1", rest[1].text[1:-1])
-    raise _error(source, f"only a COMMENT may follow the table's name (found {text[rest[0].start:rest[-1].end]!r})")
+    comment, properties, at = table_clauses(toks, 8, source, table)
+    if at < len(toks):
+        rest = toks[at:]
+        raise _error(source, "only COMMENT and TBLPROPERTIES may follow the table's name "
+                             f"(found {text[rest[0].start:rest[-1].end]!r})")
+    return table, comment, properties
 
 
 def _flow(toks: list[Token], source: str) -> tuple[str, str, str, dict[str, list[Token]]]:

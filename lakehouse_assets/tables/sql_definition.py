@@ -82,6 +82,8 @@ class SqlDefinition:
     query: str
     reads: tuple[tuple[str, bool], ...]
     constraints: tuple[SqlConstraint, ...] = ()
+    #: ``TBLPROPERTIES``: the Delta table properties it is created with.
+    properties: tuple[tuple[str, str], ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -131,12 +133,7 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
         if len(set(names)) != len(names):
             raise SqlDefinitionError(f"{source}: {table} names a CONSTRAINT twice; give each its own name")
         at = close + 1
-    comment = None
-    if at < len(words) and words[at] == "comment":
-        if at + 1 >= len(toks) or toks[at + 1].kind != "string":
-            raise fail("COMMENT must be followed by a quoted string")
-        comment = re.sub(r"\\(.)", r"\1", toks[at + 1].text[1:-1])  # Spark's escapes: \' is '
-        at += 2
+    comment, properties, at = table_clauses(toks, at, source, table)
     if at >= len(words) or words[at] != "as":
         raise fail(f"AS and the query must follow the table's name and comment (found {_near(toks, at)})")
     query = text[toks[at].end:].strip().rstrip(";").strip()
@@ -148,7 +145,46 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
     if kind is SqlTableKind.materialized_view and streams:
         raise fail(f"the materialized view {table} reads {', '.join(streams)} as a stream; a materialized "
                    "view reads tables as they stand: drop STREAM(...), or make it a STREAMING TABLE")
-    return SqlDefinition(source, kind, table, comment, query, reads, constraints)
+    return SqlDefinition(source, kind, table, comment, query, reads, constraints, properties)
+
+
+def table_clauses(toks: list[Token], at: int, source: str,
+                  table: str) -> tuple[str | None, tuple[tuple[str, str], ...], int]:
+    """The ``COMMENT '...'`` and ``TBLPROPERTIES (key = value, ...)`` clauses of ``table``
+    starting at token ``at``, in either order: the comment, the properties (keys and values
+    as written, quotes removed) and the index of the token after them."""
+    comment: str | None = None
+    properties: dict[str, str] = {}
+    while at < len(toks) and toks[at].text.lower() in ("comment", "tblproperties"):
+        if toks[at].text.lower() == "comment":
+            if at + 1 >= len(toks) or toks[at + 1].kind != "string" or comment is not None:
+                raise SqlDefinitionError(f"{source}: {table}: COMMENT must be followed by a quoted string, once")
+            comment = _unquoted(toks[at + 1])
+            at += 2
+            continue
+        close = _closing(toks, at + 1) if at + 1 < len(toks) and toks[at + 1].text == "(" else None
+        if close is None:
+            raise SqlDefinitionError(f"{source}: {table}: TBLPROPERTIES must be followed by (key = value, ...)")
+        for item in _split_commas(toks[at + 2:close]):
+            equals = next((i for i, t in enumerate(item) if t.text == "="), None)
+            if equals is None or equals == 0 or equals != len(item) - 2:
+                written = " ".join(t.text for t in item)
+                raise SqlDefinitionError(
+                    f"{source}: {table}: TBLPROPERTIES takes key = value pairs (found {written!r}), e.g. "
+                    "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+            key = "".join(_unquoted(t) for t in item[:equals])
+            if key in properties:
+                raise SqlDefinitionError(f"{source}: {table}: TBLPROPERTIES sets {key} twice")
+            properties[key] = _unquoted(item[-1])
+        at = close + 1
+    return comment, tuple(properties.items()), at
+
+
+def _unquoted(tok: Token) -> str:
+    """A string or back-quoted token's text, unquoted (Spark's escapes: \\' is ')."""
+    if tok.kind == "string":
+        return re.sub(r"\\(.)", r"\1", tok.text[1:-1])
+    return tok.name or tok.text
 
 
 def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlConstraint:

@@ -2,7 +2,8 @@
 (late across files and within them, deletes among them), the project's Definitions carry them
 through bronze.patient_changes to silver.patients_current (Python, SCD type 1) and
 silver.patients_history (SQL, SCD type 2), which match an independent computation from the
-landed files and read the same through another Delta reader."""
+landed files and read the same through another Delta reader; gold.patient_changes streams
+the current table's change data feed, and replaying it gives the current table back."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pyarrow as pa
+from deltalake import DeltaTable
 
 from lakehouse_assets.assets.silver import patients_history
 from lakehouse_assets.assets.table_asset import AUTO_CDC
@@ -20,7 +23,7 @@ from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_m
 
 from . import reference
 
-FLOW = ["bronze/patient_changes", "silver/patients_current", "silver/patients_history"]
+FLOW = ["bronze/patient_changes", "silver/patients_current", "silver/patients_history", "gold/patient_changes"]
 
 
 def _landed(landing: Path) -> list[dict[str, Any]]:
@@ -47,6 +50,23 @@ def test_landed_changes_reach_both_silver_tables(spark, settings) -> None:
     expected = reference.scd2(changes, tracked=["name"], columns=["name"])
     assert history == sorted(tuple(r.values()) for r in expected)
     assert len(history) > len(current), "patients changed several times, and history keeps every version"
+
+    # The change log, streamed from the current table's change data feed over two runs,
+    # replays to the current table, and holds what delta-rs reads from the feed.
+    log = delta_rows(settings, "gold", "patient_changes", ["patients_version", "change", "mrn", "name"])
+    assert {change for _, change, _, _ in log} >= {"insert", "update"}
+    replayed: dict[int, str] = {}
+    for _, change, mrn, name in log:  # sorted by version; one change per patient per version
+        if change == "delete":
+            del replayed[mrn]
+        else:
+            replayed[mrn] = name
+    assert sorted(replayed.items()) == current
+    feed = pa.table(DeltaTable(str(settings.table_path("silver", "patients_current"))).load_cdf().read_all())
+    assert sorted((r["_commit_version"], r["_change_type"].removesuffix("_postimage"), r["mrn"], r["name"])
+                  for r in feed.to_pylist() if r["_change_type"] != "update_preimage") == log
+    history_feed = pa.table(DeltaTable(str(settings.table_path("silver", "patients_history"))).load_cdf().read_all())
+    assert set(history_feed.column("_change_type").to_pylist()) >= {"insert", "update_postimage"}
 
 
 def test_the_history_definition_says_how_changes_apply() -> None:

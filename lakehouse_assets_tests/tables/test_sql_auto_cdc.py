@@ -49,6 +49,7 @@ def test_the_reference_history_is_an_auto_cdc_file() -> None:
     assert is_auto_cdc(text)
     parsed = parse_auto_cdc(text, "patients_history.sql")
     assert parsed.spec.stored_as_scd_type == 2 and parsed.spec.keys == ("mrn",)
+    assert dict(parsed.properties) == {"delta.enableChangeDataFeed": "true"}
     assert not is_auto_cdc((SQL_FOLDER / "device_counts.sql").read_text())
 
 
@@ -70,6 +71,8 @@ def test_the_reference_history_is_an_auto_cdc_file() -> None:
      "FROM STREAM(bronze.c) KEYS (id) KEYS (id) SEQUENCE BY s", "repeats a clause"),
     ("CREATE OR REFRESH STREAMING TABLE silver.t; CREATE FLOW f AS AUTO CDC INTO silver.t "
      "FROM STREAM(bronze.c) KEYS (id) SEQUENCE BY s TRACK HISTORY ON (name)", "SCD type 2 tables only"),
+    ("CREATE OR REFRESH STREAMING TABLE silver.t PARTITIONED BY (id); CREATE FLOW f AS AUTO CDC INTO silver.t "
+     "FROM STREAM(bronze.c) KEYS (id) SEQUENCE BY s", "only COMMENT and TBLPROPERTIES may follow"),
 ])
 def test_a_malformed_definition_is_refused_by_name(text: str, message: str) -> None:
     with pytest.raises(SqlDefinitionError, match=rf"people\.sql: .*{message}"):

@@ -27,6 +27,17 @@ def test_a_streaming_table_with_a_comment_reads_its_streams_and_groups_in_comple
     assert definition.complete
 
 
+def test_table_properties_are_read_before_or_after_the_comment() -> None:
+    definition = parse_sql_definition(
+        "CREATE OR REFRESH STREAMING TABLE silver.t TBLPROPERTIES (delta.enableChangeDataFeed = true, "
+        "'delta.appendOnly' = 'false', `my`.`key` = 3) COMMENT 'kept' AS SELECT * FROM STREAM(bronze.x)",
+        source="t.sql")
+    assert definition.comment == "kept"
+    assert dict(definition.properties) == {
+        "delta.enableChangeDataFeed": "true", "delta.appendOnly": "false", "my.key": "3"}
+    assert definition.query == "SELECT * FROM STREAM(bronze.x)"
+
+
 def test_a_streaming_table_that_only_groups_in_a_subquery_appends() -> None:
     definition = parse_sql_definition(
         "CREATE OR REFRESH STREAMING TABLE silver.y AS SELECT * FROM STREAM(bronze.r) "
@@ -73,6 +84,9 @@ def test_constraints_are_read_with_their_conditions_columns_and_actions() -> Non
     ("CREATE OR REFRESH STREAMING TABLE gold.t AS SELECT * FROM silver.x", "reads no table with STREAM"),
     ("CREATE OR REFRESH MATERIALIZED VIEW gold.t AS SELECT * FROM STREAM(silver.x)", "as a stream"),
     ("CREATE OR REFRESH MATERIALIZED VIEW gold.t COMMENT nope AS SELECT 1", "quoted string"),
+    ("CREATE OR REFRESH MATERIALIZED VIEW gold.t TBLPROPERTIES delta.x = 1 AS SELECT 1", "(key = value, ...)"),
+    ("CREATE OR REFRESH MATERIALIZED VIEW gold.t TBLPROPERTIES (delta.x) AS SELECT 1", "key = value pairs"),
+    ("CREATE OR REFRESH MATERIALIZED VIEW gold.t TBLPROPERTIES (a = 1, 'a' = 2) AS SELECT 1", "sets a twice"),
 ])
 def test_a_definition_that_cannot_be_a_table_is_refused_naming_the_file(text: str, says: str) -> None:
     with pytest.raises(SqlDefinitionError, match="bad.sql") as refused:

@@ -1,7 +1,8 @@
 -- Patient record changes kept as history (SCD type 2), Lakeflow's AUTO CDC in SQL: every
 -- version of every patient, opened and closed by the `seq` of the changes that made them.
 CREATE OR REFRESH STREAMING TABLE silver.patients_history
-COMMENT 'Every version of every patient (mrn, name), with __START_AT and __END_AT: the seq of the change that opened the version and of the one that closed it (null while current). Late changes are slotted in by seq; a delete closes the current version.';
+COMMENT 'Every version of every patient (mrn, name), with __START_AT and __END_AT: the seq of the change that opened the version and of the one that closed it (null while current). Late changes are slotted in by seq; a delete closes the current version.'
+TBLPROPERTIES (delta.enableChangeDataFeed = true);
 
 CREATE FLOW patients_history_cdc AS AUTO CDC INTO silver.patients_history
 FROM STREAM(bronze.patient_changes)

@@ -22,7 +22,8 @@ def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: An
     if not has_work(run, store):
         return stream_written(skipped(run, log), rules)
     delta = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
-                      output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
+                      output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema,
+                      properties=run.table_properties)
     table: TableSink = delta if run.auto_cdc is None else AutoCdcSink(delta, run.auto_cdc)
     query = run_query(run, lambda: output.rows, expecting(table, rules, run.table.table_name), log)
     return stream_written(query, rules)

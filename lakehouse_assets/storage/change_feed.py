@@ -1,0 +1,166 @@
+"""Delta's change data feed for tables changed in place.
+
+Guarantee: a version that changes rows of a table with ``delta.enableChangeDataFeed`` records
+those row changes (``_change_data/`` files, ``cdc`` actions) in the same commit file as its
+data files and its app transaction, so every Delta reader (delta-rs ``load_cdf``, Spark's
+``readChangeFeed``, this project's stream source) sees a version's rows and its changes
+together or not at all, and a replayed batch records no change twice.
+
+A version's changes are the difference between the files it removes and the files it adds,
+paired by the table's row identity (a merge's keys; an SCD type 2 table's keys and
+``__START_AT``): a row only in the old files is a ``delete``, one only in the new files an
+``insert``, and an identity in both with other values an ``update_preimage`` and
+``update_postimage`` pair. Rows a rewrite carries along unchanged are in neither, which is
+why copy-on-write needs this at all: without ``cdc`` actions a reader takes every row of a
+removed file as deleted and every row of an added one as inserted. A rewrite that changes no
+row commits its files with ``dataChange=false``, as compaction does.
+
+delta-rs's Python transactions commit add and remove actions only, so such a version's
+commit file is written here, taking the version only if no other writer did (the Delta
+protocol's mutual exclusion): created under a temporary name and linked into place, which
+fails if the name exists. That needs a file system that can refuse an existing name, and
+pyarrow's object stores cannot: change feeds are kept on local tables only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from functools import reduce
+from typing import Any
+
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.storage._delta_log import commit_file
+from lakehouse_assets.storage._files import locate
+from lakehouse_assets.storage._staging import StagedFile
+from lakehouse_assets.storage.engine import AppTransaction
+
+#: The table property that turns the change data feed on, as Delta names it.
+CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+#: The folder of a table holding its change files.
+CHANGE_DATA_FOLDER = "_change_data"
+#: The columns a change feed adds to a table's rows.
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+
+# Writer features a commit written here keeps the rules of (they add nothing a copy-on-write
+# commit of add, remove and cdc actions could break).
+_WRITABLE_FEATURES = {"changeDataFeed", "appendOnly", "invariants", "checkConstraints", "timestampNtz"}
+
+
+def records_changes(table: DeltaTable) -> bool:
+    """Whether the table keeps a change data feed (``delta.enableChangeDataFeed``)."""
+    return str(table.metadata().configuration.get(CHANGE_DATA_FEED, "false")).lower() == "true"
+
+
+def row_changes(old: DataFrame, new: DataFrame, identity: Sequence[str] | None) -> DataFrame:
+    """The change rows (the table's columns and ``_change_type``) between the rows of the
+    files a commit removes (``old``) and those it adds (``new``), updates paired by the
+    columns ``identity`` (null matching null); without one, changes are inserts and deletes."""
+    deleted = old.exceptAll(new)
+    inserted = new.exceptAll(old.select(*new.columns))
+
+    def typed(rows: DataFrame, change_type: str) -> DataFrame:
+        return rows.withColumn(CHANGE_TYPE, F.lit(change_type))
+
+    if not identity:
+        return typed(deleted, "delete").unionByName(typed(inserted, "insert"))
+
+    def matching(rows: DataFrame, others: DataFrame, how: str) -> DataFrame:
+        on = reduce(lambda a, b: a & b, [rows[c].eqNullSafe(others[c]) for c in identity])
+        return rows.join(others.select(*identity), on, how)
+
+    return reduce(DataFrame.unionByName, [
+        typed(matching(deleted, inserted, "left_semi"), "update_preimage"),
+        typed(matching(inserted, deleted, "left_semi"), "update_postimage"),
+        typed(matching(deleted, inserted, "left_anti"), "delete"),
+        typed(matching(inserted, deleted, "left_anti"), "insert"),
+    ])
+
+
+def commit_with_changes(
+    path: str,
+    table: DeltaTable,
+    *,
+    removed: Sequence[Mapping[str, Any]],
+    added: Sequence[StagedFile],
+    changes: Sequence[StagedFile],
+    transaction: AppTransaction | None,
+    custom_metadata: Mapping[str, Any],
+) -> int:
+    """Commit, as the version after ``table``'s, the removal of the files ``removed`` (their
+    log entries: path, size_bytes), the data files ``added`` and the change files
+    ``changes``, with the batch's app transaction; the version committed. With no change
+    file, the rewrite changed no row and its actions say so (``dataChange=false``)."""
+    location = locate(path)
+    if not isinstance(location.fs, pafs.LocalFileSystem):
+        raise LakehouseError(
+            f"Delta table {path} keeps a change data feed, which this storage layer commits only on a "
+            "local file system (an object store cannot refuse a commit file that exists). Turn "
+            f"{CHANGE_DATA_FEED} off for this table, or keep it on a local path.")
+    _check_writable(path, table)
+    version = table.version() + 1
+    now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+    data_change = bool(changes)
+    actions: list[dict[str, Any]] = [{"commitInfo": {
+        "timestamp": now_ms,
+        "operation": str(custom_metadata.get("lakehouse.operation", "MERGE")),
+        "operationParameters": {},
+        "readVersion": version - 1,
+        "isBlindAppend": False,
+        "engineInfo": "lakehouse_assets",
+        **custom_metadata,
+    }}]
+    if transaction is not None:
+        actions.append({"txn": {"appId": transaction.app_id, "version": transaction.batch_id,
+                                "lastUpdated": now_ms}})
+    actions += [{"remove": {"path": str(entry["path"]), "deletionTimestamp": now_ms, "dataChange": data_change,
+                            "extendedFileMetadata": True, "partitionValues": {},
+                            "size": int(entry["size_bytes"])}} for entry in removed]
+    actions += [{"add": {"path": f.relative_path, "partitionValues": {}, "size": f.size,
+                         "modificationTime": f.modification_time_ms, "dataChange": data_change,
+                         "stats": f.stats}} for f in added]
+    actions += [{"cdc": {"path": f.relative_path, "partitionValues": {}, "size": f.size, "dataChange": False}}
+                for f in changes]
+    _create_commit_file(path, commit_file(location, version).path, actions, version)
+    return version
+
+
+def _check_writable(path: str, table: DeltaTable) -> None:
+    protocol = table.protocol()
+    unknown = set(protocol.writer_features or ()) - _WRITABLE_FEATURES
+    if protocol.min_writer_version > 7 or unknown:
+        raise LakehouseError(
+            f"Delta table {path} needs writer features {sorted(unknown)} (writer version "
+            f"{protocol.min_writer_version}) that the change data feed's commit does not keep: turn "
+            f"{CHANGE_DATA_FEED} off for it.")
+    if str(table.metadata().configuration.get("delta.appendOnly", "false")).lower() == "true":
+        raise LakehouseError(f"Delta table {path} is append-only (delta.appendOnly): rows cannot change in it.")
+
+
+def _create_commit_file(path: str, target: str, actions: Sequence[Mapping[str, Any]], version: int) -> None:
+    """Write the commit file at ``target`` only if no writer has: a temporary file linked
+    into place, which refuses an existing name atomically."""
+    temporary = os.path.join(os.path.dirname(target), f".{version:020d}.json.{uuid.uuid4().hex}.tmp")
+    with open(temporary, "w", encoding="utf-8") as out:
+        out.write("\n".join(json.dumps(action, separators=(",", ":")) for action in actions) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    try:
+        os.link(temporary, target)
+    except FileExistsError:
+        raise LakehouseError(
+            f"Another writer committed version {version} of Delta table {path} first; no change was made "
+            "visible. Retry the batch.") from None
+    finally:
+        os.unlink(temporary)
