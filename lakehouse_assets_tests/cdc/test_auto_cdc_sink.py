@@ -18,6 +18,7 @@ from lakehouse_assets.cdc import AutoCdc, AutoCdcSink
 from lakehouse_assets.cdc.sink import STATE_FOLDER
 from lakehouse_assets.errors import ConfigurationError, LakehouseError
 from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink
+from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
 from lakehouse_assets_tests.storage.helpers import write_checkpoint_metadata
 
 from . import reference
@@ -31,11 +32,12 @@ def _spec(scd_type: int, **extra: Any) -> AutoCdc:
                    apply_as_deletes=DELETES, except_column_list=["op", "seq"], **extra)
 
 
-def _sink(store: DeltaRsTableStore, tmp_path: Path, name: str, spec: AutoCdc) -> AutoCdcSink:
+def _sink(store: DeltaRsTableStore, tmp_path: Path, name: str, spec: AutoCdc,
+          properties: dict[str, str] | None = None) -> AutoCdcSink:
     checkpoint = tmp_path / f"{name}_checkpoint"
     write_checkpoint_metadata(checkpoint)
     return AutoCdcSink(DeltaSink(store, str(tmp_path / name), str(checkpoint), output_mode="update",
-                                 keys=list(spec.keys)), spec)
+                                 keys=list(spec.keys), properties=properties or {}), spec)
 
 
 def _frame(spark: SparkSession, changes: Sequence[dict[str, Any]]) -> DataFrame:
@@ -132,7 +134,7 @@ def test_a_crash_between_the_table_and_its_state_loses_and_repeats_nothing(
         spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
     changes = _changes(seed=3)
     batches = [changes[i:i + 16] for i in range(0, len(changes), 16)]
-    current = _sink(store, tmp_path, "current", _spec(1))
+    current = _sink(store, tmp_path, "current", _spec(1), {CHANGE_DATA_FEED: "true"})
     current(_frame(spark, batches[0]), 0)
     current(_frame(spark, batches[1]), 1)
     # Crash after the table's commit of batch 1, before its state's: the state's commit is gone.
@@ -147,6 +149,19 @@ def test_a_crash_between_the_table_and_its_state_loses_and_repeats_nothing(
     assert _rows(spark, store, current.sink.path, ["mrn"]) == reference.scd1(changes)
     state = _rows(spark, store, current.table.state_path, ["mrn"])
     assert [s["mrn"] for s in state] == sorted({c["mrn"] for c in changes}), "one state row per key ever seen"
+    # The table's change data feed, replayed in order, is the table: no change lost or repeated.
+    feed = pa.table(DeltaTable(current.sink.path).load_cdf().read_all()).to_pylist()
+    replayed: dict[int, dict[str, Any]] = {}
+    order = {"delete": 0, "update_preimage": 1, "update_postimage": 2, "insert": 2}
+    for change in sorted(feed, key=lambda c: (c["_commit_version"], order[c["_change_type"]])):
+        if change["_change_type"] == "delete":
+            assert replayed.pop(change["mrn"]) == {k: change[k] for k in ("mrn", "name", "city")}
+        elif change["_change_type"] == "update_preimage":
+            assert replayed[change["mrn"]] == {k: change[k] for k in ("mrn", "name", "city")}
+        else:
+            assert (change["mrn"] in replayed) == (change["_change_type"] == "update_postimage")
+            replayed[change["mrn"]] = {k: change[k] for k in ("mrn", "name", "city")}
+    assert sorted(replayed.values(), key=lambda r: r["mrn"]) == reference.scd1(changes)
 
 
 def test_a_truncate_empties_what_came_before_it(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
