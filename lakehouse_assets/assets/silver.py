@@ -76,7 +76,8 @@ def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-unt
     description="Recordings of known patients with their names, `time` as a timestamp, and "
     "heart rates in (0, 300]: every routing rule passed.",
     quarantine_description="Bronze rows silver refused, as they landed, with `_quarantine_reason` "
-    "naming the rules they failed (malformed records, unknown patients, heartrate <= 0, ...).",
+    "naming the rules they failed (malformed records, unknown patients, heartrate <= 0, ...), or "
+    "`duplicate` for a recording (device, patient, time) silver already holds.",
     ins={
         "recordings": stream_from(["bronze", "recordings"]),
         "patients": batch_from(["silver", "patients"]),
@@ -92,7 +93,9 @@ def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-unt
 )
 def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRows:
     """The course's join of recordings with patient names, `time` parsed as a timestamp;
-    the rows the course would drop (unknown patient, heartrate <= 0, ...) are quarantined."""
+    the rows the course would drop (unknown patient, heartrate <= 0, ...) are quarantined, and
+    so is a recording landed twice (a file landed again under another name, a re-sent record):
+    silver keeps one per device, patient and time."""
     bronze_columns = recordings.columns
     joined = recordings.alias("a").join(patients.alias("b"), F.col("a.mrn") == F.col("b.mrn"), "left").select(
         *[F.col(f"a.`{c}`").alias(BRONZE_TIME if c == "time" else c) for c in bronze_columns],
@@ -101,6 +104,7 @@ def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRow
     )
     return RoutedRows(
         rows=joined,
+        unique_by=["device_id", "mrn", "time"],
         passed_columns=["device_id", "mrn", "name", "time", "heartrate"],
         quarantine_columns=[F.col(BRONZE_TIME).alias("time") if c == "time" else c for c in bronze_columns],
     )

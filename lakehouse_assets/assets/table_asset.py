@@ -271,6 +271,9 @@ class RoutedRows:
     passed_columns: Sequence[Any]
     quarantine_columns: Sequence[Any]
     expectations: tuple[Rule, ...] = ()
+    #: The columns a record is unique by: a passing row the table already holds (or that an
+    #: earlier row of its batch repeats) goes to quarantine as a ``duplicate``.
+    unique_by: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

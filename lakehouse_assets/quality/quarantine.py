@@ -21,6 +21,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.quality.duplicates import DUPLICATE, DUPLICATES_KEY, mark_duplicates
 from lakehouse_assets.quality.expectations import commit_metadata, enforce
 from lakehouse_assets.quality.rules import Rule, Severity
 from lakehouse_assets.storage import CommitResult, DeltaSink
@@ -104,7 +105,9 @@ class QuarantineSink:
     Before either write, ``rules`` are enforced as expectations of ``table``
     (:func:`~lakehouse_assets.quality.expectations.enforce`): a FAIL rule's failure stops
     the batch with nothing committed, and every rule's counts go into the passed table's
-    commit.
+    commit. With ``unique_by``, a passing row whose values of those columns the passed table
+    already holds (or an earlier row of the batch) goes to quarantine as a ``duplicate``
+    (:mod:`~lakehouse_assets.quality.duplicates`); the passed commit records how many.
 
     It looks like a DeltaSink to :func:`~lakehouse_assets.streaming.run_stream`:
     ``output_mode`` and ``run_commits`` are the passed table's; ``quarantine.run_commits()``
@@ -118,6 +121,7 @@ class QuarantineSink:
     rules: Sequence[Rule] = ()
     table: str = ""
     output_mode: str = "append"
+    unique_by: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         if self.output_mode != "append":
@@ -136,18 +140,30 @@ class QuarantineSink:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         batch_df.persist()
+        routed = batch_df
         try:
             counted = (commit_metadata(enforce(batch_df, self.rules, self.table or self.passed.path,
                                                dropped_by=dropped_by())) if self.rules else None)
+            metadata = dict(counted or {})
+            if self.unique_by:
+                routed = mark_duplicates(batch_df, QUARANTINE_REASON, self.unique_by, self._held(batch_df)).persist()
+                metadata[DUPLICATES_KEY] = str(routed.where(F.col(QUARANTINE_REASON) == DUPLICATE).count())
             passed, quarantined = split_routed(
-                batch_df, passed_columns=self.passed_columns, quarantine_columns=self.quarantine_columns
+                routed, passed_columns=self.passed_columns, quarantine_columns=self.quarantine_columns
             )
             # Each writer skips a replayed batch its table already holds, so a run stopped
             # between the two writes completes both when the batch is replayed.
             self.quarantine(quarantined, batch_id)
-            self.passed(passed, batch_id, commit_metadata=counted)
+            self.passed(passed, batch_id, commit_metadata=metadata or None)
         finally:
+            if routed is not batch_df:
+                routed.unpersist()
             batch_df.unpersist()
+
+    def _held(self, batch_df: DataFrame) -> DataFrame | None:
+        """The passed table's rows, or None before its first commit."""
+        store, path = self.passed.store, self.passed.path
+        return store.read(batch_df.sparkSession, path) if store.exists(path) else None
 
 
 def _columns(columns: Sequence[ColumnLike]) -> list[Column]:

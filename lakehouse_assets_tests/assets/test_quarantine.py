@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from deltalake import DeltaTable
 
+from lakehouse_assets.reliability.invariants import check_bronze_routed
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import (
     SEED_PIPELINE,
@@ -110,3 +113,29 @@ def test_a_new_landed_field_flows_to_bronze_and_the_quarantine_and_gold_keeps_wo
     assert "spo2" not in {c.name for c in run["silver/recordings_enriched"]["dagster/column_schema"].columns}
     assert (900, 1) in delta_rows(settings, "gold", "device_counts", ["device_id", "total_recordings"])
     assert_nothing_lost(settings)
+
+
+@pytest.mark.slow
+def test_a_file_landed_twice_and_a_resent_record_are_quarantined_as_duplicates(spark, settings):
+    """Records landed twice reach silver once; every later copy is in the quarantine with the
+    reason `duplicate` and the file it came from, and bronze = silver + quarantine holds."""
+    landed = land(settings.root / "landing", files=2, **{**LANDING_OPTIONS, "bad_rate": 0.0})
+    materialize(SEED_PIPELINE)
+    silver_before = len(delta_rows(settings, "silver", "recordings_enriched", ["mrn"]))
+    first_file = landed.paths[0]
+    again = first_file.read_bytes()
+    land_file(settings.landing_path("recordings"), "zz-landed-again.json", again)
+    resent = json.loads(again.splitlines()[0])
+    new_reading = {**resent, "time": resent["time"] + 60, "device_id": 999_999}
+    land_file(settings.landing_path("recordings"), "zz-resent.json", json_lines([resent, new_reading, new_reading]))
+
+    run = materialization_metadata(materialize(SEED_PIPELINE))
+
+    copies = len(again.splitlines()) + 2  # the file again, the re-sent record, the new reading's repeat
+    assert len(delta_rows(settings, "silver", "recordings_enriched", ["mrn"])) == silver_before + 1
+    duplicates = [(source.rsplit("/", 1)[-1]) for source, reason in delta_rows(
+        settings, "silver", "recordings_quarantine", ["_source_file", "_quarantine_reason"]) if reason == "duplicate"]
+    assert sorted(duplicates) == sorted(["zz-landed-again.json"] * (copies - 2) + ["zz-resent.json"] * 2)
+    assert run["silver/recordings_enriched"]["duplicates_quarantined"] == copies
+    assert_nothing_lost(settings)
+    assert check_bronze_routed(settings).ok

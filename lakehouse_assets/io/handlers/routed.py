@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import dagster as dg
+
 from lakehouse_assets.assets.table_asset import RoutedRows
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.quality.duplicates import DUPLICATES_KEY
 from lakehouse_assets.quality.quarantine import QuarantineSink, route
 from lakehouse_assets.storage import DeltaSink, TableStore
 
@@ -34,8 +37,12 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
         quarantine_columns=routed.quarantine_columns,
         rules=rules,
         table=run.table.table_name,
+        unique_by=routed.unique_by,
     )
     # Routed before foreachBatch, so Spark fixes current_timestamp() (time rules read it) once
     # per micro-batch and both outputs of a batch see one reason.
     query = run_query(run, lambda: route(routed.rows, rules), sink, log)
-    return stream_written(query, rules)
+    if not routed.unique_by:
+        return stream_written(query, rules)
+    duplicates = sum(int(c.metadata.get(DUPLICATES_KEY, 0)) for c in query.commits)
+    return stream_written(query, rules, duplicates_quarantined=dg.MetadataValue.int(duplicates))
