@@ -8,9 +8,9 @@ For each size, a fresh lakehouse gets ``silver.recordings_enriched`` of that man
 over 2020; written directly, not landed: the question is gold's cost), then ``gold.daily_patient_avg`` is built once (not timed). Then, ``--runs``
 times, one file's worth of recordings (5,000 rows, the next day) is appended to silver and
 gold is materialized again: timed, each run a fresh process through Dagster (the project's
-Definitions, ``dagster.materialize``), as a run of the product is. The same is done for the
-same query kept in complete mode (the seeds' way, before gold was kept by key), for
-comparison. Reports medians: whole process, ``materialize()`` alone, peak memory; and the
+Definitions, ``dagster.materialize``), as a run of the product is. The project's gold is kept
+incrementally (each batch's partial results merged into the groups it changes); the same
+query kept in complete mode (the seeds' way, before), is measured for comparison. Reports medians: whole process, ``materialize()`` alone, peak memory; and the
 ratio of each size to the smallest.
 
 Writes ``benchmarks/results/gold_increment.{json,md}``.
@@ -43,7 +43,7 @@ WORKDIR = Path(__file__).resolve().parent / ".work" / "gold_increment"
 INCREMENT_ROWS = 5_000
 MIN_PATIENTS, ROWS_PER_PATIENT, DEVICES = 1_000, 100, 100
 YEAR_START = "2020-01-01 00:00:00"
-MODES = ("update", "complete")
+MODES = ("incremental", "complete")
 COMPLETE_ASSET = "daily_patient_avg_complete"
 
 
@@ -52,7 +52,7 @@ COMPLETE_ASSET = "daily_patient_avg_complete"
 @table_asset(layer="gold", name=COMPLETE_ASSET, output_mode="complete",
              ins={"recordings": stream_from(["silver", "recordings_enriched"])})
 def daily_patient_avg_complete(recordings: DataFrame) -> DataFrame:
-    """The seeds' daily average kept in complete mode, as gold was before it was kept by key."""
+    """The seeds' daily average kept in complete mode, as gold was before it was kept incrementally."""
     return (recordings.groupBy("mrn", "name", F.date_trunc("DD", "time").alias("date"))
             .agg(F.mean("heartrate").alias("avg_heartrate")))
 
@@ -87,7 +87,7 @@ def materialize_gold(mode: str) -> None:
     from lakehouse_assets.definitions import defs
 
     assets = [a for a in (defs.assets or []) if isinstance(a, dg.AssetsDefinition)]
-    selection = ["gold/daily_patient_avg"] if mode == "update" else [f"gold/{COMPLETE_ASSET}"]
+    selection = ["gold/daily_patient_avg"] if mode == "incremental" else [f"gold/{COMPLETE_ASSET}"]
     started = time.monotonic()
     dg.materialize([*assets, daily_patient_avg_complete], selection=selection, resources=dict(defs.resources or {}),
                    instance=dg.DagsterInstance.ephemeral())
@@ -120,7 +120,7 @@ def measure(size: int, mode: str, runs: int, work: Path, log: Any) -> dict[str, 
         timed = _child(root, logs / f"increment_{run}.log", "gold", "--mode", mode)
         increments.append(timed)
         log(f"  increment {run + 1}: {timed['wall_seconds']} s (materialize {timed.get('materialize_seconds')} s)")
-    gold = root / "gold" / ("daily_patient_avg" if mode == "update" else COMPLETE_ASSET)
+    gold = root / "gold" / ("daily_patient_avg" if mode == "incremental" else COMPLETE_ASSET)
     gold_rows = DeltaRsTableStore().snapshot(str(gold)).row_count()
     shutil.rmtree(root, ignore_errors=True)
     return {"size": size, "mode": mode, "gold_rows": gold_rows, "initial": built, "increments": increments,
@@ -130,7 +130,7 @@ def measure(size: int, mode: str, runs: int, work: Path, log: Any) -> dict[str, 
 
 
 def report(doc: dict[str, Any]) -> str:
-    lines = ["# Gold increment as gold grows: update (by key) vs complete mode", "",
+    lines = ["# Gold increment as gold grows: incremental (partial results merged by key) vs complete mode", "",
              f"Run {doc['meta']['started']} on {doc['meta'].get('cpus')} CPUs; {doc['meta']['runs']} increments of "
              f"{INCREMENT_ROWS:,} rows (one landed file's worth, the next day) per size and mode, each a fresh "
              "process through Dagster. Silver is written directly, one patient per 100 rows (at least 1,000), "

@@ -21,6 +21,7 @@ POINTS = {
     "delta.files_written": "a batch's data files are written, the Delta commit is not",
     "delta.committed": "the Delta commit is done, the checkpoint does not record the batch yet",
     "cdc.table_committed": "an AUTO CDC batch's table is committed, its state is not",
+    "aggregate.table_committed": "an incremental aggregate's table is committed, its state is not",
     "asset.materialized": "one asset's table is written, the next asset has not started",
 }
 

@@ -20,9 +20,11 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.auto_cdc import auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.table_asset import (
+    INCREMENTAL_AGGREGATE,
     ColumnSource,
     RoutedRows,
     routed_table_asset,
@@ -31,6 +33,7 @@ from lakehouse_assets.assets.table_asset import (
 )
 from lakehouse_assets.quality.rules import Rule, Severity, sql_rule
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.tables.sql_aggregate import NotIncremental, incremental_aggregate
 from lakehouse_assets.tables.sql_auto_cdc import is_auto_cdc, parse_auto_cdc
 from lakehouse_assets.tables.sql_definition import (
     OnViolation,
@@ -96,6 +99,22 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
 
         return _routed_sql_table
 
+    incremental = _incremental(definition, rules) if definition.complete else None
+    if isinstance(incremental, str):
+        common["metadata"] = {**common["metadata"], "incremental": f"No, rewritten whole: {incremental}"}
+    elif incremental is not None:
+        source_query, aggregate = incremental
+        common["metadata"] = {**common["metadata"], INCREMENTAL_AGGREGATE: aggregate.as_metadata(),
+                              "incremental": f"Yes: each batch's partial results merged by "
+                                             f"{', '.join(aggregate.key_names)} into the groups it changes"}
+
+        @table_asset(name=name, description=description, deps=[table.split(".") for table in reads],
+                     output_mode="update", merge_keys=aggregate.key_names, **common)
+        def _aggregate_sql_table(spark: SparkResource) -> DataFrame:
+            return spark.tables.sql(source_query)
+
+        return _aggregate_sql_table
+
     @table_asset(
         name=name, description=description, deps=[table.split(".") for table in reads],
         output_mode="complete" if definition.complete else "append", write_mode="overwrite", **common)
@@ -103,6 +122,17 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         return query(spark)
 
     return _sql_table
+
+
+def _incremental(definition: SqlDefinition, rules: Sequence[Rule]) -> tuple[str, IncrementalAggregate] | str:
+    """The source query and aggregate of a grouped streaming table kept incrementally, or why
+    it cannot be (it is then rewritten whole, in complete mode)."""
+    if rules:
+        return "its expectations check the grouped rows, which a batch does not compute"
+    try:
+        return incremental_aggregate(definition.query)
+    except NotIncremental as reason:
+        return str(reason)
 
 
 def _auto_cdc_asset(path: Path, text: str) -> dg.AssetsDefinition:

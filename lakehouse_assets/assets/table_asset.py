@@ -48,6 +48,9 @@ STREAM_OPTIONS = "lakehouse/stream_options"
 EXPECTATIONS = "lakehouse/expectations"
 #: On an AUTO CDC table: how its change feed is applied (an AutoCdc, as a dict).
 AUTO_CDC = "lakehouse/auto_cdc"
+#: On a grouped table kept incrementally: what it groups by and measures (an
+#: IncrementalAggregate, as a dict).
+INCREMENTAL_AGGREGATE = "lakehouse/incremental_aggregate"
 #: Delta table properties the table is created with (``delta.enableChangeDataFeed``, ...).
 TABLE_PROPERTIES = "lakehouse/table_properties"
 
@@ -299,6 +302,7 @@ def routed_table_asset(
     expectations: Sequence[Rule] = (),
     deps: Sequence[Sequence[str]] = (),
     metadata: Mapping[str, Any] | None = None,
+    table_properties: Mapping[str, str] | None = None,
 ) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
     """Like :func:`table_asset` for an append stream whose rows failing an ERROR expectation
     go to a quarantine table ``layer.quarantine_name``, with the names of the rules they
@@ -309,7 +313,8 @@ def routed_table_asset(
 
     A column the passing rows gain (one the body passes through from upstream) is added to
     the table with ``merge_schema`` (the default, as the seeds' ``mergeSchema``), else it
-    stops the run naming it; the quarantine always takes new columns, so it stays lossless."""
+    stops the run naming it; the quarantine always takes new columns, so it stays lossless.
+    ``table_properties`` are the Delta table properties the table is created with."""
 
     def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
         main_key = dg.AssetKey([layer, name])
@@ -320,6 +325,8 @@ def routed_table_asset(
             QUARANTINE_TABLE: f"{layer}.{quarantine_name}", **stream_options,
             **_expectations_metadata(f"{layer}.{name}", expectations, can_drop=True), **(metadata or {}),
         }
+        if table_properties:
+            main_metadata[TABLE_PROPERTIES] = {str(k): str(v) for k, v in table_properties.items()}
         if column_lineage:
             main_metadata[COLUMN_LINEAGE] = {
                 column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()

@@ -94,7 +94,7 @@ class AutoCdcTable:
         effective = scd1_effective(events, state, self.spec, truncated_at).persist()
         try:
             changed_keys = effective.select(*keys)
-            if _holds(store, path, transaction):
+            if transaction.held_by(store, path):
                 result = CommitResult(path, None, skipped=True)
             else:
                 replaced, rows = files_holding(store, spark, path, changed_keys, keys)
@@ -129,7 +129,7 @@ class AutoCdcTable:
             fresh = fresh.join(applied.select(*keys, SEQ), [*keys, SEQ], "left_anti")
         fresh = fresh.persist()
         try:
-            if _holds(store, path, transaction):
+            if transaction.held_by(store, path):
                 result = CommitResult(path, None, skipped=True)
             else:
                 every_event = fresh if applied is None else applied.unionByName(fresh)
@@ -189,11 +189,6 @@ class AutoCdcSink:
         fault_point("batch.started")
         transaction, metadata = self.sink.batch_commit(batch_id, commit_metadata)
         return self.table.apply(batch_df, transaction, metadata)
-
-
-def _holds(store: TableStore, path: str, transaction: AppTransaction) -> bool:
-    committed = store.committed_batch(path, transaction.app_id)
-    return committed is not None and committed >= transaction.batch_id
 
 
 def _current_rows(store: TableStore, spark: SparkSession, path: str) -> DataFrame | None:

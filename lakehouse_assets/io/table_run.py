@@ -16,9 +16,11 @@ from typing import Any
 
 import dagster as dg
 
+from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.table_asset import (
     AUTO_CDC,
     COLUMN_LINEAGE,
+    INCREMENTAL_AGGREGATE,
     MERGE_KEYS,
     MERGE_SCHEMA,
     OUTPUT_MODE,
@@ -86,6 +88,8 @@ class TableRun:
     auto_cdc: AutoCdc | None = None
     #: Delta table properties the table is created with.
     table_properties: Mapping[str, str] = field(default_factory=dict)
+    #: How a grouped table is kept incrementally, merging each batch's partial results.
+    aggregate: IncrementalAggregate | None = None
 
     @property
     def written(self) -> tuple[TableRef, ...]:
@@ -141,6 +145,8 @@ def table_run_of(
         column_lineage=spec.get(COLUMN_LINEAGE),
         auto_cdc=AutoCdc(**spec[AUTO_CDC]) if spec.get(AUTO_CDC) else None,
         table_properties=dict(spec.get(TABLE_PROPERTIES) or {}),
+        aggregate=(IncrementalAggregate.from_metadata(spec[INCREMENTAL_AGGREGATE])
+                   if spec.get(INCREMENTAL_AGGREGATE) else None),
     )
 
 

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.columns import INGESTED_AT_COLUMN, SOURCE_FILE_COLUMN
+from lakehouse_assets.storage.copy_on_write import in_range_of
 
 #: The quarantine reason of a copy of a record the table holds.
 DUPLICATE = "duplicate"
@@ -54,26 +55,10 @@ def mark_duplicates(routed: DataFrame, reason: str, unique_by: Sequence[str], he
     marked = routed.withColumn(_COPY, F.when(passing, F.row_number().over(first_copy)))
     is_copy: Column = F.col(_COPY) > 1
     if held is not None:
-        keys = _within_range(held.select(*unique_by), routed.where(passing), unique_by).distinct()
+        keys = in_range_of(held.select(*unique_by), routed.where(passing), unique_by).distinct()
         keys = keys.select(*[F.col(c).alias(f"{_HELD}{c}") for c in unique_by], F.lit(True).alias(_HELD))
         on = reduce(lambda a, b: a & b, [marked[c].eqNullSafe(keys[f"{_HELD}{c}"]) for c in unique_by])
         marked = marked.join(keys, on, "left").drop(*[f"{_HELD}{c}" for c in unique_by])
         is_copy = is_copy | F.col(_HELD).isNotNull()
     marked = marked.withColumn(reason, F.when(passing & is_copy, F.lit(DUPLICATE)).otherwise(F.col(reason)))
     return marked.drop(_COPY, _HELD)
-
-
-def _within_range(held: DataFrame, batch: DataFrame, unique_by: Sequence[str]) -> DataFrame:
-    """``held``'s rows within the batch's range of each unique column: a filter Spark pushes
-    to the Parquet reader, which skips the row groups outside it."""
-    bounds = batch.agg(*[agg(F.col(c)).alias(f"{name}_{c}") for c in unique_by
-                         for name, agg in (("lo", F.min), ("hi", F.max))]).first()
-    if bounds is None:
-        return held.limit(0)
-    kept = held
-    for c in unique_by:
-        low, high = bounds[f"lo_{c}"], bounds[f"hi_{c}"]
-        if low is None:
-            return held.limit(0)  # the batch passes no row: nothing to look up
-        kept = kept.where(F.col(c).between(F.lit(low), F.lit(high)))
-    return kept

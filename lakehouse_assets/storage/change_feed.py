@@ -41,6 +41,7 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage._delta_log import commit_file
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage._staging import StagedFile
+from lakehouse_assets.storage.copy_on_write import matching_keys
 from lakehouse_assets.storage.engine import AppTransaction
 
 #: The table property that turns the change data feed on, as Delta names it.
@@ -77,8 +78,7 @@ def row_changes(old: DataFrame, new: DataFrame, identity: Sequence[str] | None) 
         return typed(deleted, "delete").unionByName(typed(inserted, "insert"))
 
     def matching(rows: DataFrame, others: DataFrame, how: str) -> DataFrame:
-        on = reduce(lambda a, b: a & b, [rows[c].eqNullSafe(others[c]) for c in identity])
-        return rows.join(others.select(*identity), on, how)
+        return matching_keys(rows, others.select(*identity), identity, how)
 
     return reduce(DataFrame.unionByName, [
         typed(matching(deleted, inserted, "left_semi"), "update_preimage"),

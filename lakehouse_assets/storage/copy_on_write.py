@@ -26,9 +26,11 @@ MERGE_KEYS = "lakehouse.mergeKeys"
 
 
 def files_holding(store: TableStore, spark: SparkSession, path: str, keys_df: DataFrame,
-                  keys: Sequence[str]) -> tuple[list[str], DataFrame | None]:
+                  keys: Sequence[str], *, within_range: Sequence[str] = ()) -> tuple[list[str], DataFrame | None]:
     """The data files of the table at ``path`` holding a key of ``keys_df`` (as its log names
-    them), and all the rows of those files; ``([], None)`` when none does."""
+    them), and all the rows of those files; ``([], None)`` when none does. With
+    ``within_range``, the search reads only the table's rows within ``keys_df``'s range of
+    those columns (:func:`in_range_of`): for a table clustered by them, a few files."""
     if not store.exists(path):
         return [], None
     snapshot = store.snapshot(path)
@@ -36,7 +38,8 @@ def files_holding(store: TableStore, spark: SparkSession, path: str, keys_df: Da
     if not by_location:
         return [], None
     rows = store.read(spark, path, version=snapshot.version).withColumn(_FILE, F.col("_metadata.file_path"))
-    found = [r[0] for r in _semi(rows, keys_df, keys, "left_semi").select(_FILE).distinct().collect()]
+    searched = in_range_of(rows, keys_df, within_range) if within_range else rows
+    found = [r[0] for r in matching_keys(searched, keys_df, keys, "left_semi").select(_FILE).distinct().collect()]
     if not found:
         return [], None
     unknown = [f for f in found if _location(f) not in by_location]
@@ -65,7 +68,7 @@ def merge_rows(store: TableStore, df: DataFrame, path: str, *, keys: Sequence[st
                 theirs = rows.select(*[F.col(k).alias(f"__old_{k}") for k in key_list], *kept_values)
                 on = reduce(lambda a, b: a & b, [df[k].eqNullSafe(theirs[f"__old_{k}"]) for k in key_list])
                 merged = df.join(theirs, on, "left").drop(*[f"__old_{k}" for k in key_list])
-            merged = _semi(rows, changed, key_list, "left_anti").unionByName(merged, allowMissingColumns=True)
+            merged = matching_keys(rows, changed, key_list, "left_anti").unionByName(merged, allowMissingColumns=True)
         # What the merge wrote is the batch's rows, not the untouched rows carried along.
         return store.replace_files(merged, path, replaced=replaced, transaction=transaction, operation="MERGE",
                                    metadata={**(metadata or {}), MERGE_KEYS: json.dumps(key_list)},
@@ -74,11 +77,26 @@ def merge_rows(store: TableStore, df: DataFrame, path: str, *, keys: Sequence[st
         df.unpersist()
 
 
-def _semi(rows: DataFrame, keys_df: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
+def matching_keys(rows: DataFrame, keys_df: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
     """``rows`` whose keys are (``left_semi``) or are not (``left_anti``) in ``keys_df``,
     null keys matching null keys: a group whose key is null is one group, merged in place."""
     on = reduce(lambda a, b: a & b, [rows[k].eqNullSafe(keys_df[k]) for k in keys])
     return rows.join(keys_df, on, how)
+
+
+def in_range_of(rows: DataFrame, batch: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """``rows`` within ``batch``'s range (its least to its greatest value) of each of
+    ``columns``: a filter Spark pushes to the Parquet reader, which skips the row groups
+    outside it. Costs one small job on ``batch``; no rows when it has none."""
+    bounds = batch.agg(*[agg(F.col(c)).alias(f"{name}_{c}") for c in columns
+                         for name, agg in (("lo", F.min), ("hi", F.max))]).first()
+    kept = rows
+    for c in columns:
+        low, high = (None, None) if bounds is None else (bounds[f"lo_{c}"], bounds[f"hi_{c}"])
+        if low is None:
+            return rows.limit(0)
+        kept = kept.where(F.col(c).between(F.lit(low), F.lit(high)))
+    return kept
 
 
 def _location(path_or_uri: str) -> str:

@@ -36,6 +36,11 @@ class AppTransaction:
     app_id: str
     batch_id: int
 
+    def held_by(self, store: TableStore, path: str) -> bool:
+        """Whether the table at ``path`` has committed this batch (or a later one of its query)."""
+        committed = store.committed_batch(path, self.app_id) if store.exists(path) else None
+        return committed is not None and committed >= self.batch_id
+
 
 @dataclass(frozen=True)
 class CommitResult:

@@ -21,10 +21,9 @@ RAW_SCHEMA = "device_id BIGINT, mrn BIGINT, time DOUBLE, heartrate DOUBLE"
 #: The seeds' pipeline: recordings and the patients lookup from bronze to the seeds' two gold
 #: tables, quarantine included; what tests that land recordings and patients materialize.
 #: The tables added since (the change flow, windowed gold) have tests of their own.
-SEED_PIPELINE = dg.AssetSelection.assets(
-    *[dg.AssetKey(key.split("/")) for key in (
-        "bronze/recordings", "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
-        "gold/daily_patient_avg", "gold/device_counts")])
+SEED_TABLES = ("bronze/recordings", "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
+               "gold/daily_patient_avg", "gold/device_counts")
+SEED_PIPELINE = dg.AssetSelection.assets(*[dg.AssetKey(key.split("/")) for key in SEED_TABLES])
 
 
 def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, instance: dg.DagsterInstance | None = None,

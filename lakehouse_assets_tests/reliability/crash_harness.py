@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -235,8 +235,8 @@ class CrashHarness:
         self.summary.landed_records += landed.counts.total
 
     def run_child(self, kind: str, *, hit: int | None = None, delay: float | None = None,
-                  kill_on_line: str | None = None) -> RunOutcome:
-        """Run the whole graph in a child process group, and arm ``kind:hit``, or kill after
+                  kill_on_line: str | None = None, assets: Sequence[str] = ()) -> RunOutcome:
+        """Run the seeds' graph (or ``assets``) in a child process group, and arm ``kind:hit``, or kill after
         ``delay`` seconds or as soon as its log shows ``kill_on_line``, or neither for a clean
         run. What is killed is the run's process group, or with ``kind`` "engine" the engine
         it is attached to: then the run must fail by itself, naming the engine, and the
@@ -250,7 +250,7 @@ class CrashHarness:
         started = time.monotonic()
         with log_path.open("wb") as log_file:
             child = subprocess.Popen(
-                [sys.executable, "-m", "lakehouse_assets_tests.reliability.crash_child"],
+                [sys.executable, "-m", "lakehouse_assets_tests.reliability.crash_child", *assets],
                 env=env, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=self.work_dir, start_new_session=True,
             )

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
+from typing import Any
 
 import pytest
+from deltalake import DeltaTable
 
+from lakehouse_assets_tests.assets.pipeline import SEED_TABLES
 from lakehouse_assets_tests.reliability.crash_harness import (
     KINDS,
     SEED_ENV_VAR,
@@ -50,16 +54,43 @@ def test_runs_killed_at_every_point_lose_and_duplicate_nothing(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_run_killed_between_a_stateful_commit_and_its_checkpoint_recovers_on_the_next_run(tmp_path):
-    """gold.daily_patient_avg (complete mode, with aggregation state) committed batch 0 to Delta,
-    then the run died before Spark recorded the batch: the next run replays batch 0."""
+def test_a_run_killed_between_an_incremental_gold_table_and_its_state_recovers_on_the_next_run(tmp_path):
+    """gold.daily_patient_avg (kept incrementally) committed its batch, then the run died before
+    the batch's partial results reached its state: the next run commits the state, and gold
+    equals its recomputation from silver."""
     harness = CrashHarness(tmp_path, seed=7, log=print)
     harness.land_some(files=2)
-    # delta.committed is reached by bronze, patients, device_counts, quarantine, silver, daily.
-    killed = harness.run_child("delta.committed", hit=6)
+    # aggregate.table_committed is reached by gold.device_counts, then gold.daily_patient_avg.
+    killed = harness.run_child("aggregate.table_committed", hit=2)
     assert killed.killed and killed.last_step == "gold__daily_patient_avg", killed
 
     assert harness.check("the kill", pending_ok=True).ok, harness.summary.failures()
     harness.clean_run("the rerun")
 
     assert harness.summary.ok, harness.summary.failures()
+
+
+@pytest.mark.slow
+def test_a_stateful_query_killed_between_its_commit_and_its_checkpoint_writes_each_window_once(tmp_path):
+    """gold.heartrate_5min (windows, a watermark: state in Spark's state store) committed a
+    batch to Delta, then the run died before Spark recorded the batch: the next run replays it
+    from the state as it was, and no window is written twice or lost."""
+    harness = CrashHarness(tmp_path, seed=7, log=print)
+    harness.land_some(files=2)
+    harness.clean_run("silver first")
+    windows = ["gold/heartrate_5min"]
+    killed = harness.run_child("delta.committed", hit=1, assets=windows)
+    assert killed.killed and killed.last_step == "gold__heartrate_5min", killed
+    harness.land_some(files=1)
+    for _ in ("the rerun", "silver's new rows"):
+        assert harness.run_child("clean", assets=[*SEED_TABLES, *windows]).returncode == 0
+
+    written = Counter((r["device_id"], r["window_start"]) for r in delta_rows(harness, "gold", "heartrate_5min"))
+    assert written and max(written.values()) == 1, "a window was written twice"
+    counted = sum(r["recordings"] for r in delta_rows(harness, "gold", "heartrate_5min"))
+    silver = len(delta_rows(harness, "silver", "recordings_enriched"))
+    assert 0 < counted <= silver  # windows still open (behind the watermark) are not written yet
+
+
+def delta_rows(harness: CrashHarness, layer: str, name: str) -> list[dict[str, Any]]:
+    return DeltaTable(str(harness.settings.table_path(layer, name))).to_pyarrow_table().to_pylist()

@@ -29,7 +29,8 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
         return stream_written(skipped(run, log), rules)
     checkpoint = str(run.table.checkpoint)
     sink = QuarantineSink(
-        passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.merge_schema),
+        passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.merge_schema,
+                         properties=run.table_properties),
         # The quarantine keeps refused rows as they came: a column new upstream is added to
         # it, never a reason to stop, or its rows would have nowhere to go.
         quarantine=DeltaSink(store, str(run.quarantine.path), checkpoint, merge_schema=True),

@@ -1,11 +1,13 @@
 """A streaming DataFrame: run as the table's incremental query, exactly once per micro-batch
-(append, complete, update by the asset's keys, or a change feed applied AUTO CDC), its
+(append, complete, update by the asset's keys, a change feed applied AUTO CDC, or source rows
+merged into a grouped table incrementally), its
 expectations enforced on each batch."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from lakehouse_assets.aggregates import AggregateSink
 from lakehouse_assets.assets.table_asset import ExpectedRows
 from lakehouse_assets.cdc import AutoCdcSink
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
@@ -24,6 +26,10 @@ def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: An
     delta = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
                       output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema,
                       properties=run.table_properties)
-    table: TableSink = delta if run.auto_cdc is None else AutoCdcSink(delta, run.auto_cdc)
+    table: TableSink = delta
+    if run.auto_cdc is not None:
+        table = AutoCdcSink(delta, run.auto_cdc)
+    elif run.aggregate is not None:
+        table = AggregateSink(delta, run.aggregate)
     query = run_query(run, lambda: output.rows, expecting(table, rules, run.table.table_name), log)
     return stream_written(query, rules)
