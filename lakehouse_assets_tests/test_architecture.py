@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lakehouse_assets"
 LAYERS: list[set[str]] = [
     {"errors", "faults", "settings", "spark_conf"},
     {"storage", "engine", "simulator"},
-    {"streaming", "spark", "tables", "cdc"},
+    {"streaming", "spark", "tables", "cdc", "aggregates"},
     {"ingestion", "quality"},
     {"assets", "sensors", "reliability"},
     {"io"},

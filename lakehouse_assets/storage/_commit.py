@@ -70,3 +70,16 @@ def commit_properties(
         app_transactions=(
             [Transaction(app_id=transaction.app_id, version=transaction.batch_id)] if transaction else None),
     )
+
+
+def with_properties(table: DeltaTable, properties: Mapping[str, str] | None) -> DeltaTable:
+    """The table with ``properties`` set, in a commit of their own when it lacks any (as
+    ``ALTER TABLE ... SET TBLPROPERTIES``: delta-rs raises the protocol a property needs)."""
+    if not properties:
+        return table
+    current = table.metadata().configuration
+    missing = {k: v for k, v in properties.items() if str(current.get(k)).lower() != str(v).lower()}
+    if missing:
+        table.alter.set_table_properties(missing)
+        table.update_incremental()
+    return table

@@ -29,18 +29,22 @@ import json
 import os
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import reduce
-from typing import Any
+from typing import Any, Literal
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.storage._delta_log import commit_file
-from lakehouse_assets.storage._files import locate
-from lakehouse_assets.storage._staging import StagedFile
+from lakehouse_assets.faults import fault_point
+from lakehouse_assets.storage._delta_log import Commit, DataFile, commit_file
+from lakehouse_assets.storage._files import locate, table_file_path
+from lakehouse_assets.storage._staging import StagedFile, stage_files
 from lakehouse_assets.storage.copy_on_write import matching_keys
 from lakehouse_assets.storage.engine import AppTransaction
 
@@ -136,6 +140,34 @@ def commit_with_changes(
     return version
 
 
+def replace_with_changes(
+    spark: SparkSession,
+    path: str,
+    table: DeltaTable,
+    table_schema: T.StructType,
+    *,
+    removed: Sequence[Mapping[str, Any]],
+    added: Sequence[StagedFile],
+    row_identity: Sequence[str] | None,
+    transaction: AppTransaction | None,
+    custom_metadata: Mapping[str, Any],
+) -> int:
+    """The copy-on-write commit of a table keeping a change data feed: the row changes between
+    the ``removed`` files (their log entries) and the ``added`` ones, written by the executors
+    as change files and committed with them (:func:`commit_with_changes`); the version."""
+    def rows_of(relative_paths: Sequence[str]) -> DataFrame:
+        if not relative_paths:
+            return spark.createDataFrame([], table_schema)
+        return spark.read.schema(table_schema).parquet(*[table_file_path(path, p) for p in relative_paths])
+
+    changes = row_changes(rows_of([str(entry["path"]) for entry in removed]),
+                          rows_of([f.relative_path for f in added]), row_identity)
+    change_files = stage_files(changes, path, under=CHANGE_DATA_FOLDER)
+    fault_point("delta.files_written")
+    return commit_with_changes(path, table, removed=removed, added=added, changes=change_files,
+                               transaction=transaction, custom_metadata=custom_metadata)
+
+
 def _check_writable(path: str, table: DeltaTable) -> None:
     protocol = table.protocol()
     unknown = set(protocol.writer_features or ()) - _WRITABLE_FEATURES
@@ -164,3 +196,54 @@ def _create_commit_file(path: str, target: str, actions: Sequence[Mapping[str, A
             "visible. Retry the batch.") from None
     finally:
         os.unlink(temporary)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+#: The columns a change feed read adds to the table's, as Delta names and types them.
+CHANGE_FEED_FIELDS = (
+    T.StructField(CHANGE_TYPE, T.StringType()),
+    T.StructField(COMMIT_VERSION, T.LongType()),
+    T.StructField(COMMIT_TIMESTAMP, T.TimestampType()),
+)
+
+
+def change_feed_schema(table_schema: T.StructType) -> T.StructType:
+    """The schema of a table's change data feed: its columns and the change columns."""
+    return T.StructType([*table_schema.fields, *CHANGE_FEED_FIELDS])
+
+
+@dataclass(frozen=True)
+class ChangeFile(DataFile):
+    """A file of a change feed read: a change file (its rows say their change type), or a
+    data file a version added (``insert``) or removed (``delete``)."""
+
+    change_type: Literal["insert", "delete"] | None = None
+    commit_version: int = 0
+    commit_timestamp_ms: int = 0
+
+
+def change_files(commit: Commit) -> list[DataFile]:
+    """What a version changed, as a change feed reads it: its change files if it wrote any
+    (they alone say which rows changed how), else its added files as inserts and its removed
+    files as deletes."""
+    version, at_ms = commit.version, commit.timestamp_ms
+    if commit.changes:
+        return [ChangeFile(f.path, f.size, f.partition_values, None, version, at_ms) for f in commit.changes]
+    return [
+        *[ChangeFile(f.path, f.size, f.partition_values, "insert", version, at_ms) for f in commit.added],
+        *[ChangeFile(f.path, f.size, f.partition_values, "delete", version, at_ms) for f in commit.removed],
+    ]
+
+
+def with_change(batch: pa.RecordBatch, change_type: str | None, version: int, at_ms: int) -> pa.RecordBatch:
+    """The batch with its change columns filled in: the change type of a data file's rows
+    (a change file's rows carry their own), the version and its commit time."""
+    columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+    rows = batch.num_rows
+    if change_type is not None:
+        columns[CHANGE_TYPE] = pa.array([change_type] * rows, pa.string())
+    columns[COMMIT_VERSION] = pa.array([version] * rows, pa.int64())
+    columns[COMMIT_TIMESTAMP] = pa.array([at_ms * 1000] * rows, pa.timestamp("us", tz="UTC")).cast(
+        batch.schema.field(COMMIT_TIMESTAMP).type)
+    return pa.RecordBatch.from_arrays([columns[name] for name in batch.schema.names], schema=batch.schema)

@@ -31,10 +31,11 @@ from lakehouse_assets.storage._commit import (
     already_committed,
     commit_properties,
     listed_files,
+    with_properties,
 )
-from lakehouse_assets.storage._files import locate, table_file_path
+from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage._schema import plan_write, spark_to_arrow
-from lakehouse_assets.storage._staging import StagedFile, holds_only_staging_folders, stage_files
+from lakehouse_assets.storage._staging import holds_only_staging_folders, stage_files
 from lakehouse_assets.storage.copy_on_write import merge_rows
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
@@ -139,7 +140,7 @@ class DeltaRsTableStore:
     def read_stream(self, spark: SparkSession, path: str, options: StreamOptions | None = None) -> DataFrame:
         """The table as a streaming source: each committed version's new rows, once; or,
         with ``read_change_feed``, its change data feed."""
-        from lakehouse_assets.storage.source import change_feed_schema, read_delta_stream
+        from lakehouse_assets.storage.source import read_delta_stream
 
         table = self._open(path)
         _check_readable(path, table)
@@ -151,7 +152,7 @@ class DeltaRsTableStore:
                     f"Delta table {path} keeps no change data feed to read: set its table property "
                     f"{change_feed.CHANGE_DATA_FEED} = true (where it is defined), then rebuild it with a full "
                     "refresh so that the feed covers every version.")
-            schema = change_feed_schema(schema)
+            schema = change_feed.change_feed_schema(schema)
         return read_delta_stream(spark, str(path), schema, options)
 
     # -- writing ------------------------------------------------------------------------------
@@ -183,7 +184,7 @@ class DeltaRsTableStore:
         if table is not None and already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
         if table is not None:
-            table = _with_properties(table, properties)
+            table = with_properties(table, properties)
         current = spark_schema(table) if table is not None else None
         plan = plan_write(
             path, current, df.schema,
@@ -257,7 +258,7 @@ class DeltaRsTableStore:
                               properties=properties)
         if already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
-        table = _with_properties(table, properties)
+        table = with_properties(table, properties)
         missing = [k for k in keys if k not in df.columns]
         if missing:
             raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
@@ -304,7 +305,7 @@ class DeltaRsTableStore:
                               metadata=metadata, properties=properties)
         if already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
-        table = _with_properties(table, properties)
+        table = with_properties(table, properties)
         listed = {action["path"]: action for action in listed_files(table)}
         gone = [name for name in replaced if name not in listed]
         if gone:
@@ -316,9 +317,13 @@ class DeltaRsTableStore:
         fault_point("delta.files_written")
         rows = sum(f.num_rows for f in staged) if rows_changed is None else rows_changed
         if replaced and change_feed.records_changes(table):
-            return self._replace_with_changes(df.sparkSession, path, table, plan.table_schema,
-                                              [listed[name] for name in replaced], staged, row_identity,
-                                              transaction, commit_properties(operation, transaction, rows, metadata))
+            version = change_feed.replace_with_changes(
+                df.sparkSession, path, table, plan.table_schema, removed=[listed[name] for name in replaced],
+                added=staged, row_identity=row_identity, transaction=transaction,
+                custom_metadata=commit_properties(operation, transaction, rows, metadata).custom_metadata or {})
+            fault_point("delta.committed")
+            return CommitResult(path, version, rows_written=rows, files_written=len(staged),
+                                bytes_written=sum(f.size for f in staged))
         now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
         removes = [RemoveAction(path=name, data_change=True, deletion_timestamp=now_ms,
                                 size=int(listed[name]["size_bytes"]), partition_values={}) for name in replaced]
@@ -335,38 +340,6 @@ class DeltaRsTableStore:
         fault_point("delta.committed")
         return CommitResult(path, self.version(path), rows_written=rows, files_written=len(staged),
                             bytes_written=sum(f.size for f in staged))
-
-    def _replace_with_changes(
-        self,
-        spark: SparkSession,
-        path: str,
-        table: DeltaTable,
-        table_schema: T.StructType,
-        removed: Sequence[Mapping[str, Any]],
-        added: Sequence[StagedFile],
-        row_identity: Sequence[str] | None,
-        transaction: AppTransaction | None,
-        properties: deltalake.CommitProperties,
-    ) -> CommitResult:
-        """The copy-on-write commit of a table keeping a change data feed: the row changes
-        between the removed and the added files, written by the executors as change files and
-        committed with them."""
-        def rows_of(relative_paths: Sequence[str]) -> DataFrame:
-            if not relative_paths:
-                return spark.createDataFrame([], table_schema)
-            return spark.read.schema(table_schema).parquet(*[table_file_path(path, p) for p in relative_paths])
-
-        changes = change_feed.row_changes(rows_of([str(entry["path"]) for entry in removed]),
-                                          rows_of([f.relative_path for f in added]), row_identity)
-        change_files = stage_files(changes, path, under=change_feed.CHANGE_DATA_FOLDER)
-        fault_point("delta.files_written")
-        version = change_feed.commit_with_changes(
-            path, table, removed=removed, added=added, changes=change_files, transaction=transaction,
-            custom_metadata=properties.custom_metadata or {})
-        fault_point("delta.committed")
-        rows = (properties.custom_metadata or {}).get(META_ROWS)
-        return CommitResult(path, version, rows_written=0 if rows is None else int(rows),
-                            files_written=len(added), bytes_written=sum(f.size for f in added))
 
     def drop(self, path: str) -> None:
         """Delete the table folder and everything in it."""
@@ -390,19 +363,6 @@ class DeltaRsTableStore:
             raise NotADeltaTableError(path)
         return None
 
-
-
-def _with_properties(table: DeltaTable, properties: Mapping[str, str] | None) -> DeltaTable:
-    """The table with ``properties`` set, in a commit of their own when it lacks any (as
-    ``ALTER TABLE ... SET TBLPROPERTIES``: delta-rs raises the protocol a property needs)."""
-    if not properties:
-        return table
-    current = table.metadata().configuration
-    missing = {k: v for k, v in properties.items() if str(current.get(k)).lower() != str(v).lower()}
-    if missing:
-        table.alter.set_table_properties(missing)
-        table.update_incremental()
-    return table
 
 
 def _check_readable(path: str, table: DeltaTable) -> None:

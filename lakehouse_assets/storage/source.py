@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -36,7 +36,6 @@ from pyspark.sql.streaming.datasource import (
 
 from lakehouse_assets.errors import StreamSourceError
 from lakehouse_assets.storage._delta_log import (
-    Commit,
     DataFile,
     latest_version,
     read_commit,
@@ -45,7 +44,7 @@ from lakehouse_assets.storage._delta_log import (
 )
 from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._schema import arrow_to_spark, spark_to_arrow
-from lakehouse_assets.storage.change_feed import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION
+from lakehouse_assets.storage.change_feed import ChangeFile, change_files, with_change
 from lakehouse_assets.storage.changes import table_id
 from lakehouse_assets.storage.engine import StreamOptions
 
@@ -57,19 +56,6 @@ Offset = dict[str, Any]
 SCHEMA_CHANGED_MARKER = "LAKEHOUSE_SOURCE_SCHEMA_CHANGED"
 
 _NOT_STARTED = {"version": -1, "index": -1, "snapshot": True}
-
-#: The columns a change feed read adds to the table's, as Delta names and types them.
-CHANGE_FEED_FIELDS = (
-    T.StructField(CHANGE_TYPE, T.StringType()),
-    T.StructField(COMMIT_VERSION, T.LongType()),
-    T.StructField(COMMIT_TIMESTAMP, T.TimestampType()),
-)
-
-
-def change_feed_schema(table_schema: T.StructType) -> T.StructType:
-    """The schema of a table's change data feed: its columns and the change columns."""
-    return T.StructType([*table_schema.fields, *CHANGE_FEED_FIELDS])
-
 
 def read_delta_stream(spark: SparkSession, path: str, schema: T.StructType, options: StreamOptions) -> DataFrame:
     """A streaming DataFrame over the Delta table at ``path``."""
@@ -111,16 +97,6 @@ class _SchemaBoundary:
     new_schema: str
 
 
-@dataclass(frozen=True)
-class _ChangeFile(DataFile):
-    """A file of a change feed read: a change file (its rows say their change type), or a
-    data file a version added (``insert``) or removed (``delete``)."""
-
-    change_type: Literal["insert", "delete"] | None = None
-    commit_version: int = 0
-    commit_timestamp_ms: int = 0
-
-
 class DeltaFilePartition(InputPartition):
     """One data file to read."""
 
@@ -130,7 +106,7 @@ class DeltaFilePartition(InputPartition):
         self.partition_values = data_file.partition_values
         self.change = (
             (data_file.change_type, data_file.commit_version, data_file.commit_timestamp_ms)
-            if isinstance(data_file, _ChangeFile) else None)
+            if isinstance(data_file, ChangeFile) else None)
 
 
 class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -260,7 +236,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             files: list[DataFile] = snapshot_files(self.path, version)
             if self.read_change_feed:
                 at_ms = read_commit(self.path, version).timestamp_ms
-                files = [_ChangeFile(f.path, f.size, f.partition_values, "insert", version, at_ms) for f in files]
+                files = [ChangeFile(f.path, f.size, f.partition_values, "insert", version, at_ms) for f in files]
             for index, data_file in enumerate(files):
                 if index > start["index"]:
                     yield _Position(version, True, index), data_file
@@ -272,7 +248,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if commit.schema_string is not None and not self._reads_schema(commit.schema_string):
                 yield _SchemaBoundary(version, commit.schema_string)
             if self.read_change_feed:
-                for index, data_file in enumerate(_change_files(commit)):
+                for index, data_file in enumerate(change_files(commit)):
                     if not (version == next_version and index <= skip_through):
                         yield _Position(version, False, index), data_file
                 continue
@@ -307,33 +283,7 @@ class DeltaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         columns = [present[f.name.lower()] for f in target if f.name.lower() in present]
         for batch in parquet.iter_batches(batch_size=65_536, columns=columns):
             conformed = _conform(batch, target, partition.partition_values)
-            yield conformed if partition.change is None else _with_change(conformed, *partition.change)
-
-
-def _change_files(commit: Commit) -> list[DataFile]:
-    """What a version changed, as a change feed reads it: its change files if it wrote any
-    (they alone say which rows changed how), else its added files as inserts and its removed
-    files as deletes."""
-    version, at_ms = commit.version, commit.timestamp_ms
-    if commit.changes:
-        return [_ChangeFile(f.path, f.size, f.partition_values, None, version, at_ms) for f in commit.changes]
-    return [
-        *[_ChangeFile(f.path, f.size, f.partition_values, "insert", version, at_ms) for f in commit.added],
-        *[_ChangeFile(f.path, f.size, f.partition_values, "delete", version, at_ms) for f in commit.removed],
-    ]
-
-
-def _with_change(batch: pa.RecordBatch, change_type: str | None, version: int, at_ms: int) -> pa.RecordBatch:
-    """The batch with its change columns filled in: the change type of a data file's rows
-    (a change file's rows carry their own), the version and its commit time."""
-    columns = dict(zip(batch.schema.names, batch.columns, strict=True))
-    rows = batch.num_rows
-    if change_type is not None:
-        columns[CHANGE_TYPE] = pa.array([change_type] * rows, pa.string())
-    columns[COMMIT_VERSION] = pa.array([version] * rows, pa.int64())
-    columns[COMMIT_TIMESTAMP] = pa.array([at_ms * 1000] * rows, pa.timestamp("us", tz="UTC")).cast(
-        batch.schema.field(COMMIT_TIMESTAMP).type)
-    return pa.RecordBatch.from_arrays([columns[name] for name in batch.schema.names], schema=batch.schema)
+            yield conformed if partition.change is None else with_change(conformed, *partition.change)
 
 
 def _conform(batch: pa.RecordBatch, target: pa.Schema, partition_values: dict[str, str | None]) -> pa.RecordBatch:
