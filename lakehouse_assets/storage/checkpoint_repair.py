@@ -92,7 +92,15 @@ def repair_checkpoint(
         moved = _move_aside(location)
         return RepairResult(location, "restarted", moved, reason="the table holds nothing from the query yet")
     query_id = str(last.query)
-    if last.custom_metadata.get(OUTPUT_MODE_KEY) == "complete" or _has_state(location):
+    complete = last.custom_metadata.get(OUTPUT_MODE_KEY) == "complete"
+    if _has_state(location) and not complete:
+        # Windows or deduplicated rows already appended would be appended again by a query
+        # reading its source from the start, and the state that says which is in the checkpoint.
+        raise LakehouseError(
+            f"Cannot rebuild checkpoint {location}: query {query_id} keeps state (windows, a watermark) only "
+            f"in its checkpoint and appends to {main}, so neither resuming nor restarting it keeps each row "
+            f"once. Full-refresh it: `lakehouse reset {name}`.")
+    if complete or _has_state(location):
         moved = _move_aside(location)
         return RepairResult(
             location, "restarted", moved, query_id=query_id,

@@ -80,7 +80,9 @@ def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(spark, sett
 
     assert "Repaired" in repair("bronze.recordings", capsys)
     assert "Repaired" in repair("silver.recordings_enriched", capsys)
-    assert "Restarted" in repair("gold.daily_patient_avg", capsys)
+    # Gold is kept incrementally (its partial results in a table, not in the checkpoint's
+    # state store), so its checkpoint is rebuilt from its commits as the others are.
+    assert "Repaired" in repair("gold.daily_patient_avg", capsys)
     # Nothing deleted: each damaged checkpoint is kept beside the new one.
     assert any(p.name.startswith(".recordings.damaged-") for p in bronze.parent.iterdir())
 
