@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
@@ -35,7 +35,7 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.copy_on_write import files_holding, matching_keys
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
-from lakehouse_assets.storage.sink import DeltaSink
+from lakehouse_assets.storage.sink import KeptTableSink
 
 #: The folder, inside the table's folder, of the Delta table holding the groups' partials.
 STATE_FOLDER = "_aggregate_state"
@@ -118,33 +118,13 @@ def _clustered(rows: DataFrame, cluster: list[str]) -> DataFrame:
 
 
 @dataclass
-class AggregateSink:
+class AggregateSink(KeptTableSink):
     """A ``foreachBatch`` function merging each micro-batch of source rows into the grouped
     table at ``sink.path`` as ``spec`` says, with ``sink``'s exactly-once commits (query id,
     run id, offsets)."""
 
-    sink: DeltaSink
     spec: IncrementalAggregate
-
-    @property
-    def output_mode(self) -> str:
-        return self.sink.output_mode
-
-    def for_run(self, run_id: str) -> AggregateSink:
-        """This sink, naming ``run_id`` in its commits."""
-        return replace(self, sink=self.sink.for_run(run_id))
-
-    def run_commits(self) -> list[CommitResult]:
-        """What this sink's run committed to the table (not its state), from the table's log."""
-        return self.sink.run_commits()
 
     @property
     def table(self) -> AggregateTable:
         return AggregateTable(self.sink.store, self.sink.path, self.spec, self.sink.properties)
-
-    def __call__(self, batch_df: DataFrame, batch_id: int,
-                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
-        """Merge the batch, once."""
-        fault_point("batch.started")
-        transaction, metadata = self.sink.batch_commit(batch_id, commit_metadata)
-        return self.table.apply(batch_df, transaction, metadata)

@@ -20,7 +20,7 @@ the state, which was computed from the state before the batch, as the table was.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -43,7 +43,7 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.copy_on_write import files_holding
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
-from lakehouse_assets.storage.sink import DeltaSink
+from lakehouse_assets.storage.sink import KeptTableSink
 
 #: The folder, inside the table's folder, of the Delta table holding its state.
 STATE_FOLDER = "_cdc_state"
@@ -160,35 +160,15 @@ class AutoCdcTable:
 
 
 @dataclass
-class AutoCdcSink:
+class AutoCdcSink(KeptTableSink):
     """A ``foreachBatch`` function applying each micro-batch of changes to ``sink.path`` as
     ``spec`` says, with ``sink``'s exactly-once commits (query id, run id, offsets)."""
 
-    sink: DeltaSink
     spec: AutoCdc
-
-    @property
-    def output_mode(self) -> str:
-        return self.sink.output_mode
-
-    def for_run(self, run_id: str) -> AutoCdcSink:
-        """This sink, naming ``run_id`` in its commits."""
-        return replace(self, sink=self.sink.for_run(run_id))
-
-    def run_commits(self) -> list[CommitResult]:
-        """What this sink's run committed to the table (not its state), from the table's log."""
-        return self.sink.run_commits()
 
     @property
     def table(self) -> AutoCdcTable:
         return AutoCdcTable(self.sink.store, self.sink.path, self.spec, self.sink.properties)
-
-    def __call__(self, batch_df: DataFrame, batch_id: int,
-                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
-        """Apply the batch's changes, once."""
-        fault_point("batch.started")
-        transaction, metadata = self.sink.batch_commit(batch_id, commit_metadata)
-        return self.table.apply(batch_df, transaction, metadata)
 
 
 def _current_rows(store: TableStore, spark: SparkSession, path: str) -> DataFrame | None:

@@ -144,6 +144,45 @@ class DeltaSink:
         return self._query_id
 
 
+class KeptTable(Protocol):
+    """A table kept from each batch by its own rules (an AUTO CDC table, an incremental
+    aggregate): :meth:`apply` commits one batch once, by its app transaction."""
+
+    def apply(self, rows: DataFrame, transaction: AppTransaction, metadata: Mapping[str, str]) -> CommitResult: ...
+
+
+@dataclass
+class KeptTableSink:
+    """A ``foreachBatch`` function handing each micro-batch to :attr:`table`'s ``apply``,
+    with ``sink``'s exactly-once commit identity (query id, run id, offsets). Subclasses say
+    which table keeps the batches."""
+
+    sink: DeltaSink
+
+    @property
+    def output_mode(self) -> str:
+        return self.sink.output_mode
+
+    @property
+    def table(self) -> KeptTable:
+        raise NotImplementedError
+
+    def for_run(self, run_id: str) -> KeptTableSink:
+        """This sink, naming ``run_id`` in its commits."""
+        return replace(self, sink=self.sink.for_run(run_id))
+
+    def run_commits(self) -> list[CommitResult]:
+        """What this sink's run committed to the table (not its state), from the table's log."""
+        return self.sink.run_commits()
+
+    def __call__(self, batch_df: DataFrame, batch_id: int,
+                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
+        """Apply the batch, once."""
+        fault_point("batch.started")
+        transaction, metadata = self.sink.batch_commit(batch_id, commit_metadata)
+        return self.table.apply(batch_df, transaction, metadata)
+
+
 def run_commits(store: TableStore, path: str, run_id: str) -> list[CommitResult]:
     """The commits run ``run_id`` made to the table at ``path``, oldest first.
 
