@@ -27,6 +27,10 @@ CHECKPOINTS_DIR = "_checkpoints"
 SCHEMAS_DIR = "_schemas"
 ENGINE_DIR = "_engine"
 LANDING_DIR = "landing"
+# The machinery's own tables (the event log) are named ``system.<name>`` and kept in ``_system``,
+# apart from the medallion layers.
+SYSTEM_LAYER = "system"
+SYSTEM_DIR = "_system"
 
 
 @dataclass(frozen=True)
@@ -89,8 +93,10 @@ class LakehouseSettings:
         )
 
     def table_path(self, layer: str, name: str) -> Path:
-        """The Delta table of ``layer.name``: ``$LAKEHOUSE_ROOT/<layer>/<name>``."""
-        return self.root / _safe_part(layer) / _safe_part(name)
+        """The Delta table of ``layer.name``: ``$LAKEHOUSE_ROOT/<layer>/<name>`` (a ``system`` table:
+        ``$LAKEHOUSE_ROOT/_system/<name>``)."""
+        folder = SYSTEM_DIR if layer == SYSTEM_LAYER else _safe_part(layer)
+        return self.root / folder / _safe_part(name)
 
     def landing_path(self, source: str) -> Path:
         """The folder files of ``source`` land in: ``$LAKEHOUSE_ROOT/landing/<source>``."""

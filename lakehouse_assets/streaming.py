@@ -69,6 +69,8 @@ class StreamRun:
     """What one run of a query did."""
 
     query_id: str | None = None
+    #: The run named in the query's commits (a Dagster run's id, or one made up for it).
+    run_id: str | None = None
     batches: int = 0
     input_rows: int = 0
     restarts: int = 0
@@ -135,8 +137,9 @@ def run_stream(
     one) is recorded in every commit the sink makes, and the run's commits are read back
     from the table by it.
     """
-    run = StreamRun()
-    sink = sink.for_run(run_id or uuid.uuid4().hex)
+    run_id = run_id or uuid.uuid4().hex
+    run = StreamRun(run_id=run_id)
+    sink = sink.for_run(run_id)
     started = time.monotonic()
     while True:
         df = build()
@@ -228,6 +231,7 @@ def _collect(run: StreamRun, query: Any, sink: RunSink) -> None:
     for progress in query.recentProgress:
         entry = {
             "batchId": progress.batchId,
+            "timestamp": progress.timestamp,
             "numInputRows": progress.numInputRows,
             "durationMs": dict(progress.durationMs or {}),
             "eventTime": dict(progress.eventTime or {}),

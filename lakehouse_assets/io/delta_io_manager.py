@@ -29,6 +29,7 @@ from lakehouse_assets.cdc.snapshots import SnapshotSource
 from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.io.events import record_failure
 from lakehouse_assets.io.handlers.batch import write_batch
 from lakehouse_assets.io.handlers.ingestion import write_ingestion
 from lakehouse_assets.io.handlers.quarantine import report_quarantine
@@ -87,7 +88,11 @@ class DeltaIOManager(dg.ConfigurableIOManager):
                             full_refresh(store, table)
                         context.log.info(f"Full refresh of {run.table.table_name}: cleared its table, "
                                          "checkpoint and stored schema")
-                    written = handler(obj, run, store, context.log)
+                    try:
+                        written = handler(obj, run, store, context.log)
+                    except Exception as exc:
+                        _log_failure(run, store, exc, context.log)
+                        raise
                 fault_point("asset.materialized")
             else:
                 written = handler(obj, run, store, context.log)
@@ -107,6 +112,15 @@ class DeltaIOManager(dg.ConfigurableIOManager):
                 options = stream_options_of(_consumer_metadata(context), table.table_name)
                 return self.store().read_stream(spark, str(table.path), options)
             return self.store().read(spark, str(table.path))
+
+
+def _log_failure(run: TableRun, store: TableStore, error: Exception, log: Any) -> None:
+    """Log the failed batch (and what the query did commit) in the event log; a failure to
+    do so is a warning, never the error the run reports."""
+    try:
+        record_failure(run, store, error)
+    except Exception as exc:  # noqa: BLE001 - the table's own failure is the one to report
+        log.warning(f"{run.table.table_name}: could not log the failed batch in the event log: {exc}")
 
 
 def _consumer_metadata(context: dg.InputContext) -> dict[str, Any]:

@@ -18,6 +18,8 @@ independent of the code they judge):
     latest snapshot exists with the size and row count its log entry states.
 ``checkpoints_agree``
     Every streaming checkpoint and the tables its query writes agree on the last batch.
+``events_once``
+    The event log holds every batch a table's query committed exactly once (``committed``).
 
 With ``pending_ok`` the checks accept work that a run has not done yet (files not ingested,
 silver behind bronze, gold behind silver), as after a crash and before the next run: what
@@ -40,6 +42,7 @@ from typing import Any
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN as SOURCE_FILE
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
 from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability.events_once import check_events_once
 from lakehouse_assets.reliability.landed import landed_record_counts, landing_key
 from lakehouse_assets.reliability.report import InvariantReport, InvariantResult
 from lakehouse_assets.reliability.versions_whole import VERSIONS_WHOLE, check_table_whole, check_versions_whole
@@ -81,6 +84,7 @@ def check_all(settings: LakehouseSettings, *, pending_ok: bool = False,
         lambda: check_gold_recomputed(settings, flow, pending_ok=pending_ok),
         lambda: check_versions_whole(settings),
         lambda: check_checkpoints_agree(settings, flow),
+        lambda: check_events_once(settings, pending_ok=pending_ok),
     ]
     return InvariantReport([check() for check in checks])
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage._delta_log import DELTA_LOG
 
 # The medallion layers first, in the order data flows; any other layer after, by name.
@@ -19,13 +20,17 @@ def is_table(path: Path) -> bool:
 
 
 def discover_tables(root: Path) -> list[str]:
-    """Every table under ``root`` as ``layer.name``, layers in data-flow order. Folders
-    named ``_…`` or ``.…`` (the machinery's: checkpoints, schemas, the engine) are skipped."""
+    """Every table under ``root`` as ``layer.name``, layers in data-flow order, then the
+    machinery's own tables (``system.event_log``). Other folders named ``_…`` or ``.…``
+    (checkpoints, schemas, the engine) are skipped."""
     if not root.is_dir():
         return []
     found: list[str] = []
     for layer in sorted(_visible_folders(root), key=lambda p: (_LAYER_ORDER.get(p.name, len(_LAYER_ORDER)), p.name)):
         found.extend(f"{layer.name}.{table.name}" for table in sorted(_visible_folders(layer)) if is_table(table))
+    system = root / SYSTEM_DIR
+    if system.is_dir():
+        found.extend(f"{SYSTEM_LAYER}.{table.name}" for table in sorted(_visible_folders(system)) if is_table(table))
     return found
 
 

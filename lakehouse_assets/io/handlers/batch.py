@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_assets.assets.table_asset import ExpectedRows
+from lakehouse_assets.io.events import record_write
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
@@ -35,5 +36,6 @@ def write_batch(output: ExpectedRows, run: TableRun, store: TableStore, log: Any
     finally:
         if rules:
             df.unpersist()
+    record_write(run, commit, counts)
     reported = expectations_metadata(rules, counts) if counts is not None else {}
     return Written(commit.version, {"rows_written": dg.MetadataValue.int(commit.rows_written), **reported})

@@ -15,10 +15,10 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.io.events import events_metadata, expectation_counts, record_query
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.quality.expectations import counts_of_commits
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.storage import TableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
@@ -68,19 +68,20 @@ def skipped(run: TableRun, log: Any) -> StreamRun:
     return StreamRun()
 
 
-def stream_written(query: StreamRun, expectations: Sequence[Rule] = (), **extra: Any) -> Written:
-    """What a query run reports: rows read and written, batches, restarts, its id, and what
-    its ``expectations`` counted, read from its commits (zeros for a query not started); for
-    a query with a watermark, the rows it dropped as too late."""
+def stream_written(run: TableRun, store: TableStore, query: StreamRun,
+                   expectations: Sequence[Rule] = (), **extra: Any) -> Written:
+    """Log the query's batches in the event log (and any a crashed run left unlogged), and
+    report the run from the log: rows read, written and quarantined, batches and what its
+    ``expectations`` counted (zeros for a query not started); then its restarts and id, and
+    for a query with a watermark, the rows it dropped as too late."""
+    events = record_query(run, store, query)
     late = ({"rows_dropped_by_watermark": dg.MetadataValue.int(query.rows_dropped_by_watermark)}
             if query.watermarked else {})
     return Written(query.last_version, query=query, metadata={
         **late,
-        "rows_processed": dg.MetadataValue.int(query.input_rows),
-        "rows_written": dg.MetadataValue.int(query.rows_written),
-        "micro_batches": dg.MetadataValue.int(query.batches),
+        **events_metadata(events),
         "query_restarts": dg.MetadataValue.int(query.restarts),
         "query_id": dg.MetadataValue.text(query.query_id or ""),
-        **expectations_metadata(expectations, counts_of_commits(query.commits)),
+        **expectations_metadata(expectations, expectation_counts(events)),
         **extra,
     })

@@ -26,7 +26,7 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
             "declare it with routed_table_asset(quarantine_name=...)")
     rules = routed.expectations
     if not has_work(run, store):
-        return stream_written(skipped(run, log), rules)
+        return stream_written(run, store, skipped(run, log), rules)
     checkpoint = str(run.table.checkpoint)
     sink = QuarantineSink(
         passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.merge_schema,
@@ -44,6 +44,6 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
     # per micro-batch and both outputs of a batch see one reason.
     query = run_query(run, lambda: route(routed.rows, rules), sink, log)
     if not routed.unique_by:
-        return stream_written(query, rules)
+        return stream_written(run, store, query, rules)
     duplicates = sum(int(c.metadata.get(DUPLICATES_KEY, 0)) for c in query.commits)
-    return stream_written(query, rules, duplicates_quarantined=dg.MetadataValue.int(duplicates))
+    return stream_written(run, store, query, rules, duplicates_quarantined=dg.MetadataValue.int(duplicates))

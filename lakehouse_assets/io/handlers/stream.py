@@ -22,7 +22,7 @@ def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: An
     """Run the query of the streaming DataFrame into the table."""
     rules = output.expectations
     if not has_work(run, store):
-        return stream_written(skipped(run, log), rules)
+        return stream_written(run, store, skipped(run, log), rules)
     delta = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
                       output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema,
                       properties=run.table_properties)
@@ -32,4 +32,4 @@ def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: An
     elif run.aggregate is not None:
         table = AggregateSink(delta, run.aggregate)
     query = run_query(run, lambda: output.rows, expecting(table, rules, run.table.table_name), log)
-    return stream_written(query, rules)
+    return stream_written(run, store, query, rules)

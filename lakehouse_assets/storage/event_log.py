@@ -1,0 +1,172 @@
+"""The lakehouse's event log: one row per micro-batch per table, in a Delta table of its own
+(``$LAKEHOUSE_ROOT/_system/event_log``, ``system.event_log`` by name).
+
+Each table's batches are appended with a Delta app transaction named after the table and its
+query (``<layer.name>#<query id>``) whose version is the last batch appended: a batch the log
+already holds is never appended again, whoever asks and whatever crashed in between, so every
+committed batch has exactly one ``committed`` row. A batch that failed has a ``failed`` row
+per attempt (no transaction: each attempt is an event of its own).
+
+Rows are written and read by delta-rs from Arrow, never by Spark: recording a run's batches
+costs one small commit and no Spark job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
+from lakehouse_assets.storage._commit import commit_properties
+from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
+from lakehouse_assets.storage.engine import AppTransaction
+
+EVENT_LOG = "event_log"
+#: The event log by name.
+EVENT_LOG_TABLE = f"{SYSTEM_LAYER}.{EVENT_LOG}"
+
+EventStatus = Literal["committed", "failed"]
+
+_EXPECTATION = pa.struct([("name", pa.string()), ("passed", pa.int64()), ("failed", pa.int64())])
+_TIME = pa.timestamp("us", tz="UTC")
+
+#: The event log's columns, in order.
+EVENT_LOG_SCHEMA = pa.schema([
+    ("run_id", pa.string()),
+    ("table", pa.string()),
+    ("query_id", pa.string()),
+    ("batch_id", pa.int64()),
+    ("table_version", pa.int64()),
+    ("input_rows", pa.int64()),
+    ("output_rows", pa.int64()),
+    ("quarantined_rows", pa.int64()),
+    ("expectations", pa.list_(_EXPECTATION)),
+    ("started_at", _TIME),
+    ("duration_ms", pa.int64()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("recorded_at", _TIME),
+])
+
+# Appends of different tables' batches may race (a run's steps write in parallel); delta-rs
+# retries a plain append itself, but not the creation of the log.
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class ExpectationResult:
+    """What one rule counted in one batch."""
+
+    name: str
+    passed: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class BatchEvent:
+    """One micro-batch of one table's query (or one batch write, with no query): what it read,
+    wrote and quarantined, what its rules counted, when and how long it ran, and how it ended.
+    A number nobody measured (a batch recovered after a crash, without Spark's progress) is None."""
+
+    run_id: str | None
+    table: str
+    query_id: str | None
+    batch_id: int | None
+    table_version: int | None
+    input_rows: int | None
+    output_rows: int | None
+    quarantined_rows: int | None = None
+    expectations: tuple[ExpectationResult, ...] = ()
+    started_at: dt.datetime | None = None
+    duration_ms: int | None = None
+    status: EventStatus = "committed"
+    error: str | None = None
+    recorded_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+    def as_row(self) -> dict[str, Any]:
+        """The event as one row of :data:`EVENT_LOG_SCHEMA`."""
+        row = {name: getattr(self, name) for name in EVENT_LOG_SCHEMA.names}
+        row["expectations"] = [{"name": e.name, "passed": e.passed, "failed": e.failed} for e in self.expectations]
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> BatchEvent:
+        """An event read back from the log."""
+        expectations = tuple(ExpectationResult(e["name"], int(e["passed"]), int(e["failed"]))
+                             for e in row.get("expectations") or ())
+        return cls(**{**row, "expectations": expectations})
+
+
+def event_log_path(root: Path) -> Path:
+    """The event log of the lakehouse at ``root``."""
+    return LakehouseSettings(root).table_path(SYSTEM_LAYER, EVENT_LOG)
+
+
+def query_app_id(table: str, query_id: str) -> str:
+    """The app transaction under which the batches of ``table``'s query ``query_id`` are logged."""
+    return f"{table}#{query_id}"
+
+
+def last_logged_batch(path: Path, table: str, query_id: str) -> int | None:
+    """The newest batch of ``table``'s query ``query_id`` the log holds, or None."""
+    log = _open(path)
+    return None if log is None else log.transaction_version(query_app_id(table, query_id))
+
+
+def append_events(path: Path, events: Sequence[BatchEvent], *, logs: AppTransaction | None = None) -> bool:
+    """Append ``events`` to the log in one commit. With ``logs`` (the query's app transaction
+    and the last batch among the events), events the log already holds are not appended again.
+    Whether anything was appended."""
+    if not events:
+        return False
+    rows = pa.Table.from_pylist([e.as_row() for e in events], schema=EVENT_LOG_SCHEMA)
+    for attempt in range(_ATTEMPTS):
+        log = _open(path)
+        if logs is not None and log is not None:
+            logged = log.transaction_version(logs.app_id)
+            if logged is not None and logged >= logs.batch_id:
+                return False
+        try:
+            write_deltalake(str(path), rows, mode="append",
+                            commit_properties=commit_properties("APPEND EVENTS", logs, len(events), None))
+            return True
+        except (CommitFailedError, DeltaError) as exc:
+            if attempt == _ATTEMPTS - 1:
+                raise LakehouseError(
+                    f"Could not append {len(events)} event(s) of {events[0].table} to the event log {path}: {exc}. "
+                    "The tables themselves are committed; the next run of the table records the missing "
+                    "batches.") from exc
+            time.sleep(0.05 * (attempt + 1))  # another run committed first: read the log again
+    return False
+
+
+def read_events(path: Path, *, table: str | None = None, run_id: str | None = None) -> list[BatchEvent]:
+    """The logged events, oldest first (by table version, then batch), of ``table`` and/or
+    ``run_id`` when given."""
+    log = _open(path)
+    if log is None:
+        return []
+    events = DeltaRsSnapshot(str(path), log).to_arrow()
+    if table is not None:
+        events = events.filter(pc.field("table") == table)
+    if run_id is not None:
+        events = events.filter(pc.field("run_id") == run_id)
+    rows = [BatchEvent.from_row(row) for row in events.to_pylist()]
+    return sorted(rows, key=lambda e: (e.recorded_at, e.table, e.batch_id if e.batch_id is not None else -1))
+
+
+def _open(path: Path) -> DeltaTable | None:
+    try:
+        return DeltaTable(str(path))
+    except TableNotFoundError:
+        return None
