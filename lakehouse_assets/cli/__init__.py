@@ -14,7 +14,21 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from lakehouse_assets.cli import copy_into, engine, history, land, repair, reset, shell, show, sql, status, verify
+from lakehouse_assets.cli import (
+    copy_into,
+    engine,
+    history,
+    land,
+    optimize,
+    repair,
+    reset,
+    shell,
+    show,
+    sql,
+    status,
+    vacuum,
+    verify,
+)
 from lakehouse_assets.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -53,7 +67,7 @@ exit codes:
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, copy_into, status, history, show, sql, shell, reset, repair, verify, engine)
+_SUBCOMMANDS = (land, copy_into, status, history, show, sql, shell, reset, repair, verify, optimize, vacuum, engine)
 
 
 def build_parser() -> argparse.ArgumentParser:
