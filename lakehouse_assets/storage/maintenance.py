@@ -8,13 +8,20 @@ What each promises:
   written, so opening the table reads one Parquet checkpoint and the commits after it,
   however many versions came before (delta-rs also writes one every
   ``delta.checkpointInterval`` commits, 100 by default).
-- A VACUUM deletes only data files the table stopped listing more than ``retention`` ago,
-  and none that a streaming reader of the table has yet to read: if it would, it refuses
-  with :class:`~lakehouse_assets.errors.VacuumRefusedError` naming the table, the reader,
-  the retention it needs and the ways out, and deletes nothing. A dry run lists the files
-  and deletes nothing. A real run then removes the log's expired commit files
-  (``delta.logRetentionDuration``, 30 days by default), unless a reader still resumes from
-  a version older than that: the stream source reads each version's commit file.
+- A VACUUM deletes only data files the table stopped listing more than ``retention`` ago
+  (or never listed, the debris of failed writes, last modified that long ago), and none
+  that a streaming reader of the table has yet to read: if it would, it refuses with
+  :class:`~lakehouse_assets.errors.VacuumRefusedError` naming the table, the reader, the
+  retention it needs and the ways out, and deletes nothing. It is delta-rs's *full* vacuum:
+  a removed file's record (its tombstone) leaves the log's checkpoints after
+  ``delta.deletedFileRetentionDuration`` (7 days), and a streaming table writes a
+  checkpoint every few minutes, so the plain vacuum, which only sees tombstones, would find
+  almost nothing a week later and the files would stay on disk for good. Folders named
+  ``_...`` (the AUTO CDC and aggregate state tables inside a table) are left alone, but for
+  ``_change_data``. A dry run lists the files and deletes nothing. A real run then removes
+  the log's expired commit files (``delta.logRetentionDuration``, 30 days by default),
+  unless a reader still resumes from a version older than that: the stream source reads
+  each version's commit file.
 """
 
 from __future__ import annotations
@@ -87,7 +94,7 @@ def vacuum(table: DeltaTable, path: str, *, retention: dt.timedelta, dry_run: bo
         raise LakehouseError(f"Cannot vacuum Delta table {path} with a negative retention ({retention}).")
     hours = math.ceil(retention.total_seconds() / 3600)
     try:
-        candidates = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False)
+        candidates = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False, full=True)
     except DeltaError as exc:
         raise LakehouseError(f"VACUUM of Delta table {path} failed to list its files: {exc}.") from exc
     if candidates:
@@ -100,7 +107,7 @@ def vacuum(table: DeltaTable, path: str, *, retention: dt.timedelta, dry_run: bo
     if candidates:
         # The table lock keeps writers out, so the files deleted are those checked above (but
         # for one removed in the very second the retention ends).
-        deleted = table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False)
+        deleted = table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True)
         result = replace(result, files=tuple(sorted(deleted)), bytes=sum(sizes.get(n, 0) for n in deleted))
     return replace(result, log_cleaned=_clean_expired_log(table, str(path), readers))
 

@@ -164,3 +164,33 @@ def test_log_cleanup_spares_commits_a_lagging_reader_still_reads(tmp_path: Path)
     cleaned = store.vacuum(path, retention=dt.timedelta(days=7), dry_run=False, readers=[])
     assert cleaned.log_cleaned and not (Path(path) / "_delta_log" / f"{0:020d}.json").exists()
     assert _ids(path) == [1, 2, 3]
+
+
+def test_vacuum_finds_files_whose_removal_left_the_log_checkpoints(tmp_path: Path) -> None:
+    store = DeltaRsTableStore()
+    path = _table(tmp_path / "t", [[1], [2], [3]])
+    old_files = {Path(f).name for f in DeltaTable(path).file_uris()}
+    store.optimize(path)
+    # As a week on: the removals' records (tombstones) have expired from the log checkpoint
+    # (here at once, by a zero delta.deletedFileRetentionDuration), and the files were last
+    # modified eight days ago. Only their age on disk says they are old enough to go.
+    eight_days_ago = dt.datetime.now().timestamp() - 8 * 86400
+    DeltaTable(path).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 0 seconds"})
+    DeltaTable(path).create_checkpoint()
+    assert DeltaTable(path).vacuum(retention_hours=168, dry_run=True, enforce_retention_duration=False) == []
+    for name in old_files:
+        os.utime(Path(path) / name, (eight_days_ago, eight_days_ago))
+    debris = Path(path) / "20260101T000000-0123456789ab" / "part-0.parquet"  # a failed write's staging
+    debris.parent.mkdir()
+    debris.write_bytes(b"x")
+    os.utime(debris, (eight_days_ago, eight_days_ago))
+    state = Path(path) / "_cdc_state"  # a state table inside the table: never touched
+    write_deltalake(str(state), pa.table({"x": [1]}))
+    write_deltalake(str(state), pa.table({"x": [2]}), mode="overwrite")
+
+    done = store.vacuum(path, retention=dt.timedelta(days=7), dry_run=False, readers=[])
+
+    assert set(done.files) == old_files | {"20260101T000000-0123456789ab/part-0.parquet"}
+    assert _ids(path) == [1, 2, 3]
+    assert DeltaTable(str(state)).to_pyarrow_table().column("x").to_pylist() == [2]
+    assert len(list(state.glob("*.parquet"))) == 2
