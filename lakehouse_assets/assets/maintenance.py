@@ -45,9 +45,9 @@ def maintain_tables(context: dg.OpExecutionContext, config: MaintenanceConfig) -
     keeps the record of the tables that were maintained."""
     maintenance = TableMaintenance(LakehouseSettings.from_env(), lock_timeout_seconds=LOCK_TIMEOUT_SECONDS,
                                    holder=f"Dagster run {context.run_id} (table maintenance)")
-    names = config.tables or maintenance.names()
+    names = [target for table in config.tables or maintenance.names() for target in maintenance.targets(table)]
     failures: dict[str, str] = {}
-    for name in names:
+    for name in names:  # each table, then the state tables inside it
         try:
             optimized = maintenance.optimize(name, z_order=config.z_order.get(name))
             vacuumed = maintenance.vacuum(name, retention=dt.timedelta(hours=config.retain_hours),
@@ -56,6 +56,10 @@ def maintain_tables(context: dg.OpExecutionContext, config: MaintenanceConfig) -
             context.log.error(f"{name}: {exc}")
             failures[name] = str(exc)
             continue
+        context.log.info(f"{name}: compacted {optimized.files_removed} files into {optimized.files_added}; "
+                         f"vacuum {'would delete' if vacuumed.dry_run else 'deleted'} {len(vacuumed.files)}")
+        if "/" in name:
+            continue  # a state table: no asset of its own
         yield dg.AssetObservation(asset_key=dg.AssetKey(name.split(".")), metadata={
             "optimize_version": optimized.version, "files_compacted": optimized.files_removed,
             "files_written": optimized.files_added, "vacuum_files": len(vacuumed.files),

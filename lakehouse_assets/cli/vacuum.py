@@ -57,7 +57,8 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     retention = dt.timedelta(hours=args.retain_hours)
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
-    for name in names:
+    targets = [target for table in names for target in maintenance.targets(table)]
+    for name in targets:
         try:
             result = maintenance.vacuum(name, retention=retention, dry_run=args.dry_run)
         except LakehouseError as exc:
@@ -84,5 +85,5 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
                 for name in row["files"]:
                     print(f"{row['table']}: {name}")
     if failures:
-        raise CommandError(f"{len(failures)} of {len(names)} tables were not vacuumed:\n  " + "\n  ".join(failures))
+        raise CommandError(f"{len(failures)} of {len(targets)} tables were not vacuumed:\n  " + "\n  ".join(failures))
     return EXIT_OK

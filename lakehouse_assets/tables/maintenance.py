@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,32 +41,50 @@ class TableMaintenance:
         """Every table under the root, as ``layer.name``, layers in data-flow order."""
         return discover_tables(self.settings.root)
 
-    def path(self, name: str) -> Path:
-        """The folder of the existing table ``name``."""
+    def targets(self, name: str) -> list[str]:
+        """What maintaining the table ``name`` covers: the table, then the state tables its
+        sink keeps inside it (``layer.name/_cdc_state``, ``layer.name/_aggregate_state``),
+        which are rewritten copy-on-write every batch and need compacting and vacuuming too."""
+        path = self.path(name)
+        inside = sorted(p.name for p in path.iterdir() if p.name.startswith("_") and is_table(p))
+        return [name, *(f"{name}/{folder}" for folder in inside)]
+
+    def path(self, target: str) -> Path:
+        """The folder of the existing table ``target`` (``layer.name``, or a state table
+        inside one: ``layer.name/_folder``)."""
+        name, _, inside = target.partition("/")
         layer, _, table = name.partition(".")
         path = self.settings.table_path(layer, table)
+        if inside:
+            path = path / inside if inside.startswith("_") and "/" not in inside else path / "_"
         if not is_table(path):
-            raise UnknownTableError(name, str(self.settings.root), self.names())
+            raise UnknownTableError(target, str(self.settings.root), self.names())
         return path
 
     def optimize(self, name: str, *, z_order: Sequence[str] | None = None,
                  target_size: int | None = None) -> OptimizeResult:
-        """Compact (or Z-order by ``z_order``) the table ``name``, holding its write lock."""
+        """Compact (or Z-order by ``z_order``) the table ``name`` (or one of its
+        :meth:`targets`), holding its write lock."""
         path = self.path(name)
-        with table_lock(self.settings.root, name, timeout_seconds=self.lock_timeout_seconds, holder=self.holder):
+        with self._lock(name):
             return self.store.optimize(str(path), target_size=target_size, z_order=z_order)
 
     def vacuum(self, name: str, *, retention: dt.timedelta = DEFAULT_RETENTION, dry_run: bool = False) -> VacuumResult:
-        """Vacuum the table ``name`` (list only, with ``dry_run``), holding its write lock and
-        checked against every streaming reader of it."""
+        """Vacuum the table ``name`` (or one of its :meth:`targets`; list only, with
+        ``dry_run``), holding its write lock and checked against every streaming reader of it."""
         path = self.path(name)
-        with table_lock(self.settings.root, name, timeout_seconds=self.lock_timeout_seconds, holder=self.holder):
+        with self._lock(name):
             return self.store.vacuum(str(path), retention=retention, dry_run=dry_run, readers=self.readers(name))
 
     def readers(self, name: str) -> list[StreamReader]:
         """The streaming queries reading the table ``name``, at the positions they resume from."""
         path = self.path(name)
         return stream_readers(str(path), self.store.table_id(str(path)), self.settings.root / CHECKPOINTS_DIR)
+
+    def _lock(self, target: str) -> AbstractContextManager[None]:
+        # A state table is written by its table's sink, under the table's lock.
+        table = target.partition("/")[0]
+        return table_lock(self.settings.root, table, timeout_seconds=self.lock_timeout_seconds, holder=self.holder)
 
 
 __all__ = ["DEFAULT_LOCK_TIMEOUT_SECONDS", "DEFAULT_RETENTION", "TableMaintenance"]

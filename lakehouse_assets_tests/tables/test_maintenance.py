@@ -42,3 +42,24 @@ def test_every_checkpoint_under_the_root_is_asked(settings: LakehouseSettings) -
     readers = TableMaintenance(settings).vacuum("bronze.events", dry_run=True).readers
 
     assert sorted(r.name for r in readers) == ["gold.two", "silver.one"]
+
+
+def test_the_state_tables_inside_a_table_are_maintained_with_it(settings: LakehouseSettings) -> None:
+    path = settings.table_path("silver", "current")
+    write_deltalake(str(path), pa.table({"id": [1]}))
+    for batch in range(3):  # a state table rewritten copy-on-write each batch
+        write_deltalake(str(path / "_cdc_state"), pa.table({"key": [batch]}), mode="append")
+    (path / "_not_a_table").mkdir()
+    maintenance = TableMaintenance(settings)
+
+    assert maintenance.targets("silver.current") == ["silver.current", "silver.current/_cdc_state"]
+    compacted = maintenance.optimize("silver.current/_cdc_state")
+    vacuumed = maintenance.vacuum("silver.current/_cdc_state", retention=dt.timedelta(0))
+
+    assert (compacted.files_removed, compacted.files_added) == (3, 1)
+    assert len(vacuumed.files) == 3 and len(list((path / "_cdc_state").glob("*.parquet"))) == 1
+    assert DeltaTable(str(path)).version() == 0  # the table itself untouched
+    with pytest.raises(UnknownTableError):
+        maintenance.path("silver.current/_not_a_table")
+    with pytest.raises(UnknownTableError):
+        maintenance.path("silver.current/../current")
