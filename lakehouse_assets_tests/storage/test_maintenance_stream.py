@@ -4,6 +4,7 @@ VACUUM waits for the stream to read what it would delete."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -76,3 +77,20 @@ def test_a_stream_across_optimize_and_vacuum_reads_each_row_once(
     # A new stream starts from the compacted snapshot: every row once.
     _stream(spark, store, root, target="fresh")
     assert _target_ids(spark, store, root, "fresh") == Counter(range(12))
+
+
+def test_the_stores_commits_write_a_log_checkpoint_every_interval(
+    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+) -> None:
+    """Opening a table reads its last checkpoint and the commits after it: the store's commits
+    keep delta-rs's post-commit hook, a checkpoint every delta.checkpointInterval commits
+    (100 by default; 5 here)."""
+    path = str(tmp_path / "events")
+    log = tmp_path / "events" / "_delta_log"
+    for batch in range(6):
+        store.write(spark.createDataFrame([(batch,)], "id long"), path,
+                    properties={"delta.checkpointInterval": "5"})
+
+    checkpoints = sorted(p.name for p in log.glob("*.checkpoint.parquet"))
+    assert checkpoints, f"no log checkpoint after 6 commits: {sorted(p.name for p in log.iterdir())}"
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] >= 4
