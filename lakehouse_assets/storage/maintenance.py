@@ -16,7 +16,8 @@ What each promises:
   a removed file's record (its tombstone) leaves the log's checkpoints after
   ``delta.deletedFileRetentionDuration`` (7 days), and a streaming table writes a
   checkpoint every few minutes, so the plain vacuum, which only sees tombstones, would find
-  almost nothing a week later and the files would stay on disk for good. Folders named
+  almost nothing a week later and the files would stay on disk for good (with a retention
+  under a day, only files the log still records as removed go). Folders named
   ``_...`` (the AUTO CDC and aggregate state tables inside a table) are left alone, but for
   ``_change_data``. A dry run lists the files and deletes nothing. A real run then removes
   the log's expired commit files (``delta.logRetentionDuration``, 30 days by default),
@@ -44,6 +45,10 @@ from lakehouse_assets.storage.engine import OptimizeResult, StreamReader, Vacuum
 from lakehouse_assets.storage.stream_readers import files_still_needed
 
 DEFAULT_RETENTION = dt.timedelta(days=7)
+# A full vacuum also deletes files no commit lists yet, by their age on disk: the files of a
+# write still in flight, by a writer that takes no table lock (COPY INTO), are among them
+# when the retention is short. Below a day, only files the log records as removed go.
+FULL_VACUUM_MIN_HOURS = 24
 # Delta's default log retention, when the table does not set delta.logRetentionDuration.
 _DEFAULT_LOG_RETENTION = "interval 30 days"
 _INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(second|minute|hour|day|week)s?\s*$", re.IGNORECASE)
@@ -94,7 +99,8 @@ def vacuum(table: DeltaTable, path: str, *, retention: dt.timedelta, dry_run: bo
         raise LakehouseError(f"Cannot vacuum Delta table {path} with a negative retention ({retention}).")
     hours = math.ceil(retention.total_seconds() / 3600)
     try:
-        candidates = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False, full=True)
+        candidates = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False,
+                                  full=hours >= FULL_VACUUM_MIN_HOURS)
     except DeltaError as exc:
         raise LakehouseError(f"VACUUM of Delta table {path} failed to list its files: {exc}.") from exc
     if candidates:
@@ -107,7 +113,8 @@ def vacuum(table: DeltaTable, path: str, *, retention: dt.timedelta, dry_run: bo
     if candidates:
         # The table lock keeps writers out, so the files deleted are those checked above (but
         # for one removed in the very second the retention ends).
-        deleted = table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False, full=True)
+        deleted = table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False,
+                               full=hours >= FULL_VACUUM_MIN_HOURS)
         result = replace(result, files=tuple(sorted(deleted)), bytes=sum(sizes.get(n, 0) for n in deleted))
     return replace(result, log_cleaned=_clean_expired_log(table, str(path), readers))
 

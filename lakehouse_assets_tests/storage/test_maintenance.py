@@ -95,10 +95,15 @@ def test_vacuum_dry_run_lists_and_then_deletes_only_files_past_the_retention(tmp
     assert set(dry.files) == old_files and dry.bytes > 0
     assert all((Path(path) / name).exists() for name in old_files)
 
+    in_flight = Path(path) / "20260101T000000-0123456789ab" / "part-0.parquet"  # a write not committed yet
+    in_flight.parent.mkdir()
+    in_flight.write_bytes(b"x")
+
     done = store.vacuum(path, retention=NO_TIME, dry_run=False, readers=[])
 
     assert set(done.files) == old_files and done.bytes == dry.bytes
     assert not any((Path(path) / name).exists() for name in old_files)
+    assert in_flight.exists()  # under a day's retention, files no commit lists are not touched
     assert _ids(path) == [1, 2, 3]
 
 
