@@ -88,6 +88,13 @@ bench-gold: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.gold_increment
 
+## Per-run overhead after 10 and after 10,000 micro-batches: a Delta table's open, one batch's commit and the stream
+## source's planning of it (before and after OPTIMIZE), and a streaming checkpoint's check:
+## benchmarks/results/many_batches.{json,md}. No Spark; about 10 minutes, most of it building the 10,000 commits.
+.PHONY: bench-many-batches
+bench-many-batches: $(INSTALLED)
+	$(BIN)/python -m benchmarks.many_batches
+
 ## Crash soak (issue 8): SOAK_KILLS runs of the whole graph SIGKILLed at the fault points and at
 ## random moments, then every invariant; writes reliability/results/latest.{md,json}.
 ## SOAK_SEED repeats a schedule. About 35 s per kill on a 2-core machine (60 kills: ~35 min).

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from lakehouse_assets.assets import bronze, gold, landing, silver
+from lakehouse_assets.assets import bronze, gold, landing, maintenance, silver
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality import bronze as bronze_contracts
@@ -54,5 +54,7 @@ defs = dg.Definitions(
         IO_MANAGER_KEY: DeltaIOManager(spark=_spark),
         STREAM_INPUT_KEY: DeltaIOManager(spark=_spark, read_inputs_as="stream"),
     },
+    jobs=[maintenance.maintenance_job],
+    schedules=[maintenance.maintenance_schedule],
     executor=dg.in_process_executor,
 )

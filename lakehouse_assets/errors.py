@@ -117,6 +117,10 @@ class SourceRecreatedError(LakehouseError):
     """A table a streaming query reads was dropped or recreated under its checkpoint."""
 
 
+class VacuumRefusedError(LakehouseError):
+    """A VACUUM would delete data files that a streaming query reading the table has yet to read."""
+
+
 class EngineUnavailableError(LakehouseError):
     """No Spark Connect engine answers at the configured URL, or it refused this client."""
 

@@ -20,12 +20,14 @@ from lakehouse_assets.cli import (
     events,
     history,
     land,
+    optimize,
     repair,
     reset,
     shell,
     show,
     sql,
     status,
+    vacuum,
     verify,
 )
 from lakehouse_assets.cli.errors import (
@@ -66,7 +68,8 @@ exit codes:
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, copy_into, status, history, events, show, sql, shell, reset, repair, verify, engine)
+_SUBCOMMANDS = (land, copy_into, status, history, events, show, sql, shell, reset, repair, verify, optimize, vacuum,
+                engine)
 
 
 def build_parser() -> argparse.ArgumentParser:

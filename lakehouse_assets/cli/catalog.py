@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse_assets.cli.arguments import TableName
-from lakehouse_assets.cli.errors import CommandError
+from lakehouse_assets.cli.errors import CommandError, UsageError
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LANDING_DIR, LakehouseSettings
 
@@ -49,6 +49,19 @@ def require_table(settings: LakehouseSettings, table: TableName) -> Path:
             f"{path} is not a Delta table (it has no {DELTA_LOG} folder), so {table} cannot be "
             "read. Materialize its asset to create it, or remove the folder if it is debris.")
     raise CommandError(f"No table {table}: nothing at {path}. {describe_known_tables(root, str(table))}")
+
+
+def selected_tables(settings: LakehouseSettings, table: TableName | None, every: bool) -> list[str]:
+    """The tables a command acts on, as ``layer.name``: TABLE, which must exist, or with
+    ``every`` (``--all``) every table under the root; exactly one of the two."""
+    from lakehouse_assets.storage.discovery import discover_tables
+
+    if (table is None) == (not every):
+        raise UsageError("Give one TABLE (layer.name) or --all, not both and not neither.")
+    if table is not None:
+        require_table(settings, table)
+        return [str(table)]
+    return discover_tables(require_root(settings))
 
 
 def describe_known_tables(root: Path, wanted: str) -> str:

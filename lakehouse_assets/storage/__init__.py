@@ -10,10 +10,13 @@ from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,
     HistoryEntry,
+    OptimizeResult,
     SnapshotFile,
     StreamOptions,
+    StreamReader,
     TableSnapshot,
     TableStore,
+    VacuumResult,
     WriteMode,
 )
 from lakehouse_assets.storage.sink import DeltaSink, OutputMode, run_commits
@@ -25,11 +28,14 @@ __all__ = [
     "DeltaRsTableStore",
     "DeltaSink",
     "HistoryEntry",
+    "OptimizeResult",
     "OutputMode",
     "SnapshotFile",
     "StreamOptions",
+    "StreamReader",
     "TableSnapshot",
     "TableStore",
+    "VacuumResult",
     "WriteMode",
     "run_commits",
 ]

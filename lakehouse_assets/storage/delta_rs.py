@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError, UnsupportedTableError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.storage import change_feed
+from lakehouse_assets.storage import change_feed, engine, maintenance
 from lakehouse_assets.storage._commit import (
     META_BATCH,
     META_OPERATION,
@@ -341,6 +341,17 @@ class DeltaRsTableStore:
         return CommitResult(path, self.version(path), rows_written=rows, files_written=len(staged),
                             bytes_written=sum(f.size for f in staged))
 
+    # -- maintenance: storage/maintenance.py ------------------------------------------------
+    def optimize(self, path: str, *, target_size: int | None = None,
+                 z_order: Sequence[str] | None = None) -> engine.OptimizeResult:
+        """Compact (or Z-order) the table in one commit changing no rows."""
+        return maintenance.optimize(self._open(path), str(path), target_size=target_size, z_order=z_order)
+
+    def vacuum(self, path: str, *, retention: dt.timedelta, dry_run: bool,
+               readers: Sequence[engine.StreamReader]) -> engine.VacuumResult:
+        """Delete files unlisted for longer than ``retention`` that none of ``readers`` needs."""
+        return maintenance.vacuum(self._open(path), str(path), retention=retention, dry_run=dry_run, readers=readers)
+
     def drop(self, path: str) -> None:
         """Delete the table folder and everything in it."""
         location = locate(str(path))
@@ -364,7 +375,6 @@ class DeltaRsTableStore:
         return None
 
 
-
 def _check_readable(path: str, table: DeltaTable) -> None:
     protocol = table.protocol()
     features = set(protocol.reader_features or [])
@@ -384,13 +394,7 @@ def _check_readable(path: str, table: DeltaTable) -> None:
 def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
     if not casts:
         return df
-    return df.select(
-        *[F.col(f"`{c}`").cast(casts[c]).alias(c) if c in casts else F.col(f"`{c}`") for c in df.columns]
-    )
-
-
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
+    return df.select(*[F.col(f"`{c}`").cast(casts[c]).alias(c) if c in casts else F.col(f"`{c}`") for c in df.columns])
 
 
 __all__ = ["DeltaRsTableStore"]

@@ -115,6 +115,50 @@ class SnapshotFile:
     num_records: int | None
 
 
+@dataclass(frozen=True)
+class StreamReader:
+    """A streaming query reading a table: where its checkpoint is, the table it writes
+    (``layer.name``, as its checkpoint folder names it), and the position it resumes from
+    (its Delta source offset: the table version, and the file index within it)."""
+
+    checkpoint: str
+    name: str
+    version: int
+    index: int = -1
+    snapshot: bool = False
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What one compaction (OPTIMIZE) did. ``version`` is None when there was nothing to
+    compact; its commit adds and removes files with ``dataChange=false``, so streams reading
+    the table skip it. ``log_checkpoint`` is the version a Delta log checkpoint was written at."""
+
+    path: str
+    version: int | None
+    files_removed: int = 0
+    files_added: int = 0
+    bytes_removed: int = 0
+    bytes_added: int = 0
+    z_order: tuple[str, ...] = ()
+    log_checkpoint: int | None = None
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    """What one VACUUM deleted (or, in a dry run, would delete): data files the table stopped
+    listing longer ago than ``retention``, with the stream readers it checked first."""
+
+    path: str
+    retention: dt.timedelta
+    dry_run: bool
+    files: tuple[str, ...] = ()  # as the table names them, relative to its folder
+    bytes: int = 0
+    readers: tuple[StreamReader, ...] = ()
+    # Whether the log's expired commits were cleaned up (not when a reader still reads them).
+    log_cleaned: bool = False
+
+
 class TableSnapshot(Protocol):
     """One version of a table, read without Spark: what commands, checks and run metadata
     need (rows, files, statistics) in a process that has no Spark session."""
@@ -238,6 +282,19 @@ class TableStore(Protocol):
 
     def snapshot(self, path: str, *, version: int | None = None) -> TableSnapshot:
         """The table at its latest version, or at ``version``, for reading without Spark."""
+        ...
+
+    def optimize(self, path: str, *, target_size: int | None = None,
+                 z_order: Sequence[str] | None = None) -> OptimizeResult:
+        """Compact the table's small files (bin-packing to about ``target_size`` bytes), or
+        with ``z_order`` rewrite them clustered by those columns, in one commit that changes
+        no rows (``dataChange=false``)."""
+        ...
+
+    def vacuum(self, path: str, *, retention: dt.timedelta, dry_run: bool,
+               readers: Sequence[StreamReader]) -> VacuumResult:
+        """Delete data files the table stopped listing more than ``retention`` ago (list
+        them only, with ``dry_run``); refuse when one of ``readers`` still needs one."""
         ...
 
     def drop(self, path: str) -> None:

@@ -1,0 +1,90 @@
+"""The lakehouse's tables maintained by name (``layer.name``): compacted and vacuumed each under
+its write lock, VACUUM told about every streaming reader the lakehouse has.
+
+What it promises on top of :mod:`lakehouse_assets.storage.maintenance`: maintenance never
+runs while a run writes the table (it takes the table's lock, as writers do, and waits for
+one that holds it), and a VACUUM is always checked against every query checkpointed under
+``$LAKEHOUSE_ROOT/_checkpoints``, so no caller can forget a reader. ``lakehouse optimize``,
+``lakehouse vacuum`` and the Dagster maintenance job all go through here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lakehouse_assets.errors import UnknownTableError
+from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
+from lakehouse_assets.storage import DeltaRsTableStore, OptimizeResult, StreamReader, TableStore, VacuumResult
+from lakehouse_assets.storage.discovery import discover_tables, is_table
+from lakehouse_assets.storage.maintenance import DEFAULT_RETENTION
+from lakehouse_assets.storage.stream_readers import stream_readers
+from lakehouse_assets.storage.table_lock import table_lock
+
+# A run writing the table holds its lock for one materialization: a minute covers most.
+DEFAULT_LOCK_TIMEOUT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class TableMaintenance:
+    """Compaction and VACUUM of the tables under ``settings.root``, by name."""
+
+    settings: LakehouseSettings
+    store: TableStore = field(default_factory=DeltaRsTableStore)
+    lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS
+    holder: str = "table maintenance"  # who holds the lock, for a writer kept waiting
+
+    def names(self) -> list[str]:
+        """Every table under the root, as ``layer.name``, layers in data-flow order."""
+        return discover_tables(self.settings.root)
+
+    def targets(self, name: str) -> list[str]:
+        """What maintaining the table ``name`` covers: the table, then the state tables its
+        sink keeps inside it (``layer.name/_cdc_state``, ``layer.name/_aggregate_state``),
+        which are rewritten copy-on-write every batch and need compacting and vacuuming too."""
+        path = self.path(name)
+        inside = sorted(p.name for p in path.iterdir() if p.name.startswith("_") and is_table(p))
+        return [name, *(f"{name}/{folder}" for folder in inside)]
+
+    def path(self, target: str) -> Path:
+        """The folder of the existing table ``target`` (``layer.name``, or a state table
+        inside one: ``layer.name/_folder``)."""
+        name, _, inside = target.partition("/")
+        layer, _, table = name.partition(".")
+        path = self.settings.table_path(layer, table)
+        if inside:
+            path = path / inside if inside.startswith("_") and "/" not in inside else path / "_"
+        if not is_table(path):
+            raise UnknownTableError(target, str(self.settings.root), self.names())
+        return path
+
+    def optimize(self, name: str, *, z_order: Sequence[str] | None = None,
+                 target_size: int | None = None) -> OptimizeResult:
+        """Compact (or Z-order by ``z_order``) the table ``name`` (or one of its
+        :meth:`targets`), holding its write lock."""
+        path = self.path(name)
+        with self._lock(name):
+            return self.store.optimize(str(path), target_size=target_size, z_order=z_order)
+
+    def vacuum(self, name: str, *, retention: dt.timedelta = DEFAULT_RETENTION, dry_run: bool = False) -> VacuumResult:
+        """Vacuum the table ``name`` (or one of its :meth:`targets`; list only, with
+        ``dry_run``), holding its write lock and checked against every streaming reader of it."""
+        path = self.path(name)
+        with self._lock(name):
+            return self.store.vacuum(str(path), retention=retention, dry_run=dry_run, readers=self.readers(name))
+
+    def readers(self, name: str) -> list[StreamReader]:
+        """The streaming queries reading the table ``name``, at the positions they resume from."""
+        path = self.path(name)
+        return stream_readers(str(path), self.store.table_id(str(path)), self.settings.root / CHECKPOINTS_DIR)
+
+    def _lock(self, target: str) -> AbstractContextManager[None]:
+        # A state table is written by its table's sink, under the table's lock.
+        table = target.partition("/")[0]
+        return table_lock(self.settings.root, table, timeout_seconds=self.lock_timeout_seconds, holder=self.holder)
+
+
+__all__ = ["DEFAULT_LOCK_TIMEOUT_SECONDS", "DEFAULT_RETENTION", "TableMaintenance"]

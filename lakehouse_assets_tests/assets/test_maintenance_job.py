@@ -1,0 +1,55 @@
+"""The daily maintenance job: every table compacted and vacuumed, a lagging reader's table
+refused by name while the others are still maintained; in Definitions on a daily schedule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
+
+from lakehouse_assets.assets.maintenance import maintenance_job
+from lakehouse_assets.definitions import defs
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets_tests.cli.helpers import write_checkpoint
+
+
+def _three_commits(root: Path, layer: str, name: str) -> Path:
+    path = root / layer / name
+    for ids in ([1, 2], [3], [4]):
+        write_deltalake(str(path), pa.table({"id": ids}), mode="append")
+    return path
+
+
+def _files(path: Path) -> int:
+    return len(list(path.glob("*.parquet")))
+
+
+def test_the_job_maintains_every_table_and_fails_naming_a_refused_one(settings: LakehouseSettings) -> None:
+    root = settings.root
+    events = _three_commits(root, "bronze", "events")
+    other = _three_commits(root, "silver", "other")
+    write_checkpoint(root, "gold.reader", committed=0, planned=0, offset=json.dumps(
+        {"version": 0, "index": 0, "snapshot": False, "table": str(events),
+         "tableId": DeltaTable(str(events)).metadata().id}))
+
+    result = maintenance_job.execute_in_process(
+        run_config={"ops": {"maintain_tables": {"config": {"retain_hours": 0}}}}, raise_on_error=False)
+
+    assert not result.success
+    failure = result.failure_data_for_node("maintain_tables")
+    assert failure is not None and "bronze.events" in str(failure.error) and "silver.other" not in str(failure.error)
+    # Both compacted; only silver.other vacuumed: bronze.events keeps what gold.reader needs.
+    assert [h["operation"] for h in DeltaTable(str(events)).history(1)] == ["OPTIMIZE"]
+    assert _files(events) == 4 and _files(other) == 1
+    observed = {tuple(e.asset_key.path) for e in result.get_asset_observation_events()}
+    assert observed == {("silver", "other")}
+
+
+def test_the_job_is_scheduled_daily_in_definitions() -> None:
+    schedule = defs.resolve_schedule_def("daily_table_maintenance")
+    assert schedule.cron_schedule == "0 3 * * *"
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert defs.resolve_job_def("table_maintenance").name == "table_maintenance"
