@@ -15,7 +15,9 @@ from lakehouse_assets.quality import bronze as bronze_contracts
 from lakehouse_assets.quality import gold as gold_contracts
 from lakehouse_assets.quality import silver as silver_contracts
 from lakehouse_assets.quality.checks import contract_checks
+from lakehouse_assets.quality.freshness import DEFAULT_MAX_LAG, freshness_check
 from lakehouse_assets.sensors.automation import automation_sensor
+from lakehouse_assets.sensors.freshness import freshness_sensor
 from lakehouse_assets.sensors.landing import landing_sensor
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -35,11 +37,14 @@ table_checks = [
     contract_checks(gold_contracts.DAILY_PATIENT_AVG),
     contract_checks(gold_contracts.DEVICE_COUNTS),
 ]
+# Gold at most 5 minutes behind the newest landed record (data time): checked after each
+# materialization, and by the freshness sensor between runs.
+freshness_checks = [freshness_check(path, DEFAULT_MAX_LAG) for path in gold.FRESHNESS_PATHS]
 
 defs = dg.Definitions(
     assets=[landing.recordings, landing.patients, landing.patient_changes, landing.patient_snapshots,
             *table_assets],
-    asset_checks=table_checks,
+    asset_checks=[*table_checks, *freshness_checks],
     sensors=[
         landing_sensor(source="recordings", target=bronze.recordings.key, minimum_interval_seconds=_sensor_interval),
         landing_sensor(source="patients", target=silver.patients.key, minimum_interval_seconds=_sensor_interval),
@@ -48,6 +53,7 @@ defs = dg.Definitions(
         landing_sensor(source="patient_snapshots", target=silver.patients_snapshot_history.key,
                        minimum_interval_seconds=_sensor_interval),
         automation_sensor(dg.AssetSelection.groups("silver", "gold"), minimum_interval_seconds=_sensor_interval),
+        freshness_sensor(gold.FRESHNESS_PATHS, DEFAULT_MAX_LAG),
     ],
     resources={
         "spark": _spark,

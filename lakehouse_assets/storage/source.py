@@ -334,6 +334,21 @@ def has_unread_data(checkpoint_location: str) -> bool | None:
     return False
 
 
+def version_read_whole(offset: Offset) -> int | None:
+    """The newest version of the table a stream at end ``offset`` (the position of the last
+    file it read, as the checkpoint and each batch's commit record it) has read every row of;
+    None when it has read no version whole. A version read in part counts as not read."""
+    version, index = int(offset.get("version", -1)), int(offset.get("index", -1))
+    table = str(offset.get("table") or "")
+    if version < 0 or not table:
+        return None
+    snapshot = bool(offset.get("snapshot"))
+    files = snapshot_files(table, version) if snapshot else read_commit(table, version).added
+    if index >= len(files) - 1:
+        return version
+    return None if snapshot or version == 0 else version - 1
+
+
 def _gives_the_query_work(table_path: str, version: int) -> bool:
     """Whether a version adds rows, removes them or changes the schema; a commit that only
     records a streaming batch's app transaction (an empty batch) gives a reader nothing."""

@@ -1,0 +1,60 @@
+"""The freshness sensor: re-evaluates a table's ``data_freshness`` check when its verdict
+changes between runs.
+
+A table that stops being materialized while files keep landing goes stale with no run to
+notice; this sensor looks (logs and the landing folder only, no Spark) and requests a run of
+the check when a table crosses its allowed lag either way. A verdict that has not changed
+requests nothing, so a quiet lakehouse launches no runs. Its cursor holds the last verdicts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+
+from lakehouse_assets.quality.freshness import FRESHNESS_CHECK, DataLag, FreshnessPath, data_lag
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage import DeltaRsTableStore
+
+FRESHNESS_SENSOR_NAME = "lakehouse_freshness_sensor"
+
+
+@dataclass(frozen=True)
+class FreshnessScan:
+    """One look: each table's verdict (fresh or not), and the tables whose verdict changed."""
+
+    fresh: Mapping[str, bool]
+    changed: list[str]
+
+
+def scan_freshness(previous: Mapping[str, bool], lags: Mapping[str, DataLag], max_lag: dt.timedelta) -> FreshnessScan:
+    """Compare each table's verdict now (from ``lags``) with ``previous``: a table not seen
+    before counts as changed, so its check is evaluated once."""
+    fresh = {table: lag.lag <= max_lag for table, lag in lags.items()}
+    return FreshnessScan(fresh, [table for table, now in fresh.items() if previous.get(table) != now])
+
+
+def freshness_sensor(paths: Sequence[FreshnessPath], max_lag: dt.timedelta, *,
+                     minimum_interval_seconds: int = 60) -> dg.SensorDefinition:
+    """A sensor over the ``data_freshness`` checks of ``paths``' tables."""
+    checks = {p.table: dg.AssetCheckKey(dg.AssetKey(p.table.split(".")), FRESHNESS_CHECK) for p in paths}
+
+    @dg.sensor(name=FRESHNESS_SENSOR_NAME, minimum_interval_seconds=minimum_interval_seconds,
+               asset_selection=dg.AssetSelection.checks(*checks.values()),
+               default_status=dg.DefaultSensorStatus.RUNNING,
+               description="Evaluates the gold tables' data_freshness checks when one goes stale or fresh")
+    def lakehouse_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        settings, store = LakehouseSettings.from_env(), DeltaRsTableStore()
+        lags = {p.table: data_lag(settings, store, p) for p in paths}
+        scan = scan_freshness(json.loads(context.cursor) if context.cursor else {}, lags, max_lag)
+        context.update_cursor(json.dumps(scan.fresh, sort_keys=True))
+        if not scan.changed:
+            return dg.SkipReason("No table's freshness changed")
+        return dg.RunRequest(asset_check_keys=[checks[t] for t in scan.changed],
+                             tags={"lakehouse/freshness_changed": ",".join(scan.changed)})
+
+    return lakehouse_freshness_sensor

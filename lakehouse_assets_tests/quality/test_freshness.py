@@ -1,0 +1,97 @@
+"""Data-time freshness through Dagster runs, real Spark and real tables: gold is fresh when it
+holds every landed file, goes stale when a file landed more than the allowed lag ago has not
+reached it (however recently gold ran), the sensor asks for the check exactly when the verdict
+changes, and the next run brings it back."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import dagster as dg
+import pytest
+
+from lakehouse_assets.quality.freshness import (
+    DEFAULT_MAX_LAG,
+    FRESHNESS_CHECK,
+    DataLag,
+    FreshnessPath,
+    data_lag,
+    freshness_check,
+)
+from lakehouse_assets.sensors.freshness import scan_freshness
+from lakehouse_assets.simulator import land
+from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
+
+LANDING = dict(records_per_file=100, bad_rate=0.0, seed=3, files_per_year=365)
+DAILY = FreshnessPath("gold.daily_patient_avg", ("silver.recordings_enriched", "bronze.recordings"), "recordings")
+DEVICES = FreshnessPath("gold.device_counts", ("bronze.recordings",), "recordings")
+
+
+def lag_of(store, settings, path: FreshnessPath) -> DataLag:
+    return data_lag(settings, store, path)
+
+
+def check_result(path: FreshnessPath) -> dg.AssetCheckResult:
+    result = freshness_check(path)()
+    assert isinstance(result, dg.AssetCheckResult)
+    return result
+
+
+@pytest.mark.slow
+def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(spark, store, settings):
+    landing = settings.root / "landing"
+    land(landing, files=2, **LANDING)
+    run = materialize(SEED_PIPELINE)
+
+    # Every landed file is in both gold tables: fresh, with a check evaluated by the run.
+    for path in (DAILY, DEVICES):
+        lag = lag_of(store, settings, path)
+        assert lag.pending == () and lag.lag == dt.timedelta(0) and lag.landed_files == 2
+        assert check_result(path).passed
+    evaluated = {(e.asset_key.to_user_string(), e.check_name): e.passed
+                 for e in run.get_asset_check_evaluations() if e.check_name == FRESHNESS_CHECK}
+    assert evaluated == {("gold/daily_patient_avg", FRESHNESS_CHECK): True,
+                         ("gold/device_counts", FRESHNESS_CHECK): True}
+
+    # A file that landed ten minutes ago reaches bronze and silver, not gold.
+    late = land(landing, files=1, **LANDING)
+    [late_file] = late.paths
+    ten_minutes_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)).timestamp()
+    os.utime(late_file, (ten_minutes_ago, ten_minutes_ago))
+    materialize(["bronze/recordings", "silver/recordings_enriched", "silver/recordings_quarantine"])
+
+    lag = lag_of(store, settings, DAILY)
+    assert [os.path.basename(p) for p in lag.pending] == [late_file.name]
+    assert lag.lag >= dt.timedelta(minutes=10) > DEFAULT_MAX_LAG
+    stale = check_result(DAILY)
+    assert not stale.passed and stale.metadata["pending_files"].value == 1
+    assert not check_result(DEVICES).passed
+    # The sensor asks for both checks once, when they turn stale; not again while they stay so.
+    before = {DAILY.table: True, DEVICES.table: True}
+    lags = {p.table: lag_of(store, settings, p) for p in (DAILY, DEVICES)}
+    scan = scan_freshness(before, lags, DEFAULT_MAX_LAG)
+    assert scan.changed == [DAILY.table, DEVICES.table] and not any(scan.fresh.values())
+    assert scan_freshness(scan.fresh, lags, DEFAULT_MAX_LAG).changed == []
+
+    # Gold catches up: fresh again, though the file is still ten minutes old.
+    materialize(["gold/daily_patient_avg", "gold/device_counts"])
+    for path in (DAILY, DEVICES):
+        assert lag_of(store, settings, path).pending == ()
+        assert check_result(path).passed
+
+
+def test_a_table_never_built_is_as_stale_as_its_oldest_landed_file(store, settings):
+    landing = settings.root / "landing"
+    landed = land(landing, files=1, **LANDING)
+    an_hour_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).timestamp()
+    for path in landed.paths:
+        os.utime(path, (an_hour_ago, an_hour_ago))
+
+    lag = lag_of(store, settings, DAILY)
+
+    assert len(lag.pending) == 1 and lag.lag >= dt.timedelta(minutes=59)
+    assert not check_result(DAILY).passed
+    # Nothing landed: nothing to be behind.
+    empty = lag_of(store, settings, FreshnessPath("gold.x", ("bronze.y",), "nothing_here"))
+    assert empty.landed_files == 0 and empty.lag == dt.timedelta(0)
