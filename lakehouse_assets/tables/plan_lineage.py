@@ -1,0 +1,217 @@
+"""Column lineage read from a DataFrame's query plan: which upstream table columns each output
+column is computed from, for a Python asset as its body built it.
+
+Spark analyses the DataFrame (no job runs) and the plan is read as text, the one form both
+engines give: classic PySpark and Spark Connect print the same ``== Analyzed Logical Plan ==``.
+In it every column is an attribute ``name#id``; a computed one is ``expression AS name#id``
+and reads the attributes its expression names; a leaf relation lists the attributes it reads.
+A leaf is an upstream table when it reads under ``$LAKEHOUSE_ROOT/<layer>/<name>``: a stream
+names its path as an option (``[path=...]``), a batch read of the table's Parquet files
+shows its files in the physical plan's scan of the same attributes.
+
+Only what the plan says is reported: a column whose sources cannot be told (computed by an
+operator read here as opaque, such as ``Expand`` or the second side of a ``Union``, or read
+from an empty table, a local relation) is left out rather than guessed. What decides a value
+counts, not what filters or joins rows: a left join's key comes from the side it is selected from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse_assets.tables.lakehouse_tables import MEDALLION_LAYERS
+
+#: ``{output column: [(layer.table, column), ...]}``
+Lineage = dict[str, list[tuple[str, str]]]
+
+# Scans print file locations cut at this many characters by default (100), which a deep
+# lakehouse root can exceed before the table's folder is named; raised for the one explain.
+_METADATA_LENGTH = "spark.sql.maxMetadataStringLength"
+_ATTRIBUTE = re.compile(r"^(?P<name>.+?)#(?P<id>\d+)L?(?:-T\d+ms)?$")
+_REFERENCE = re.compile(r"#(\d+)")
+_SCAN_LOCATION = re.compile(r"Location: \w+(?:\(\d+ paths\))?\[(?P<first>[^,\]]+)")
+_TREE_PREFIX = re.compile(r"^[\s:|+\-]*(?:\*\(\d+\)\s*)?~?")
+
+
+def plan_lineage(df: DataFrame, root: Path | str) -> Lineage:
+    """``{output column: [(layer.table, column), ...]}`` for the columns of ``df``, over the
+    lakehouse tables under ``root`` it reads (as a stream or in batch)."""
+    # A projection of the output by name puts the output's attributes, in order, on the
+    # plan's first line, whatever operator the body ended with.
+    projected = df.select(*[F.col("`" + column.replace("`", "``") + "`") for column in df.columns])
+    return lineage_from_plan(explain_extended(projected), list(df.columns), root)
+
+
+def explain_extended(df: DataFrame) -> str:
+    """Spark's extended explain of ``df`` (parsed, analyzed, optimized and physical plans), as
+    text, on a classic session or a Spark Connect one, without running a job."""
+    conf = df.sparkSession.conf
+    before = conf.get(_METADATA_LENGTH)
+    conf.set(_METADATA_LENGTH, "100000")
+    try:
+        handle: Any = df
+        if hasattr(handle, "_explain_string"):  # Spark Connect: the server explains the plan it is sent
+            return str(handle._explain_string(extended=True))
+        # Classic: what DataFrame.explain prints, returned instead.
+        utils = handle._sc._jvm.PythonSQLUtils
+        return str(utils.explainString(handle._jdf.queryExecution(), "extended"))
+    finally:
+        conf.set(_METADATA_LENGTH, before or "100")
+
+
+def lineage_from_plan(explained: str, columns: list[str], root: Path | str) -> Lineage:
+    """The lineage of ``columns`` (the output, in order) from an extended explain whose
+    analyzed plan starts with a projection of exactly those columns."""
+    analyzed = _section(explained, "Analyzed Logical Plan")[1:]  # the first line is the output's schema
+    if not analyzed:
+        return {}
+    outputs = [item for items in _lists(_operator(analyzed[0])) for item in items]
+    derived: dict[int, set[int]] = {}
+    leaves: dict[int, tuple[str, str]] = {}
+    for line in analyzed:
+        operator = _operator(line)
+        for items in _lists(operator):
+            for item in items:
+                head, alias, tail = item.rpartition(" AS ")
+                target = _ATTRIBUTE.match(tail) if alias else None
+                if target:
+                    derived[int(target["id"])] = {int(i) for i in _REFERENCE.findall(head)}
+        leaves.update(_leaf(operator, _scans(explained), root))
+    found: Lineage = {}
+    for column, item in zip(columns, outputs, strict=False):
+        attribute = _ATTRIBUTE.match(item)
+        if attribute is None:
+            continue
+        sources = _sources(int(attribute["id"]), derived, leaves, set())
+        if sources:
+            found[column] = sources
+    return found
+
+
+def _sources(attribute: int, derived: Mapping[int, set[int]], leaves: Mapping[int, tuple[str, str]],
+             seen: set[int]) -> list[tuple[str, str]]:
+    if attribute in leaves:
+        return [leaves[attribute]]
+    if attribute in seen:
+        return []
+    seen.add(attribute)
+    found: list[tuple[str, str]] = []
+    for read in sorted(derived.get(attribute, ())):
+        for source in _sources(read, derived, leaves, seen):
+            if source not in found:
+                found.append(source)
+    return found
+
+
+def _leaf(operator: str, scans: Mapping[int, str], root: Path | str) -> Iterator[tuple[int, tuple[str, str]]]:
+    """The attributes a leaf relation reads, each with its table and column; nothing for a
+    relation that reads no lakehouse table."""
+    lists = _lists(operator)
+    if operator.startswith("StreamingRelationV2 "):
+        options = next((items for items in lists if any(i.startswith("path=") for i in items)), None)
+        if options is None or lists.index(options) + 1 >= len(lists):
+            return
+        path = next(i for i in options if i.startswith("path="))[len("path="):]
+        attributes = lists[lists.index(options) + 1]
+    elif operator.startswith("Relation ") and lists:
+        attributes = lists[0]
+        ids = [int(m["id"]) for m in map(_ATTRIBUTE.match, attributes) if m]
+        path = next((scans[i] for i in ids if i in scans), "")
+    else:
+        return
+    table = table_of(path, root)
+    if table is None:
+        return
+    for item in attributes:
+        attribute = _ATTRIBUTE.match(item)
+        if attribute:
+            yield int(attribute["id"]), (table, attribute["name"])
+
+
+def table_of(path: str, root: Path | str) -> str | None:
+    """``layer.name`` of the lakehouse table a data path lies in (the table's folder or a file
+    under it), or None for a path outside the lakehouse's tables."""
+    local = re.sub(r"^file:(//)?", "", path.strip())
+    if not local:
+        return None
+    try:
+        parts = Path(local).resolve().relative_to(Path(root).resolve()).parts
+    except ValueError:
+        return None
+    if len(parts) < 2 or parts[0] not in MEDALLION_LAYERS:
+        return None
+    return f"{parts[0]}.{parts[1]}"
+
+
+def _scans(explained: str) -> dict[int, str]:
+    """The first file each batch scan of the physical plan reads, by the attributes it reads."""
+    found: dict[int, str] = {}
+    for line in _section(explained, "Physical Plan"):
+        operator = _operator(line)
+        location = _SCAN_LOCATION.search(operator)
+        if not operator.startswith(("FileScan ", "BatchScan ")) or location is None:
+            continue
+        for item in (_lists(operator) or [[]])[0]:
+            attribute = _ATTRIBUTE.match(item)
+            if attribute:
+                found[int(attribute["id"])] = location["first"]
+    return found
+
+
+def _section(explained: str, title: str) -> list[str]:
+    lines = explained.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == f"== {title} =="), None)
+    if start is None:
+        return []
+    section = []
+    for line in lines[start + 1:]:
+        if line.startswith("== "):
+            break
+        if line.strip():
+            section.append(line)
+    return section
+
+
+def _operator(line: str) -> str:
+    """A plan line without its tree drawing, streaming marker and codegen stage."""
+    return _TREE_PREFIX.sub("", line, count=1)
+
+
+def _lists(operator: str) -> list[list[str]]:
+    """The bracketed lists of an operator's arguments (``[a#1, b#2 AS c#3]``), outside any
+    parentheses, each split into its items at its own commas."""
+    found: list[list[str]] = []
+    parens = brackets = 0
+    item: list[str] = []
+    for char in operator:
+        if brackets == 0 and parens == 0:
+            if char == "[":
+                brackets, item = 1, []
+                found.append([])
+            elif char == "(":
+                parens += 1
+            continue
+        if brackets == 0:  # inside parentheses outside a list
+            parens += {"(": 1, ")": -1}.get(char, 0)
+            continue
+        if char in "([":
+            parens += char == "("
+            brackets += char == "["
+        elif char in ")]":
+            parens -= char == ")"
+            brackets -= char == "]"
+            if brackets == 0:
+                found[-1].append("".join(item).strip())
+                continue
+        if char == "," and brackets == 1 and parens == 0:
+            found[-1].append("".join(item).strip())
+            item = []
+            continue
+        item.append(char)
+    return [[i for i in items if i] for items in found]
