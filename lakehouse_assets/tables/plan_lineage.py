@@ -10,8 +10,9 @@ names its path as an option (``[path=...]``), a batch read of the table's Parque
 shows its files in the physical plan's scan of the same attributes.
 
 Only what the plan says is reported: a column whose sources cannot be told (computed by an
-operator read here as opaque, such as ``Expand`` or the second side of a ``Union``, or read
-from an empty table, a local relation) is left out rather than guessed. What decides a value
+operator read here as opaque, such as ``Expand`` or ``Generate``, or read from an empty
+table, a local relation) is left out rather than guessed; a union's column reads the column
+in the same position of each of its inputs. What decides a value
 counts, not what filters or joins rows: a left join's key comes from the side it is selected from.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ _METADATA_LENGTH = "spark.sql.maxMetadataStringLength"
 _ATTRIBUTE = re.compile(r"^(?P<name>.+?)#(?P<id>\d+)L?(?:-T\d+ms)?$")
 _REFERENCE = re.compile(r"#(\d+)")
 _SCAN_LOCATION = re.compile(r"Location: \w+(?:\(\d+ paths\))?\[(?P<first>[^,\]]+)")
+_DRAWING = " :|+-"  # the characters Spark draws a plan's tree with
 _TREE_PREFIX = re.compile(r"^[\s:|+\-]*(?:\*\(\d+\)\s*)?~?")
 
 
@@ -72,8 +75,9 @@ def lineage_from_plan(explained: str, columns: list[str], root: Path | str) -> L
     if not analyzed:
         return {}
     outputs = [item for items in _lists(_operator(analyzed[0])) for item in items]
-    derived: dict[int, set[int]] = {}
+    reads: dict[int, set[int]] = {}  # attribute -> the attributes its value is computed from
     leaves: dict[int, tuple[str, str]] = {}
+    scans = _scans(explained)
     for line in analyzed:
         operator = _operator(line)
         for items in _lists(operator):
@@ -81,29 +85,92 @@ def lineage_from_plan(explained: str, columns: list[str], root: Path | str) -> L
                 head, alias, tail = item.rpartition(" AS ")
                 target = _ATTRIBUTE.match(tail) if alias else None
                 if target:
-                    derived[int(target["id"])] = {int(i) for i in _REFERENCE.findall(head)}
-        leaves.update(_leaf(operator, _scans(explained), root))
+                    reads.setdefault(int(target["id"]), set()).update(int(i) for i in _REFERENCE.findall(head))
+        leaves.update(_leaf(operator, scans, root))
+    _add_unions(_tree(analyzed), reads)
     found: Lineage = {}
     for column, item in zip(columns, outputs, strict=False):
         attribute = _ATTRIBUTE.match(item)
         if attribute is None:
             continue
-        sources = _sources(int(attribute["id"]), derived, leaves, set())
+        sources = _sources(int(attribute["id"]), reads, leaves, set())
         if sources:
             found[column] = sources
     return found
 
 
-def _sources(attribute: int, derived: Mapping[int, set[int]], leaves: Mapping[int, tuple[str, str]],
+@dataclass
+class _Node:
+    """One operator of a plan, with its children as printed (subqueries first, if any)."""
+
+    operator: str
+    children: list[_Node] = field(default_factory=list)
+
+
+def _tree(lines: list[str]) -> _Node:
+    """The plan's operators as a tree, by the indentation of their tree drawing."""
+    root = _Node(_operator(lines[0]))
+    stack: list[tuple[int, _Node]] = [(0, root)]
+    for line in lines[1:]:
+        depth = len(line) - len(line.lstrip(_DRAWING))
+        node = _Node(_operator(line))
+        while len(stack) > 1 and stack[-1][0] >= depth:
+            stack.pop()
+        stack[-1][1].children.append(node)
+        stack.append((depth, node))
+    return root
+
+
+def _add_unions(node: _Node, reads: dict[int, set[int]]) -> None:
+    """A union's output attributes are its first child's: each also reads the attribute in
+    the same position of every other child."""
+    if node.operator.startswith("Union") and len(node.children) > 1:
+        first, *others = [_output(child) for child in node.children]
+        for position, attribute in enumerate(first):
+            for other in others:
+                if position < len(other):
+                    reads.setdefault(attribute, set()).add(other[position])
+    for child in node.children:
+        _add_unions(child, reads)
+
+
+def _output(node: _Node) -> list[int]:
+    """The attributes an operator outputs, in order (as far as this reading of plans goes)."""
+    lists = _lists(node.operator)
+    if node.operator.startswith("Project ") and lists:
+        return _ids(lists[0])
+    if node.operator.startswith("Aggregate ") and len(lists) > 1:
+        return _ids(lists[1])
+    if not node.children:  # a relation: its last list is the attributes it reads
+        attributes = [items for items in lists if items and len(_ids(items)) == len(items)]
+        return _ids(attributes[-1]) if attributes else []
+    if node.operator.startswith("Join ") and len(node.children) > 1:
+        left, right = _output(node.children[-2]), _output(node.children[-1])
+        return left if node.operator.startswith(("Join LeftSemi", "Join LeftAnti")) else left + right
+    if node.operator.startswith("Union"):
+        return _output(node.children[0])
+    # Filters, sorts, aliases, watermarks, ...: the child's (printed after any subquery).
+    return _output(node.children[-1])
+
+
+def _ids(items: list[str]) -> list[int]:
+    """The attribute each item defines or names (``a#1``, ``expression AS b#2``)."""
+    found = []
+    for item in items:
+        attribute = _ATTRIBUTE.match(item.rpartition(" AS ")[2])
+        if attribute:
+            found.append(int(attribute["id"]))
+    return found
+
+
+def _sources(attribute: int, reads: Mapping[int, set[int]], leaves: Mapping[int, tuple[str, str]],
              seen: set[int]) -> list[tuple[str, str]]:
-    if attribute in leaves:
-        return [leaves[attribute]]
     if attribute in seen:
         return []
     seen.add(attribute)
-    found: list[tuple[str, str]] = []
-    for read in sorted(derived.get(attribute, ())):
-        for source in _sources(read, derived, leaves, seen):
+    found: list[tuple[str, str]] = [leaves[attribute]] if attribute in leaves else []
+    for read in sorted(reads.get(attribute, ())):
+        for source in _sources(read, reads, leaves, seen):
             if source not in found:
                 found.append(source)
     return found

@@ -48,6 +48,25 @@ def test_attributes_are_followed_through_aliases_to_the_tables_leaves_read() -> 
     }
 
 
+def test_a_unions_column_reads_the_same_position_of_each_input_and_subqueries_are_not_inputs() -> None:
+    explained = f"""== Analyzed Logical Plan ==
+id: bigint, label: string
+Project [id#1L, label#9]
++- Union false, false
+   :- Project [id#1L, upper(name#2) AS label#9]
+   :  +- Filter (id#1L > scalar-subquery#20 [])
+   :     :  +- Aggregate [min(n#21L) AS m#22L]
+   :     :     +- LocalRelation [n#21L]
+   :     +- StreamingRelationV2 x, lakehouse_delta, y, [path={ROOT}/silver/a], [id#1L, name#2], name=<Unassigned>
+   +- Project [key#5L, note#6]
+      +- StreamingRelationV2 x, lakehouse_delta, y, [path={ROOT}/silver/b], [key#5L, note#6], name=<Unassigned>
+"""
+    assert lineage_from_plan(explained, ["id", "label"], ROOT) == {
+        "id": [("silver.a", "id"), ("silver.b", "key")],
+        "label": [("silver.a", "name"), ("silver.b", "note")],
+    }
+
+
 def test_a_plan_without_an_analyzed_section_gives_nothing() -> None:
     assert lineage_from_plan("== Physical Plan ==\nFileScan parquet [a#1]", ["a"], ROOT) == {}
 
@@ -67,3 +86,12 @@ def test_a_batch_read_and_a_computed_column_on_this_engine(spark: SparkSession, 
     df = people.select((F.col("id") * 2).alias("twice"), F.upper("name").alias("name"), F.lit(1).alias("one"))
     assert plan_lineage(df, tmp_path / "lake") == {
         "twice": [("silver.people", "id")], "name": [("silver.people", "name")]}
+
+
+def test_a_union_of_two_tables_on_this_engine(spark: SparkSession, tmp_path: Path) -> None:
+    for name, row in (("a", (1, "Ann")), ("b", (2, "Bob"))):
+        spark.createDataFrame([row], "id BIGINT, name STRING").write.parquet(str(tmp_path / "lake" / "silver" / name))
+    a, b = (spark.read.parquet(str(tmp_path / "lake" / "silver" / name)) for name in ("a", "b"))
+    df = a.union(b.select((F.col("id") + 10).alias("id"), "name"))
+    assert plan_lineage(df, tmp_path / "lake") == {
+        "id": [("silver.a", "id"), ("silver.b", "id")], "name": [("silver.a", "name"), ("silver.b", "name")]}
