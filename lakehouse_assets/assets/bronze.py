@@ -10,6 +10,8 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.table_asset import IncrementalSource, table_asset
 from lakehouse_assets.ingestion import MAX_SCHEMA_RESTARTS, AutoLoader, AutoLoaderOptions, SourceFormat
+from lakehouse_assets.quality import bronze as contracts
+from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -23,11 +25,13 @@ def bronze_table(
     options: AutoLoaderOptions | None = None,
     description: str | None = None,
     expectations: Sequence[Rule] = (),
+    columns: Sequence[DescribedColumn] = (),
 ) -> dg.AssetsDefinition:
     """A bronze table fed by the files landing at ``$LAKEHOUSE_ROOT/landing/<data_source>``,
     as the course's ``autoload_to_table(data_source, source_format, table_name,
     checkpoint_directory)``: the checkpoint and the stored schema are the table's own.
-    ``expectations`` (WARN, FAIL) are enforced on every micro-batch ingested."""
+    ``expectations`` (WARN, FAIL) are enforced on every micro-batch ingested; ``columns``
+    describe the table's columns."""
     options = options or AutoLoaderOptions(format=source_format)
     if options.format != source_format:
         raise ValueError(f"bronze table {name}: source_format {source_format!r} disagrees with options.format")
@@ -40,6 +44,7 @@ def bronze_table(
         merge_schema=True,
         description=description or f"Raw {data_source} files ingested incrementally ({source_format}).",
         expectations=expectations,
+        columns=columns,
     )
     def _bronze(spark: SparkResource) -> IncrementalSource:
         loader = bronze_loader(LakehouseSettings.from_env(), name=name, data_source=data_source, options=options)
@@ -90,6 +95,7 @@ recordings = bronze_table(
         infer_column_types=True,
         continue_on_new_columns=True,
     ),
+    columns=contracts.RECORDINGS.described_columns(),
     description="Heart-rate recordings (device_id, mrn, time, heartrate) as landed, with "
     "_rescued_data for whatever did not fit, _source_file and _ingested_at.",
 )
@@ -102,6 +108,7 @@ patient_changes = bronze_table(
     # first file would stay one.
     options=AutoLoaderOptions(format="json", schema_hints="mrn BIGINT, name STRING, op STRING, seq BIGINT",
                               infer_column_types=True),
+    columns=contracts.PATIENT_CHANGES.described_columns(),
     description="Changes to patient records (mrn, name, op, seq) as landed, with _rescued_data, "
     "_source_file and _ingested_at.",
 )

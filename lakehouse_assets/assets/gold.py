@@ -3,7 +3,9 @@
 changes to the current patients, streamed from that table's change data feed.
 
 The seeds' two are streaming tables whose queries group at their top level, so each is kept in complete
-mode from its stream's state; their upstream assets and column lineage come from their SQL.
+mode from its stream's state; their upstream assets, column lineage and column descriptions
+come from their SQL. The Python tables' column lineage is derived from the DataFrames they
+return, their column descriptions come from their contracts (``quality/gold.py``).
 The Python form of the same table, for comparison (README, "Adding a table")::
 
     @table_asset(layer="gold", ins={"recordings": stream_from(["silver", "recordings_enriched"])},
@@ -21,6 +23,7 @@ from pyspark.sql import functions as F
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
+from lakehouse_assets.quality import gold as contracts
 from lakehouse_assets.quality.freshness import FreshnessPath
 from lakehouse_assets.storage import StreamOptions
 
@@ -41,7 +44,8 @@ FRESHNESS_PATHS = (
 
 
 @table_asset(layer="gold", ins={"recordings": stream_from(["silver", "recordings_enriched"])},
-             output_mode="append", automation_condition=downstream_of_new_data())
+             output_mode="append", automation_condition=downstream_of_new_data(),
+             columns=contracts.HEARTRATE_5MIN.described_columns())
 def heartrate_5min(recordings: DataFrame) -> DataFrame:
     """Heart rate per device in 5-minute tumbling windows: count, min, mean and max. A window
     is written once, when the watermark (the newest recording's time less 10 minutes) has
@@ -56,6 +60,7 @@ def heartrate_5min(recordings: DataFrame) -> DataFrame:
 
 
 @table_asset(layer="gold", automation_condition=downstream_of_new_data(),
+             columns=contracts.PATIENT_CHANGES.described_columns(),
              ins={"changes": stream_from(["silver", "patients_current"], StreamOptions(read_change_feed=True))})
 def patient_changes(changes: DataFrame) -> DataFrame:
     """Every change made to silver.patients_current, read from its change data feed: the

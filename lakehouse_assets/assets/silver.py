@@ -14,7 +14,6 @@ from lakehouse_assets.assets.auto_cdc import auto_cdc_from_snapshot_table, auto_
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import (
-    ColumnSource,
     RoutedRows,
     batch_from,
     routed_table_asset,
@@ -24,6 +23,7 @@ from lakehouse_assets.assets.table_asset import (
 from lakehouse_assets.cdc.snapshots import Snapshot, SnapshotSource
 from lakehouse_assets.ingestion.columns import METADATA_COLUMNS
 from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
+from lakehouse_assets.quality import silver as contracts
 from lakehouse_assets.quality.silver import ROUTING_RULES
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -48,6 +48,7 @@ PATIENT_CHANGES: dict[str, Any] = {
     layer="silver",
     deps=[["landing", "patients"]],
     write_mode="overwrite",
+    columns=contracts.PATIENTS.described_columns(),
 )
 def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-untyped-def]
     """The patients lookup (mrn, name), loaded in batch from the landed CSV files, their
@@ -83,13 +84,8 @@ def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-unt
         "patients": batch_from(["silver", "patients"]),
     },
     expectations=ROUTING_RULES,
-    column_lineage={
-        "device_id": [ColumnSource("bronze.recordings", "device_id")],
-        "mrn": [ColumnSource("bronze.recordings", "mrn"), ColumnSource("silver.patients", "mrn")],
-        "name": [ColumnSource("silver.patients", "name")],
-        "time": [ColumnSource("bronze.recordings", "time")],
-        "heartrate": [ColumnSource("bronze.recordings", "heartrate")],
-    },
+    columns=contracts.RECORDINGS_ENRICHED.described_columns(),
+    quarantine_columns=contracts.RECORDINGS_QUARANTINE.described_columns(),
 )
 def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRows:
     """The course's join of recordings with patient names, `time` parsed as a timestamp;
@@ -111,7 +107,8 @@ def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRow
 
 
 @auto_cdc_table(layer="silver", stored_as_scd_type=1, automation_condition=downstream_of_new_data(),
-                table_properties={CHANGE_DATA_FEED: "true"}, **PATIENT_CHANGES)
+                table_properties={CHANGE_DATA_FEED: "true"}, columns=contracts.PATIENTS_CURRENT.described_columns(),
+                **PATIENT_CHANGES)
 def patients_current(changes: DataFrame) -> DataFrame:
     """One row per live patient (mrn, name): each patient's latest change by `seq`, whatever
     order the changes landed in; a deleted patient is gone, and a late change older than the
@@ -124,7 +121,8 @@ patients_history = sql_asset(SQL_FOLDER / "patients_history.sql")
 
 
 @auto_cdc_from_snapshot_table(layer="silver", keys=["mrn"], stored_as_scd_type=2,
-                              deps=[["landing", "patient_snapshots"]], automation_condition=downstream_of_new_data())
+                              deps=[["landing", "patient_snapshots"]], automation_condition=downstream_of_new_data(),
+                              columns=contracts.PATIENTS_SNAPSHOT_HISTORY.described_columns())
 def patients_snapshot_history(spark: SparkResource) -> SnapshotSource:
     """Every version of every patient (mrn, name) derived by comparing full snapshots of the
     patients lookup, landed as CSV files at landing/patient_snapshots/ (applied in name

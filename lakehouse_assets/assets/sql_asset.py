@@ -2,9 +2,11 @@
 
 One ``.sql`` file is one asset: its key is the table it creates, its upstream assets are the
 tables its query reads, its column lineage is read from the query, its description is its
-``COMMENT``, its expectations are its ``CONSTRAINT ... EXPECT`` clauses. A file holding a streaming table and
-an ``AUTO CDC`` flow into it (:mod:`lakehouse_assets.tables.sql_auto_cdc`) is an AUTO CDC
-table, as :func:`~lakehouse_assets.assets.auto_cdc.auto_cdc_table` declares one in Python. The body runs the
+``COMMENT``, its columns' descriptions are their comments (``name [type] COMMENT '...'`` in the
+parentheses after its name), its expectations are its ``CONSTRAINT ... EXPECT`` clauses. A file
+holding a streaming table and an ``AUTO CDC`` flow into it
+(:mod:`lakehouse_assets.tables.sql_auto_cdc`) is an AUTO CDC table, as
+:func:`~lakehouse_assets.assets.auto_cdc.auto_cdc_table` declares one in Python. The body runs the
 query over the tables by name in the run's session; the IO manager writes the result like
 any Python asset's, with the same metadata and checks. A table with a ``DROP ROW``
 expectation gets a quarantine table beside it, ``<layer>.<name>_quarantine``, as a Python
@@ -31,12 +33,14 @@ from lakehouse_assets.assets.table_asset import (
     stream_from,
     table_asset,
 )
+from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity, sql_rule
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.tables.sql_aggregate import NotIncremental, incremental_aggregate
 from lakehouse_assets.tables.sql_auto_cdc import is_auto_cdc, parse_auto_cdc
 from lakehouse_assets.tables.sql_definition import (
     OnViolation,
+    SqlColumn,
     SqlConstraint,
     SqlDefinition,
     SqlDefinitionError,
@@ -70,6 +74,7 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
     common: dict[str, Any] = dict(
         layer=layer,
         column_lineage=lineage or None,
+        columns=described(definition.columns),
         automation_condition=downstream_of_new_data(),
         expectations=rules,
         table_properties=dict(definition.properties),
@@ -149,6 +154,7 @@ def _auto_cdc_asset(path: Path, text: str) -> dg.AssetsDefinition:
         track_history_column_list=spec.track_history_column_list,
         track_history_except_column_list=spec.track_history_except_column_list,
         automation_condition=downstream_of_new_data(),
+        columns=described(cdc.columns),
         table_properties=dict(cdc.properties),
         metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
                   "lakehouse/sql_file": dg.MetadataValue.path(str(path))},
@@ -157,6 +163,11 @@ def _auto_cdc_asset(path: Path, text: str) -> dg.AssetsDefinition:
         return changes
 
     return _auto_cdc_sql_table
+
+
+def described(columns: Sequence[SqlColumn]) -> list[DescribedColumn]:
+    """The columns a definition describes (``name [type] COMMENT '...'``)."""
+    return [DescribedColumn(c.name, c.comment, c.type) for c in columns]
 
 
 def expectation(constraint: SqlConstraint) -> Rule:

@@ -20,6 +20,7 @@ from pydantic import Field
 from pyspark.sql import DataFrame
 
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity
 from lakehouse_assets.storage import OutputMode, StreamOptions, WriteMode
 from lakehouse_assets.streaming import RestartPolicy, TriggerKind
@@ -39,7 +40,9 @@ MERGE_KEYS = "lakehouse/merge_keys"
 MERGE_SCHEMA = "lakehouse/merge_schema"
 TRIGGER = "lakehouse/trigger"
 TIMEOUT_SECONDS = "lakehouse/timeout_seconds"
-COLUMN_LINEAGE = "lakehouse/column_lineage"
+COLUMN_LINEAGE = "lakehouse/column_lineage"  # a SQL asset's, read from its SQL
+#: ``{column: description}``: what each column holds, reported with every materialization.
+COLUMN_DESCRIPTIONS = "lakehouse/column_descriptions"
 QUARANTINE_TABLE = "lakehouse/quarantine_table"  # on a routed table: where failing rows go
 QUARANTINE_FOR = "lakehouse/quarantine_for"  # on a quarantine table: whose failing rows it holds
 # On a table read from streams: the options of each, by upstream table (``layer.name``).
@@ -161,6 +164,18 @@ def _expectations_metadata(table: str, rules: Sequence[Rule], *, can_drop: bool)
          "columns": list(r.columns)} for r in rules]} if rules else {}
 
 
+def _columns_metadata(columns: Sequence[DescribedColumn]) -> dict[str, Any]:
+    """The declared columns as the UI's Columns table shows them before any run (their types
+    and descriptions), and their descriptions for the IO manager to report on each run."""
+    if not columns:
+        return {}
+    return {
+        "dagster/column_schema": dg.TableSchema(columns=[
+            dg.TableColumn(c.name, c.type or "unknown", description=c.description or None) for c in columns]),
+        COLUMN_DESCRIPTIONS: {c.name: c.description for c in columns if c.description},
+    }
+
+
 def _with_expectations(fn: Callable[..., Any], rules: tuple[Rule, ...]) -> Callable[..., Any]:
     """``fn`` returning its DataFrame (or ingestion source) with ``rules`` for the IO manager:
     the same parameters for Dagster to read, but no return type for it to check."""
@@ -199,6 +214,7 @@ def table_asset(
     trigger: TriggerKind | str = TriggerKind.availableNow,
     timeout_seconds: float | None = None,
     column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
+    columns: Sequence[DescribedColumn] = (),
     owners: Sequence[str] = (DEFAULT_OWNER,),
     automation_condition: dg.AutomationCondition[Any] | None = None,
     check_specs: Sequence[dg.AssetCheckSpec] | None = None,
@@ -216,6 +232,9 @@ def table_asset(
     on every batch written, their counts reported with each materialization.
     ``table_properties`` are Delta table properties the table is created with, such as
     ``{"delta.enableChangeDataFeed": "true"}`` to keep a change data feed of its updates.
+    ``columns`` describe the table's columns (a contract's ``described_columns()``); the
+    column lineage is derived from the DataFrame's plan as it is written, and
+    ``column_lineage`` is for a SQL asset's, read from its SQL.
     """
 
     def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
@@ -240,6 +259,7 @@ def table_asset(
                 for column, sources in column_lineage.items()
             }
         asset_ins, stream_options = _split_ins(ins or {})
+        definition_metadata.update(_columns_metadata(columns))
         definition_metadata.update(stream_options)
         definition_metadata.update(expectation_metadata)
         definition_metadata.update(metadata or {})
@@ -296,6 +316,8 @@ def routed_table_asset(
     quarantine_description: str,
     ins: Mapping[str, dg.AssetIn | StreamInput],
     column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
+    columns: Sequence[DescribedColumn] = (),
+    quarantine_columns: Sequence[DescribedColumn] = (),
     owners: Sequence[str] = (DEFAULT_OWNER,),
     automation_condition: dg.AutomationCondition[Any] | None = None,
     merge_schema: bool = True,
@@ -314,7 +336,8 @@ def routed_table_asset(
     A column the passing rows gain (one the body passes through from upstream) is added to
     the table with ``merge_schema`` (the default, as the seeds' ``mergeSchema``), else it
     stops the run naming it; the quarantine always takes new columns, so it stays lossless.
-    ``table_properties`` are the Delta table properties the table is created with."""
+    ``table_properties`` are the Delta table properties the table is created with; ``columns``
+    and ``quarantine_columns`` describe the two tables' columns."""
 
     def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
         main_key = dg.AssetKey([layer, name])
@@ -323,7 +346,8 @@ def routed_table_asset(
         main_metadata: dict[str, Any] = {
             OUTPUT_MODE: "append", TRIGGER: "availableNow", "table": f"{layer}.{name}", MERGE_SCHEMA: merge_schema,
             QUARANTINE_TABLE: f"{layer}.{quarantine_name}", **stream_options,
-            **_expectations_metadata(f"{layer}.{name}", expectations, can_drop=True), **(metadata or {}),
+            **_expectations_metadata(f"{layer}.{name}", expectations, can_drop=True),
+            **_columns_metadata(columns), **(metadata or {}),
         }
         if table_properties:
             main_metadata[TABLE_PROPERTIES] = {str(k): str(v) for k, v in table_properties.items()}
@@ -341,7 +365,8 @@ def routed_table_asset(
                 dg.AssetSpec(main_key, description=description, metadata=main_metadata,
                              automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
                 dg.AssetSpec(quarantine_key, description=quarantine_description,
-                             metadata={"table": f"{layer}.{quarantine_name}", QUARANTINE_FOR: f"{layer}.{name}"},
+                             metadata={"table": f"{layer}.{quarantine_name}", QUARANTINE_FOR: f"{layer}.{name}",
+                                       **_columns_metadata(quarantine_columns)},
                              automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
             ],
             ins=asset_ins,

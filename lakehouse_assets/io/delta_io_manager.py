@@ -37,6 +37,7 @@ from lakehouse_assets.io.handlers.routed import write_routed
 from lakehouse_assets.io.handlers.snapshots import write_snapshots
 from lakehouse_assets.io.handlers.stream import write_stream
 from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.lineage import derived_lineage
 from lakehouse_assets.io.metadata import table_metadata
 from lakehouse_assets.io.table_run import TableRef, TableRun, full_refresh, resolve_table_run
 from lakehouse_assets.settings import LakehouseSettings
@@ -78,6 +79,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         with engine_errors(self.spark.settings()):
             run = resolve_table_run(context, self.settings())
             handler, writes = _handler_for(obj, run.table)
+            lineage = derived_lineage(obj, run, context.log)  # from the plan, before the query starts
             store = self.store()
             started = time.monotonic()
             if writes:
@@ -97,7 +99,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             else:
                 written = handler(obj, run, store, context.log)
             drop_temp_views(self.spark.spark_session)
-            metadata = {**written.metadata, **table_metadata(store, run, written.version)}
+            metadata = {**written.metadata, **table_metadata(store, run, written.version, lineage)}
             metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
             context.add_output_metadata(metadata)
 

@@ -1,23 +1,28 @@
 """What every materialization of a table reports about the table itself, read from the
-table (its log and schema), never from what the run remembers: version, rows, columns,
-column lineage; and what its expectations counted, read from its commits."""
+table (its log and schema), never from what the run remembers: version, rows, columns
+(described as the asset declares them), column lineage (derived by
+:mod:`lakehouse_assets.io.lineage`, held to the tables' columns); and what its expectations
+counted, read from its commits."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 
+from lakehouse_assets.io.lineage import kept_lineage
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import ExpectationCounts
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.storage import TableStore
 
 
-def table_metadata(store: TableStore, run: TableRun, written_version: int | None) -> dict[str, Any]:
+def table_metadata(store: TableStore, run: TableRun, written_version: int | None,
+                   lineage: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> dict[str, Any]:
     """The table's path, current version, the version this run wrote last, its row count
-    (from the log's statistics), its columns and the asset's column lineage."""
+    (from the log's statistics), its columns with their descriptions, and its column
+    ``lineage`` (:mod:`lakehouse_assets.io.lineage`) held to the tables' columns."""
     path = str(run.table.path)
     metadata: dict[str, Any] = {"table_path": dg.MetadataValue.path(path)}
     if not store.exists(path):
@@ -30,13 +35,16 @@ def table_metadata(store: TableStore, run: TableRun, written_version: int | None
     rows = snapshot.row_count()
     if rows is not None:
         metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
-    metadata["dagster/column_schema"] = dg.TableSchema(
-        columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in snapshot.schema().fields])
-    if run.column_lineage:
+    fields = snapshot.schema().fields
+    metadata["dagster/column_schema"] = dg.TableSchema(columns=[
+        dg.TableColumn(f.name, f.dataType.simpleString(), description=run.column_description(f.name))
+        for f in fields])
+    kept = kept_lineage(lineage, [f.name for f in fields], store, run.root) if lineage else {}
+    if kept:
         metadata["dagster/column_lineage"] = dg.TableColumnLineage(deps_by_column={
             column: [dg.TableColumnDep(asset_key=dg.AssetKey(table.split(".")), column_name=source_column)
                      for table, source_column in sources]
-            for column, sources in run.column_lineage.items()
+            for column, sources in kept.items()
         })
     return metadata
 

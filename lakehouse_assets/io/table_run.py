@@ -19,6 +19,7 @@ import dagster as dg
 from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.table_asset import (
     AUTO_CDC,
+    COLUMN_DESCRIPTIONS,
     COLUMN_LINEAGE,
     INCREMENTAL_AGGREGATE,
     MERGE_KEYS,
@@ -82,7 +83,7 @@ class TableRun:
     write_mode: WriteMode
     keys: tuple[str, ...]
     merge_schema: bool
-    #: ``{column: [[layer.table, column], ...]}`` as the asset declared it.
+    #: ``{column: [[layer.table, column], ...]}`` as the asset declared it (from its SQL).
     column_lineage: Mapping[str, Sequence[Sequence[str]]] | None
     #: How a change feed is applied, on an AUTO CDC table.
     auto_cdc: AutoCdc | None = None
@@ -90,6 +91,14 @@ class TableRun:
     table_properties: Mapping[str, str] = field(default_factory=dict)
     #: How a grouped table is kept incrementally, merging each batch's partial results.
     aggregate: IncrementalAggregate | None = None
+    #: ``{column: description}`` from the table's contract or its SQL's column comments.
+    column_descriptions: Mapping[str, str] = field(default_factory=dict)
+
+    def column_description(self, column: str) -> str | None:
+        """What the asset says ``column`` holds (names match as Spark's do, in any case)."""
+        if column in self.column_descriptions:
+            return self.column_descriptions[column]
+        return {k.lower(): v for k, v in self.column_descriptions.items()}.get(column.lower())
 
     @property
     def written(self) -> tuple[TableRef, ...]:
@@ -147,6 +156,7 @@ def table_run_of(
         table_properties=dict(spec.get(TABLE_PROPERTIES) or {}),
         aggregate=(IncrementalAggregate.from_metadata(spec[INCREMENTAL_AGGREGATE])
                    if spec.get(INCREMENTAL_AGGREGATE) else None),
+        column_descriptions=dict(spec.get(COLUMN_DESCRIPTIONS) or {}),
     )
 
 

@@ -37,16 +37,48 @@ class RecordingsBronze(pa.DataFrameModel):  # type: ignore[type-arg]
     """bronze.recordings: the landed JSON fields, typed (``time`` in Unix seconds), plus
     the ingestion's metadata. Not strict: ingestion may add columns as the source evolves."""
 
-    device_id: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
-    mrn: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
-    time: T.DoubleType() = pa.Field(nullable=True)  # type: ignore[valid-type]
-    heartrate: T.DoubleType() = pa.Field(nullable=True)  # type: ignore[valid-type]
-    rescued_data: T.StringType() = pa.Field(nullable=True, alias=RESCUED_DATA)  # type: ignore[valid-type]
-    source_file: T.StringType() = pa.Field(nullable=True, alias=SOURCE_FILE)  # type: ignore[valid-type]
-    ingested_at: T.TimestampType() = pa.Field(nullable=True, alias=INGESTED_AT)  # type: ignore[valid-type]
+    device_id: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The recording device, as landed (null if missing or not a number)")
+    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's medical record number, as landed")
+    time: T.DoubleType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="When the heart rate was recorded, in Unix seconds, as landed")
+    heartrate: T.DoubleType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The heart rate recorded, in beats per minute, as landed")
+    rescued_data: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=RESCUED_DATA,
+        description="What did not fit the schema (a malformed line, a value of the wrong type), as JSON")
+    source_file: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=SOURCE_FILE, description="The landed file the row was read from")
+    ingested_at: T.TimestampType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=INGESTED_AT, description="When the row was ingested into bronze")
 
     class Config:
         name = "bronze.recordings"
+        strict = False
+
+
+class PatientChangesBronze(pa.DataFrameModel):  # type: ignore[type-arg]
+    """bronze.patient_changes: changes to patient records as landed, with the ingestion's metadata."""
+
+    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The medical record number of the patient changed")
+    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's name after the change (ignored by a delete)")
+    op: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="UPSERT or DELETE")
+    seq: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="Orders the changes of a patient: a higher seq is a later change")
+    rescued_data: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=RESCUED_DATA,
+        description="What did not fit the schema (a malformed line, a value of the wrong type), as JSON")
+    source_file: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=SOURCE_FILE, description="The landed file the row was read from")
+    ingested_at: T.TimestampType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=INGESTED_AT, description="When the row was ingested into bronze")
+
+    class Config:
+        name = "bronze.patient_changes"
         strict = False
 
 
@@ -58,14 +90,19 @@ RECORDINGS = Contract(
     description="Raw recordings with their ingestion metadata",
 )
 
+PATIENT_CHANGES = Contract("bronze", "patient_changes", PatientChangesBronze,
+                           description="Patient record changes with their ingestion metadata")
+
 #: The bronze recordings' columns, in order: what the quarantine keeps of every row.
 RECORDINGS_COLUMNS: tuple[str, ...] = tuple(RECORDINGS.columns)
 
 __all__ = [
     "INGESTED_AT_PRESENT",
+    "PATIENT_CHANGES",
     "RECORDINGS",
     "RECORDINGS_COLUMNS",
     "RESCUED_DATA_EMPTY",
+    "PatientChangesBronze",
     "RecordingsBronze",
     "SOURCE_FILE_PRESENT",
 ]

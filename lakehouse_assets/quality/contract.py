@@ -32,6 +32,17 @@ class StructureError:
 
 
 @dataclass(frozen=True)
+class DescribedColumn:
+    """A column a table declares, with what it holds: from a contract's model
+    (``pa.Field(description=...)``) or a SQL definition's column comment. ``type`` is Spark's
+    name for it (``bigint``), or empty when not declared."""
+
+    name: str
+    description: str
+    type: str = ""
+
+
+@dataclass(frozen=True)
 class Contract:
     """What the table ``layer.name`` promises: ``model``'s columns and types, the row
     ``rules`` every row satisfies, and the ``unique`` keys no two rows share."""
@@ -73,6 +84,11 @@ class Contract:
         """The columns the model declares, in order."""
         return list(self.model.to_schema().columns)
 
+    def described_columns(self) -> list[DescribedColumn]:
+        """The model's columns in order, with their types and their ``Field`` descriptions."""
+        return [DescribedColumn(name, column.description or "", _spark_type(column.dtype))
+                for name, column in self.model.to_schema().columns.items()]
+
     def structure_schema(self) -> DataFrameSchema:
         """The model's Pandera schema alone: columns, types, strictness."""
         return self.model.to_schema()
@@ -109,6 +125,12 @@ class Contract:
         with config_context(validation_depth=ValidationDepth.SCHEMA_AND_DATA):
             validated = self.schema().validate(df, lazy=True)
         return dict(cast(dict[str, Any], validated.pandera.errors))
+
+
+def _spark_type(dtype: Any) -> str:
+    """Spark's name for a Pandera PySpark column type (``bigint``), or empty if it has none."""
+    spark_type: Any = getattr(dtype, "type", None)
+    return str(spark_type.simpleString()) if hasattr(spark_type, "simpleString") else ""
 
 
 def flatten_errors(errors: dict[str, Any]) -> list[StructureError]:

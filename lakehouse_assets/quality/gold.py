@@ -48,6 +48,51 @@ class DeviceCounts(pa.DataFrameModel):  # type: ignore[type-arg]
         strict = True
 
 
+class Heartrate5Min(pa.DataFrameModel):  # type: ignore[type-arg]
+    """gold.heartrate_5min: heart rate per device in 5-minute tumbling windows."""
+
+    device_id: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The recording device")
+    window_start: T.TimestampType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The start of the 5-minute window (inclusive)")
+    window_end: T.TimestampType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The end of the 5-minute window (exclusive)")
+    recordings: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="How many heart rates the device recorded in the window")
+    min_heartrate: T.DoubleType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The lowest heart rate in the window, in beats per minute")
+    mean_heartrate: T.DoubleType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The mean heart rate in the window, in beats per minute")
+    max_heartrate: T.DoubleType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The highest heart rate in the window, in beats per minute")
+
+    class Config:
+        name = "gold.heartrate_5min"
+        strict = True
+
+
+class PatientChanges(pa.DataFrameModel):  # type: ignore[type-arg]
+    """gold.patient_changes: every change made to silver.patients_current, from its change data feed."""
+
+    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The medical record number of the patient changed")
+    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The name after an insert or update; the last one before a delete")
+    change: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="insert, update or delete")
+    patients_version: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The version of silver.patients_current whose commit made the change")
+    changed_at: T.TimestampType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="When that commit was made")
+
+    class Config:
+        name = "gold.patient_changes"
+        strict = True
+
+
+HEARTRATE_5MIN = Contract("gold", "heartrate_5min", Heartrate5Min, description="Heart rate per device and window")
+PATIENT_CHANGES = Contract("gold", "patient_changes", PatientChanges, description="Every patient change")
+
 DAILY_PATIENT_AVG = Contract(
     "gold",
     "daily_patient_avg",
@@ -74,5 +119,9 @@ __all__ = [
     "DEVICE_ID_KNOWN",
     "DailyPatientAvg",
     "DeviceCounts",
+    "HEARTRATE_5MIN",
+    "Heartrate5Min",
+    "PATIENT_CHANGES",
+    "PatientChanges",
     "TOTAL_RECORDINGS_POSITIVE",
 ]

@@ -14,6 +14,7 @@ import datetime as dt
 import pandera.pyspark as pa
 import pyspark.sql.types as T
 
+from lakehouse_assets.cdc.spec import END_AT, START_AT
 from lakehouse_assets.quality.bronze import RESCUED_DATA_EMPTY, RecordingsBronze
 from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
@@ -75,11 +76,16 @@ ROUTING_RULES: tuple[Rule, ...] = (
 class RecordingsEnriched(pa.DataFrameModel):  # type: ignore[type-arg]
     """silver.recordings_enriched: recordings of known patients, ``time`` as a timestamp."""
 
-    device_id: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
-    mrn: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
-    name: T.StringType() = pa.Field(nullable=True)  # type: ignore[valid-type]
-    time: T.TimestampType() = pa.Field(nullable=True)  # type: ignore[valid-type]
-    heartrate: T.DoubleType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    device_id: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The recording device (null when the recording named none)")
+    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's medical record number, a patient of silver.patients")
+    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's name, from silver.patients")
+    time: T.TimestampType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="When the heart rate was recorded (UTC), parsed from bronze's Unix seconds")
+    heartrate: T.DoubleType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description=f"The heart rate recorded, in beats per minute, in (0, {MAX_HEARTRATE:g}]")
 
     class Config:
         name = "silver.recordings_enriched"
@@ -90,7 +96,9 @@ class RecordingsQuarantine(RecordingsBronze):
     """silver.recordings_quarantine: the bronze rows silver refused, as they were, with the
     rules they failed."""
 
-    quarantine_reason: T.StringType() = pa.Field(nullable=True, alias=QUARANTINE_REASON)  # type: ignore[valid-type]
+    quarantine_reason: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=QUARANTINE_REASON,
+        description="The names of the rules the row failed, comma-separated, or `duplicate`")
 
     class Config:
         name = "silver.recordings_quarantine"
@@ -100,11 +108,44 @@ class RecordingsQuarantine(RecordingsBronze):
 class Patients(pa.DataFrameModel):  # type: ignore[type-arg]
     """silver.patients: the patients lookup."""
 
-    mrn: T.LongType() = pa.Field(nullable=True)  # type: ignore[valid-type]
-    name: T.StringType() = pa.Field(nullable=True)  # type: ignore[valid-type]
+    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's medical record number, one row each")
+    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's name, as in the landed lookup")
 
     class Config:
         name = "silver.patients"
+        strict = True
+
+
+class PatientsCurrent(pa.DataFrameModel):  # type: ignore[type-arg]
+    """silver.patients_current: one row per live patient, the latest change applied (SCD type 1)."""
+
+    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's medical record number, one row per live patient")
+    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's name after the latest change by seq")
+
+    class Config:
+        name = "silver.patients_current"
+        strict = True
+
+
+class PatientsSnapshotHistory(pa.DataFrameModel):  # type: ignore[type-arg]
+    """silver.patients_snapshot_history: every version of every patient, from full snapshots (SCD type 2)."""
+
+    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's medical record number")
+    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, description="The patient's name in this version")
+    start_at: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=START_AT, description="The number of the snapshot that opened this version")
+    end_at: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=END_AT,
+        description="The number of the snapshot that closed this version (null while current)")
+
+    class Config:
+        name = "silver.patients_snapshot_history"
         strict = True
 
 
@@ -135,6 +176,11 @@ PATIENTS = Contract(
     description="One named patient per mrn",
 )
 
+PATIENTS_CURRENT = Contract("silver", "patients_current", PatientsCurrent,
+                            description="One row per live patient")
+PATIENTS_SNAPSHOT_HISTORY = Contract("silver", "patients_snapshot_history", PatientsSnapshotHistory,
+                                     description="Every version of every patient, by snapshot")
+
 __all__ = [
     "DEVICE_ID_PRESENT",
     "HEARTRATE_IN_RANGE",
@@ -143,6 +189,8 @@ __all__ = [
     "MRN_POSITIVE",
     "NAME_PRESENT",
     "PATIENTS",
+    "PATIENTS_CURRENT",
+    "PATIENTS_SNAPSHOT_HISTORY",
     "QUARANTINE_REASON",
     "QUARANTINE_REASON_PRESENT",
     "RECORDINGS_ENRICHED",
@@ -150,6 +198,8 @@ __all__ = [
     "ROUTING_RULES",
     "TIME_PLAUSIBLE",
     "Patients",
+    "PatientsCurrent",
+    "PatientsSnapshotHistory",
     "RecordingsEnriched",
     "RecordingsQuarantine",
 ]

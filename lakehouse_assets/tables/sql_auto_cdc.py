@@ -25,7 +25,13 @@ from dataclasses import dataclass
 
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.errors import ConfigurationError
-from lakehouse_assets.tables.sql_definition import SQL_LAYERS, SqlDefinitionError, table_clauses
+from lakehouse_assets.tables.sql_definition import (
+    SQL_LAYERS,
+    SqlColumn,
+    SqlDefinitionError,
+    table_clauses,
+    table_elements,
+)
 from lakehouse_assets.tables.sql_refs import Token, tokens
 
 _TABLE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\.[A-Za-z][A-Za-z0-9_]*")
@@ -34,7 +40,8 @@ _CLAUSES = {("keys",): "keys", ("apply", "as", "delete", "when"): "deletes",
             ("apply", "as", "truncate", "when"): "truncates", ("sequence", "by"): "sequence",
             ("columns",): "columns", ("stored", "as", "scd", "type"): "type",
             ("track", "history", "on"): "track"}
-SHAPE = ("CREATE OR REFRESH STREAMING TABLE layer.name [COMMENT '...'] [TBLPROPERTIES (...)]; "
+SHAPE = ("CREATE OR REFRESH STREAMING TABLE layer.name [(column [type] COMMENT '...', ...)] [COMMENT '...'] "
+         "[TBLPROPERTIES (...)]; "
          "CREATE FLOW name AS AUTO CDC INTO "
          "layer.name FROM STREAM(layer.table) KEYS (columns) [APPLY AS DELETE WHEN condition] [APPLY AS "
          "TRUNCATE WHEN condition] SEQUENCE BY column [COLUMNS (columns) | COLUMNS * EXCEPT (columns)] "
@@ -54,6 +61,8 @@ class SqlAutoCdc:
     spec: AutoCdc
     #: ``TBLPROPERTIES``: the Delta table properties the table is created with.
     properties: tuple[tuple[str, str], ...] = ()
+    #: The columns described after the table's name (``name [type] COMMENT '...'``).
+    columns: tuple[SqlColumn, ...] = ()
 
 
 def is_auto_cdc(text: str) -> bool:
@@ -68,7 +77,7 @@ def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
     statements = _statements(toks)
     if len(statements) != 2:
         raise _error(source, f"it holds {len(statements)} statement(s); an AUTO CDC table is two, ended by ';'")
-    table, comment, properties = _streaming_table(statements[0], text, source)
+    table, comment, properties, described = _streaming_table(statements[0], text, source)
     flow, target, changes_from, clauses = _flow(statements[1], source)
     if target.lower() != table.lower():
         raise _error(source, f"the flow writes {target}, but the file creates {table}")
@@ -95,7 +104,7 @@ def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
                        track_history_column_list=track, track_history_except_column_list=track_except)
     except ConfigurationError as exc:
         raise _error(source, str(exc)) from exc
-    return SqlAutoCdc(source, table, comment, flow, changes_from, spec, properties)
+    return SqlAutoCdc(source, table, comment, flow, changes_from, spec, properties, described)
 
 
 def _statements(toks: list[Token]) -> list[list[Token]]:
@@ -108,18 +117,24 @@ def _statements(toks: list[Token]) -> list[list[Token]]:
     return [s for s in found if s]
 
 
-def _streaming_table(toks: list[Token], text: str,
-                     source: str) -> tuple[str, str | None, tuple[tuple[str, str], ...]]:
+def _streaming_table(toks: list[Token], text: str, source: str
+                     ) -> tuple[str, str | None, tuple[tuple[str, str], ...], tuple[SqlColumn, ...]]:
     words = [t.text.lower() for t in toks]
     if words[:5] != ["create", "or", "refresh", "streaming", "table"]:
         raise _error(source, "the first statement must be CREATE OR REFRESH STREAMING TABLE layer.name")
     table = _table_at(toks, 5, source)
-    comment, properties, at = table_clauses(toks, 8, source, table)
+    at = 8
+    columns: tuple[SqlColumn, ...] = ()
+    if at < len(toks) and toks[at].text == "(":
+        constraints, columns, at = table_elements(table, toks, at, source, text)
+        if constraints:
+            raise _error(source, f"{table} declares expectations, which an AUTO CDC table does not take")
+    comment, properties, at = table_clauses(toks, at, source, table)
     if at < len(toks):
         rest = toks[at:]
         raise _error(source, "only COMMENT and TBLPROPERTIES may follow the table's name "
                              f"(found {text[rest[0].start:rest[-1].end]!r})")
-    return table, comment, properties
+    return table, comment, properties, columns
 
 
 def _flow(toks: list[Token], source: str) -> tuple[str, str, str, dict[str, list[Token]]]:

@@ -22,7 +22,14 @@ Expectations are declared in parentheses after the name, as Lakeflow writes them
     ) AS SELECT ...
 
 No ``ON VIOLATION`` keeps and counts a failing row; ``DROP ROW`` quarantines it;
-``FAIL UPDATE`` fails the update.
+``FAIL UPDATE`` fails the update. Columns are described in the same parentheses, Lakeflow's
+way, each ``name [type] COMMENT '...'``; the comment is the column's description (its values
+still come from the query)::
+
+    CREATE OR REFRESH STREAMING TABLE gold.device_counts (
+      device_id BIGINT COMMENT 'The recording device',
+      total_recordings BIGINT COMMENT 'Recordings counted for the device'
+    ) AS SELECT ...
 """
 
 from __future__ import annotations
@@ -70,6 +77,16 @@ class SqlConstraint:
 
 
 @dataclass(frozen=True)
+class SqlColumn:
+    """``name [type] COMMENT '...'``: a column a definition describes. ``type`` is as
+    written, in lower case (empty when not given)."""
+
+    name: str
+    type: str
+    comment: str
+
+
+@dataclass(frozen=True)
 class SqlDefinition:
     """One parsed definition: ``table`` (``layer.name``), its kind, its ``COMMENT``, its
     query, the tables the query reads (``layer.name``, read as a stream or not), and its
@@ -84,6 +101,8 @@ class SqlDefinition:
     constraints: tuple[SqlConstraint, ...] = ()
     #: ``TBLPROPERTIES``: the Delta table properties it is created with.
     properties: tuple[tuple[str, str], ...] = ()
+    #: The columns described in its parentheses, with their comments.
+    columns: tuple[SqlColumn, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -124,15 +143,9 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
         raise fail(f"the table must be named layer.name in bronze, silver or gold (found {_near(toks, at)})")
     at += 3
     constraints: tuple[SqlConstraint, ...] = ()
+    columns: tuple[SqlColumn, ...] = ()
     if at < len(toks) and toks[at].text == "(":
-        close = _closing(toks, at)
-        if close is None:
-            raise fail(f"the parenthesis after {table} is never closed")
-        constraints = tuple(_constraint(table, item, source, text) for item in _split_commas(toks[at + 1:close]))
-        names = [c.name.lower() for c in constraints]
-        if len(set(names)) != len(names):
-            raise SqlDefinitionError(f"{source}: {table} names a CONSTRAINT twice; give each its own name")
-        at = close + 1
+        constraints, columns, at = table_elements(table, toks, at, source, text)
     comment, properties, at = table_clauses(toks, at, source, table)
     if at >= len(words) or words[at] != "as":
         raise fail(f"AS and the query must follow the table's name and comment (found {_near(toks, at)})")
@@ -145,7 +158,40 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
     if kind is SqlTableKind.materialized_view and streams:
         raise fail(f"the materialized view {table} reads {', '.join(streams)} as a stream; a materialized "
                    "view reads tables as they stand: drop STREAM(...), or make it a STREAMING TABLE")
-    return SqlDefinition(source, kind, table, comment, query, reads, constraints, properties)
+    return SqlDefinition(source, kind, table, comment, query, reads, constraints, properties, columns)
+
+
+def table_elements(table: str, toks: list[Token], at: int, source: str,
+                   sql: str) -> tuple[tuple[SqlConstraint, ...], tuple[SqlColumn, ...], int]:
+    """The expectations and described columns in the parentheses opening at token ``at``
+    after ``table``'s name (``toks`` of the definition's text ``sql``), and the index of the
+    token after them."""
+    close = _closing(toks, at)
+    if close is None:
+        raise SqlDefinitionError(f"{source}: the parenthesis after {table} is never closed")
+    items = _split_commas(toks[at + 1:close])
+    constraints = tuple(_constraint(table, item, source, sql) for item in items
+                        if item[0].text.lower() == "constraint")
+    columns = tuple(_column(table, item, source, sql) for item in items if item[0].text.lower() != "constraint")
+    for what, names in (("a CONSTRAINT", [c.name.lower() for c in constraints]),
+                        ("a column", [c.name.lower() for c in columns])):
+        if len(set(names)) != len(names):
+            raise SqlDefinitionError(f"{source}: {table} names {what} twice; give each its own name")
+    return constraints, columns, close + 1
+
+
+def _column(table: str, toks: list[Token], source: str, sql: str) -> SqlColumn:
+    """One ``name [type] COMMENT '...'``."""
+    text = sql[toks[0].start:toks[-1].end]
+    words = [t.text.lower() for t in toks]
+    if (toks[0].name is None or len(toks) < 3 or words[-2] != "comment" or toks[-1].kind != "string"
+            or "comment" in words[:-2]):
+        raise SqlDefinitionError(
+            f"{source}: {table} declares {text!r} in its parentheses; a SQL table takes expectations there "
+            "(CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | ON VIOLATION FAIL UPDATE]) and "
+            "column descriptions (name [type] COMMENT '...'); its columns come from its query")
+    written_type = sql[toks[1].start:toks[-3].end].lower() if len(toks) > 3 else ""
+    return SqlColumn(str(toks[0].name), written_type, _unquoted(toks[-1]))
 
 
 def table_clauses(toks: list[Token], at: int, source: str,
@@ -193,10 +239,6 @@ def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlCons
     words = [t.text.lower() for t in toks]
     text = sql[toks[0].start:toks[-1].end]
     shape = ("CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | ON VIOLATION FAIL UPDATE]")
-    if not words or words[0] != "constraint":
-        raise SqlDefinitionError(
-            f"{source}: {table} declares {text!r} in its parentheses; a SQL table takes only expectations "
-            f"there ({shape}); its columns come from its query")
     if len(toks) < 4 or toks[1].name is None or words[2] != "expect" or toks[3].text != "(":
         raise SqlDefinitionError(f"{source}: {table}: {text!r} is not an expectation: write {shape}")
     close = _closing(toks, 3)

@@ -51,9 +51,23 @@ def test_the_reference_history_is_an_auto_cdc_file() -> None:
     assert parsed.spec.stored_as_scd_type == 2 and parsed.spec.keys == ("mrn",)
     assert dict(parsed.properties) == {"delta.enableChangeDataFeed": "true"}
     assert not is_auto_cdc((SQL_FOLDER / "device_counts.sql").read_text())
+    assert [c.name for c in parsed.columns] == ["mrn", "name", "__START_AT", "__END_AT"]
+    assert all(c.comment for c in parsed.columns)
+
+
+def test_columns_are_described_after_the_tables_name() -> None:
+    parsed = parse_auto_cdc("""
+        CREATE OR REFRESH STREAMING TABLE silver.people (id BIGINT COMMENT 'Who', name COMMENT 'Called')
+        TBLPROPERTIES (delta.enableChangeDataFeed = true);
+        CREATE FLOW f AS AUTO CDC INTO silver.people FROM STREAM(bronze.changes) KEYS (id) SEQUENCE BY seq
+    """, "people.sql")
+    assert [(c.name, c.type, c.comment) for c in parsed.columns] == [("id", "bigint", "Who"), ("name", "", "Called")]
+    assert dict(parsed.properties) == {"delta.enableChangeDataFeed": "true"}
 
 
 @pytest.mark.parametrize("text, message", [
+    ("CREATE OR REFRESH STREAMING TABLE silver.t (CONSTRAINT c EXPECT (id > 0)); CREATE FLOW f AS AUTO CDC "
+     "INTO silver.t FROM STREAM(bronze.c) KEYS (id) SEQUENCE BY s", "does not take"),
     ("CREATE FLOW f AS AUTO CDC INTO silver.t FROM STREAM(bronze.c) KEYS (id) SEQUENCE BY s", "1 statement"),
     ("CREATE OR REFRESH STREAMING TABLE silver.t; CREATE FLOW f AS AUTO CDC INTO silver.u "
      "FROM STREAM(bronze.c) KEYS (id) SEQUENCE BY s", "writes silver.u, but the file creates silver.t"),

@@ -67,12 +67,28 @@ def test_constraints_are_read_with_their_conditions_columns_and_actions() -> Non
     assert definition.comment == "checked" and definition.reads == (("bronze.r", True),)
 
 
+def test_columns_are_described_beside_the_constraints_with_or_without_a_type() -> None:
+    definition = parse_sql_definition(
+        "CREATE OR REFRESH STREAMING TABLE gold.t (\n"
+        "  mrn BIGINT COMMENT 'The patient\\'s number',\n"
+        "  CONSTRAINT known EXPECT (mrn IS NOT NULL),\n"
+        "  total DECIMAL(10, 2) COMMENT 'What they paid',\n"
+        "  `odd name` COMMENT 'Untyped'\n"
+        ") COMMENT 'described' AS SELECT mrn, total, 1 AS `odd name` FROM STREAM(silver.x)", source="t.sql")
+    assert [(c.name, c.type, c.comment) for c in definition.columns] == [
+        ("mrn", "bigint", "The patient's number"), ("total", "decimal(10, 2)", "What they paid"),
+        ("odd name", "", "Untyped")]
+    assert [c.name for c in definition.constraints] == ["known"] and definition.comment == "described"
+
+
 @pytest.mark.parametrize("text, says", [
     ("SELECT 1", "does not start with CREATE OR REFRESH"),
     ("CREATE OR REFRESH TABLE gold.t AS SELECT 1", "STREAMING TABLE or MATERIALIZED VIEW"),
     ("CREATE OR REFRESH MATERIALIZED VIEW t AS SELECT 1", "named layer.name"),
     ("CREATE OR REFRESH STREAMING TABLE gold.t (n BIGINT) AS SELECT * FROM STREAM(silver.x)",
-     "takes only expectations"),
+     "column descriptions (name [type] COMMENT '...')"),
+    ("CREATE OR REFRESH STREAMING TABLE gold.t (n COMMENT 'a', N COMMENT 'b') AS SELECT * FROM STREAM(silver.x)",
+     "names a column twice"),
     ("CREATE OR REFRESH STREAMING TABLE gold.t (CONSTRAINT ok EXPECT (n > 0) ON VIOLATION IGNORE) "
      "AS SELECT * FROM STREAM(silver.x)", "ON VIOLATION DROP ROW, ON VIOLATION FAIL UPDATE, or nothing"),
     ("CREATE OR REFRESH STREAMING TABLE gold.t (CONSTRAINT ok EXPECT (n > 0), CONSTRAINT ok EXPECT (n < 9)) "
