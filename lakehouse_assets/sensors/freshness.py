@@ -32,10 +32,11 @@ class FreshnessScan:
 
 
 def scan_freshness(previous: Mapping[str, bool], lags: Mapping[str, DataLag], max_lag: dt.timedelta) -> FreshnessScan:
-    """Compare each table's verdict now (from ``lags``) with ``previous``: a table not seen
-    before counts as changed, so its check is evaluated once."""
+    """Compare each table's verdict now (from ``lags``) with ``previous``. A table not seen
+    before counts as having been fresh (its runs evaluate its check anyway), so a first look
+    at a quiet lakehouse launches nothing."""
     fresh = {table: lag.lag <= max_lag for table, lag in lags.items()}
-    return FreshnessScan(fresh, [table for table, now in fresh.items() if previous.get(table) != now])
+    return FreshnessScan(fresh, [table for table, now in fresh.items() if previous.get(table, True) != now])
 
 
 def freshness_sensor(paths: Sequence[FreshnessPath], max_lag: dt.timedelta, *,
