@@ -23,6 +23,7 @@ rewrites only those.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,9 @@ from lakehouse_assets.storage.sink import KeptTableSink
 
 #: The folder, inside the table's folder, of the Delta table holding the groups' partials.
 STATE_FOLDER = "_aggregate_state"
+#: Commit metadata key: the aggregate (:meth:`IncrementalAggregate.as_metadata`, as JSON), so
+#: the table says how its rows are made from its source's (what ``lakehouse trace`` reads).
+AGGREGATE_KEY = "lakehouse.aggregate"
 #: The most rows a written file holds, so a batch rewrites a bounded part of the table.
 ROWS_PER_FILE = 100_000
 
@@ -83,9 +87,10 @@ class AggregateTable:
                     written = spec.results(groups)
                     if table_rows is not None:
                         written = matching_keys(table_rows, changed, keys, "left_anti").unionByName(written)
+                    described = {**metadata, AGGREGATE_KEY: json.dumps(spec.as_metadata(), separators=(",", ":"))}
                     result = store.replace_files(
                         _clustered(written, cluster), self.path, replaced=files, transaction=transaction,
-                        operation="AGGREGATE", metadata=metadata, rows_changed=partials.count(), row_identity=keys,
+                        operation="AGGREGATE", metadata=described, rows_changed=partials.count(), row_identity=keys,
                         properties=self.properties)
                 fault_point("aggregate.table_committed")
                 state = groups

@@ -21,7 +21,7 @@ from lakehouse_assets.assets.table_asset import (
     table_asset,
 )
 from lakehouse_assets.cdc.snapshots import Snapshot, SnapshotSource
-from lakehouse_assets.ingestion.columns import METADATA_COLUMNS
+from lakehouse_assets.ingestion.columns import METADATA_COLUMNS, SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
 from lakehouse_assets.quality import silver as contracts
 from lakehouse_assets.quality.silver import ROUTING_RULES
@@ -101,7 +101,8 @@ def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRow
     return RoutedRows(
         rows=joined,
         unique_by=["device_id", "mrn", "time"],
-        passed_columns=["device_id", "mrn", "name", "time", "heartrate"],
+        # Each row keeps where it landed: the file and the line.
+        passed_columns=["device_id", "mrn", "name", "time", "heartrate", SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN],
         quarantine_columns=[F.col(BRONZE_TIME).alias("time") if c == "time" else c for c in bronze_columns],
     )
 

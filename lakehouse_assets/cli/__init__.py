@@ -27,6 +27,7 @@ from lakehouse_assets.cli import (
     show,
     sql,
     status,
+    trace,
     vacuum,
     verify,
 )
@@ -68,8 +69,8 @@ exit codes:
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, copy_into, status, history, events, show, sql, shell, reset, repair, verify, optimize, vacuum,
-                engine)
+_SUBCOMMANDS = (land, copy_into, status, history, events, trace, show, sql, shell, reset, repair, verify, optimize,
+                vacuum, engine)
 
 
 def build_parser() -> argparse.ArgumentParser:

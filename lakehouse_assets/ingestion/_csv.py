@@ -31,6 +31,7 @@ OUTPUT_SCHEMA = pa.schema(
         ("_fields", pa.map_(pa.string(), pa.string())),
         ("_malformed", pa.bool_()),
         ("_source_file", pa.string()),
+        ("_source_line", pa.int64()),
     ]
 )
 
@@ -71,17 +72,18 @@ def parse_csv_batches(
             if value is None:
                 continue
             if multi_line:
-                for record, fields, malformed in parse_document(value, dialect):
-                    out.add(record, fields, malformed, file)
+                for position, (record, fields, malformed) in enumerate(parse_document(value, dialect), start=1):
+                    out.add(record, fields, malformed, file, position)
                 continue
             state.enter(file, block)
+            line = state.next_line()
             if not value:
                 continue
             if state.needs_header:
                 state.set_header(value)
                 continue
             record, fields, malformed = parse_line(value, state.names, dialect)
-            out.add(record, fields, malformed, file)
+            out.add(record, fields, malformed, file, line)
         if out.records:
             yield out.batch()
 
@@ -94,15 +96,25 @@ class _FileState:
         self.key: tuple[str, int] | None = None
         self.names: list[str] | None = None
         self.needs_header = False
+        self.lines_read: int | None = 0
 
     def enter(self, file: str, block: int) -> None:
         if self.key == (file, block):
             return
         self.key = (file, block)
+        # Lines are numbered from a file's start; a later split does not know where it starts.
+        self.lines_read = 0 if block == 0 else None
         self.names = None
         self.needs_header = self.dialect.header and block == 0
         if self.dialect.header and block != 0:
             self.names = list(cached_header(file, self.dialect))
+
+    def next_line(self) -> int | None:
+        """The number of the line being read (1-based), or None in a later split of a file."""
+        if self.lines_read is None:
+            return None
+        self.lines_read += 1
+        return self.lines_read
 
     def set_header(self, line: str) -> None:
         self.names = header_names(_tokens(line.lstrip(BOM), self.dialect) or [])
@@ -115,12 +127,15 @@ class _Output:
         self.fields: list[list[tuple[str, str | None]] | None] = []
         self.malformed: list[bool] = []
         self.files: list[str] = []
+        self.lines: list[int | None] = []
 
-    def add(self, record: str, fields: list[tuple[str, str | None]] | None, malformed: bool, file: str) -> None:
+    def add(self, record: str, fields: list[tuple[str, str | None]] | None, malformed: bool, file: str,
+            line: int | None) -> None:
         self.records.append(record)
         self.fields.append(fields)
         self.malformed.append(malformed)
         self.files.append(file)
+        self.lines.append(line)
 
     def batch(self) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays(
@@ -129,6 +144,7 @@ class _Output:
                 pa.array(self.fields, pa.map_(pa.string(), pa.string())),
                 pa.array(self.malformed, pa.bool_()),
                 pa.array(self.files, pa.string()),
+                pa.array(self.lines, pa.int64()),
             ],
             schema=OUTPUT_SCHEMA,
         )

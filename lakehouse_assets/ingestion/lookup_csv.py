@@ -158,13 +158,14 @@ def _read_text(path: str) -> str:
 
 def _records_table(texts: Mapping[str, str], dialect: CsvDialect) -> pa.Table:
     """The records of CSV files' texts, as the ingestion's CSV records (``_record``,
-    ``_fields``, ``_malformed``, ``_source_file``); quoted values may span lines."""
+    ``_fields``, ``_malformed``, ``_source_file``, ``_source_line``: here the record's
+    position in its file); quoted values may span lines."""
     rows = [
-        (record, fields, malformed, path)
+        (record, fields, malformed, path, position)
         for path, text in texts.items()
-        for record, fields, malformed in parse_document(text, dialect)
+        for position, (record, fields, malformed) in enumerate(parse_document(text, dialect), start=1)
     ]
-    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), ()]
+    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), (), ()]
     return pa.Table.from_arrays(
         [pa.array(list(values), type=field.type) for values, field in zip(columns, RECORDS_ARROW_SCHEMA, strict=True)],
         schema=RECORDS_ARROW_SCHEMA,

@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.readwriter import DataStreamReader
 
 from lakehouse_assets.ingestion._csv import CsvDialect, parse_csv_batches
-from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.ingestion.files import data_file_glob, ignored_name_regex
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 
@@ -27,6 +27,7 @@ RECORD = "_record"
 FIELDS = "_fields"
 MALFORMED = "_malformed"
 FILE = SOURCE_FILE_COLUMN  # a staged record keeps its file under its final name
+LINE = SOURCE_LINE_COLUMN  # and its place in the file
 BLOCK = "_block_start"
 _FILE_NAME = "__lakehouse_file_name"
 
@@ -37,8 +38,13 @@ RECORDS_SCHEMA = T.StructType(
         T.StructField(FIELDS, RAW_FIELDS_TYPE),
         T.StructField(MALFORMED, T.BooleanType()),
         T.StructField(FILE, T.StringType()),
+        T.StructField(LINE, T.LongType()),
     ]
 )
+# Where Hadoop's line reader ends a line; JSON files are read whole and split here, so each
+# line keeps its number.
+_LINE_END = r"\r\n|\r|\n"
+_POSITION = "__lakehouse_position"
 
 # Spark's file source forgets files older than maxFileAge (7 days by default) relative to the
 # newest modification time it has seen, and skips, without a word, any file older than that
@@ -71,12 +77,13 @@ def file_reader(
 def file_reader(
     spark: SparkSession, options: AutoLoaderOptions, *, streaming: bool, name_glob: str | None = None
 ) -> DataStreamReader | DataFrameReader:
-    """Spark's reader for the landing folder: text for JSON/CSV (whole files when
-    ``multi_line``), Parquet as itself; only data files, with the rate limit when streaming.
-    ``name_glob`` narrows the files read to the names it matches (files held back)."""
+    """Spark's reader for the landing folder: text for JSON/CSV (JSON files whole, so each
+    record keeps its line number; CSV files whole when ``multi_line``), Parquet as itself;
+    only data files, with the rate limit when streaming. ``name_glob`` narrows the files
+    read to the names it matches (files held back)."""
     reader = spark.readStream if streaming else spark.read
     reader = reader.format("parquet" if options.format == "parquet" else "text")
-    if options.format != "parquet" and options.multi_line:
+    if options.format == "json" or (options.format != "parquet" and options.multi_line):
         reader = reader.option("wholetext", "true")
     glob = name_glob or options.path_glob_filter or data_file_glob()
     reader = reader.option("pathGlobFilter", glob)
@@ -104,8 +111,10 @@ def text_lines(df: DataFrame, options: AutoLoaderOptions) -> DataFrame:
 
 
 def with_source_file(df: DataFrame, options: AutoLoaderOptions) -> DataFrame:
-    """A file source's rows (Parquet's) with the file each came from as ``_source_file``."""
-    df = df.select("*", F.col("_metadata.file_path").alias(FILE), F.col("_metadata.file_name").alias(_FILE_NAME))
+    """A file source's rows (Parquet's) with the file each came from as ``_source_file`` and
+    the row's position in it as ``_source_line``."""
+    df = df.select("*", F.col("_metadata.file_path").alias(FILE), (F.col("_metadata.row_index") + 1).alias(LINE),
+                   F.col("_metadata.file_name").alias(_FILE_NAME))
     return without_ignored_files(df, options).drop(_FILE_NAME)
 
 
@@ -123,18 +132,25 @@ def json_options(options: AutoLoaderOptions) -> dict[str, str]:
     return {**dict(options.reader_options), "mode": "PERMISSIVE"}
 
 
-def json_documents(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
-    """JSON documents (lines, or whole files with ``multi_line``) as records' raw text
-    (``_record``, ``_source_file``), not parsed yet.
+def json_documents(files: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+    """JSON documents (each line of a file read whole, or the whole file with ``multi_line``)
+    as records' raw text (``_record``, ``_source_file``, ``_source_line``), not parsed yet.
 
     A document that is an array of objects is one record per element, as Spark's JSON reader
-    reads it; a blank line is no record.
+    reads it; a blank line is no record. A record's ``_source_line`` is its line's number
+    (elements of an array on one line share it); in a ``multi_line`` file, its position
+    among the file's records.
     """
     opts = json_options(options)
-    doc = F.col("value")
     if options.multi_line:
-        # Hadoop's line reader drops a leading UTF-8 BOM; a whole-text read keeps it.
-        doc = F.regexp_replace(doc, "^\ufeff", "")
+        lines = files.select(F.col("value"), F.col(FILE), F.lit(None).cast(T.LongType()).alias(LINE))
+    else:
+        split = F.posexplode(F.split(F.col("value"), _LINE_END)).alias(_POSITION, "value")
+        lines = files.select(split, F.col(FILE)).select(
+            F.col("value"), F.col(FILE), (F.col(_POSITION) + 1).cast(T.LongType()).alias(LINE))
+    # Hadoop's line reader drops a file's leading UTF-8 BOM; a whole-text read keeps it.
+    first = F.col(LINE).isNull() | (F.col(LINE) == 1)
+    doc = F.when(first, F.regexp_replace(F.col("value"), "^\ufeff", "")).otherwise(F.col("value"))
     elements = F.from_json(doc, T.ArrayType(T.StringType()), opts)
     objects_array = (
         F.regexp_like(doc, F.lit(r"^\s*\["))
@@ -147,7 +163,8 @@ def json_documents(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
         .when(objects_array, elements)
         .otherwise(F.array(doc))
     )
-    return lines.select(F.explode(documents).alias(RECORD), F.col(FILE))
+    records = lines.select(F.posexplode(documents).alias(_POSITION, RECORD), F.col(FILE), F.col(LINE))
+    return records.select(RECORD, FILE, F.coalesce(F.col(LINE), F.col(_POSITION) + 1).alias(LINE))
 
 
 def json_fields(record: Column, options: AutoLoaderOptions) -> Column:
@@ -167,7 +184,8 @@ def json_records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
 def parse_json_documents(documents: DataFrame, options: AutoLoaderOptions) -> DataFrame:
     """:func:`json_documents`' rows as records (see :func:`json_records`)."""
     fields = json_fields(F.col(RECORD), options)
-    return documents.select(F.col(RECORD), fields.alias(FIELDS), fields.isNull().alias(MALFORMED), F.col(FILE))
+    return documents.select(F.col(RECORD), fields.alias(FIELDS), fields.isNull().alias(MALFORMED), F.col(FILE),
+                            F.col(LINE))
 
 
 def csv_dialect(options: AutoLoaderOptions) -> CsvDialect:

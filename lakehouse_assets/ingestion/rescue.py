@@ -34,12 +34,14 @@ from lakehouse_assets.ingestion.columns import (
     METADATA_COLUMNS,
     RESCUED_DATA_COLUMN,
     SOURCE_FILE_COLUMN,
+    SOURCE_LINE_COLUMN,
 )
 from lakehouse_assets.ingestion.files import filesystem
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode
 from lakehouse_assets.ingestion.records import (
     FIELDS,
     FILE,
+    LINE,
     MALFORMED,
     RECORD,
     json_fields,
@@ -116,6 +118,7 @@ def shape_records(
         *columns,
         rescued.alias(RESCUED_DATA_COLUMN),
         F.col(FILE).alias(SOURCE_FILE_COLUMN),
+        F.col(LINE).alias(SOURCE_LINE_COLUMN),
         F.current_timestamp().alias(INGESTED_AT_COLUMN),
     )
 
@@ -180,7 +183,8 @@ def shape_json_records(
             # parser the text "Infinity"; the rescue path decides, as it always has.
             value = typed.getField(field.name)
             fits = fits & (value.isNull() | (F.abs(value) != F.lit(float("inf"))))
-    staged = documents.select(record, F.col(FILE), typed.alias(_TYPED), F.coalesce(fits, F.lit(False)).alias(_FITS))
+    staged = documents.select(record, F.col(FILE), F.col(LINE), typed.alias(_TYPED),
+                              F.coalesce(fits, F.lit(False)).alias(_FITS))
     # Guarded by the record not fitting, so a fitting record is parsed once, whatever the
     # optimizer does with the expression.
     fields = F.when(~F.col(_FITS), json_fields(record, options))
@@ -220,6 +224,7 @@ def shape_parquet(
         *[F.col(f"`{f.name}`") for f in schema.fields],
         rescued.alias(RESCUED_DATA_COLUMN),
         file.alias(SOURCE_FILE_COLUMN),
+        F.col(LINE).alias(SOURCE_LINE_COLUMN),
         F.current_timestamp().alias(INGESTED_AT_COLUMN),
     )
 

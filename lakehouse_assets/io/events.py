@@ -46,12 +46,15 @@ _ERROR_LIMIT = 4000
 _WRITES = "writes"
 
 
-def record_query(run: TableRun, store: TableStore, query: StreamRun | None = None) -> list[BatchEvent]:
+def record_query(run: TableRun, store: TableStore, query: StreamRun | None = None, *,
+                 reads_files: bool = False) -> list[BatchEvent]:
     """Log every batch the table's query committed that the log lacks; the run's events of
-    the table, read back from the log."""
+    the table, read back from the log. An ingestion ``reads_files``: Spark counts the text it
+    read (whole files, lines), not records; every record becomes one row, so the rows it
+    read are the rows it wrote."""
     query_id = (query.query_id if query is not None else None) or Checkpoint(str(run.table.checkpoint)).query_id()
     if query_id is not None:
-        _log_committed(run, store, query_id, query)
+        _log_committed(run, store, query_id, query, reads_files=reads_files)
     return run_events(run, (query.run_id if query is not None else None) or run.run_id)
 
 
@@ -118,7 +121,8 @@ def expectation_counts(events: Iterable[BatchEvent]) -> ExpectationCounts:
     return total
 
 
-def _log_committed(run: TableRun, store: TableStore, query_id: str, query: StreamRun | None) -> None:
+def _log_committed(run: TableRun, store: TableStore, query_id: str, query: StreamRun | None, *,
+                   reads_files: bool = False) -> None:
     table = run.table.table_name
     log = event_log_path(run.root)
     after = last_logged_batch(log, table, query_id)
@@ -130,7 +134,7 @@ def _log_committed(run: TableRun, store: TableStore, query_id: str, query: Strea
                    if run.quarantine is not None else {})
     progress = {int(p["batchId"]): p for p in (query.progress if query is not None else [])}
     offsets_logged = Checkpoint(str(run.table.checkpoint)).batch_start_times()
-    events = [_committed_event(run, commit, quarantined, progress, offsets_logged) for commit in commits]
+    events = [_committed_event(run, commit, quarantined, progress, offsets_logged, reads_files) for commit in commits]
     last = max(c.batch_id for c in commits if c.batch_id is not None)
     append_events(log, events, logs=AppTransaction(query_app_id(table, query_id), last))
 
@@ -157,7 +161,7 @@ def commits_since(store: TableStore, path: str, query_id: str, after: int | None
 
 def _committed_event(
     run: TableRun, commit: HistoryEntry, quarantined: Mapping[int | None, int],
-    progress: Mapping[int, Mapping[str, Any]], offsets_logged: Mapping[int, dt.datetime],
+    progress: Mapping[int, Mapping[str, Any]], offsets_logged: Mapping[int, dt.datetime], reads_files: bool,
 ) -> BatchEvent:
     batch = commit.batch_id
     assert batch is not None  # commits_since keeps only a query's batches
@@ -172,6 +176,8 @@ def _committed_event(
         # Only the log remembers this batch (its run died before reporting it).
         input_rows = counts.rows if counts else (output + held if held is not None else None)
         started, duration = offsets_logged.get(batch, commit.timestamp), None
+    if reads_files:
+        input_rows = output
     return BatchEvent(
         run_id=str(commit.custom_metadata.get(RUN_KEY) or run.run_id or ""), table=run.table.table_name,
         query_id=commit.query, batch_id=batch, table_version=commit.version,

@@ -14,6 +14,7 @@ import pyspark.sql.types as T
 from lakehouse_assets.ingestion.columns import INGESTED_AT_COLUMN as INGESTED_AT
 from lakehouse_assets.ingestion.columns import RESCUED_DATA_COLUMN as RESCUED_DATA
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN as SOURCE_FILE
+from lakehouse_assets.ingestion.columns import SOURCE_LINE_COLUMN as SOURCE_LINE
 from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.rules import Severity, not_null, null_or_empty
 
@@ -50,6 +51,9 @@ class RecordingsBronze(pa.DataFrameModel):  # type: ignore[type-arg]
         description="What did not fit the schema (a malformed line, a value of the wrong type), as JSON")
     source_file: T.StringType() = pa.Field(  # type: ignore[valid-type]
         nullable=True, alias=SOURCE_FILE, description="The landed file the row was read from")
+    source_line: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=SOURCE_LINE,
+        description="The line of the landed file the record is on (1-based; its position in a multi-line file)")
     ingested_at: T.TimestampType() = pa.Field(  # type: ignore[valid-type]
         nullable=True, alias=INGESTED_AT, description="When the row was ingested into bronze")
 
@@ -74,6 +78,9 @@ class PatientChangesBronze(pa.DataFrameModel):  # type: ignore[type-arg]
         description="What did not fit the schema (a malformed line, a value of the wrong type), as JSON")
     source_file: T.StringType() = pa.Field(  # type: ignore[valid-type]
         nullable=True, alias=SOURCE_FILE, description="The landed file the row was read from")
+    source_line: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=SOURCE_LINE,
+        description="The line of the landed file the record is on (1-based; its position in a multi-line file)")
     ingested_at: T.TimestampType() = pa.Field(  # type: ignore[valid-type]
         nullable=True, alias=INGESTED_AT, description="When the row was ingested into bronze")
 

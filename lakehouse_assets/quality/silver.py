@@ -15,6 +15,7 @@ import pandera.pyspark as pa
 import pyspark.sql.types as T
 
 from lakehouse_assets.cdc.spec import END_AT, START_AT
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.quality.bronze import RESCUED_DATA_EMPTY, RecordingsBronze
 from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
@@ -86,6 +87,10 @@ class RecordingsEnriched(pa.DataFrameModel):  # type: ignore[type-arg]
         nullable=True, description="When the heart rate was recorded (UTC), parsed from bronze's Unix seconds")
     heartrate: T.DoubleType() = pa.Field(  # type: ignore[valid-type]
         nullable=True, description=f"The heart rate recorded, in beats per minute, in (0, {MAX_HEARTRATE:g}]")
+    source_file: T.StringType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=SOURCE_FILE_COLUMN, description="The landed file the recording was read from")
+    source_line: T.LongType() = pa.Field(  # type: ignore[valid-type]
+        nullable=True, alias=SOURCE_LINE_COLUMN, description="The line of that file the recording is on (1-based)")
 
     class Config:
         name = "silver.recordings_enriched"

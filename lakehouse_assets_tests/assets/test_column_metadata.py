@@ -88,7 +88,8 @@ def test_the_reference_graph_describes_every_column_and_reports_derived_lineage(
     assert lineage_of(reported["silver/recordings_enriched"]) == {
         "device_id": [("bronze/recordings", "device_id")], "mrn": [("bronze/recordings", "mrn")],
         "name": [("silver/patients", "name")], "time": [("bronze/recordings", "time")],
-        "heartrate": [("bronze/recordings", "heartrate")]}
+        "heartrate": [("bronze/recordings", "heartrate")],
+        "_source_file": [("bronze/recordings", "_source_file")], "_source_line": [("bronze/recordings", "_source_line")]}
     assert lineage_of(reported["gold/heartrate_5min"])["window_start"] == [("silver/recordings_enriched", "time")]
     assert lineage_of(reported["silver/patients_history"]) == {
         "mrn": [("bronze/patient_changes", "mrn")], "name": [("bronze/patient_changes", "name")],

@@ -26,15 +26,16 @@ from lakehouse_assets.storage import DeltaRsTableStore, StreamOptions
 from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
-METADATA = "_rescued_data STRING, _source_file STRING, _ingested_at TIMESTAMP"
+METADATA = "_rescued_data STRING, _source_file STRING, _source_line BIGINT, _ingested_at TIMESTAMP"
 UPSTREAM = {
     ("bronze", "recordings"): (f"device_id BIGINT, mrn BIGINT, time DOUBLE, heartrate DOUBLE, {METADATA}",
-                               [(1, 10, 1.7e9, 80.0, None, "f.json", None)]),
+                               [(1, 10, 1.7e9, 80.0, None, "f.json", 1, None)]),
     ("bronze", "patient_changes"): (f"mrn BIGINT, name STRING, op STRING, seq BIGINT, {METADATA}",
-                                    [(10, "Ann", "UPSERT", 1, None, "c.json", None)]),
+                                    [(10, "Ann", "UPSERT", 1, None, "c.json", 1, None)]),
     ("silver", "patients"): ("mrn BIGINT, name STRING", [(10, "Ann")]),
-    ("silver", "recordings_enriched"): ("device_id BIGINT, mrn BIGINT, name STRING, time TIMESTAMP, heartrate DOUBLE",
-                                        [(1, 10, "Ann", None, 80.0)]),
+    ("silver", "recordings_enriched"): ("device_id BIGINT, mrn BIGINT, name STRING, time TIMESTAMP, heartrate DOUBLE, "
+                                        "_source_file STRING, _source_line BIGINT",
+                                        [(1, 10, "Ann", None, 80.0, "f.json", 1)]),
     ("silver", "patients_current"): ("mrn BIGINT, name STRING", [(10, "Ann")]),
 }
 
@@ -106,6 +107,8 @@ def test_recordings_enriched(spark: SparkSession, lakehouse: LakehouseSettings) 
         "name": [(patients, "name")],
         "time": [(recordings, "time")],
         "heartrate": [(recordings, "heartrate")],
+        "_source_file": [(recordings, "_source_file")],
+        "_source_line": [(recordings, "_source_line")],
     }
 
 

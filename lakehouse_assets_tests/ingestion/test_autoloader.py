@@ -109,7 +109,7 @@ def test_bad_records_and_a_new_column_in_every_evolution_mode(
     _check_base_rows(bronze.rows(), bronze.landing)
     assert bronze.column_types() == {
         "device_id": "bigint", "heartrate": "double", "mrn": "bigint", "time": "double",
-        "_rescued_data": "string", "_source_file": "string", "_ingested_at": "timestamp",
+        "_rescued_data": "string", "_source_file": "string", "_source_line": "bigint", "_ingested_at": "timestamp",
     }
     # An empty file is held back (not marked read) so that content a writer adds later is read.
     assert file_uri(bronze.landing / "empty.json") not in {f.path for f in ingested_files(bronze.checkpoint)}

@@ -82,3 +82,36 @@ def test_parquet_new_columns_are_added_or_rescued(
         "ward": "A", "_file": file_uri(rescuing.landing / "2.parquet")
     }
     assert rescued(rescued_rows[1]) is None
+
+
+def test_every_row_keeps_the_line_or_position_it_came_from(
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+) -> None:
+    # JSON lines: a BOM, CRLF line ends, a blank line, an array of two on one line, a bad line.
+    lines = BOM + (json.dumps(recording(1)) + "\r\n\r\n" + json.dumps([recording(2), recording(3)]) + "\n"
+                   + "{not json\n" + json.dumps(recording(4)) + "\n").encode()
+    json_bronze = Bronze(spark, settings, store)
+    json_bronze.land("a.json", lines)
+    json_bronze.land("b.json", json.dumps(recording(5)))
+    json_bronze.run(AutoLoaderOptions(infer_column_types=True, schema_hints="time DOUBLE, heartrate DOUBLE"))
+    found = sorted((r["_source_file"].rsplit("/", 1)[-1], r["_source_line"], r["mrn"]) for r in json_bronze.rows())
+    assert found == [("a.json", 1, recording(1)["mrn"]), ("a.json", 3, recording(2)["mrn"]),
+                     ("a.json", 3, recording(3)["mrn"]), ("a.json", 4, None), ("a.json", 5, recording(4)["mrn"]),
+                     ("b.json", 1, recording(5)["mrn"])]
+
+    csv_bronze = Bronze(spark, settings, store, name="patients", source_format="csv")
+    csv_bronze.land("p.csv", "mrn,name\n1,ann\n\n2,bob\n")
+    csv_bronze.run(AutoLoaderOptions(format="csv", header=True, infer_column_types=True))
+    assert sorted((r["mrn"], r["_source_line"]) for r in csv_bronze.rows()) == [(1, 2), (2, 4)]
+
+    parquet_bronze = Bronze(spark, settings, store, name="rows", source_format="parquet")
+    parquet_bronze.landing.mkdir(parents=True)
+    pq.write_table(pa.table({"mrn": pa.array([7, 8, 9], pa.int64())}), parquet_bronze.landing / "r.parquet")
+    parquet_bronze.run(AutoLoaderOptions(format="parquet"))
+    assert sorted((r["mrn"], r["_source_line"]) for r in parquet_bronze.rows()) == [(7, 1), (8, 2), (9, 3)]
+
+    multi = Bronze(spark, settings, store, name="documents")
+    multi.land("m.json", json.dumps([recording(6), recording(7)], indent=2))
+    multi.run(AutoLoaderOptions(multi_line=True, infer_column_types=True))
+    assert sorted((r["mrn"], r["_source_line"]) for r in multi.rows()) == [(recording(6)["mrn"], 1),
+                                                                           (recording(7)["mrn"], 2)]

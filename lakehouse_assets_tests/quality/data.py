@@ -10,9 +10,10 @@ UTC = dt.UTC
 
 BRONZE_SCHEMA = (
     "device_id BIGINT, mrn BIGINT, time DOUBLE, heartrate DOUBLE, "
-    "_rescued_data STRING, _source_file STRING, _ingested_at TIMESTAMP"
+    "_rescued_data STRING, _source_file STRING, _source_line BIGINT, _ingested_at TIMESTAMP"
 )
-SILVER_SCHEMA = "device_id BIGINT, mrn BIGINT, name STRING, time TIMESTAMP, heartrate DOUBLE"
+SILVER_SCHEMA = ("device_id BIGINT, mrn BIGINT, name STRING, time TIMESTAMP, heartrate DOUBLE, "
+                 "_source_file STRING, _source_line BIGINT")
 GOLD_AVG_SCHEMA = "mrn BIGINT, name STRING, avg_heartrate DOUBLE, date TIMESTAMP"
 PATIENTS = {10000001: "Ann Lee", 10000002: "Bo Chan", 10000003: "Cy Diaz"}
 INGESTED = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -20,12 +21,13 @@ T2020 = dt.datetime(2020, 3, 1, 12, 0, tzinfo=UTC).timestamp()
 
 
 def bronze_row(device_id=1, mrn=10000001, time=T2020, heartrate=72.5, rescued=None,
-               source="file:/landing/recordings/0001.json") -> tuple[Any, ...]:
-    return (device_id, mrn, time, heartrate, rescued, source, INGESTED)
+               source="file:/landing/recordings/0001.json", line=1) -> tuple[Any, ...]:
+    return (device_id, mrn, time, heartrate, rescued, source, line, INGESTED)
 
 
-def silver_row(device_id=1, mrn=10000001, name="Ann Lee", time=None, heartrate=72.5) -> tuple[Any, ...]:
-    return (device_id, mrn, name, time or dt.datetime.fromtimestamp(T2020, UTC), heartrate)
+def silver_row(device_id=1, mrn=10000001, name="Ann Lee", time=None, heartrate=72.5,
+               source="file:/landing/recordings/0001.json", line=1) -> tuple[Any, ...]:
+    return (device_id, mrn, name, time or dt.datetime.fromtimestamp(T2020, UTC), heartrate, source, line)
 
 
 def mixed_bronze_rows(count: int, seed: int) -> list[tuple[Any, ...]]:
@@ -59,7 +61,7 @@ def mixed_bronze_rows(count: int, seed: int) -> list[tuple[Any, ...]]:
 def failed_silver_rules(row: tuple[Any, ...]) -> list[str]:
     """The ERROR routing rules a bronze row fails, in the rules' order, computed in Python:
     the oracle the Spark routing is compared with."""
-    device_id, mrn, time, heartrate, rescued, _, _ = row
+    device_id, mrn, time, heartrate, rescued, _, _, _ = row
     now = dt.datetime.now(UTC).timestamp()
     failed = []
     if rescued not in (None, "", "{}"):

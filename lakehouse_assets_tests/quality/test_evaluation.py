@@ -48,7 +48,7 @@ def test_sample_is_a_markdown_table_of_the_failing_rows(spark):
     markdown = evaluate(silver.RECORDINGS_ENRICHED, df).results["mrn_positive"].sample_markdown()
 
     lines = markdown.splitlines()
-    assert lines[0] == "| device_id | mrn | name | time | heartrate |"
+    assert lines[0] == "| device_id | mrn | name | time | heartrate | _source_file | _source_line |"
     assert len(lines) == 3 and "| -7 |" in lines[2] and "Pipe \\| Name" in lines[2]
 
 

@@ -33,7 +33,7 @@ def silver_columns() -> list:
     return [
         "device_id", "mrn", "name",
         F.from_unixtime("time", "yyyy-MM-dd HH:mm:ss").cast("timestamp").alias("time"),
-        "heartrate",
+        "heartrate", "_source_file", "_source_line",
     ]
 
 
@@ -59,7 +59,7 @@ def test_every_row_lands_once_with_the_reasons_the_rules_give(spark, patients):
     bronze = spark.createDataFrame(rows, BRONZE_SCHEMA)
 
     passed, quarantined = split_routed(route(joined(bronze, patients), silver.ROUTING_RULES),
-                                       passed_columns=[*silver_columns(), "_source_file"],
+                                       passed_columns=silver_columns(),
                                        quarantine_columns=RECORDINGS_COLUMNS)
 
     expected = {row[5]: ",".join(failed_silver_rules(row)) or None for row in rows}
@@ -130,7 +130,7 @@ def test_a_streaming_query_feeds_both_tables_and_loses_no_row(spark, store, sett
         sink = QuarantineSink(
             passed=DeltaSink(store, str(silver_path), checkpoint),
             quarantine=DeltaSink(store, str(quarantine_path), checkpoint),
-            passed_columns=[*silver_columns(), "_source_file"],
+            passed_columns=silver_columns(),
             quarantine_columns=RECORDINGS_COLUMNS,
         )
         run = run_stream(lambda: route(joined(stream, patients), silver.ROUTING_RULES), sink,

@@ -14,5 +14,5 @@ FROM STREAM(bronze.patient_changes)
 KEYS (mrn)
 APPLY AS DELETE WHEN op = 'DELETE'
 SEQUENCE BY seq
-COLUMNS * EXCEPT (op, seq, _rescued_data, _source_file, _ingested_at)
+COLUMNS * EXCEPT (op, seq, _rescued_data, _source_file, _source_line, _ingested_at)
 STORED AS SCD TYPE 2;

@@ -23,7 +23,8 @@ def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore,
     """Run the ingestion query of ``source`` into the table."""
     rules = source.expectations
     if not has_work(run, store, source.has_new_data):
-        return stream_written(run, store, skipped(run, log), rules, files_vanished=dg.MetadataValue.json([]))
+        return stream_written(run, store, skipped(run, log), rules, reads_files=True,
+                              files_vanished=dg.MetadataValue.json([]))
     checkpoint = str(run.table.checkpoint)
     done_before = Checkpoint(checkpoint).last_committed_batch()
     table = DeltaSink(store, str(run.table.path), checkpoint,
@@ -33,4 +34,4 @@ def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore,
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:
         log.warning(vanished_message(path, run.table.table_name))
-    return stream_written(run, store, query, rules, files_vanished=dg.MetadataValue.json(vanished))
+    return stream_written(run, store, query, rules, reads_files=True, files_vanished=dg.MetadataValue.json(vanished))

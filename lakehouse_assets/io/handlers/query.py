@@ -69,12 +69,12 @@ def skipped(run: TableRun, log: Any) -> StreamRun:
 
 
 def stream_written(run: TableRun, store: TableStore, query: StreamRun,
-                   expectations: Sequence[Rule] = (), **extra: Any) -> Written:
+                   expectations: Sequence[Rule] = (), *, reads_files: bool = False, **extra: Any) -> Written:
     """Log the query's batches in the event log (and any a crashed run left unlogged), and
     report the run from the log: rows read, written and quarantined, batches and what its
     ``expectations`` counted (zeros for a query not started); then its restarts and id, and
     for a query with a watermark, the rows it dropped as too late."""
-    events = record_query(run, store, query)
+    events = record_query(run, store, query, reads_files=reads_files)
     late = ({"rows_dropped_by_watermark": dg.MetadataValue.int(query.rows_dropped_by_watermark)}
             if query.watermarked else {})
     return Written(query.last_version, query=query, metadata={
