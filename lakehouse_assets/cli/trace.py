@@ -12,7 +12,7 @@ from lakehouse_assets.cli.output import print_json, render_table
 from lakehouse_assets.settings import LakehouseSettings
 
 if TYPE_CHECKING:
-    from lakehouse_assets.tables.provenance import RowTrace
+    from lakehouse_assets.reliability.provenance import RowTrace
 
 DEFAULT_LIMIT = 20
 
@@ -50,10 +50,10 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Print where each matching row came from."""
     path = catalog.require_table(settings, args.table)
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
+    from lakehouse_assets.reliability.provenance import group_json, trace_groups, trace_json, trace_rows
     from lakehouse_assets.spark import build_spark_session
     from lakehouse_assets.storage import DeltaRsTableStore
     from lakehouse_assets.tables import LakehouseTables
-    from lakehouse_assets.tables.provenance import group_json, trace_groups, trace_json, trace_rows
 
     grouped = SOURCE_FILE_COLUMN not in DeltaRsTableStore().schema(str(path)).names
     tables = LakehouseTables(build_spark_session(settings, app_name="lakehouse trace"), settings)

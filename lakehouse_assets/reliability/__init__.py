@@ -2,6 +2,8 @@
 
 ``check_all(settings)`` reads every table with delta-rs and pyarrow and reports each broken
 promise with the table and rows concerned; ``lakehouse verify`` runs it from the command line.
+:mod:`.provenance` answers the same logs' other question: where a row came from
+(``lakehouse trace``).
 """
 
 from lakehouse_assets.reliability.invariants import REFERENCE_FLOW, RecordFlow, check_all

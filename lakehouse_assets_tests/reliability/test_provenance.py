@@ -12,9 +12,9 @@ import pytest
 from lakehouse_assets.cli import main
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.files import local_file_path
+from lakehouse_assets.reliability.provenance import RowTrace, trace_groups, trace_rows
 from lakehouse_assets.simulator import land
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
-from lakehouse_assets.tables.provenance import RowTrace, trace_groups, trace_rows
 from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
 
 LANDING = dict(records_per_file=200, bad_rate=0.1, seed=41, files_per_year=365)
