@@ -11,6 +11,7 @@ import dagster as dg
 from lakehouse_assets.assets import bronze, gold, landing, maintenance, silver
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.io import DeltaIOManager
+from lakehouse_assets.io.replay import replay_job, routed_table_assets
 from lakehouse_assets.quality import bronze as bronze_contracts
 from lakehouse_assets.quality import gold as gold_contracts
 from lakehouse_assets.quality import silver as silver_contracts
@@ -60,7 +61,7 @@ defs = dg.Definitions(
         IO_MANAGER_KEY: DeltaIOManager(spark=_spark),
         STREAM_INPUT_KEY: DeltaIOManager(spark=_spark, read_inputs_as="stream"),
     },
-    jobs=[maintenance.maintenance_job],
+    jobs=[maintenance.maintenance_job, *[replay_job(asset) for asset in routed_table_assets(table_assets).values()]],
     schedules=[maintenance.maintenance_schedule],
     executor=dg.in_process_executor,
 )

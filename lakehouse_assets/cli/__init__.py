@@ -21,6 +21,7 @@ from lakehouse_assets.cli import (
     history,
     land,
     optimize,
+    quarantine,
     repair,
     reset,
     shell,
@@ -70,7 +71,7 @@ Run `{PROG} COMMAND --help` for the options of a command.
 """
 
 _SUBCOMMANDS = (land, copy_into, status, history, events, trace, show, sql, shell, reset, repair, verify, optimize,
-                vacuum, engine)
+                vacuum, quarantine, engine)
 
 
 def build_parser() -> argparse.ArgumentParser:

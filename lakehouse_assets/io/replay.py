@@ -1,0 +1,238 @@
+"""Quarantine replay: a routed table's quarantined rows re-evaluated against today's rules and
+lookups; the rows that now pass move to the table, each exactly once.
+
+The rows are routed again by the asset itself: its body runs with the quarantined rows in
+place of its streamed input (its other inputs, the lookups, read as they stand now), and its
+rules and duplicate check decide, as they decide for a micro-batch. Replay ``n`` then:
+
+1. appends the rows that now pass to the table, in one commit recording app transaction
+   ``quarantine-replay`` version ``n``;
+2. deletes them from the quarantine, copy-on-write, in one commit recording the same.
+
+Between the two commits a moved row is in both tables, and the table's log says which: the
+rows of a replay the table holds and the quarantine does not are no longer the quarantine's.
+The accounting (bronze = table + quarantine, :mod:`lakehouse_assets.reliability.replayed`)
+reads it so, and holds at every moment; the next replay, or a rerun after a crash, finishes
+step 2 before anything else. A row is known by where it landed and what it recorded
+(:data:`ROW_IDENTITY`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+from pyspark.sql import DataFrame, SparkSession
+
+from lakehouse_assets.assets.table_asset import QUARANTINE_TABLE, STREAM_INPUT_KEY, RoutedRows, TableRunConfig
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.faults import fault_point
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
+from lakehouse_assets.io.table_run import TableRef, TableRun, table_run_of
+from lakehouse_assets.quality.duplicates import mark_duplicates
+from lakehouse_assets.quality.expectations import enforce
+from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, route, split_routed
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore, TableStore
+from lakehouse_assets.storage.copy_on_write import files_holding, matching_keys
+from lakehouse_assets.storage.event_log import (
+    BatchEvent,
+    append_events,
+    event_log_path,
+    last_logged_batch,
+    query_app_id,
+)
+from lakehouse_assets.storage.table_lock import table_locks
+
+#: The app transaction replays are recorded under, in the table and in its quarantine.
+REPLAY_APP = "quarantine-replay"
+#: How a moved row is found in the quarantine: where it landed, and what it recorded.
+ROW_IDENTITY = (SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN, "device_id", "mrn", "heartrate")
+# How long a replay waits for a run writing the table or its quarantine.
+_LOCK_TIMEOUT_SECONDS = 900.0
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What one replay did: its number (None when nothing passed), the rows it moved, the
+    rows left in the quarantine, and whether it first finished a replay a crash cut short."""
+
+    table: str
+    replay: int | None
+    moved: int
+    still_quarantined: int
+    finished_earlier: int | None = None
+
+
+def routed_table_assets(assets: Sequence[Any]) -> dict[str, dg.AssetsDefinition]:
+    """The routed table assets among ``assets``, by the name of the table they route to."""
+    found = {}
+    for asset in assets:
+        if not isinstance(asset, dg.AssetsDefinition):
+            continue
+        for key in asset.keys:
+            if (asset.metadata_by_key.get(key) or {}).get(QUARANTINE_TABLE):
+                found[".".join(key.path)] = asset
+    return found
+
+
+def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings: LakehouseSettings,
+                      store: TableStore, run_id: str | None = None) -> ReplayResult:
+    """Re-evaluate the quarantined rows of ``asset``'s table and move those that now pass,
+    exactly once, under both tables' write locks."""
+    run = _table_run(asset, settings, run_id)
+    assert run.quarantine is not None  # found by its quarantine table
+    table, quarantine = str(run.table.path), str(run.quarantine.path)
+    with table_locks(run.root, run.lock_names, timeout_seconds=_LOCK_TIMEOUT_SECONDS,
+                     holder=f"the quarantine replay of {run.table.table_name}"):
+        finished = _finish_pending(store, spark, run)
+        if not store.exists(quarantine):
+            return ReplayResult(run.table.table_name, None, 0, 0, finished)
+        held = store.read(spark, quarantine).persist()
+        try:
+            passed = _passing_now(asset, run, spark, store, held).persist()
+            try:
+                moved = passed.count()
+                if moved == 0:
+                    return ReplayResult(run.table.table_name, None, 0, held.count(), finished)
+                replay = (store.committed_batch(table, REPLAY_APP) if store.exists(table) else None)
+                number = 0 if replay is None else replay + 1
+                reevaluated = held.count()
+                commit = store.write(passed, table, mode="append", merge_schema=run.merge_schema,
+                                     transaction=AppTransaction(REPLAY_APP, number), operation="QUARANTINE REPLAY",
+                                     metadata={"lakehouse.replay.rows": str(moved)})
+                fault_point("replay.table_committed")
+                _remove_from_quarantine(store, spark, quarantine, passed.select(*ROW_IDENTITY), number)
+                _log_replay(run, number, commit.version, moved, reevaluated)
+                return ReplayResult(run.table.table_name, number, moved, reevaluated - moved, finished)
+            finally:
+                passed.unpersist()
+        finally:
+            held.unpersist()
+
+
+def _table_run(asset: dg.AssetsDefinition, settings: LakehouseSettings, run_id: str | None) -> TableRun:
+    for key in asset.keys:
+        spec = asset.metadata_by_key.get(key) or {}
+        if spec.get(QUARANTINE_TABLE):
+            return table_run_of(key, spec, TableRunConfig(), settings, run_id)
+    raise LakehouseError(f"Asset {asset.node_def.name} routes to no quarantine: there is nothing to replay")
+
+
+def _passing_now(asset: dg.AssetsDefinition, run: TableRun, spark: SparkSession, store: TableStore,
+                 held: DataFrame) -> DataFrame:
+    """The quarantined rows ``held`` that pass the asset's rules today, as the table keeps them."""
+    routed = _route_with(asset, spark, store, run, held.drop(QUARANTINE_REASON))
+    rules = routed.expectations
+    marked = route(routed.rows, rules)
+    enforce(marked, rules, run.table.table_name, dropped_by=dropped_by())  # a FAIL rule stops the replay
+    if routed.unique_by:
+        table_rows = store.read(spark, str(run.table.path)) if store.exists(str(run.table.path)) else None
+        marked = mark_duplicates(marked, QUARANTINE_REASON, routed.unique_by, table_rows)
+    passed, _ = split_routed(marked, passed_columns=routed.passed_columns,
+                             quarantine_columns=routed.quarantine_columns)
+    return passed
+
+
+def _route_with(asset: dg.AssetsDefinition, spark: SparkSession, store: TableStore, run: TableRun,
+                rows: DataFrame) -> RoutedRows:
+    """What the asset's body returns given ``rows`` as its streamed input, and its other
+    inputs as their tables stand."""
+    inputs: dict[str, DataFrame] = {}
+    for name, input_def in asset.node_def.input_dict.items():
+        key = asset.node_keys_by_input_name[name]
+        if getattr(input_def, "input_manager_key", None) == STREAM_INPUT_KEY:
+            inputs[name] = rows
+        else:
+            upstream = str(TableRef.of(key, _settings_of(run)).path)
+            inputs[name] = store.read(spark, upstream)
+    body = asset.op.compute_fn.decorated_fn  # type: ignore[union-attr]
+    for output in body(**inputs):
+        if isinstance(output.value, RoutedRows):
+            return output.value
+    raise LakehouseError(f"Asset {asset.node_def.name} returned no routed rows to replay the quarantine with")
+
+
+def _settings_of(run: TableRun) -> LakehouseSettings:
+    return LakehouseSettings(run.root)
+
+
+def _finish_pending(store: TableStore, spark: SparkSession, run: TableRun) -> int | None:
+    """Finish a replay the table holds and the quarantine does not (a crash between its two
+    commits): remove its rows from the quarantine; and log the table's last replay if the
+    event log lacks it. The replay's number when its quarantine commit was pending, else None."""
+    assert run.quarantine is not None
+    table, quarantine = str(run.table.path), str(run.quarantine.path)
+    done_in_table = store.committed_batch(table, REPLAY_APP) if store.exists(table) else None
+    if done_in_table is None:
+        return None
+    done_in_quarantine = store.committed_batch(quarantine, REPLAY_APP) if store.exists(quarantine) else None
+    pending = done_in_quarantine is None or done_in_quarantine < done_in_table
+    logged = last_logged_batch(event_log_path(run.root), run.table.table_name, REPLAY_APP)
+    if not pending and logged is not None and logged >= done_in_table:
+        return None
+    commit = next(e for e in store.history(table) if e.query == REPLAY_APP and e.batch_id == done_in_table)
+    before = store.read(spark, table, version=commit.version - 1) if commit.version > 0 else None
+    moved = store.read(spark, table, version=commit.version).select(*ROW_IDENTITY)
+    if before is not None:
+        moved = moved.exceptAll(before.select(*ROW_IDENTITY))
+    if pending:
+        _remove_from_quarantine(store, spark, quarantine, moved, done_in_table)
+    _log_replay(run, done_in_table, commit.version, moved.count(), None)
+    return done_in_table if pending else None
+
+
+def _log_replay(run: TableRun, replay: int, version: int | None, moved: int, reevaluated: int | None) -> None:
+    """One event-log row for the replay, once: the rows it re-evaluated, moved and left."""
+    event = BatchEvent(run_id=run.run_id, table=run.table.table_name, query_id=REPLAY_APP, batch_id=replay,
+                       table_version=version, input_rows=reevaluated, output_rows=moved,
+                       quarantined_rows=None if reevaluated is None else reevaluated - moved,
+                       started_at=dt.datetime.now(dt.UTC))
+    append_events(event_log_path(run.root), [event],
+                  logs=AppTransaction(query_app_id(run.table.table_name, REPLAY_APP), replay))
+
+
+def _remove_from_quarantine(store: TableStore, spark: SparkSession, quarantine: str, moved: DataFrame,
+                            replay: int) -> None:
+    """Delete the rows ``moved`` (their identities) from the quarantine, recording ``replay``."""
+    files, rows = files_holding(store, spark, quarantine, moved, ROW_IDENTITY)
+    kept = (matching_keys(rows, moved, ROW_IDENTITY, "left_anti") if rows is not None
+            else store.read(spark, quarantine).limit(0))
+    store.replace_files(kept, quarantine, replaced=files, transaction=AppTransaction(REPLAY_APP, replay),
+                        operation="QUARANTINE REPLAY")
+
+
+def replay_job(asset: dg.AssetsDefinition) -> dg.JobDefinition:
+    """A job replaying the quarantine of ``asset``'s table (``quarantine_replay_<layer>__<name>``),
+    reporting what moved as materializations of the table and its quarantine."""
+    run = _table_run(asset, LakehouseSettings.from_env({}), None)
+    assert run.quarantine is not None
+    name = run.table.table_name.replace(".", "__")
+    main_key, quarantine_key = dg.AssetKey([run.table.layer, run.table.name]), dg.AssetKey(
+        [run.quarantine.layer, run.quarantine.name])
+
+    @dg.op(name=f"replay_{name}_quarantine", required_resource_keys={"spark"}, out={},
+           description=f"Moves the quarantined rows of {run.table.table_name} that pass its rules and lookups now")
+    def replay(context):  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation here
+        result = replay_quarantine(asset, context.resources.spark.spark_session, LakehouseSettings.from_env(),
+                                   DeltaRsTableStore(), context.run_id)
+        context.log.info(f"{result.table}: replay {result.replay} moved {result.moved} rows; "
+                         f"{result.still_quarantined} stay quarantined")
+        metadata = {"rows_replayed": dg.MetadataValue.int(result.moved),
+                    "rows_still_quarantined": dg.MetadataValue.int(result.still_quarantined)}
+        if result.replay is not None:
+            yield dg.AssetMaterialization(asset_key=main_key, metadata=metadata,
+                                          description=f"Quarantine replay {result.replay}")
+            yield dg.AssetMaterialization(asset_key=quarantine_key, metadata=metadata,
+                                          description=f"Quarantine replay {result.replay}")
+
+    @dg.job(name=f"quarantine_replay_{name}",
+            description=f"Re-evaluates {run.quarantine.table_name} against today's rules and lookups; rows that "
+                        f"pass now move to {run.table.table_name}, exactly once")
+    def job() -> None:
+        replay()
+
+    return job

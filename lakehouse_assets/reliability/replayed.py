@@ -1,0 +1,49 @@
+"""What a quarantine replay cut short still owes the quarantine, read from the logs.
+
+A replay (:mod:`lakehouse_assets.io.replay`) appends the rows that now pass to the table,
+then deletes them from the quarantine; each commit records app transaction
+``quarantine-replay`` with the replay's number. Between the two, the rows of a replay the
+table holds and the quarantine does not are in both tables but are the table's: the
+accounting takes them out of the quarantine. Read with the independent reader
+(:mod:`.delta_files`): the commit files and the Parquet files they add.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from lakehouse_assets.reliability import delta_files
+
+#: The app transaction replays are recorded under (as :mod:`lakehouse_assets.io.replay` writes it).
+REPLAY_APP = "quarantine-replay"
+#: How a moved row is known in both tables.
+ROW_IDENTITY = ("_source_file", "_source_line", "device_id", "mrn", "heartrate")
+
+
+def replays(path: Path) -> dict[int, int]:
+    """The replays a table's log records: replay number -> the version that committed it."""
+    return {n: v.version for v in delta_files.log_versions(path) for app, n in v.transactions() if app == REPLAY_APP}
+
+
+def is_replay(version: delta_files.LogVersion) -> bool:
+    """Whether a commit is a quarantine replay's (not a streaming batch)."""
+    return any(app == REPLAY_APP for app, _ in version.transactions())
+
+
+def owed_to_table(table: Path, quarantine: Path) -> Counter[tuple[Any, ...]]:
+    """The identities of rows the quarantine still shows but a replay already moved to the
+    table: those of the table's replays the quarantine has not recorded yet."""
+    done = max(replays(quarantine), default=-1) if delta_files.is_table(quarantine) else -1
+    owed: Counter[tuple[Any, ...]] = Counter()
+    for version in delta_files.log_versions(table):
+        if not any(app == REPLAY_APP and n > done for app, n in version.transactions()):
+            continue
+        for action in version.actions:
+            if "add" in action:
+                rows = pq.read_table(str(table / action["add"]["path"]))
+                owed.update(delta_files.row_tuples(rows, ROW_IDENTITY))
+    return owed
