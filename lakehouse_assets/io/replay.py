@@ -30,11 +30,11 @@ from pyspark.sql import DataFrame, SparkSession
 from lakehouse_assets.assets.table_asset import QUARANTINE_TABLE, STREAM_INPUT_KEY, RoutedRows, TableRunConfig
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.io.table_run import TableRef, TableRun, table_run_of
 from lakehouse_assets.quality.duplicates import mark_duplicates
 from lakehouse_assets.quality.expectations import enforce
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, route, split_routed
+from lakehouse_assets.reliability.replayed import REPLAY_APP, ROW_IDENTITY
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore, TableStore
 from lakehouse_assets.storage.copy_on_write import files_holding, matching_keys
@@ -47,10 +47,6 @@ from lakehouse_assets.storage.event_log import (
 )
 from lakehouse_assets.storage.table_lock import table_locks
 
-#: The app transaction replays are recorded under, in the table and in its quarantine.
-REPLAY_APP = "quarantine-replay"
-#: How a moved row is found in the quarantine: where it landed, and what it recorded.
-ROW_IDENTITY = (SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN, "device_id", "mrn", "heartrate")
 # How long a replay waits for a run writing the table or its quarantine.
 _LOCK_TIMEOUT_SECONDS = 900.0
 

@@ -16,12 +16,13 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.reliability import delta_files
 
-#: The app transaction replays are recorded under (as :mod:`lakehouse_assets.io.replay` writes it).
+#: The app transaction replays are recorded under, in the table and in its quarantine.
 REPLAY_APP = "quarantine-replay"
-#: How a moved row is known in both tables.
-ROW_IDENTITY = ("_source_file", "_source_line", "device_id", "mrn", "heartrate")
+#: How a moved row is known in both tables: where it landed, and what it recorded.
+ROW_IDENTITY = (SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN, "device_id", "mrn", "heartrate")
 
 
 def replays(path: Path) -> dict[int, int]:
