@@ -59,7 +59,7 @@ def test_future_and_ancient_modification_times_do_not_hide_files(bronze: Bronze)
     ancient = land_good(bronze, "ancient.json", 30)
     os.utime(ancient, (-1_830_297_600, -1_830_297_600))  # 1912-01-01
 
-    assert bronze.run().input_rows == 6
+    assert bronze.run().rows_written == 6
 
     assert rows_per_file(bronze) == {file_uri(p): 3 for p in (bronze.landing / "now.json", future, later, ancient)}
 
@@ -97,7 +97,7 @@ def test_files_that_cannot_be_read_yet_are_held_back_named_and_read_once_fixed(
     locked = unreadable_file(bronze.landing, "locked.json")
     odd_names = {name: land_good(bronze, name, 100 + 10 * i) for i, name in enumerate(["a:b.json", "q?.json", "star*.json", "[x]{y}.json", "back\\slash.json"])}
 
-    assert bronze.run().input_rows == 3
+    assert bronze.run().rows_written == 3
 
     assert rows_per_file(bronze) == {file_uri(bronze.landing / "first.json"): 3, file_uri(good): 3}
     assert "empty (0 bytes)" in " ".join(warnings_naming(caplog, empty))
@@ -112,11 +112,11 @@ def test_files_that_cannot_be_read_yet_are_held_back_named_and_read_once_fixed(
     for i, path in enumerate(odd_names.values()):
         path.rename(path.with_name(f"renamed-{i}.json"))
 
-    assert bronze.run().input_rows == 3 + 3 + 3 * len(odd_names)
+    assert bronze.run().rows_written == 3 + 3 + 3 * len(odd_names)
     per_file = rows_per_file(bronze)
     assert set(per_file.values()) == {3} and len(per_file) == 4 + len(odd_names)
     assert file_uri(empty) not in per_file  # still empty: nothing to read, nothing lost
-    assert bronze.run().input_rows == 0
+    assert bronze.run().rows_written == 0
 
 
 class DeletingStore(DeltaRsTableStore):
@@ -149,7 +149,7 @@ def test_a_file_deleted_between_listing_and_reading_is_skipped_by_name_and_the_n
     assert rows_per_file(bronze) == {file_uri(first): 3}
     assert any("deleted" in m and "land it again under a new name" in m for m in warnings_naming(caplog, doomed))
     again = land_good(bronze, "2-again.json", 10)
-    assert bronze.run().input_rows == 3
+    assert bronze.run().rows_written == 3
     assert rows_per_file(bronze) == {file_uri(first): 3, file_uri(again): 3}
 
 
@@ -167,13 +167,13 @@ def test_a_relanded_file_is_never_duplicated_and_new_content_is_named_not_silent
     land_good(bronze, "same.json", 0)
     land_good(bronze, "changed.json", 50, count=5)
 
-    assert bronze.run().input_rows == 0
+    assert bronze.run().rows_written == 0
 
     assert rows_per_file(bronze) == {file_uri(same): 3, file_uri(changed): 3}
     told = " ".join(warnings_naming(caplog, changed))
     assert "written again" in told and "under a new name" in told
     changed.rename(changed.with_name("changed-v2.json"))
-    assert bronze.run().input_rows == 5
+    assert bronze.run().rows_written == 5
     assert rows_per_file(bronze)[file_uri(changed.with_name("changed-v2.json"))] == 5
 
 
@@ -191,7 +191,7 @@ def test_a_landing_folder_that_disappears_stops_the_run_naming_it_and_nothing_is
     assert str(bronze.landing) in str(stopped.value) and "mkdir -p" in str(stopped.value)
     moved.rename(bronze.landing)
     second = land_good(bronze, "2.json", 10)
-    assert bronze.run().input_rows == 3
+    assert bronze.run().rows_written == 3
     assert rows_per_file(bronze) == {file_uri(first): 3, file_uri(second): 3}
 
 
@@ -233,4 +233,4 @@ def test_removing_the_landing_folder_between_runs_does_not_touch_the_table(bronz
     bronze.run()
     shutil.rmtree(bronze.landing)
     bronze.landing.mkdir()
-    assert bronze.run().input_rows == 0 and bronze.count() == 3
+    assert bronze.run().rows_written == 0 and bronze.count() == 3
