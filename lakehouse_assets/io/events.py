@@ -37,6 +37,7 @@ from lakehouse_assets.storage.event_log import (
     query_app_id,
     read_events,
 )
+from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.sink import RUN_KEY
 from lakehouse_assets.streaming import StreamRun
 
@@ -142,21 +143,14 @@ def _log_committed(run: TableRun, store: TableStore, query_id: str, query: Strea
 def commits_since(store: TableStore, path: str, query_id: str, after: int | None) -> list[HistoryEntry]:
     """The commits of query ``query_id`` to the table at ``path`` of batches after ``after``
     (all, when None), oldest first. The log is read newest first, and only as far back as needed."""
-    if not store.exists(path):
-        return []
-    limit: int | None = 32
-    while True:
-        entries = store.history(path, limit=limit)
-        found: list[HistoryEntry] = []
-        for entry in entries:
-            if entry.query != query_id or entry.batch_id is None:
-                continue
-            if after is not None and entry.batch_id <= after:
-                return found[::-1]
-            found.append(entry)
-        if limit is None or len(entries) < limit:
-            return found[::-1]
-        limit = None  # the newest 32 commits are all unlogged: read the whole log
+    found: list[HistoryEntry] = []
+    for entry in newest_first(store, path):
+        if entry.query != query_id or entry.batch_id is None:
+            continue
+        if after is not None and entry.batch_id <= after:
+            break
+        found.append(entry)
+    return found[::-1]
 
 
 def _committed_event(

@@ -30,16 +30,15 @@ import dagster as dg
 from lakehouse_assets.ingestion.files import list_data_files, local_file_path
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaRsTableStore, HistoryEntry, TableStore
-from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
-from lakehouse_assets.storage.sink import OFFSETS_KEY
-from lakehouse_assets.storage.source import version_read_whole
+from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.history import newest_first
+from lakehouse_assets.storage.sink import recorded_offsets
+from lakehouse_assets.storage.source import delta_source_end, version_read_whole
 
 #: How far behind a gold table may fall by default: the seeds' "no more than 5 minutes".
 DEFAULT_MAX_LAG = dt.timedelta(minutes=5)
 #: The check's name on each table that has one.
 FRESHNESS_CHECK = "data_freshness"
-# Commits read first when looking for a table's newest batch (most logs end with one).
-_NEWEST = 32
 
 
 @dataclass(frozen=True)
@@ -116,9 +115,9 @@ def _source_version_read(settings: LakehouseSettings, store: TableStore, table: 
     commit = _newest_batch_commit(store, str(_path(settings, table)), version)
     if commit is None:
         return None
-    offsets = BatchOffsets.from_json(str(commit.custom_metadata[OFFSETS_KEY]))
-    ends = [s for s in offsets.sources if isinstance(s, dict) and "version" in s]
-    return version_read_whole(ends[0]) if ends else None
+    offsets = recorded_offsets(commit)
+    end = delta_source_end(offsets) if offsets is not None else None
+    return version_read_whole(end) if end is not None else None
 
 
 def _last_batch_at(store: TableStore, path: str, version: int | None) -> int | None:
@@ -129,19 +128,12 @@ def _last_batch_at(store: TableStore, path: str, version: int | None) -> int | N
 def _newest_batch_commit(store: TableStore, path: str, version: int | None) -> HistoryEntry | None:
     """The newest commit of a query's batch at or before ``version`` (the latest: None). The
     log is read newest first, the whole of it only when the newest commits do not have one."""
-    if not store.exists(path):
-        return None
-    limit: int | None = _NEWEST
-    while True:
-        entries = store.history(path, limit=limit)
-        for entry in entries:
-            if version is not None and entry.version > version:
-                continue
-            if entry.batch_id is not None and OFFSETS_KEY in entry.custom_metadata:
-                return entry
-        if limit is None or len(entries) < limit:
-            return None
-        limit = None
+    for entry in newest_first(store, path):
+        if version is not None and entry.version > version:
+            continue
+        if recorded_offsets(entry) is not None:
+            return entry
+    return None
 
 
 def _path(settings: LakehouseSettings, table: str) -> Path:

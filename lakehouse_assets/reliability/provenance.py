@@ -29,9 +29,9 @@ from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_C
 from lakehouse_assets.ingestion.files import local_file_path
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage import HistoryEntry
-from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
-from lakehouse_assets.storage.sink import OFFSETS_KEY
-from lakehouse_assets.storage.source import version_read_whole
+from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.sink import recorded_offsets
+from lakehouse_assets.storage.source import delta_source_end, version_read_whole
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
 
@@ -134,13 +134,11 @@ def _source_chain(logs: _Logs, table: str) -> list[str]:
 def _streamed_table(logs: _Logs, table: str) -> str | None:
     """The table whose rows ``table``'s query streams, from its newest batch's offsets."""
     for entry in logs.history(table):
-        text = entry.custom_metadata.get(OFFSETS_KEY)
-        if entry.batch_id is None or not text:
+        offsets = recorded_offsets(entry)
+        if offsets is None:
             continue
-        for offset in BatchOffsets.from_json(str(text)).sources:
-            if isinstance(offset, dict) and offset.get("table"):
-                return logs.name_of(str(offset["table"]))
-        return None
+        end = delta_source_end(offsets)
+        return logs.name_of(str(end["table"])) if end is not None else None
     return None
 
 
@@ -166,11 +164,9 @@ def _ingesting_version(logs: _Logs, bronze: str, source_file: str) -> int | None
 def _first_version_reading(logs: _Logs, table: str, source_version: int) -> int | None:
     """The first version of ``table`` whose batch had read ``source_version`` of its source whole."""
     for entry in reversed(logs.history(table)):  # oldest first
-        text = entry.custom_metadata.get(OFFSETS_KEY)
-        if entry.batch_id is None or not text:
-            continue
-        ends = [s for s in BatchOffsets.from_json(str(text)).sources if isinstance(s, dict) and "version" in s]
-        read = version_read_whole(ends[0]) if ends else None
+        offsets = recorded_offsets(entry)
+        end = delta_source_end(offsets) if offsets is not None else None
+        read = version_read_whole(end) if end is not None else None
         if read is not None and read >= source_version:
             return entry.version
     return None

@@ -42,7 +42,8 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage._checkpoint_files import BatchOffsets, batch_ids, read_batch_offsets, table_name_of
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.engine import HistoryEntry, TableStore
-from lakehouse_assets.storage.sink import OFFSETS_KEY, OUTPUT_MODE_KEY
+from lakehouse_assets.storage.history import newest_first
+from lakehouse_assets.storage.sink import OUTPUT_MODE_KEY, recorded_offsets
 
 RepairKind = Literal["resumed", "restarted"]
 
@@ -183,9 +184,10 @@ def _recorded_offsets(store: TableStore, paths: Sequence[str], query_id: str, ba
     for path in paths:
         if not store.exists(str(path)):
             continue
-        for entry in store.history(str(path)):
-            if entry.query == query_id and entry.batch_id == batch and OFFSETS_KEY in entry.custom_metadata:
-                return BatchOffsets.from_json(str(entry.custom_metadata[OFFSETS_KEY]))
+        for entry in newest_first(store, str(path)):
+            offsets = recorded_offsets(entry) if entry.query == query_id and entry.batch_id == batch else None
+            if offsets is not None:
+                return offsets
     return None
 
 

@@ -21,8 +21,9 @@ from pyspark.sql import DataFrame
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.storage.checkpoint import Checkpoint
-from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry, TableStore
+from lakehouse_assets.storage.history import newest_first
 
 OutputMode = Literal["append", "complete", "update"]
 
@@ -183,6 +184,13 @@ class KeptTableSink:
         return self.table.apply(batch_df, transaction, metadata)
 
 
+def recorded_offsets(commit: HistoryEntry) -> BatchOffsets | None:
+    """The checkpoint offsets a batch's commit recorded; None for a commit that is not a
+    streaming batch's (or predates the recording)."""
+    text = commit.custom_metadata.get(OFFSETS_KEY)
+    return BatchOffsets.from_json(str(text)) if commit.batch_id is not None and text else None
+
+
 def run_commits(store: TableStore, path: str, run_id: str) -> list[CommitResult]:
     """The commits run ``run_id`` made to the table at ``path``, oldest first.
 
@@ -190,17 +198,10 @@ def run_commits(store: TableStore, path: str, run_id: str) -> list[CommitResult]
     newest ones carrying its id; the log is read newest first until an older run's commit
     shows up. Ask before another run writes the table.
     """
-    if not store.exists(path):
-        return []
-    limit: int | None = 32
-    while True:
-        entries = store.history(path, limit=limit)
-        found: list[CommitResult] = []
-        for entry in entries:
-            if entry.custom_metadata.get(RUN_KEY) != run_id:
-                return found[::-1]
-            found.append(CommitResult(path, entry.version, rows_written=entry.rows_written or 0,
-                                      metadata={k: str(v) for k, v in entry.custom_metadata.items()}))
-        if limit is None or len(entries) < limit:
-            return found[::-1]
-        limit = None  # the newest 32 commits were all this run's: read the whole log
+    found: list[CommitResult] = []
+    for entry in newest_first(store, path):
+        if entry.custom_metadata.get(RUN_KEY) != run_id:
+            break
+        found.append(CommitResult(path, entry.version, rows_written=entry.rows_written or 0,
+                                  metadata={k: str(v) for k, v in entry.custom_metadata.items()}))
+    return found[::-1]

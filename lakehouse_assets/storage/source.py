@@ -35,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from lakehouse_assets.errors import StreamSourceError
+from lakehouse_assets.storage._checkpoint_files import BatchOffsets
 from lakehouse_assets.storage._delta_log import (
     DataFile,
     latest_version,
@@ -332,6 +333,13 @@ def has_unread_data(checkpoint_location: str) -> bool | None:
         if any(_gives_the_query_work(table, v) for v in range(max(version, -1) + 1, latest + 1)):
             return True
     return False
+
+
+def delta_source_end(offsets: BatchOffsets) -> Offset | None:
+    """Where a batch's Delta table source ended (an offset this module's reader gave, naming
+    its table), from the offsets Spark logged for the batch; None when it streams no Delta table."""
+    return next((source for source in offsets.sources
+                 if isinstance(source, dict) and source.get("table") and "version" in source), None)
 
 
 def version_read_whole(offset: Offset) -> int | None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from deltalake import DeltaTable
+import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink
+from lakehouse_assets.storage.history import NEWEST_COMMITS, newest_first
 
 from .helpers import write_checkpoint_metadata
 
@@ -58,3 +60,16 @@ def test_history_names_the_query_and_batch_a_sink_wrote(
         (0, query_id, 0, 3),
     ]
     assert {h.operation for h in history} == {"STREAMING UPDATE"}
+
+
+def test_newest_first_reads_past_the_newest_commits_without_repeating_one(
+        store: DeltaRsTableStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    assert list(newest_first(store, path)) == []  # no table yet
+    for n in range(NEWEST_COMMITS + 5):
+        write_deltalake(path, pa.table({"id": [n]}), mode="append")
+    versions = [entry.version for entry in newest_first(store, path)]
+    assert versions == list(range(NEWEST_COMMITS + 4, -1, -1))
+    # Stopping early reads no further than asked.
+    stream = newest_first(store, path)
+    assert [next(stream).version for _ in range(3)] == [NEWEST_COMMITS + 4, NEWEST_COMMITS + 3, NEWEST_COMMITS + 2]
