@@ -23,6 +23,7 @@ from lakehouse_assets.storage._schema import arrow_to_spark
 from lakehouse_assets.storage.engine import SnapshotFile
 
 if TYPE_CHECKING:
+    import pyarrow.compute as pc
     import pyarrow.dataset as pads
 
 
@@ -95,13 +96,16 @@ class DeltaRsSnapshot:
             return None
         return sum(int(count) for count in counts.to_pylist())
 
-    def to_arrow(self, columns: Sequence[str] | None = None, *, limit: int | None = None) -> pa.Table:
-        """The rows of this version (all columns, or ``columns``), the first ``limit`` if given."""
+    def to_arrow(self, columns: Sequence[str] | None = None, *, limit: int | None = None,
+                 where: pc.Expression | None = None) -> pa.Table:
+        """The rows of this version (all columns, or ``columns``), those matching ``where``
+        if given, the first ``limit`` if given. ``where`` is pushed into the scan: files whose
+        statistics rule it out are not read."""
         dataset = self._dataset()
         selected = None if columns is None else list(columns)
         if limit is not None:
-            return dataset.head(limit, columns=selected)
-        return dataset.to_table(columns=selected)
+            return dataset.head(limit, columns=selected, filter=where)
+        return dataset.to_table(columns=selected, filter=where)
 
     def _add_actions(self) -> pa.Table:
         return pa.table(self._table.get_add_actions(flatten=True))

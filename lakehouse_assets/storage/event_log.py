@@ -14,6 +14,8 @@ costs one small commit and no Spark job.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import operator
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -156,11 +158,10 @@ def read_events(path: Path, *, table: str | None = None, run_id: str | None = No
     log = _open(path)
     if log is None:
         return []
-    events = DeltaRsSnapshot(str(path), log).to_arrow()
-    if table is not None:
-        events = events.filter(pc.field("table") == table)
-    if run_id is not None:
-        events = events.filter(pc.field("run_id") == run_id)
+    wanted = [pc.field(column) == value for column, value in (("table", table), ("run_id", run_id))
+              if value is not None]
+    where = functools.reduce(operator.and_, wanted) if wanted else None
+    events = DeltaRsSnapshot(str(path), log).to_arrow(where=where)
     rows = [BatchEvent.from_row(row) for row in events.to_pylist()]
     return sorted(rows, key=lambda e: (e.recorded_at, e.table, e.batch_id if e.batch_id is not None else -1))
 
