@@ -15,7 +15,8 @@ _PARENT_WITH_STUBBORN_CHILD = textwrap.dedent(
     """
     import subprocess, sys, time
     subprocess.Popen([sys.executable, "-c",
-        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(600)"])
+        "import pathlib, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "pathlib.Path(sys.argv[1]).touch(); time.sleep(600)", sys.argv[1]])
     time.sleep(600)
     """
 )
@@ -23,12 +24,15 @@ _PARENT_WITH_STUBBORN_CHILD = textwrap.dedent(
 
 def test_stop_reports_and_kills_a_process_that_ignores_the_interrupt(tmp_path: Path) -> None:
     deployment = DagsterDeployment(home=tmp_path / "home", root=tmp_path / "root", log_dir=tmp_path)
-    deployment._start("stubborn", [sys.executable, "-c", _PARENT_WITH_STUBBORN_CHILD])
+    ignoring = tmp_path / "child_ignores_sigint"
+    deployment._start("stubborn", [sys.executable, "-c", _PARENT_WITH_STUBBORN_CHILD, str(ignoring)])
     group = deployment._started[0].popen.pid
+    # Wait until the child ignores SIGINT, not merely exists: on a loaded machine an interrupt
+    # sent in between would end it like any other process.
     deadline = time.monotonic() + 30
-    while len(processes_in([group])) < 2 and time.monotonic() < deadline:
+    while not ignoring.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert len(processes_in([group])) == 2, "the parent did not start its child"
+    assert len(processes_in([group])) == 2 and ignoring.exists(), "the parent did not start its child"
 
     report = deployment.stop(timeout=3)
 
