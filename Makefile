@@ -7,6 +7,8 @@ INSTALLED := $(VENV)/.installed
 export LAKEHOUSE_ROOT ?= $(CURDIR)/lakehouse_data
 export DAGSTER_HOME ?= $(CURDIR)/.dagster_home
 DAGSTER_PORT ?= 3000
+# pytest-xdist workers of the embedded test pass (each starts a Spark JVM of ~1 GB).
+TEST_WORKERS ?= 2
 
 .PHONY: install run lint test test-fast clean bench bench-quick soak
 
@@ -44,7 +46,10 @@ test: $(INSTALLED) lint
 	@scripts/install_browser.sh
 	@# Landing to gold through sensors and automation runs in the Connect pass, as `make run` runs it;
 	@# here the UI's own run (e2e/test_ui.py) takes the embedded graph end to end.
-	$(BIN)/python -m pytest --durations=20 --deselect lakehouse_assets_tests/e2e/test_land_to_gold.py
+	@# Two worker processes, each with its one SparkSession, a test file to each at a time: the
+	@# suite waits on child processes and JVM starts much of the time, so two keep 2 cores busy.
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 \
+		--deselect lakehouse_assets_tests/e2e/test_land_to_gold.py
 	@# The Connect pass: the tests whose code paths differ on an engine, on a warm Spark Connect engine.
 	scripts/test_on_engine.sh
 
