@@ -60,6 +60,26 @@ def checkpoint_versions(path: Path) -> list[int]:
                    if (m := _CHECKPOINT_FILE.fullmatch(e.name))})
 
 
+def app_versions(path: Path) -> dict[str, int]:
+    """Each app transaction's latest version (a streaming query's last batch), as the log
+    states it: the newest Delta checkpoint's ``txn`` entries, then the commits after it. It
+    holds when the older commit files have been cleaned away."""
+    checkpoints = checkpoint_versions(path)
+    latest: dict[str, int] = {}
+    start = -1
+    if checkpoints:
+        start = checkpoints[-1]
+        for part in sorted((path / DELTA_LOG).glob(f"{start:020d}.checkpoint*.parquet")):
+            for txn in pq.read_table(part, columns=["txn"]).column("txn").to_pylist():
+                if txn:
+                    latest[txn["appId"]] = max(latest.get(txn["appId"], -1), int(txn["version"]))
+    for commit in log_versions(path):
+        if commit.version > start:
+            for app, version in commit.transactions():
+                latest[app] = max(latest.get(app, -1), version)
+    return latest
+
+
 def _parse_commit(version: int, path: Path) -> LogVersion:
     commit = LogVersion(version, path)
     try:

@@ -28,14 +28,18 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
     queried = sorted(f"{p.parent.name}.{p.name}" for p in folders)
     log = event_log_path(settings.root)
     logged: Counter[tuple[str, str, int]] = Counter()
+    logged_at: dict[tuple[str, str, int], int] = {}  # the table version each logged batch names
     if delta_files.is_table(log):
+        columns = ["table", "query_id", "batch_id", "status", "table_version"]
         try:
-            rows = delta_files.read_rows(log, ["table", "query_id", "batch_id", "status"])
+            rows = delta_files.read_rows(log, columns)
         except Exception as exc:  # noqa: BLE001 - a damaged log is a finding, not a crash
             result.add(EVENT_LOG_TABLE, f"cannot read the event log at {log}: {delta_files.error_summary(exc)}")
             return result
-        logged = Counter((t, q, b) for t, q, b, status in delta_files.row_tuples(
-            rows, ["table", "query_id", "batch_id", "status"]) if status == "committed" and b is not None)
+        for t, q, b, status, version in delta_files.row_tuples(rows, columns):
+            if status == "committed" and b is not None:
+                logged[(t, q, b)] += 1
+                logged_at[(t, q, b)] = -1 if version is None else int(version)
     if not queried:
         result.skipped = "no streaming tables yet"
         return result
@@ -43,7 +47,12 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
         path = settings.table_path(*name.split("."))
         if not delta_files.is_table(path):
             continue
-        committed = {(app, batch) for v in delta_files.log_versions(path) for app, batch in v.transactions()}
+        versions = delta_files.log_versions(path)
+        committed = {(app, batch) for v in versions for app, batch in v.transactions()}
+        # Commit files older than the log's retention are cleaned away (VACUUM, delta-rs at a
+        # log checkpoint): the batches they held can no longer be told apart from ones never
+        # committed, so only the batches of the versions still in the log are checked.
+        first_kept = versions[0].version if versions else 0
         twice = [f"query {q} batch {b} x{n}" for (t, q, b), n in logged.items() if t == name and n > 1]
         if twice:
             result.add(name, f"{len(twice)} batches are logged more than once", twice)
@@ -52,7 +61,7 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
             result.add(name, f"{len(missing)} committed batches are not in the event log", missing)
         queries = {q for q, _ in committed}
         extra = [f"query {q} batch {b}" for (t, q, b) in logged
-                 if t == name and q in queries and (q, b) not in committed]
+                 if t == name and q in queries and (q, b) not in committed and logged_at[(t, q, b)] >= first_kept]
         if extra:
             result.add(name, f"{len(extra)} logged batches were never committed to the table", extra)
     return result

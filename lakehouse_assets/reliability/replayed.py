@@ -25,11 +25,6 @@ REPLAY_APP = "quarantine-replay"
 ROW_IDENTITY = (SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN, "device_id", "mrn", "heartrate")
 
 
-def replays(path: Path) -> dict[int, int]:
-    """The replays a table's log records: replay number -> the version that committed it."""
-    return {n: v.version for v in delta_files.log_versions(path) for app, n in v.transactions() if app == REPLAY_APP}
-
-
 def is_replay(version: delta_files.LogVersion) -> bool:
     """Whether a commit is a quarantine replay's (not a streaming batch)."""
     return any(app == REPLAY_APP for app, _ in version.transactions())
@@ -38,7 +33,8 @@ def is_replay(version: delta_files.LogVersion) -> bool:
 def owed_to_table(table: Path, quarantine: Path) -> Counter[tuple[Any, ...]]:
     """The identities of rows the quarantine still shows but a replay already moved to the
     table: those of the table's replays the quarantine has not recorded yet."""
-    done = max(replays(quarantine), default=-1) if delta_files.is_table(quarantine) else -1
+    # From the app transaction, not the replay commits: those may be cleaned from the log.
+    done = delta_files.app_versions(quarantine).get(REPLAY_APP, -1) if delta_files.is_table(quarantine) else -1
     owed: Counter[tuple[Any, ...]] = Counter()
     for version in delta_files.log_versions(table):
         if not any(app == REPLAY_APP and n > done for app, n in version.transactions()):

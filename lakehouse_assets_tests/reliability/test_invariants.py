@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,6 +176,28 @@ def test_a_half_written_version_is_reported(lakehouse_copy):
     assert f"version {version} ({version:020d}.json) line 2 is not JSON" in found[0]
     # delta-rs cannot load the latest snapshot either; said in one line, not with its backtrace.
     assert all("silver.recordings_enriched" in v and "pthread" not in v for v in found)
+
+
+@pytest.mark.slow
+def test_logs_cleaned_past_their_retention_keep_every_invariant(spark, settings):
+    """Once commits are older than delta.logRetentionDuration, a log checkpoint lets delta-rs
+    delete their files: the invariants that read the log check what it still holds, and do
+    not mistake batches whose commit files are gone for batches never committed."""
+    for _ in range(2):  # two runs: every table has a first batch whose commit file can go
+        land(settings.root / "landing", files=1, **LANDING)
+        materialize(SEED_PIPELINE)
+    month_ago = time.time() - 31 * 24 * 3600
+    for log in sorted(settings.root.glob("**/_delta_log")):
+        DeltaTable(str(log.parent)).create_checkpoint()
+        for entry in log.iterdir():
+            os.utime(entry, (month_ago, month_ago))
+        DeltaTable(str(log.parent)).cleanup_metadata()  # what VACUUM and delta-rs's log checkpoints call
+    for table in ("bronze/recordings", "silver/recordings_enriched", "_system/event_log"):
+        assert not (settings.root / table / "_delta_log" / f"{0:020d}.json").exists(), f"{table}: nothing cleaned"
+
+    report = check_all(settings)
+
+    assert report.ok, report.summary()
 
 
 @pytest.mark.slow
