@@ -83,6 +83,11 @@ def log_file_counts(root: Path) -> dict[str, int]:
     return {name: sum(1 for _ in (path / DELTA_LOG).iterdir()) for name, path in table_folders(root).items()}
 
 
+def data_file_counts(root: Path) -> dict[str, int]:
+    """How many data files each table's latest version lists."""
+    return {name: len(DeltaTable(str(path)).file_uris()) for name, path in table_folders(root).items()}
+
+
 def pad_lakehouse(root: Path, commits: int) -> list[PaddedTable]:
     """Add ``commits`` empty micro-batches (batches 1..``commits`` of :data:`PAD_APP`) to every
     table under ``root``, and their events to the event log."""
@@ -145,13 +150,24 @@ def pad_event_log(path: Path, commits: int, versions: dict[str, list[int]]) -> P
                   **({META_QUERY: apps[0]} if apps else {})}
         millis = int(time.time() * 1000)
         add = {"path": name, "partitionValues": {}, "size": (path / name).stat().st_size, "modificationTime": millis,
-               "dataChange": True, "stats": json.dumps({"numRecords": len(rows)}), "tags": None, "baseRowId": None,
+               "dataChange": True, "stats": _stats(rows), "tags": None, "baseRowId": None,
                "defaultRowCommitVersion": None, "clusteringProvider": None}
         lines: list[dict[str, Any]] = [{"commitInfo": _commit_info(info, custom)}, {"add": add}]
         lines += [{"txn": {"appId": app, "version": batch}} for app in apps]
         _write_commit(path, latest + batch, lines)
     checkpoint = _checkpoint(path, latest, latest + commits)
     return PaddedTable(EVENT_LOG_TABLE, latest + 1, latest + commits, checkpoint, True, time.perf_counter() - started)
+
+
+def _stats(rows: list[dict[str, Any]]) -> str:
+    """A file's statistics as delta-rs writes them, for its string and integer columns (a reader
+    filtering the event log by table or run could skip files by them, as it could real ones)."""
+    plain = [f.name for f in EVENT_LOG_SCHEMA if pa.types.is_string(f.type) or pa.types.is_integer(f.type)]
+    values = {c: [r[c] for r in rows if r[c] is not None] for c in plain}
+    return json.dumps({"numRecords": len(rows),
+                       "minValues": {c: min(v) for c, v in values.items() if v},
+                       "maxValues": {c: max(v) for c, v in values.items() if v},
+                       "nullCount": {c: len(rows) - len(v) for c, v in values.items()}}, separators=(",", ":"))
 
 
 def _has_checkpoint(root: Path, name: str) -> bool:
