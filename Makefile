@@ -100,6 +100,18 @@ bench-gold: $(INSTALLED)
 bench-many-batches: $(INSTALLED)
 	$(BIN)/python -m benchmarks.many_batches
 
+## The same question asked of a whole one-file increment (land -> bronze -> silver -> gold, event log) and of a run
+## with nothing new, on a lakehouse whose tables are padded to 10 and to 10,000 micro-batches, then after an aged log
+## and `lakehouse vacuum --all`, then `lakehouse optimize --all`: benchmarks/results/many_batches_increment.{json,md}.
+## About 25 minutes with 2 repeats on a 2-core machine, 35 when it is busy (3 repeats: half as long again);
+## INCREMENT_BATCHES="10 1000" INCREMENT_REPEATS=1 for a quick look.
+INCREMENT_BATCHES ?= 10 10000
+INCREMENT_REPEATS ?= 2
+.PHONY: bench-increment-after-batches
+bench-increment-after-batches: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.increment_after_batches --batches $(INCREMENT_BATCHES) --repeats $(INCREMENT_REPEATS)
+
 ## Crash soak (issue 8): SOAK_KILLS runs of the whole graph SIGKILLed at the fault points and at
 ## random moments, then every invariant; writes reliability/results/latest.{md,json}.
 ## SOAK_SEED repeats a schedule. About 35 s per kill on a 2-core machine (60 kills: ~35 min).

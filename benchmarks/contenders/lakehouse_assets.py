@@ -156,8 +156,15 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
         from lakehouse_assets.storage import delta_rs
 
         store = delta_rs.DeltaRsTableStore
-        targets += [(store, name) for name in ("write", "merge", "read", "read_stream", "schema", "_open", "_open_for_write")]
+        targets += [(store, name) for name in ("write", "merge", "read", "read_stream", "schema", "_open", "_open_for_write",
+                                               "history", "replace_files")]
         targets.append((delta_rs, "stage_files"))
+    except ImportError:
+        pass
+    try:  # the event log: what a run reads and appends of it (called through the module's globals)
+        from lakehouse_assets.io import events
+
+        targets += [(events, name) for name in ("_log_committed", "run_events", "append_events")]
     except ImportError:
         pass
     try:
