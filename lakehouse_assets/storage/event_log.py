@@ -8,7 +8,10 @@ committed batch has exactly one ``committed`` row. A batch that failed has a ``f
 per attempt (no transaction: each attempt is an event of its own).
 
 Rows are written and read by delta-rs from Arrow, never by Spark: recording a run's batches
-costs one small commit and no Spark job.
+costs one small commit and no Spark job. Every :data:`COMPACT_EVERY` appends the log's small
+files are compacted (a commit that changes no rows): each run reads its own events back, and
+a read costs what the number of files costs, which would otherwise grow by one per
+materialization of every table until the daily maintenance job.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
 from lakehouse_assets.storage._commit import commit_properties
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
 from lakehouse_assets.storage.engine import AppTransaction
+from lakehouse_assets.storage.maintenance import optimize
 
 EVENT_LOG = "event_log"
 #: The event log by name.
@@ -63,6 +67,8 @@ EVENT_LOG_SCHEMA = pa.schema([
 # Appends of different tables' batches may race (a run's steps write in parallel); delta-rs
 # retries a plain append itself, but not the creation of the log.
 _ATTEMPTS = 5
+#: Appends between two compactions of the log's files (as Delta's log checkpoint interval).
+COMPACT_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -141,6 +147,8 @@ def append_events(path: Path, events: Sequence[BatchEvent], *, logs: AppTransact
         try:
             write_deltalake(str(path), rows, mode="append",
                             commit_properties=commit_properties("APPEND EVENTS", logs, len(events), None))
+            if log is not None and (log.version() + 1) % COMPACT_EVERY == 0:
+                _compact(path)
             return True
         except (CommitFailedError, DeltaError) as exc:
             if attempt == _ATTEMPTS - 1:
@@ -164,6 +172,15 @@ def read_events(path: Path, *, table: str | None = None, run_id: str | None = No
     events = DeltaRsSnapshot(str(path), log).to_arrow(where=where)
     rows = [BatchEvent.from_row(row) for row in events.to_pylist()]
     return sorted(rows, key=lambda e: (e.recorded_at, e.table, e.batch_id if e.batch_id is not None else -1))
+
+
+def _compact(path: Path) -> None:
+    """Compact the log's small files; skipped when it fails (another run's append got in
+    first, say): the next compaction, or the daily maintenance, does it."""
+    try:
+        optimize(DeltaTable(str(path)), str(path))
+    except LakehouseError:
+        pass
 
 
 def _open(path: Path) -> DeltaTable | None:

@@ -10,6 +10,7 @@ from collections import defaultdict
 
 import dagster as dg
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY, stream_from, table_asset
@@ -19,6 +20,7 @@ from lakehouse_assets.quality.rules import Severity, not_null
 from lakehouse_assets.reliability.events_once import check_events_once
 from lakehouse_assets.simulator import land
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.storage import AppTransaction, event_log
 from lakehouse_assets.storage.event_log import BatchEvent, event_log_path, read_events
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialization_metadata, materialize
@@ -132,3 +134,21 @@ def test_a_failed_batch_is_logged_with_its_error_once_per_attempt(spark, store, 
     committed = [e for e in read_events(log, table="silver.ev_checked") if e.status == "committed"]
     assert [e.batch_id for e in committed] == [0]
     assert check_events_once(settings).ok, check_events_once(settings).violations
+
+
+def test_the_log_compacts_its_small_files_every_so_many_appends(tmp_path, monkeypatch):
+    monkeypatch.setattr(event_log, "COMPACT_EVERY", 10)
+    path = tmp_path / "event_log"
+    for batch in range(35):  # one append per materialization, as runs make them
+        event = BatchEvent(run_id=f"run-{batch}", table="bronze.recordings", query_id="q", batch_id=batch,
+                           table_version=batch, input_rows=1, output_rows=1)
+        assert event_log.append_events(path, [event], logs=AppTransaction("bronze.recordings#q", batch))
+
+    log = DeltaTable(str(path))
+    assert log.version() > 35, "compactions are commits of their own"
+    # Compacted at the 10th, 20th and 30th append: what came after the last one is still apart.
+    assert len(log.file_uris()) < 10
+    assert [e.batch_id for e in read_events(path)] == list(range(35))
+    assert [e.batch_id for e in read_events(path, run_id="run-7")] == [7]
+    compactions = [c for c in log.history() if c.get("operation") == "OPTIMIZE"]
+    assert len(compactions) == 3 and all(c.get("operationParameters") for c in compactions)
