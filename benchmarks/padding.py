@@ -42,6 +42,7 @@ from lakehouse_assets.storage._commit import META_BATCH, META_OPERATION, META_QU
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.storage.engine import BATCH_METADATA_PREFIX
 from lakehouse_assets.storage.event_log import EVENT_LOG_SCHEMA, EVENT_LOG_TABLE, query_app_id
+from lakehouse_assets.storage.maintenance import optimize
 from lakehouse_assets.storage.sink import OFFSETS_KEY, RUN_KEY
 
 #: The padding's own query: its app id in every padded table, never a real query's.
@@ -156,6 +157,9 @@ def pad_event_log(path: Path, commits: int, versions: dict[str, list[int]]) -> P
         lines += [{"txn": {"appId": app, "version": batch}} for app in apps]
         _write_commit(path, latest + batch, lines)
     checkpoint = _checkpoint(path, latest, latest + commits)
+    # The log compacts its small files every COMPACT_EVERY appends (storage/event_log.py): after
+    # that many appends it holds their rows in a compacted file, as after its last compaction.
+    optimize(DeltaTable(str(path)), str(path))
     return PaddedTable(EVENT_LOG_TABLE, latest + 1, latest + commits, checkpoint, True, time.perf_counter() - started)
 
 
