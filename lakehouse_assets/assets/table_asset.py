@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -19,6 +19,7 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.assets.nothing_to_read import Keep, TableKept, log_skip, nothing_to_read
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity
@@ -176,23 +177,43 @@ def _columns_metadata(columns: Sequence[DescribedColumn]) -> dict[str, Any]:
     }
 
 
-def _with_expectations(fn: Callable[..., Any], rules: tuple[Rule, ...]) -> Callable[..., Any]:
-    """``fn`` returning its DataFrame (or ingestion source) with ``rules`` for the IO manager:
-    the same parameters for Dagster to read, but no return type for it to check."""
+def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, ...],
+                deps: Sequence[dg.AssetKey]) -> Callable[..., Iterator[dg.Output[Any]]]:
+    """``fn`` as the asset's compute function: skipped when it has nothing to read
+    (:mod:`lakehouse_assets.assets.nothing_to_read`), else its DataFrame (or ingestion source)
+    with ``rules`` for the IO manager. The same parameters for Dagster to read, but its
+    DataFrame inputs untyped (a missing upstream table comes in as a ``MissingTable``) and no
+    return type for it to check."""
 
     @functools.wraps(fn)
-    def body(*args: Any, **kwargs: Any) -> ExpectedRows | IncrementalSource:
+    def body(*args: Any, **kwargs: Any) -> Iterator[dg.Output[Any]]:
+        verdict = nothing_to_read(table, kwargs, deps)
+        if verdict is not None:
+            log_skip(table, verdict)
+            if isinstance(verdict, Keep):
+                yield dg.Output(TableKept(verdict.reason))
+            return
         returned = fn(*args, **kwargs)
         if isinstance(returned, IncrementalSource):
-            return dataclasses.replace(returned, expectations=rules)
-        return ExpectedRows(returned, rules)
+            returned = dataclasses.replace(returned, expectations=rules)
+        elif isinstance(returned, DataFrame) and rules:
+            returned = ExpectedRows(returned, rules)
+        yield dg.Output(returned)
 
-    # Annotations resolved in fn's own module: Dagster would resolve strings in this one.
-    signature = inspect.signature(fn, eval_str=True).replace(return_annotation=inspect.Signature.empty)
+    _untyped_inputs(body, fn)
+    return body
+
+
+def _untyped_inputs(body: Callable[..., Any], fn: Callable[..., Any]) -> None:
+    """Give ``body`` the parameters of ``fn`` (annotations resolved in fn's own module: Dagster
+    would resolve strings in this one), DataFrame inputs untyped, and no return type."""
+    signature = inspect.signature(fn, eval_str=True)
+    parameters = [p.replace(annotation=inspect.Parameter.empty) if p.annotation is DataFrame else p
+                  for p in signature.parameters.values()]
+    signature = signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty)
     body.__signature__ = signature  # type: ignore[attr-defined]
     body.__annotations__ = {name: p.annotation for name, p in signature.parameters.items()
                             if p.annotation is not inspect.Parameter.empty}
-    return body
 
 
 def batch_from(key: Sequence[str]) -> dg.AssetIn:
@@ -240,7 +261,9 @@ def table_asset(
     def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
         table_name = name or fn.__name__
         expectation_metadata = _expectations_metadata(f"{layer}.{table_name}", expectations, can_drop=False)
-        body = _with_expectations(fn, tuple(expectations)) if expectations else fn
+        key = dg.AssetKey([layer, table_name])
+        dep_keys = [dep if isinstance(dep, dg.AssetKey) else dg.AssetKey(list(dep)) for dep in deps]
+        body = _table_body(fn, key, tuple(expectations), dep_keys)
 
         definition_metadata: dict[str, Any] = {
             OUTPUT_MODE: output_mode,
@@ -264,11 +287,11 @@ def table_asset(
         definition_metadata.update(expectation_metadata)
         definition_metadata.update(metadata or {})
         return dg.asset(
-            key=dg.AssetKey([layer, table_name]),
+            key=key,
             group_name=layer,
             description=description or (fn.__doc__ or "").strip() or None,
             ins=asset_ins,
-            deps=[dep if isinstance(dep, dg.AssetKey) else dg.AssetKey(list(dep)) for dep in deps],
+            deps=dep_keys,
             io_manager_key=IO_MANAGER_KEY,
             kinds={"spark", "delta"},
             owners=list(owners),
@@ -279,6 +302,8 @@ def table_asset(
             config_schema=cast(Any, TableRunConfig.to_config_schema()),
             automation_condition=automation_condition,
             check_specs=check_specs,
+            # No output when there is nothing to read: the table is skipped, and so is its downstream.
+            output_required=False,
         )(body)
 
     return decorate
@@ -355,11 +380,27 @@ def routed_table_asset(
             main_metadata[COLUMN_LINEAGE] = {
                 column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()
             }
+        dep_keys = [dg.AssetKey(list(dep)) for dep in deps]
+        # Either output may be left out: nothing to read skips both (and everything below them).
         common: dict[str, Any] = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
-                                      deps=[*(asset_in.key for asset_in in asset_ins.values()),
-                                            *(dg.AssetKey(list(dep)) for dep in deps)])
+                                      deps=[*(asset_in.key for asset_in in asset_ins.values()), *dep_keys],
+                                      skippable=True)
 
-        @dg.multi_asset(
+        def _routed(**inputs: Any) -> Iterator[dg.Output[Any]]:
+            verdict = nothing_to_read(main_key, inputs, dep_keys)
+            if verdict is not None:
+                log_skip(main_key, verdict)
+                if isinstance(verdict, Keep):
+                    yield dg.Output(TableKept(verdict.reason), output_name=f"{layer}__{name}")
+                    yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
+                return
+            routed = dataclasses.replace(fn(**inputs), expectations=tuple(expectations))
+            yield dg.Output(routed, output_name=f"{layer}__{name}")
+            yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
+
+        functools.update_wrapper(_routed, fn)
+        _untyped_inputs(_routed, fn)
+        return dg.multi_asset(
             name=f"{layer}__{name}",
             specs=[
                 dg.AssetSpec(main_key, description=description, metadata=main_metadata,
@@ -372,13 +413,6 @@ def routed_table_asset(
             ins=asset_ins,
             pool=SPARK_POOL,
             config_schema=TableRunConfig.to_fields_dict(),
-        )
-        @functools.wraps(fn)
-        def _routed(**inputs: Any) -> Any:
-            routed = dataclasses.replace(fn(**inputs), expectations=tuple(expectations))
-            yield dg.Output(routed, output_name=f"{layer}__{name}")
-            yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
-
-        return _routed
+        )(_routed)
 
     return decorate

@@ -48,7 +48,10 @@ def require_table(settings: LakehouseSettings, table: TableName) -> Path:
         raise CommandError(
             f"{path} is not a Delta table (it has no {DELTA_LOG} folder), so {table} cannot be "
             "read. Materialize its asset to create it, or remove the folder if it is debris.")
-    raise CommandError(f"No table {table}: nothing at {path}. {describe_known_tables(root, str(table))}")
+    raise CommandError(
+        f"No table {table} yet: nothing at {path}. A table is created by its first materialization with "
+        f"data to read (`dagster asset materialize -m lakehouse_assets --select {table.layer}/{table.name}` "
+        f"once its source has landed). {describe_known_tables(root, str(table))}")
 
 
 def selected_tables(settings: LakehouseSettings, table: TableName | None, every: bool) -> list[str]:

@@ -18,6 +18,7 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.assets.nothing_to_read import MissingTable, TableKept
 from lakehouse_assets.assets.table_asset import (
     ExpectedRows,
     IncrementalSource,
@@ -27,11 +28,12 @@ from lakehouse_assets.assets.table_asset import (
 )
 from lakehouse_assets.cdc.snapshots import SnapshotSource
 from lakehouse_assets.engine.client import engine_errors
-from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.errors import LakehouseError, TableNotFoundError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.io.events import record_failure
 from lakehouse_assets.io.handlers.batch import write_batch
 from lakehouse_assets.io.handlers.ingestion import write_ingestion
+from lakehouse_assets.io.handlers.kept import report_kept
 from lakehouse_assets.io.handlers.quarantine import report_quarantine
 from lakehouse_assets.io.handlers.routed import write_routed
 from lakehouse_assets.io.handlers.snapshots import write_snapshots
@@ -104,16 +106,20 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             context.add_output_metadata(metadata)
 
     # -- reading ------------------------------------------------------------------------------
-    def load_input(self, context: dg.InputContext) -> DataFrame:
+    def load_input(self, context: dg.InputContext) -> DataFrame | MissingTable:
         """The upstream table: a stream of the rows each new version adds (with the options
-        the consuming asset declared), or as it stands."""
+        the consuming asset declared), or as it stands; a table not created yet comes in as
+        :class:`MissingTable`, and the consuming asset is skipped."""
         table = TableRef.of(context.asset_key, self.settings())
         with engine_errors(self.spark.settings()):
             spark = self.spark.spark_session
-            if self.read_inputs_as == "stream":
-                options = stream_options_of(_consumer_metadata(context), table.table_name)
-                return self.store().read_stream(spark, str(table.path), options)
-            return self.store().read(spark, str(table.path))
+            try:
+                if self.read_inputs_as == "stream":
+                    options = stream_options_of(_consumer_metadata(context), table.table_name)
+                    return self.store().read_stream(spark, str(table.path), options)
+                return self.store().read(spark, str(table.path))
+            except TableNotFoundError:
+                return MissingTable(table.table_name)
 
 
 def _log_failure(run: TableRun, store: TableStore, error: Exception, log: Any) -> None:
@@ -140,6 +146,8 @@ def _handler_for(obj: Any, table: TableRef) -> tuple[Handler, bool]:
     locks, after a full refresh) or only reports."""
     if isinstance(obj, QuarantineOf):
         return report_quarantine, False
+    if isinstance(obj, TableKept):
+        return report_kept, False
     if isinstance(obj, RoutedRows):
         return write_routed, True
     if isinstance(obj, IncrementalSource):

@@ -17,7 +17,6 @@ import dagster as dg
 
 from lakehouse_assets.ingestion.files import is_data_file
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore
 
 # A file younger than this, whose size we have not seen hold still, may still be written.
 SETTLE_SECONDS = 2.0
@@ -132,7 +131,9 @@ def landing_sensor(
     The run materializes ``target`` and, with ``carry_downstream``, every asset downstream of
     it: new files reach gold in one run (one launch, one session) instead of a bronze run
     and a second one on the automation sensor's next tick. A blocking check that fails in
-    the run stops the assets below it, as it would stop automation.
+    the run stops the assets below it, as it would stop automation; a table below whose other
+    upstream has not landed yet is skipped in the run, with its reason
+    (:mod:`lakehouse_assets.assets.nothing_to_read`).
     """
     selection: dg.AssetSelection = dg.AssetSelection.assets(target)
     if carry_downstream:
@@ -170,7 +171,6 @@ def landing_sensor(
         shown = scan.ready[:TAGGED_FILE_NAMES]
         request = dg.RunRequest(
             run_key=f"{source}:{digest[:16]}",
-            asset_selection=_resolve(selection, context),
             tags={
                 TAG_SOURCE: source,
                 TAG_FILE_COUNT: str(len(scan.ready)),
@@ -182,31 +182,3 @@ def landing_sensor(
 
     return _sensor
 
-
-def _resolve(selection: dg.AssetSelection, context: dg.SensorEvaluationContext) -> list[dg.AssetKey]:
-    """The asset keys ``selection`` names in the sensor's code location that can run now.
-
-    A downstream asset joins the run only when each of its upstream tables is built in the
-    same run or already exists: a patients file landing before any recording must not start
-    silver over a bronze table that is not there yet (the automation sensor carries the data
-    on once it is).
-    """
-    repository = context.repository_def
-    if repository is None:  # a context built without definitions knows no graph
-        raise dg.DagsterInvariantViolationError("The landing sensor needs its definitions to resolve its targets")
-    graph = repository.asset_graph
-    chosen = selection.resolve(graph)
-    settings = LakehouseSettings.from_env()
-    runnable: set[dg.AssetKey] = set()
-    for key in graph.toposorted_asset_keys:
-        if key not in chosen:
-            continue
-        parents = [parent for parent in graph.get(key).parent_keys if graph.get(parent).is_materializable]
-        if all(parent in runnable or _table_exists(settings, parent) for parent in parents):
-            runnable.add(key)
-    return sorted(runnable, key=lambda key: key.to_user_string())
-
-
-def _table_exists(settings: LakehouseSettings, key: dg.AssetKey) -> bool:
-    """Whether the table of ``key`` (``[layer, name]``) exists: a first version committed."""
-    return len(key.path) == 2 and DeltaRsTableStore().exists(str(settings.table_path(*key.path)))

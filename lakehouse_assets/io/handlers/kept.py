@@ -1,0 +1,18 @@
+"""A table kept as it stands: its landing folder holds no files, so nothing is written and
+the table is reported as it is (:mod:`lakehouse_assets.assets.nothing_to_read`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+
+from lakehouse_assets.assets.nothing_to_read import TableKept
+from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.storage import TableStore
+
+
+def report_kept(output: TableKept, run: TableRun, store: TableStore, log: Any) -> Written:
+    """Nothing written: the table's own metadata says what it holds, and this why."""
+    return Written(None, {"not_written": dg.MetadataValue.text(output.reason)})

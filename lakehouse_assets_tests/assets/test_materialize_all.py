@@ -1,0 +1,156 @@
+"""Materialize all, from any state of the lakehouse: a table whose source has not landed is
+skipped with its reason, never a failed run, and nothing is written in its place.
+
+The states: (a) an empty lakehouse, (b) only the seeds' data landed (recordings and the
+patients CSV), (c) only patient changes landed, (d) landing folders deleted after their tables
+were built; and a table materialized alone whose upstream was never built.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import dagster as dg
+import pytest
+from deltalake import DeltaTable
+
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.simulator import land
+from lakehouse_assets.simulator.patient_changes import land_patient_changes
+from lakehouse_assets_tests.assets.pipeline import materialize
+
+LANDING_OPTIONS = dict(records_per_file=200, bad_rate=0.0, files_per_year=365)
+SEED_TABLES = {"bronze/recordings", "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
+               "gold/daily_patient_avg", "gold/device_counts", "gold/heartrate_5min"}
+CHANGE_TABLES = {"bronze/patient_changes", "silver/patients_current", "silver/patients_history",
+                 "gold/patient_changes"}
+
+
+def materialized(result: dg.ExecuteInProcessResult) -> set[str]:
+    return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events() if e.asset_key}
+
+
+def checked(result: dg.ExecuteInProcessResult) -> set[str]:
+    """The assets some check evaluated in the run."""
+    return {e.asset_key.to_user_string() for e in result.get_asset_check_evaluations()}
+
+
+def skipped_steps(result: dg.ExecuteInProcessResult) -> set[str]:
+    return {e.step_key for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_SKIPPED and e.step_key}
+
+
+def run_log(instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult) -> str:
+    """Every message of the run's log, as the UI lists it."""
+    return "\n".join(entry.user_message for entry in instance.all_logs(result.run_id))
+
+
+def tables_on_disk(settings: LakehouseSettings) -> set[str]:
+    return {f"{layer.name}/{table.name}" for layer in settings.root.iterdir() if layer.is_dir()
+            for table in layer.iterdir() if (table / "_delta_log").is_dir()}
+
+
+def version(settings: LakehouseSettings, key: str) -> int:
+    return DeltaTable(str(settings.table_path(*key.split("/")))).version()
+
+
+@pytest.mark.slow
+def test_an_empty_lakehouse_materializes_green_with_every_table_skipped(spark, settings):
+    instance = dg.DagsterInstance.ephemeral()
+
+    result = materialize("*", instance=instance)
+
+    assert result.success
+    assert materialized(result) == set()
+    assert checked(result) == set()
+    assert tables_on_disk(settings) <= {"_system/event_log"}  # no table written in a skipped one's place
+    log = run_log(instance, result)
+    assert "bronze.recordings skipped: nothing landed in landing/recordings yet" in log
+    assert "silver.patients skipped: nothing landed in landing/patients yet" in log
+    # Below a skipped table, Dagster skips the step, checks included.
+    assert {"silver__recordings_enriched", "gold__daily_patient_avg", "silver_recordings_enriched_contract",
+            "gold__patient_changes_data_freshness"} <= skipped_steps(result)
+
+
+@pytest.mark.slow
+def test_only_the_seeds_data_builds_the_seeds_pipeline_and_skips_the_change_flow(spark, settings):
+    landed = land(settings.root / "landing", files=2, **LANDING_OPTIONS)
+    instance = dg.DagsterInstance.ephemeral()
+
+    result = materialize("*", instance=instance)
+
+    assert result.success
+    assert materialized(result) == SEED_TABLES
+    assert tables_on_disk(settings) - {"_system/event_log"} == SEED_TABLES
+    assert DeltaTable(str(settings.table_path("bronze", "recordings"))).to_pyarrow_table().num_rows == \
+        landed.counts.total
+    # The seeds' tables are checked; the skipped tables' checks never ran, so none failed.
+    assert {"bronze/recordings", "silver/recordings_enriched", "gold/daily_patient_avg"} <= checked(result)
+    assert not checked(result) & CHANGE_TABLES
+    assert all(e.passed for e in result.get_asset_check_evaluations()
+               if e.severity == dg.AssetCheckSeverity.ERROR)
+    log = run_log(instance, result)
+    assert "bronze.patient_changes skipped: nothing landed in landing/patient_changes yet" in log
+    assert "silver.patients_snapshot_history skipped: nothing landed in landing/patient_snapshots yet" in log
+    assert {"silver__patients_current", "silver__patients_history", "gold__patient_changes"} <= skipped_steps(result)
+
+
+@pytest.mark.slow
+def test_only_patient_changes_landed_builds_the_change_flow_alone(spark, settings):
+    land_patient_changes(settings.root / "landing", files=2)
+
+    result = materialize("*")
+
+    assert result.success
+    assert materialized(result) == CHANGE_TABLES
+    assert DeltaTable(str(settings.table_path("silver", "patients_current"))).to_pyarrow_table().num_rows > 0
+
+
+@pytest.mark.slow
+def test_landing_folders_deleted_after_their_tables_were_built_keep_the_tables(spark, settings):
+    landing = settings.root / "landing"
+    land(landing, files=2, **LANDING_OPTIONS)
+    land_patient_changes(landing, files=1)
+    materialize("*")
+    patients_before = version(settings, "silver/patients")
+    enriched_rows = DeltaTable(str(settings.table_path("silver", "recordings_enriched"))).to_pyarrow_table().num_rows
+    more = land(landing, files=1, **LANDING_OPTIONS)
+    shutil.rmtree(landing / "patients")
+    shutil.rmtree(landing / "patient_changes")
+
+    result = materialize("*")
+
+    assert result.success
+    # The lookup is kept as it stands, not overwritten with nothing; the new recordings
+    # still flow through it to silver.
+    assert version(settings, "silver/patients") == patients_before
+    patients = result.asset_materializations_for_node("silver__patients")[0].metadata
+    assert "landing/patients holds no files" in patients["not_written"].value
+    assert DeltaTable(str(settings.table_path("silver", "recordings_enriched"))).to_pyarrow_table().num_rows == \
+        enriched_rows + more.counts.total
+
+    shutil.rmtree(landing / "recordings")
+    bronze_before = version(settings, "bronze/recordings")
+
+    result = materialize("*")
+
+    assert result.success
+    assert version(settings, "bronze/recordings") == bronze_before
+    assert "bronze/recordings" in materialized(result)
+
+
+@pytest.mark.slow
+def test_a_table_materialized_alone_over_an_upstream_never_built_is_skipped(spark, settings):
+    land(settings.root / "landing", files=1, **LANDING_OPTIONS)
+    instance = dg.DagsterInstance.ephemeral()
+
+    # An input read as a stream, a table read by name in SQL, and a check on a missing table.
+    result = materialize(["silver/patients_current", "gold/daily_patient_avg"], instance=instance)
+    checks = materialize(dg.AssetSelection.checks_for_assets(dg.AssetKey(["silver", "patients_current"])),
+                         instance=instance)
+
+    assert result.success and checks.success
+    assert materialized(result) == set() and checked(checks) == set()
+    assert not settings.table_path("silver", "patients_current").exists()
+    log = run_log(instance, result)
+    assert "silver.patients_current skipped: upstream bronze.patient_changes has no table yet" in log
+    assert "gold.daily_patient_avg skipped: upstream silver.recordings_enriched has no table yet" in log
