@@ -21,7 +21,8 @@ export LAKEHOUSE_SPARK_REMOTE
 # By default the tests whose code paths differ on an engine, one case of each where the cases
 # differ only in driver-side logic (CI's time is a budget: `make test` stays under 30 minutes):
 # sessions and their isolation,
-# tables by name and temp views, ingestion, the Delta source and sink, checks, the graph, expectations
+# tables by name and temp views, ingestion, the Delta source and sink, checks, the graph (and Materialize
+# all with a source not landed: inputs of missing tables are read on the driver either way), expectations
 # (a FAIL raised in the engine's Python worker), AUTO CDC in both forms, the event log, row
 # provenance and quarantine replay (driver-side commits around reads the engine runs), a killed run, and
 # dagster dev from landing to gold (the sensors' path, run here only: the embedded pass covers
@@ -41,6 +42,8 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/quality/test_checks.py \
     lakehouse_assets_tests/quality/test_quarantine.py \
     lakehouse_assets_tests/assets/test_pipeline.py::test_whole_graph_then_an_increment_processes_only_the_new_files \
+    lakehouse_assets_tests/assets/test_materialize_all.py::test_only_the_seeds_data_builds_the_seeds_pipeline_and_skips_the_change_flow \
+    lakehouse_assets_tests/assets/test_materialize_all.py::test_a_table_materialized_alone_over_an_upstream_never_built_is_skipped \
     lakehouse_assets_tests/assets/test_expectations.py::test_a_python_asset_warns_counts_and_fails_its_update_with_nothing_committed \
     lakehouse_assets_tests/assets/test_quarantine.py::test_bad_records_are_quarantined_with_reasons_across_incremental_runs \
     lakehouse_assets_tests/cdc/test_reference_flow.py::test_landed_changes_reach_both_silver_tables \

@@ -2,11 +2,14 @@
 (``sql/*.sql``); the windowed heart rate, with its watermark, in Python; and the log of
 changes to the current patients, streamed from that table's change data feed.
 
-The seeds' two are streaming tables whose queries group at their top level, so each is kept in complete
-mode from its stream's state; their upstream assets, column lineage and column descriptions
-come from their SQL. The Python tables' column lineage is derived from the DataFrames they
-return, their column descriptions come from their contracts (``quality/gold.py``).
-The Python form of the same table, for comparison (README, "Adding a table")::
+The seeds' two are streaming tables whose queries group at their top level. Each is kept
+incrementally: its SQL is read as a source query and an aggregate, and each micro-batch's
+partial results are merged by key into the groups it changes
+(:func:`~lakehouse_assets.tables.sql_aggregate.incremental_aggregate`), not rewritten whole.
+Their upstream assets, column lineage and column descriptions come from their SQL. The
+Python tables' column lineage is derived from the DataFrames they return, their column
+descriptions come from their contracts (``quality/gold.py``). The Python form of the same
+table, for comparison (README, "Adding a table"), is rewritten whole in complete mode::
 
     @table_asset(layer="gold", ins={"recordings": stream_from(["silver", "recordings_enriched"])},
                  output_mode="complete", automation_condition=downstream_of_new_data())

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from lakehouse_assets.simulator import land, land_patient_changes
+from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.e2e.dagster_dev import REPO_ROOT, DagsterDeployment
 from lakehouse_assets_tests.e2e.reference import ExpectedGold, expected_gold
 
@@ -66,8 +66,8 @@ def dagster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterDeploym
     daemon starts: the only run is the one the browser launches."""
     tmp = tmp_path_factory.mktemp("ui")
     deployment = DagsterDeployment(home=tmp / "dagster_home", root=tmp / "lakehouse", log_dir=tmp)
+    # Only the seeds' data, as a new user has it: the patient-change flow has nothing landed.
     land(deployment.root / "landing", files=2, records_per_file=500, bad_rate=0.0, seed=7, files_per_year=365)
-    land_patient_changes(deployment.root / "landing", files=2, seed=7)
     with deployment:
         deployment.start_webserver()
         deployment.wait_until_loaded()
@@ -139,6 +139,15 @@ def test_asset_graph_materialize_all_and_asset_metadata(
     # The page updates itself: the header's status tag must turn to Success without a reload.
     expect(page.get_by_text("Success", exact=True).first).to_be_visible()
     expect(page.get_by_text("Errored (0)", exact=True)).to_be_visible()
+    # The change flow had nothing landed: skipped, with the reason in the run's log.
+    steps = _step_statuses(dagster, run_id)
+    assert steps["bronze__patient_changes"] == "SUCCESS", steps
+    assert {steps[s] for s in ("silver__patients_current", "silver__patients_history", "gold__patient_changes")} == \
+        {"SKIPPED"}, steps
+    assert {steps[s] for s in ("bronze__recordings", "silver__recordings_enriched", "gold__daily_patient_avg")} == \
+        {"SUCCESS"}, steps
+    assert any("bronze.patient_changes skipped: nothing landed in landing/patient_changes" in message
+               for message in _run_messages(dagster, run_id))
     _screenshot(page, "run.png")
     with capsys.disabled():  # shown even when the test passes, for the benchmark issue
         print(f"\n[e2e ui] Materialize all: run {run_id[:8]} ran {run['endTime'] - run['startTime']:.0f}s")
@@ -152,6 +161,27 @@ def test_asset_graph_materialize_all_and_asset_metadata(
     expect(page.get_by_text("Global asset lineage")).to_be_visible()
     page.wait_for_timeout(3_000)  # live data (materialized status) arrives after the layout
     _screenshot(page, "asset-graph.png")
+
+
+def _step_statuses(dagster: DagsterDeployment, run_id: str) -> dict[str, str]:
+    """Each step of the run and how it ended."""
+    query = """
+    query Steps($runId: ID!) {
+      runOrError(runId: $runId) { ... on Run { stepStats { stepKey status } } }
+    }
+    """
+    stats = dagster.graphql(query, {"runId": run_id})["runOrError"]["stepStats"]
+    return {step["stepKey"]: step["status"] for step in stats}
+
+
+def _run_messages(dagster: DagsterDeployment, run_id: str) -> list[str]:
+    """The messages of the run's log, as its page lists them."""
+    query = """
+    query Logs($runId: ID!) {
+      logsForRun(runId: $runId, limit: 5000) { ... on EventConnection { events { ... on MessageEvent { message } } } }
+    }
+    """
+    return [e.get("message") or "" for e in dagster.graphql(query, {"runId": run_id})["logsForRun"]["events"]]
 
 
 # -- the graph ----------------------------------------------------------------------------------
