@@ -12,11 +12,10 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.assets.auto_cdc import auto_cdc_from_snapshot_table, auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
+from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import (
-    RoutedRows,
     batch_from,
-    routed_table_asset,
     stream_from,
     table_asset,
 )

@@ -25,11 +25,10 @@ from pyspark.sql import DataFrame
 from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.auto_cdc import auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
+from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
 from lakehouse_assets.assets.table_asset import (
     INCREMENTAL_AGGREGATE,
     ColumnSource,
-    RoutedRows,
-    routed_table_asset,
     stream_from,
     table_asset,
 )

@@ -123,7 +123,7 @@ def stream_options_of(metadata: Mapping[str, Any], upstream: str) -> StreamOptio
     return StreamOptions(**(metadata.get(STREAM_OPTIONS) or {}).get(upstream, {}))
 
 
-def _split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, dg.AssetIn], dict[str, Any]]:
+def split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, dg.AssetIn], dict[str, Any]]:
     """Dagster's inputs, and the stream options by upstream table as definition metadata
     (a multi-asset's inputs take no metadata of their own; the IO manager reads it here)."""
     asset_ins, options = {}, {}
@@ -147,7 +147,7 @@ class ExpectedRows:
     expectations: tuple[Rule, ...]
 
 
-def _expectations_metadata(table: str, rules: Sequence[Rule], *, can_drop: bool) -> dict[str, Any]:
+def declared_expectations(table: str, rules: Sequence[Rule], *, can_drop: bool) -> dict[str, Any]:
     """The definition metadata listing ``rules``; refuses rules that drop rows where there is
     no quarantine to drop them into."""
     names = [r.name for r in rules]
@@ -165,7 +165,7 @@ def _expectations_metadata(table: str, rules: Sequence[Rule], *, can_drop: bool)
          "columns": list(r.columns)} for r in rules]} if rules else {}
 
 
-def _columns_metadata(columns: Sequence[DescribedColumn]) -> dict[str, Any]:
+def declared_columns(columns: Sequence[DescribedColumn]) -> dict[str, Any]:
     """The declared columns as the UI's Columns table shows them before any run (their types
     and descriptions), and their descriptions for the IO manager to report on each run."""
     if not columns:
@@ -200,11 +200,11 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, .
             returned = ExpectedRows(returned, rules)
         yield dg.Output(returned)
 
-    _untyped_inputs(body, fn)
+    untyped_inputs(body, fn)
     return body
 
 
-def _untyped_inputs(body: Callable[..., Any], fn: Callable[..., Any]) -> None:
+def untyped_inputs(body: Callable[..., Any], fn: Callable[..., Any]) -> None:
     """Give ``body`` the parameters of ``fn`` (annotations resolved in fn's own module: Dagster
     would resolve strings in this one), DataFrame inputs untyped, and no return type."""
     signature = inspect.signature(fn, eval_str=True)
@@ -260,7 +260,7 @@ def table_asset(
 
     def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
         table_name = name or fn.__name__
-        expectation_metadata = _expectations_metadata(f"{layer}.{table_name}", expectations, can_drop=False)
+        expectation_metadata = declared_expectations(f"{layer}.{table_name}", expectations, can_drop=False)
         key = dg.AssetKey([layer, table_name])
         dep_keys = [dep if isinstance(dep, dg.AssetKey) else dg.AssetKey(list(dep)) for dep in deps]
         body = _table_body(fn, key, tuple(expectations), dep_keys)
@@ -281,8 +281,8 @@ def table_asset(
                 column: [[source.table, source.column] for source in sources]
                 for column, sources in column_lineage.items()
             }
-        asset_ins, stream_options = _split_ins(ins or {})
-        definition_metadata.update(_columns_metadata(columns))
+        asset_ins, stream_options = split_ins(ins or {})
+        definition_metadata.update(declared_columns(columns))
         definition_metadata.update(stream_options)
         definition_metadata.update(expectation_metadata)
         definition_metadata.update(metadata or {})
@@ -305,114 +305,5 @@ def table_asset(
             # No output when there is nothing to read: the table is skipped, and so is its downstream.
             output_required=False,
         )(body)
-
-    return decorate
-
-
-@dataclass(frozen=True)
-class RoutedRows:
-    """What a table asset with a quarantine returns: its rows, and the columns each
-    destination keeps. ``expectations`` are filled in from the declaration
-    (:func:`routed_table_asset`): the IO manager routes each row by them."""
-
-    rows: DataFrame
-    passed_columns: Sequence[Any]
-    quarantine_columns: Sequence[Any]
-    expectations: tuple[Rule, ...] = ()
-    #: The columns a record is unique by: a passing row the table already holds (or that an
-    #: earlier row of its batch repeats) goes to quarantine as a ``duplicate``.
-    unique_by: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class QuarantineOf:
-    """The quarantine output of a routed table: written by the main table's query, so its
-    IO manager step only reports what that query put there."""
-
-    table: dg.AssetKey
-
-
-def routed_table_asset(
-    *,
-    layer: str,
-    name: str,
-    quarantine_name: str,
-    description: str,
-    quarantine_description: str,
-    ins: Mapping[str, dg.AssetIn | StreamInput],
-    column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
-    columns: Sequence[DescribedColumn] = (),
-    quarantine_columns: Sequence[DescribedColumn] = (),
-    owners: Sequence[str] = (DEFAULT_OWNER,),
-    automation_condition: dg.AutomationCondition[Any] | None = None,
-    merge_schema: bool = True,
-    expectations: Sequence[Rule] = (),
-    deps: Sequence[Sequence[str]] = (),
-    metadata: Mapping[str, Any] | None = None,
-    table_properties: Mapping[str, str] | None = None,
-) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
-    """Like :func:`table_asset` for an append stream whose rows failing an ERROR expectation
-    go to a quarantine table ``layer.quarantine_name``, with the names of the rules they
-    failed: one query, one checkpoint, both tables written per micro-batch, each exactly
-    once. Both are assets, so both show in the lineage. WARN expectations keep the row and
-    count it; FAIL ones fail the update. ``deps`` are upstream tables the body reads by name
-    (not as inputs).
-
-    A column the passing rows gain (one the body passes through from upstream) is added to
-    the table with ``merge_schema`` (the default, as the seeds' ``mergeSchema``), else it
-    stops the run naming it; the quarantine always takes new columns, so it stays lossless.
-    ``table_properties`` are the Delta table properties the table is created with; ``columns``
-    and ``quarantine_columns`` describe the two tables' columns."""
-
-    def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
-        main_key = dg.AssetKey([layer, name])
-        quarantine_key = dg.AssetKey([layer, quarantine_name])
-        asset_ins, stream_options = _split_ins(ins)
-        main_metadata: dict[str, Any] = {
-            OUTPUT_MODE: "append", TRIGGER: "availableNow", "table": f"{layer}.{name}", MERGE_SCHEMA: merge_schema,
-            QUARANTINE_TABLE: f"{layer}.{quarantine_name}", **stream_options,
-            **_expectations_metadata(f"{layer}.{name}", expectations, can_drop=True),
-            **_columns_metadata(columns), **(metadata or {}),
-        }
-        if table_properties:
-            main_metadata[TABLE_PROPERTIES] = {str(k): str(v) for k, v in table_properties.items()}
-        if column_lineage:
-            main_metadata[COLUMN_LINEAGE] = {
-                column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()
-            }
-        dep_keys = [dg.AssetKey(list(dep)) for dep in deps]
-        # Either output may be left out: nothing to read skips both (and everything below them).
-        common: dict[str, Any] = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
-                                      deps=[*(asset_in.key for asset_in in asset_ins.values()), *dep_keys],
-                                      skippable=True)
-
-        def _routed(**inputs: Any) -> Iterator[dg.Output[Any]]:
-            verdict = nothing_to_read(main_key, inputs, dep_keys)
-            if verdict is not None:
-                log_skip(main_key, verdict)
-                if isinstance(verdict, Keep):
-                    yield dg.Output(TableKept(verdict.reason), output_name=f"{layer}__{name}")
-                    yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
-                return
-            routed = dataclasses.replace(fn(**inputs), expectations=tuple(expectations))
-            yield dg.Output(routed, output_name=f"{layer}__{name}")
-            yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
-
-        functools.update_wrapper(_routed, fn)
-        _untyped_inputs(_routed, fn)
-        return dg.multi_asset(
-            name=f"{layer}__{name}",
-            specs=[
-                dg.AssetSpec(main_key, description=description, metadata=main_metadata,
-                             automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
-                dg.AssetSpec(quarantine_key, description=quarantine_description,
-                             metadata={"table": f"{layer}.{quarantine_name}", QUARANTINE_FOR: f"{layer}.{name}",
-                                       **_columns_metadata(quarantine_columns)},
-                             automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
-            ],
-            ins=asset_ins,
-            pool=SPARK_POOL,
-            config_schema=TableRunConfig.to_fields_dict(),
-        )(_routed)
 
     return decorate

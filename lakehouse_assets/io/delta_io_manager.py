@@ -19,11 +19,10 @@ from pydantic import Field
 from pyspark.sql import DataFrame
 
 from lakehouse_assets.assets.nothing_to_read import MissingTable, TableKept
+from lakehouse_assets.assets.routed_table_asset import QuarantineOf, RoutedRows
 from lakehouse_assets.assets.table_asset import (
     ExpectedRows,
     IncrementalSource,
-    QuarantineOf,
-    RoutedRows,
     stream_options_of,
 )
 from lakehouse_assets.cdc.snapshots import SnapshotSource

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lakehouse_assets.assets.table_asset import ExpectedRows, RoutedRows
+from lakehouse_assets.assets.routed_table_asset import RoutedRows
+from lakehouse_assets.assets.table_asset import ExpectedRows
 from lakehouse_assets.cdc import END_AT, START_AT
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.storage import TableStore

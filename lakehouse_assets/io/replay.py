@@ -27,7 +27,8 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import DataFrame, SparkSession
 
-from lakehouse_assets.assets.table_asset import QUARANTINE_TABLE, STREAM_INPUT_KEY, RoutedRows, TableRunConfig
+from lakehouse_assets.assets.routed_table_asset import RoutedRows
+from lakehouse_assets.assets.table_asset import QUARANTINE_TABLE, STREAM_INPUT_KEY, TableRunConfig
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.io.table_run import TableRef, TableRun, table_run_of

@@ -122,11 +122,16 @@ def contract_checks(
         name=f"{'_'.join(key.path)}_contract",
         description=f"Contract of {contract.table}: {contract.description}".rstrip(": "),
         compute_kind="pandera",
+        # A table not created yet gets no results at all, and one check can be run alone.
+        can_subset=True,
     )
     def _contract_checks(context: dg.AssetCheckExecutionContext, spark: SparkResource) -> Iterator[dg.AssetCheckResult]:
-        yield from run_checks(
+        selected = context.selected_asset_check_keys
+        for result in run_checks(
             context, spark.spark_session, contract, key, scope=scope, sample_size=sample_size, store=store_factory()
-        )
+        ):
+            if dg.AssetCheckKey(key, str(result.check_name)) in selected:
+                yield result
 
     return _contract_checks
 

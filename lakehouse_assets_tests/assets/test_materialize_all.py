@@ -145,12 +145,34 @@ def test_a_table_materialized_alone_over_an_upstream_never_built_is_skipped(spar
 
     # An input read as a stream, a table read by name in SQL, and a check on a missing table.
     result = materialize(["silver/patients_current", "gold/daily_patient_avg"], instance=instance)
-    checks = materialize(dg.AssetSelection.checks_for_assets(dg.AssetKey(["silver", "patients_current"])),
+    checks = materialize(dg.AssetSelection.checks_for_assets(dg.AssetKey(["silver", "recordings_enriched"])),
                          instance=instance)
 
     assert result.success and checks.success
     assert materialized(result) == set() and checked(checks) == set()
+    assert "silver_recordings_enriched_contract" in {e.step_key for e in checks.all_events if e.is_step_success}
     assert not settings.table_path("silver", "patients_current").exists()
     log = run_log(instance, result)
     assert "silver.patients_current skipped: upstream bronze.patient_changes has no table yet" in log
     assert "gold.daily_patient_avg skipped: upstream silver.recordings_enriched has no table yet" in log
+
+
+@pytest.mark.slow
+def test_declarative_automation_carries_the_seeds_on_and_leaves_the_change_flow_alone(spark, settings):
+    from lakehouse_assets.definitions import defs
+
+    land(settings.root / "landing", files=1, **LANDING_OPTIONS)
+    instance = dg.DagsterInstance.ephemeral()
+    first = dg.evaluate_automation_conditions(defs=defs, instance=instance)  # the sensor's first tick
+    # What the two landing sensors run when the seeds' files land.
+    materialize(["bronze/recordings", "silver/patients"], instance=instance)
+
+    tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
+    requested = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()
+                 if tick.get_num_requested(key)}
+    result = materialize(sorted(requested), instance=instance)
+
+    assert {"silver/recordings_enriched", "gold/device_counts"} <= requested
+    assert not requested & CHANGE_TABLES  # nothing landed for them: never requested
+    assert result.success
+    assert materialized(result) == requested

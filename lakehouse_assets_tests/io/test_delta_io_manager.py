@@ -14,14 +14,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse_assets.assets.bronze import bronze_table
+from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
 from lakehouse_assets.assets.table_asset import (
     IO_MANAGER_KEY,
     STREAM_INPUT_KEY,
     STREAM_OPTIONS,
     IncrementalSource,
-    RoutedRows,
     batch_from,
-    routed_table_asset,
     stream_from,
     table_asset,
 )

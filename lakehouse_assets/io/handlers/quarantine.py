@@ -8,7 +8,7 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.table_asset import QuarantineOf
+from lakehouse_assets.assets.routed_table_asset import QuarantineOf
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.storage import TableStore, run_commits

@@ -8,7 +8,7 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.table_asset import RoutedRows
+from lakehouse_assets.assets.routed_table_asset import RoutedRows
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written

@@ -1,0 +1,145 @@
+"""Routed tables: one append stream whose rows failing an ERROR expectation go to a
+quarantine table beside it, both written by one query, both assets in the lineage."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+from pyspark.sql import DataFrame
+
+from lakehouse_assets.assets.nothing_to_read import Keep, TableKept, log_skip, nothing_to_read
+from lakehouse_assets.assets.table_asset import (
+    COLUMN_LINEAGE,
+    DEFAULT_OWNER,
+    IO_MANAGER_KEY,
+    MERGE_SCHEMA,
+    OUTPUT_MODE,
+    QUARANTINE_FOR,
+    QUARANTINE_TABLE,
+    SPARK_POOL,
+    TABLE_PROPERTIES,
+    TRIGGER,
+    ColumnSource,
+    StreamInput,
+    TableRunConfig,
+    declared_columns,
+    declared_expectations,
+    split_ins,
+    untyped_inputs,
+)
+from lakehouse_assets.quality.contract import DescribedColumn
+from lakehouse_assets.quality.rules import Rule
+
+
+@dataclass(frozen=True)
+class RoutedRows:
+    """What a table asset with a quarantine returns: its rows, and the columns each
+    destination keeps. ``expectations`` are filled in from the declaration
+    (:func:`routed_table_asset`): the IO manager routes each row by them."""
+
+    rows: DataFrame
+    passed_columns: Sequence[Any]
+    quarantine_columns: Sequence[Any]
+    expectations: tuple[Rule, ...] = ()
+    #: The columns a record is unique by: a passing row the table already holds (or that an
+    #: earlier row of its batch repeats) goes to quarantine as a ``duplicate``.
+    unique_by: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class QuarantineOf:
+    """The quarantine output of a routed table: written by the main table's query, so its
+    IO manager step only reports what that query put there."""
+
+    table: dg.AssetKey
+
+
+def routed_table_asset(
+    *,
+    layer: str,
+    name: str,
+    quarantine_name: str,
+    description: str,
+    quarantine_description: str,
+    ins: Mapping[str, dg.AssetIn | StreamInput],
+    column_lineage: Mapping[str, Sequence[ColumnSource]] | None = None,
+    columns: Sequence[DescribedColumn] = (),
+    quarantine_columns: Sequence[DescribedColumn] = (),
+    owners: Sequence[str] = (DEFAULT_OWNER,),
+    automation_condition: dg.AutomationCondition[Any] | None = None,
+    merge_schema: bool = True,
+    expectations: Sequence[Rule] = (),
+    deps: Sequence[Sequence[str]] = (),
+    metadata: Mapping[str, Any] | None = None,
+    table_properties: Mapping[str, str] | None = None,
+) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
+    """Like :func:`table_asset` for an append stream whose rows failing an ERROR expectation
+    go to a quarantine table ``layer.quarantine_name``, with the names of the rules they
+    failed: one query, one checkpoint, both tables written per micro-batch, each exactly
+    once. Both are assets, so both show in the lineage. WARN expectations keep the row and
+    count it; FAIL ones fail the update. ``deps`` are upstream tables the body reads by name
+    (not as inputs).
+
+    A column the passing rows gain (one the body passes through from upstream) is added to
+    the table with ``merge_schema`` (the default, as the seeds' ``mergeSchema``), else it
+    stops the run naming it; the quarantine always takes new columns, so it stays lossless.
+    ``table_properties`` are the Delta table properties the table is created with; ``columns``
+    and ``quarantine_columns`` describe the two tables' columns."""
+
+    def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
+        main_key = dg.AssetKey([layer, name])
+        quarantine_key = dg.AssetKey([layer, quarantine_name])
+        asset_ins, stream_options = split_ins(ins)
+        main_metadata: dict[str, Any] = {
+            OUTPUT_MODE: "append", TRIGGER: "availableNow", "table": f"{layer}.{name}", MERGE_SCHEMA: merge_schema,
+            QUARANTINE_TABLE: f"{layer}.{quarantine_name}", **stream_options,
+            **declared_expectations(f"{layer}.{name}", expectations, can_drop=True),
+            **declared_columns(columns), **(metadata or {}),
+        }
+        if table_properties:
+            main_metadata[TABLE_PROPERTIES] = {str(k): str(v) for k, v in table_properties.items()}
+        if column_lineage:
+            main_metadata[COLUMN_LINEAGE] = {
+                column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()
+            }
+        dep_keys = [dg.AssetKey(list(dep)) for dep in deps]
+        # Either output may be left out: nothing to read skips both (and everything below them).
+        common: dict[str, Any] = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
+                                      deps=[*(asset_in.key for asset_in in asset_ins.values()), *dep_keys],
+                                      skippable=True)
+
+        def _routed(**inputs: Any) -> Iterator[dg.Output[Any]]:
+            verdict = nothing_to_read(main_key, inputs, dep_keys)
+            if verdict is not None:
+                log_skip(main_key, verdict)
+                if isinstance(verdict, Keep):
+                    yield dg.Output(TableKept(verdict.reason), output_name=f"{layer}__{name}")
+                    yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
+                return
+            routed = dataclasses.replace(fn(**inputs), expectations=tuple(expectations))
+            yield dg.Output(routed, output_name=f"{layer}__{name}")
+            yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
+
+        functools.update_wrapper(_routed, fn)
+        untyped_inputs(_routed, fn)
+        return dg.multi_asset(
+            name=f"{layer}__{name}",
+            specs=[
+                dg.AssetSpec(main_key, description=description, metadata=main_metadata,
+                             automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
+                dg.AssetSpec(quarantine_key, description=quarantine_description,
+                             metadata={"table": f"{layer}.{quarantine_name}", QUARANTINE_FOR: f"{layer}.{name}",
+                                       **declared_columns(quarantine_columns)},
+                             automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
+            ],
+            ins=asset_ins,
+            pool=SPARK_POOL,
+            config_schema=TableRunConfig.to_fields_dict(),
+        )(_routed)
+
+    return decorate
