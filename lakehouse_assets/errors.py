@@ -28,8 +28,9 @@ class UnknownTableError(LakehouseError):
     def __init__(self, name: str, root: str, known: list[str]) -> None:
         listed = ", ".join(known) if known else "none yet"
         super().__init__(
-            f"No table {name} in the lakehouse at {root} (its tables: {listed}). Check the name, or "
-            "materialize the asset that writes it first; `lakehouse status` lists the tables."
+            f"No table {name} yet in the lakehouse at {root} (its tables: {listed}). Check the name, or "
+            f"materialize it first (`dagster asset materialize -m lakehouse_assets --select {name.replace('.', '/')}` "
+            "once its source has landed); `lakehouse status` lists the tables."
         )
         self.name = name
 
