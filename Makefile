@@ -12,8 +12,10 @@ TEST_WORKERS ?= 2
 
 .PHONY: install run lint test test-fast clean bench bench-quick soak
 
-$(INSTALLED): pyproject.toml constraints.txt scripts/check_java.sh
+$(INSTALLED): pyproject.toml constraints.txt scripts/check_java.sh jars/pom.xml jars/SHA256SUMS scripts/install_jars.sh
 	@scripts/check_java.sh
+	@# Delta Lake's JVM jars, with Maven, checked against their committed sums: nothing downloads at run time.
+	@scripts/install_jars.sh
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11" >&2; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=24"
@@ -124,4 +126,4 @@ soak: $(INSTALLED)
 	$(BIN)/python -m lakehouse_assets_tests.reliability.soak --kills $(SOAK_KILLS) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_ENGINE),--engine)
 
 clean:
-	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache
+	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache jars/lib

@@ -22,6 +22,12 @@ DEFAULT_ENGINE_PORT = 15002
 # land -> gold within seconds on a warm engine, where a run itself takes a few seconds.
 DEFAULT_SENSOR_INTERVAL_SECONDS = 5
 
+# Delta Lake's JVM jars, resolved by `make install` (scripts/install_jars.sh) beside their
+# committed SHA-256 sums.
+PROJECT_JARS = Path(__file__).resolve().parents[1] / "jars"
+DEFAULT_DELTA_JARS = PROJECT_JARS / "lib"
+DELTA_JAR_SUMS = PROJECT_JARS / "SHA256SUMS"
+
 # Folders under the root that are not tables: they hold the machinery's own state.
 CHECKPOINTS_DIR = "_checkpoints"
 SCHEMAS_DIR = "_schemas"
@@ -47,12 +53,15 @@ class LakehouseSettings:
     sensor_interval_seconds: int = DEFAULT_SENSOR_INTERVAL_SECONDS
     spark_remote: str | None = None
     engine_port: int = DEFAULT_ENGINE_PORT
+    #: Where Delta Lake's jars are (``LAKEHOUSE_DELTA_JARS``; an air-gapped site supplies them there).
+    delta_jars: Path = DEFAULT_DELTA_JARS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LakehouseSettings:
         """Read ``LAKEHOUSE_ROOT``, ``LAKEHOUSE_SPARK_MASTER``, ``LAKEHOUSE_SPARK_CONF`` (a JSON
         object of Spark settings), ``LAKEHOUSE_SENSOR_INTERVAL`` (seconds),
-        ``LAKEHOUSE_SPARK_REMOTE`` (a Spark Connect URL) and ``LAKEHOUSE_ENGINE_PORT``."""
+        ``LAKEHOUSE_SPARK_REMOTE`` (a Spark Connect URL), ``LAKEHOUSE_ENGINE_PORT`` and
+        ``LAKEHOUSE_DELTA_JARS`` (the folder of Delta Lake's jars)."""
         env = os.environ if environ is None else environ
         root = Path(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT).expanduser().resolve()
         conf_text = env.get("LAKEHOUSE_SPARK_CONF", "").strip()
@@ -90,6 +99,7 @@ class LakehouseSettings:
             sensor_interval_seconds=interval,
             spark_remote=remote,
             engine_port=int(port_text),
+            delta_jars=Path(env.get("LAKEHOUSE_DELTA_JARS") or DEFAULT_DELTA_JARS).expanduser().resolve(),
         )
 
     def table_path(self, layer: str, name: str) -> Path:

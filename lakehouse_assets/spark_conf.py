@@ -7,9 +7,12 @@ engine (:mod:`lakehouse_assets.engine`), so that each can ask without importing 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
+from pathlib import Path
 
-from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.settings import DELTA_JAR_SUMS, LakehouseSettings
 
 # Sized for a 2-core machine; every value can be overridden through LAKEHOUSE_SPARK_CONF.
 LOCAL_DEFAULTS: Mapping[str, str] = {
@@ -50,12 +53,46 @@ REQUIRED_CONF: Mapping[str, str] = {
 }
 
 
+# Delta Lake's connector: its SQL (MERGE, DESCRIBE HISTORY, OPTIMIZE, ...) and its catalog.
+DELTA_CONF: Mapping[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
 def engine_conf(settings: LakehouseSettings, extra_conf: Mapping[str, str] | None = None) -> dict[str, str]:
     """The settings a Spark driver of the lakehouse starts with, embedded or as an engine:
     local defaults for a ``local[...]`` master, then the user's settings, then what
-    correctness requires."""
+    correctness requires, Delta Lake's jars (after any jars of the user's) and its connector."""
     conf: dict[str, str] = dict(LOCAL_DEFAULTS) if settings.spark_master.startswith("local") else {}
     conf.update(settings.spark_conf)
     conf.update(extra_conf or {})
     conf.update(REQUIRED_CONF)
+    jars = [conf["spark.jars"]] if conf.get("spark.jars") else []
+    conf["spark.jars"] = ",".join([*jars, *(str(path) for path in delta_jars(settings.delta_jars))])
+    conf.update(DELTA_CONF)
     return conf
+
+
+def delta_jars(folder: Path, sums: Path = DELTA_JAR_SUMS) -> list[Path]:
+    """Delta Lake's jars in ``folder``, each checked against its committed SHA-256 sum: a
+    missing or altered jar stops the driver before it starts, rather than failing it later
+    on a missing class (or running code nobody reviewed)."""
+    expected: dict[str, str] = {}
+    for line in sums.read_text().splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            expected[name] = digest
+    missing = [name for name in sorted(expected) if not (folder / name).is_file()]
+    if missing:
+        raise ConfigurationError(
+            f"Delta Lake's jars are missing from {folder} ({', '.join(missing)}): run `make install`, which "
+            "resolves them with Maven; an air-gapped site puts the files jars/SHA256SUMS lists there "
+            "(or in the folder LAKEHOUSE_DELTA_JARS names)")
+    altered = [name for name in sorted(expected)
+               if hashlib.sha256((folder / name).read_bytes()).hexdigest() != expected[name]]
+    if altered:
+        raise ConfigurationError(
+            f"Delta Lake's jars in {folder} do not match jars/SHA256SUMS ({', '.join(altered)}): run "
+            "`make install` to resolve them again, or restore the files the sums name")
+    return [folder / name for name in sorted(expected)]

@@ -37,6 +37,7 @@ if [ $# -eq 0 ]; then
     --deselect "lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode[failOnNewColumns-False]" \
     --deselect "lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode[addNewColumns-False]" \
     --deselect "lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode[none-False]" \
+    lakehouse_assets_tests/storage/test_delta_connector.py::test_delta_reads_the_stores_tables_and_writes_tables_delta_rs_opens \
     lakehouse_assets_tests/storage/test_sink.py \
     lakehouse_assets_tests/storage/test_source.py \
     lakehouse_assets_tests/quality/test_checks.py \
