@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -81,15 +82,18 @@ def files_seen_while(land: Callable[[], object], folder: Path,
     seen: Counter[str] = Counter()
     partial: list[str] = []
 
+    def look() -> None:
+        for name in os.listdir(folder) if folder.is_dir() else ():
+            if is_data_file_name(name):
+                seen[name] += 1
+                if not is_whole((folder / name).read_bytes()):
+                    partial.append(name)
+
     def watch() -> None:
         while not done.is_set():
-            if not folder.is_dir():
-                continue
-            for name in os.listdir(folder):
-                if is_data_file_name(name):
-                    seen[name] += 1
-                    if not is_whole((folder / name).read_bytes()):
-                        partial.append(name)
+            look()
+            time.sleep(0)  # let the lander run: on a loaded machine a spinning reader can starve it
+        look()  # and once more after: a reader scheduled late still reads every file once
 
     watcher = threading.Thread(target=watch)
     watcher.start()
