@@ -160,6 +160,10 @@ def use_product(ref: str, folder: Path) -> dict[str, str]:
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     # The benchmarks themselves always come from this checkout, never from the snapshot.
     shutil.rmtree(folder / "benchmarks", ignore_errors=True)
+    # Delta Lake's jars are resolved by `make install`, not kept in git: the snapshot uses this
+    # checkout's, checked against the snapshot's own jars/SHA256SUMS when its sessions start.
+    if (folder / "jars").is_dir():
+        (folder / "jars" / "lib").symlink_to(REPO / "jars" / "lib", target_is_directory=True)
     os.environ[PRODUCT_ENV] = str(folder)
     sys.path.insert(0, str(folder))
     return {"source": f"snapshot of {ref}", "commit": commit, "uncommitted_product_files": "0"}
