@@ -38,6 +38,10 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     # 32 MiB, kept by a Connect engine for an hour with each stopped query (Spark's cache of
     # stopped queries), +40 MiB of heap per run. A page grows past this size when a row needs it.
     "spark.buffer.pageSize": "2m",
+    # Delta rebuilds a table's state (its files, its app transactions) with a shuffle into 50
+    # partitions by default; every idempotent write asks for it. One partition does it in
+    # 0.7 s instead of 4-6 s here.
+    "spark.databricks.delta.snapshotPartitions": "1",
 }
 
 # Needed for correctness everywhere, local or cluster.

@@ -37,7 +37,7 @@ from lakehouse_assets.quality.expectations import enforce
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, route, split_routed
 from lakehouse_assets.reliability.replayed import REPLAY_APP, ROW_IDENTITY
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore, TableStore
+from lakehouse_assets.storage import AppTransaction, DeltaTableStore, TableStore
 from lakehouse_assets.storage.copy_on_write import files_holding, matching_keys
 from lakehouse_assets.storage.event_log import (
     BatchEvent,
@@ -215,7 +215,7 @@ def replay_job(asset: dg.AssetsDefinition) -> dg.JobDefinition:
            description=f"Moves the quarantined rows of {run.table.table_name} that pass its rules and lookups now")
     def replay(context):  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation here
         result = replay_quarantine(asset, context.resources.spark.spark_session, LakehouseSettings.from_env(),
-                                   DeltaRsTableStore(), context.run_id)
+                                   DeltaTableStore(), context.run_id)
         context.log.info(f"{result.table}: replay {result.replay} moved {result.moved} rows; "
                          f"{result.still_quarantined} stay quarantined")
         metadata = {"rows_replayed": dg.MetadataValue.int(result.moved),

@@ -273,23 +273,19 @@ def test_a_run_session_of_the_engine_runs_queries(engine: Engine) -> None:
     assert answer == {"connect": True, "total": 55, "partitions": "2", "tz": "UTC"}
 
 
-# A run's worth of streaming queries over the project's Delta source, each in a session of its own.
+# A run's worth of streaming queries over Delta's streaming source, each in a session of its own.
 STREAMING_CLIENT = textwrap.dedent("""
     import sys
     import pyarrow as pa
     from deltalake import write_deltalake
-    from pyspark.sql import types as T
     from lakehouse_assets.engine.client import close_session
     from lakehouse_assets.settings import LakehouseSettings
     from lakehouse_assets.spark import build_spark_session
-    from lakehouse_assets.storage.engine import StreamOptions
-    from lakehouse_assets.storage.source import read_delta_stream
     table, sessions = sys.argv[1], int(sys.argv[2])
-    schema = T.StructType([T.StructField("x", T.LongType())])
     for number in range(sessions):
         write_deltalake(table, pa.table({"x": pa.array([number], pa.int64())}), mode="append")
         spark = build_spark_session(LakehouseSettings.from_env(), new_session=True)
-        query = (read_delta_stream(spark, table, schema, StreamOptions()).writeStream.format("noop")
+        query = (spark.readStream.format("delta").load(table).writeStream.format("noop")
                  .option("checkpointLocation", table + "_checkpoint").trigger(availableNow=True).start())
         query.awaitTermination()
         close_session(spark)
