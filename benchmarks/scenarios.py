@@ -81,13 +81,14 @@ class Plan:
     seed: int = 7
     load_contenders: tuple[str, ...] = (
         "lakehouse_assets", "lakehouse_assets_connect", "lakehouse_assets+checks", "plain_streaming",
-        "plain_streaming_warm", "plain_batch", "sdp",
+        "plain_streaming_warm", "plain_streaming_parquet", "plain_batch", "sdp",
     )
     #: Contenders of the one-file increments and the runs with nothing new. plain_batch keeps
     #: no state (its "increment" is its initial load again), and the checks' target is the
     #: initial load's.
     increment_contenders: tuple[str, ...] = (
-        "lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm", "sdp",
+        "lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm",
+        "plain_streaming_parquet", "sdp",
     )
     anchors: tuple[str, ...] = ("spark_start", "spark_trivial")
     cli: bool = True
@@ -99,7 +100,11 @@ class Plan:
     #: engine the target is seconds.
     no_data_contenders: tuple[str, ...] = (
         "lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm",
+        "plain_streaming_parquet",
     )
+    #: Contenders of the lists above that run only when named (``--contenders``): the
+    #: Parquet-only script tells Delta Lake's own price, no target's reference.
+    opt_in: tuple[str, ...] = ("plain_streaming_parquet",)
 
     @classmethod
     def full(cls, repeats: int | None = None) -> Plan:
@@ -116,7 +121,8 @@ class Plan:
         2026-11-21), to keep the full suite under 30 minutes and the quick one under 5."""
         cost = {"lakehouse_assets": 45, "lakehouse_assets+checks": 55, "plain_streaming": 25, "plain_batch": 22,
                 "sdp": 40, "spark_start": 10, "spark_trivial": 14, "lakehouse_assets_cli": 50,
-                "lakehouse_assets_connect": 12, "plain_streaming_warm": 6}
+                "lakehouse_assets_connect": 12, "plain_streaming_warm": 6, "plain_streaming_parquet": 22}
+        cost.update({c: 0 for c in self.opt_in})  # not run unless named
         # Once: the engine's start and warm-up, the warm anchor's (guesses for an idle machine).
         once = {"lakehouse_assets_connect": 60, "plain_streaming_warm": 30}
         total = sum(once.get(c, 0) for c in self.load_contenders)
@@ -143,8 +149,10 @@ class Plan:
             history_sizes=(3, 12), history_increments=1, history_increments_others=1,
             latency_samples=1, latency_min_samples=1, latency_warmup_files=1,
             # SDP starts a second JVM (its Connect server) per run: the full suite has it.
-            load_contenders=("lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm"),
-            increment_contenders=("lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm"),
+            load_contenders=("lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm",
+                             "plain_streaming_parquet"),
+            increment_contenders=("lakehouse_assets", "lakehouse_assets_connect", "plain_streaming", "plain_streaming_warm",
+                                  "plain_streaming_parquet"),
             no_data_contenders=("lakehouse_assets", "lakehouse_assets_connect"),
             anchors=("spark_trivial",), cli=False,
             history_contenders=("lakehouse_assets", "lakehouse_assets_connect"),
@@ -181,7 +189,10 @@ class Bench:
         self._warmed: set[str] = set()
 
     def wanted(self, names: Sequence[str]) -> list[Contender]:
-        keep = [n for n in names if self.only is None or n in self.only]
+        if self.only is None:
+            keep = [n for n in names if n not in self.plan.opt_in]
+        else:
+            keep = [n for n in names if n in self.only]
         if not self.facts.get("checks_defined") and "lakehouse_assets+checks" in keep:
             keep.remove("lakehouse_assets+checks")
         return [self.contenders[n] for n in keep]

@@ -143,7 +143,8 @@ def all_contenders() -> dict[str, Contender]:
     """Every contender by name. ``lakehouse_assets+checks`` runs the quality checks (and their
     quarantine) as well; ``lakehouse_assets_cli`` goes through ``dagster asset materialize``;
     ``lakehouse_assets_connect`` attaches each run to the warm Spark Connect engine;
-    ``plain_streaming_warm`` runs the hand-written queries in one long-lived session."""
+    ``plain_streaming_warm`` runs the hand-written Delta queries in one long-lived session;
+    ``plain_streaming_parquet`` is the same script without Delta (run only when named)."""
     return {
         c.name: c
         for c in (
@@ -155,11 +156,13 @@ def all_contenders() -> dict[str, Contender]:
                       "benchmarks.contenders.lakehouse_assets", {"checks": "on"}),
             Contender("lakehouse_assets_cli", "lakehouse_assets via `dagster asset materialize`",
                       "benchmarks.contenders.lakehouse_assets", {"checks": "off", "via": "cli"}),
-            Contender("plain_streaming", "plain PySpark Structured Streaming (availableNow, Parquet)",
+            Contender("plain_streaming", "plain PySpark Structured Streaming with Delta Lake (availableNow, delta-spark)",
                       "benchmarks.contenders.plain_streaming"),
-            Contender("plain_streaming_warm", "anchor: the same hand-written queries in one warm, long-lived session",
+            Contender("plain_streaming_warm", "anchor: the same hand-written Delta queries in one warm, long-lived session",
                       "benchmarks.contenders.plain_streaming_warm", resident=True),
-            Contender("plain_batch", "plain PySpark batch (one job over all files)",
+            Contender("plain_streaming_parquet", "plain PySpark Structured Streaming, Parquet sinks, no Delta (availableNow)",
+                      "benchmarks.contenders.plain_streaming_parquet"),
+            Contender("plain_batch", "plain PySpark batch with Delta Lake (one job over all files)",
                       "benchmarks.contenders.plain_batch", incremental=False),
             Contender("sdp", "Spark Declarative Pipelines (spark-pipelines run)",
                       "benchmarks.contenders.sdp"),

@@ -1,7 +1,9 @@
 """Anchors, not contenders: what any Spark program pays before doing work.
 
 ``job=none``: a bare SparkSession start (and stop); ``job=trivial``: the same plus one
-trivial job (``spark.range(1).count()``). Same master and settings as the other contenders.
+trivial job (``spark.range(1).count()``). Same master and settings as the other contenders,
+Delta Lake's connector included (its jars and SQL extension), as every lakehouse_assets
+session has it: the anchors start what a Delta Lake program starts.
 """
 
 from __future__ import annotations

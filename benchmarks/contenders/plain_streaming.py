@@ -1,21 +1,31 @@
-"""Contender 2: plain PySpark Structured Streaming, as a user would hand-write the course's
-pipeline without Delta: three chained ``availableNow`` queries, each with its checkpoint.
+"""Contender 2: plain PySpark Structured Streaming with Delta Lake, as a user would hand-write
+the course's pipeline on this lakehouse: three chained ``availableNow`` queries, each with its
+checkpoint, every table a Delta table written and read by Delta Lake's own connector
+(delta-spark, the jars ``make install`` resolved; see :mod:`._spark`).
 
-- bronze: the JSON files as they land (explicit schema, plus the source file and receipt
-  time, as the course's bronze adds), into a Parquet file sink;
-- silver: a stream over bronze's Parquet sink, joined with the patients CSV (static),
-  ``heartrate > 0``, ``time`` as a timestamp, into a Parquet file sink;
-- gold: a stream over silver, the daily average per patient in complete mode, written with
-  ``foreachBatch`` (Parquet's file sink does not take complete mode) as an overwrite.
+- bronze: the JSON files as they land (Spark's file stream source, the open-source stand-in
+  for Auto Loader: explicit schema, plus the source file and receipt time, as the course's
+  bronze adds), appended to a Delta table (``writeStream.format("delta")``);
+- silver: a Delta stream over bronze (``readStream.format("delta").load(path)``), joined with
+  the patients CSV (static), ``heartrate > 0``, ``time`` as a timestamp, appended to a Delta
+  table;
+- gold: a Delta stream over silver, the daily average per patient, written by Delta's sink in
+  complete mode (each batch overwrites the table in one commit).
+
+Cold: a fresh process each run, its own SparkSession. :mod:`plain_streaming_warm` runs the
+same queries (:func:`run_pipeline`) in one long-lived session.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 
 from benchmarks.contenders import PYTHON, Workspace, base_env
+
+#: The tables and checkpoints under a contender's lakehouse root.
+TABLES = ("bronze", "silver", "gold")
+CHECKPOINTS = "_checkpoints"
 
 
 def command(ws: Workspace, **_: str) -> tuple[list[str], dict[str, str]]:
@@ -45,23 +55,26 @@ def run_pipeline(spark, root: Path, phases) -> None:  # noqa: ANN001 - SparkSess
     Also what the warm variant (:mod:`plain_streaming_warm`) runs on its long-lived session."""
     from pyspark.sql import functions as F
 
-    from benchmarks.contenders._spark import BRONZE_SCHEMA, PATIENTS_SCHEMA, RAW_SCHEMA, SILVER_SCHEMA
+    from benchmarks.contenders._spark import PATIENTS_SCHEMA, RAW_SCHEMA, run_available_now
 
     landing = root / "landing"
-    checkpoints = root / "_checkpoints"
-    bronze_path, silver_path, gold_path = (str(root / p) for p in ("bronze", "silver", "gold"))
+    checkpoints = root / CHECKPOINTS
+    bronze_path, silver_path, gold_path = (str(root / p) for p in TABLES)
+    rows: dict[str, dict] = {}
 
     bronze = (
         spark.readStream.schema(RAW_SCHEMA).json(str(landing / "recordings"))
         .select("*", F.col("_metadata.file_path").alias("source_file"), F.current_timestamp().alias("receipt_time"))
     )
-    rows: dict[str, dict] = {}
-    _run(bronze.writeStream.format("parquet").option("checkpointLocation", str(checkpoints / "bronze")), bronze_path, rows, "bronze")
+    run_available_now(
+        bronze.writeStream.format("delta").outputMode("append").option("checkpointLocation", str(checkpoints / "bronze")),
+        bronze_path, rows, "bronze",
+    )
     phases.mark("bronze_done")
 
     patients = spark.read.csv(str(landing / "patients"), header=True, schema=PATIENTS_SCHEMA)
     silver = (
-        spark.readStream.schema(BRONZE_SCHEMA).parquet(bronze_path).alias("a")
+        spark.readStream.format("delta").load(bronze_path).alias("a")
         .join(patients.alias("b"), F.col("a.mrn") == F.col("b.mrn"))
         .where(F.col("a.heartrate") > 0)
         .select(
@@ -70,35 +83,23 @@ def run_pipeline(spark, root: Path, phases) -> None:  # noqa: ANN001 - SparkSess
             F.col("a.heartrate").alias("heartrate"),
         )
     )
-    _run(silver.writeStream.format("parquet").option("checkpointLocation", str(checkpoints / "silver")), silver_path, rows, "silver")
+    run_available_now(
+        silver.writeStream.format("delta").outputMode("append").option("checkpointLocation", str(checkpoints / "silver")),
+        silver_path, rows, "silver",
+    )
     phases.mark("silver_done")
 
     gold = (
-        spark.readStream.schema(SILVER_SCHEMA).parquet(silver_path)
+        spark.readStream.format("delta").load(silver_path)
         .groupBy("mrn", "name", F.date_trunc("DD", "time").alias("date"))
         .agg(F.mean("heartrate").alias("avg_heartrate"))
     )
-
-    def overwrite(batch, _batch_id):  # noqa: ANN001
-        batch.write.mode("overwrite").parquet(gold_path)
-
-    _run(
-        gold.writeStream.outputMode("complete").foreachBatch(overwrite)
-        .option("checkpointLocation", str(checkpoints / "gold")),
-        None, rows, "gold",
+    run_available_now(
+        gold.writeStream.format("delta").outputMode("complete").option("checkpointLocation", str(checkpoints / "gold")),
+        gold_path, rows, "gold",
     )
     phases.mark("gold_done")
     phases.value("queries", rows)
-
-
-def _run(writer, path: str | None, queries: dict[str, dict], name: str) -> None:  # noqa: ANN001
-    from benchmarks.contenders._profile import progress_summary
-
-    started = time.monotonic()
-    writer = writer.trigger(availableNow=True)
-    query = writer.start(path) if path is not None else writer.start()
-    query.awaitTermination()
-    queries[name] = {"seconds": round(time.monotonic() - started, 3), **progress_summary(query.recentProgress)}
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Anchor: the hand-written Structured Streaming script of :mod:`plain_streaming`, warm.
 
-One long-lived child process starts its SparkSession once and then runs the very same three
-queries (:func:`plain_streaming.run_pipeline`) on command, once per timed run, over the
-lakehouse folder it is given: JVM start and JIT warm-up are paid once, before the timed runs,
-as on a warm Spark Connect engine. Each request is timed from the parent's command to the
-child's answer (see :class:`benchmarks.measure.ResidentChild`).
+One long-lived child process starts its SparkSession once (Delta Lake's connector included,
+as in the cold script) and then runs the very same three Delta queries
+(:func:`plain_streaming.run_pipeline`) on command, once per timed run, over the lakehouse
+folder it is given: JVM start, Delta's classes and JIT warm-up are paid once, before the
+timed runs, as on a warm Spark Connect engine. What a long-lived session keeps between runs,
+Delta's cache of table logs included, it keeps here too. Each request is timed from the
+parent's command to the child's answer (see :class:`benchmarks.measure.ResidentChild`).
 """
 
 from __future__ import annotations
