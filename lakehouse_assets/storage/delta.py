@@ -175,6 +175,7 @@ class DeltaTableStore:
             writer = writer.options(**properties)
         writer = writer.option("userMetadata", _user_metadata(operation, transaction, metadata))
         before = table.version() if table is not None else None
+        fault_point("delta.files_written")
         writer.save(path)
         fault_point("delta.committed")
         return self._committed(path, after=before)

@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.aggregates import AggregateTable, IncrementalAggregate, Measure
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
+from lakehouse_assets_tests.storage.helpers import drop_commit
 
 SOURCE = "device long, at timestamp, reading double"
 SPEC = IncrementalAggregate(
@@ -64,7 +65,7 @@ def _assert_matches(actual: dict, expected: dict) -> None:
 
 
 def _drop_last_commit(table: Path) -> None:
-    sorted((table / "_delta_log").glob("*.json"))[-1].unlink()
+    drop_commit(sorted((table / "_delta_log").glob("*.json"))[-1])
 
 
 def test_batches_merge_into_the_groups_they_change_through_replays_and_crashes(

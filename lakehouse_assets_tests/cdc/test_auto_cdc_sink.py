@@ -19,7 +19,7 @@ from lakehouse_assets.cdc.sink import STATE_FOLDER
 from lakehouse_assets.errors import ConfigurationError, LakehouseError
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
-from lakehouse_assets_tests.storage.helpers import write_checkpoint_metadata
+from lakehouse_assets_tests.storage.helpers import drop_commit, write_checkpoint_metadata
 
 from . import reference
 
@@ -210,7 +210,7 @@ def _last_commit(table: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def _drop_last_commit(table: Path) -> None:
-    _commit_files(table)[-1].unlink()
+    drop_commit(_commit_files(table)[-1])
     for leftover in (table / "_delta_log").glob("_last_checkpoint"):
         leftover.unlink()
 

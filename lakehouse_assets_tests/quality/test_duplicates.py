@@ -16,6 +16,7 @@ from lakehouse_assets.quality.duplicates import DUPLICATE, DUPLICATES_KEY
 from lakehouse_assets.quality.quarantine import QuarantineSink, route
 from lakehouse_assets.storage import DeltaSink
 from lakehouse_assets_tests.quality.data import BRONZE_SCHEMA, PATIENTS, T2020, bronze_row
+from lakehouse_assets_tests.storage.helpers import drop_commit
 
 UNIQUE_BY = ["device_id", "mrn", "time"]
 PASSED_COLUMNS = ["device_id", "mrn", "name", "time", "heartrate", "_source_file"]
@@ -37,7 +38,7 @@ def _rows(path: Path, columns: list[str]) -> list[tuple]:
 
 
 def _drop_last_commit(table: Path) -> None:
-    sorted((table / "_delta_log").glob("*.json"))[-1].unlink()
+    drop_commit(sorted((table / "_delta_log").glob("*.json"))[-1])
 
 
 def test_later_copies_go_to_quarantine_as_duplicates_once_whatever_is_replayed(spark, store, settings) -> None:
