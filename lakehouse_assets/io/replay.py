@@ -88,7 +88,9 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
         finished = _finish_pending(store, spark, run)
         if not store.exists(quarantine):
             return ReplayResult(run.table.table_name, None, 0, 0, finished)
-        held = store.read(spark, quarantine).persist()
+        # Both tables read at the version they stand at now: Spark recomputes a cached
+        # DataFrame when a table it reads is written, and the replay writes both.
+        held = store.read(spark, quarantine, version=store.version(quarantine)).persist()
         try:
             passed = _passing_now(asset, run, spark, store, held).persist()
             try:
@@ -127,7 +129,8 @@ def _passing_now(asset: dg.AssetsDefinition, run: TableRun, spark: SparkSession,
     marked = route(routed.rows, rules)
     enforce(marked, rules, run.table.table_name, dropped_by=dropped_by())  # a FAIL rule stops the replay
     if routed.unique_by:
-        table_rows = store.read(spark, str(run.table.path)) if store.exists(str(run.table.path)) else None
+        path = str(run.table.path)
+        table_rows = store.read(spark, path, version=store.version(path)) if store.exists(path) else None
         marked = mark_duplicates(marked, QUARANTINE_REASON, routed.unique_by, table_rows)
     passed, _ = split_routed(marked, passed_columns=routed.passed_columns,
                              quarantine_columns=routed.quarantine_columns)

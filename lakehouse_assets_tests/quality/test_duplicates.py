@@ -73,6 +73,7 @@ def test_later_copies_go_to_quarantine_as_duplicates_once_whatever_is_replayed(s
     assert _rows(quarantine_path, ["device_id", "_source_file", "_quarantine_reason"]) == [
         (1, "file:/landing/5.json", DUPLICATE), (1, "file:/landing/copy-of-1.json", DUPLICATE),
         (4, "file:/landing/4.json", "known_patient"), (4, "file:/landing/4.json", "known_patient")]
-    commits = [json.loads(line)["commitInfo"] for path in sorted((silver_path / "_delta_log").glob("*.json"))
+    commits = [json.loads(json.loads(line)["commitInfo"]["userMetadata"])
+               for path in sorted((silver_path / "_delta_log").glob("*.json"))
                for line in path.read_text().splitlines() if "commitInfo" in line]
     assert [c[DUPLICATES_KEY] for c in commits] == ["1", "1"]
