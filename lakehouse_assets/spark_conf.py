@@ -52,6 +52,10 @@ REQUIRED_CONF: Mapping[str, str] = {
     # Data files become visible through the Delta log only; no _SUCCESS markers beside them.
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # pyspark 4.2.0 runs Python UDFs through Arrow by default, and its columnar Arrow runner
+    # (a UDF straight over a Parquet or Delta scan) sends the worker a message it cannot parse:
+    # the task waits forever (SPARK-58241, fixed after 4.2.0). Row-at-a-time pickled UDFs work.
+    "spark.sql.execution.pythonUDF.arrow.enabled": "false",
     # Progress reports are how a run counts its batches and rows; keep them all.
     "spark.sql.streaming.numRecentProgressUpdates": "10000",
 }

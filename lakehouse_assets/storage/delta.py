@@ -26,7 +26,7 @@ from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage import engine, maintenance
 from lakehouse_assets.storage._delta_log import read_commit
 from lakehouse_assets.storage._files import Location, locate
-from lakehouse_assets.storage._schema import plan_write
+from lakehouse_assets.storage._schema import holds_strings, plan_write, type_sql
 from lakehouse_assets.storage.delta_offsets import has_unread_data, tables_by_id
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
@@ -211,7 +211,7 @@ class DeltaTableStore:
         _set_properties(spark, path, table, properties)
         plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema)
         if plan.new_columns:
-            added = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}"
+            added = ", ".join(f"{_quote(f.name)} {type_sql(f.dataType)}"
                               for f in plan.table_schema.fields if f.name in plan.new_columns)
             spark.sql(f"ALTER TABLE {_table_ref(path)} ADD COLUMNS ({added})")
         view = f"lakehouse_merge_{uuid.uuid4().hex}"
@@ -384,10 +384,17 @@ def _quote(name: str) -> str:
 
 
 def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
-    if not casts:
+    """``df`` with ``casts`` applied and every string-holding column re-declared by its SQL
+    type name: over Spark Connect, a cast to ``StringType()`` or a Python UDF's string result
+    arrives with an explicit ``UTF8_BINARY`` collation, which Delta stores as
+    ``string collate UTF8_BINARY``, a type deltalake, DuckDB and Trino cannot read. A type
+    name in SQL means Spark's default string."""
+    types = {f.name: casts.get(f.name, f.dataType) for f in df.schema.fields}
+    redeclared = {c: t for c, t in types.items() if c in casts or holds_strings(t)}
+    if not redeclared:
         return df
-    return df.select(*[F.col(_quote(c)).cast(casts[c]).alias(c) if c in casts else F.col(_quote(c))
-                       for c in df.columns])
+    return df.select(*[F.col(_quote(c)).cast(type_sql(redeclared[c])).alias(c) if c in redeclared
+                       else F.col(_quote(c)) for c in df.columns])
 
 
 __all__ = ["DeltaTableStore"]
