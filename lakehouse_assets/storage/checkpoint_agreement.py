@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakehouse_assets.errors import CheckpointMismatchError, SourceRecreatedError
+from lakehouse_assets.errors import CheckpointMismatchError, LegacyCheckpointError, SourceRecreatedError
 from lakehouse_assets.storage._checkpoint_files import CheckpointState, read_batch_offsets, table_name_of
+from lakehouse_assets.storage.checkpoint_upgrade import is_legacy_offset
 from lakehouse_assets.storage.delta_offsets import DeltaSourcePosition, tables_by_id
 from lakehouse_assets.storage.engine import TableStore
 
@@ -83,8 +84,16 @@ def check_sources(state: CheckpointState, store: TableStore, table_name: str | N
     Delta's source names the table it reads by id (:mod:`~lakehouse_assets.storage.delta_offsets`);
     a table under ``root`` (the lakehouse root) with that id is the one read. When none has
     it, the tables created since the checkpoint's last batch are the ones recreated.
-    Other sources (files) are not checked here.
+    Other sources (files) are not checked here. Positions of the Delta source older releases
+    used raise :class:`~lakehouse_assets.errors.LegacyCheckpointError` naming ``lakehouse upgrade``.
     """
+    if any(is_legacy_offset(offset) for offset in state.source_offsets):
+        name = table_name or table_name_of(state.location)
+        raise LegacyCheckpointError(
+            f"{name}: checkpoint {state.location} holds positions of the Delta source that releases before "
+            "Delta Lake's connector used, which Delta's streaming source cannot resume from. Run `lakehouse "
+            "upgrade` once, with no run in progress: it converts them to Delta's for the same rows, nothing "
+            f"read twice or skipped. Or full-refresh {name}: `lakehouse reset {name} --yes`.")
     positions = [p for p in map(DeltaSourcePosition.parse, state.source_offsets) if p is not None]
     if not positions or root is None:
         return
