@@ -36,7 +36,7 @@ from benchmarks.contenders import PYTHON, base_env, product_dir
 from benchmarks.measure import ChildFailed, run_child
 from benchmarks.scenarios import machine_facts
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKDIR = Path(__file__).resolve().parent / ".work" / "gold_increment"
@@ -66,7 +66,7 @@ def write_silver(rows: int, first_id: int, day: int | None, patients: int) -> No
     """Append ``rows`` silver rows of ``patients`` patients; spread over the year, or all on ``day`` (0-based)."""
     from lakehouse_assets.settings import LakehouseSettings
     from lakehouse_assets.spark import build_spark_session
-    from lakehouse_assets.storage import DeltaRsTableStore
+    from lakehouse_assets.storage import DeltaTableStore
 
     settings = LakehouseSettings.from_env()
     spark = build_spark_session(settings)
@@ -77,7 +77,7 @@ def write_silver(rows: int, first_id: int, day: int | None, patients: int) -> No
         (F.col("id") % DEVICES).alias("device_id"), (F.col("id") % patients).alias("mrn"),
         F.concat(F.lit("patient "), (F.col("id") % patients).cast("string")).alias("name"),
         F.timestamp_seconds(start + offset).alias("time"), (60 + F.col("id") % 40).cast("double").alias("heartrate"))
-    DeltaRsTableStore().write(silver, str(settings.table_path("silver", "recordings_enriched")), mode="append")
+    DeltaTableStore().write(silver, str(settings.table_path("silver", "recordings_enriched")), mode="append")
     spark.stop()
 
 
@@ -121,7 +121,7 @@ def measure(size: int, mode: str, runs: int, work: Path, log: Any) -> dict[str, 
         increments.append(timed)
         log(f"  increment {run + 1}: {timed['wall_seconds']} s (materialize {timed.get('materialize_seconds')} s)")
     gold = root / "gold" / ("daily_patient_avg" if mode == "incremental" else COMPLETE_ASSET)
-    gold_rows = DeltaRsTableStore().snapshot(str(gold)).row_count()
+    gold_rows = DeltaTableStore().snapshot(str(gold)).row_count()
     shutil.rmtree(root, ignore_errors=True)
     return {"size": size, "mode": mode, "gold_rows": gold_rows, "initial": built, "increments": increments,
             "median_wall_seconds": statistics.median(i["wall_seconds"] for i in increments),

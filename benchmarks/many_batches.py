@@ -6,7 +6,7 @@ one after 10,000, and a streaming checkpoint after 10 batches against one after 
 
 Tables: each commit is what the exactly-once sink commits for a micro-batch of one tiny
 Parquet file (an add with statistics, the batch's app transaction, the lakehouse's commit
-metadata), as delta-rs commits it for ``DeltaRsTableStore`` (with its default post-commit
+metadata), as delta-rs commits it for ``DeltaTableStore`` (with its default post-commit
 hooks: a log checkpoint every ``delta.checkpointInterval`` = 100 commits; see
 :func:`build_table`). No Spark: the question is what the log costs. Timed, median of ``--repeats``, each
 on a freshly opened table as a new run opens it:
@@ -48,7 +48,7 @@ from deltalake.transaction import AddAction
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from benchmarks.scenarios import machine_facts
-from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore
+from lakehouse_assets.storage import AppTransaction, DeltaTableStore
 from lakehouse_assets.storage._commit import commit_properties
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.storage.source import DeltaStreamReader
@@ -145,7 +145,7 @@ def _spark_schema() -> Any:
 
 
 def measure_table(path: Path, repeats: int) -> dict[str, float]:
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     result = {
         "open_version_s": median_seconds(lambda: store.version(str(path)), repeats),
         "committed_batch_s": median_seconds(lambda: store.committed_batch(str(path), QUERY_ID), repeats),
@@ -206,11 +206,11 @@ def main() -> None:
         path = WORKDIR / f"table_{batches}"
         build_s = build_table(path, batches)
         row: dict[str, Any] = {"batches": batches, "build_s": build_s, **measure_table(path, args.repeats)}
-        optimized = DeltaRsTableStore().optimize(str(path))
+        optimized = DeltaTableStore().optimize(str(path))
         row["after_optimize"] = {"files_compacted": optimized.files_removed,
                                  **measure_table(path, args.repeats)}
         age_log(path, LOG_RETENTION + dt.timedelta(days=1))
-        vacuumed = DeltaRsTableStore().vacuum(str(path), retention=dt.timedelta(days=7), dry_run=False, readers=[])
+        vacuumed = DeltaTableStore().vacuum(str(path), retention=dt.timedelta(days=7), dry_run=False, readers=[])
         row["after_vacuum"] = {"log_cleaned": vacuumed.log_cleaned, **measure_table(path, args.repeats)}
         checkpoint = WORKDIR / f"checkpoint_{batches}"
         build_checkpoint(checkpoint, batches)

@@ -118,6 +118,11 @@ class SourceRecreatedError(LakehouseError):
     """A table a streaming query reads was dropped or recreated under its checkpoint."""
 
 
+class LegacyCheckpointError(LakehouseError):
+    """A checkpoint holds positions of the Delta source older releases used, which Delta's own
+    streaming source cannot resume from (``lakehouse upgrade`` converts them)."""
+
+
 class VacuumRefusedError(LakehouseError):
     """A VACUUM would delete data files that a streaming query reading the table has yet to read."""
 

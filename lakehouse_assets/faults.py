@@ -18,7 +18,7 @@ ENV_VAR = "LAKEHOUSE_FAULT"
 # Where a run can be cut, in the order a micro-batch meets them.
 POINTS = {
     "batch.started": "a micro-batch's offsets are in the checkpoint, nothing is written yet",
-    "delta.files_written": "a batch's data files are written, the Delta commit is not",
+    "delta.files_written": "a batch's write is under way, its Delta commit is not made",
     "delta.committed": "the Delta commit is done, the checkpoint does not record the batch yet",
     "cdc.table_committed": "an AUTO CDC batch's table is committed, its state is not",
     "aggregate.table_committed": "an incremental aggregate's table is committed, its state is not",

@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import build_spark_session
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
@@ -48,8 +48,8 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LakehouseSettin
 
 
 @pytest.fixture(scope="session")
-def store() -> DeltaRsTableStore:
-    return DeltaRsTableStore()
+def store() -> DeltaTableStore:
+    return DeltaTableStore()
 
 
 def pytest_configure(config: pytest.Config) -> None:

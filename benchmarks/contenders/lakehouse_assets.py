@@ -152,12 +152,18 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
     from lakehouse_assets.io import delta_io_manager
 
     targets: list[tuple[Any, str]] = [(delta_io_manager, "table_metadata"), (query_module, "run_query")]
-    try:
+    store_methods = ("write", "merge", "read", "read_stream", "schema", "_open", "_open_for_write", "history",
+                     "replace_files")
+    try:  # Delta Lake's connector (from issue 30 on)
+        from lakehouse_assets.storage import delta
+
+        targets += [(delta.DeltaTableStore, name) for name in store_methods]
+    except ImportError:
+        pass
+    try:  # a snapshot from before: delta-rs commits
         from lakehouse_assets.storage import delta_rs
 
-        store = delta_rs.DeltaRsTableStore
-        targets += [(store, name) for name in ("write", "merge", "read", "read_stream", "schema", "_open", "_open_for_write",
-                                               "history", "replace_files")]
+        targets += [(delta_rs.DeltaRsTableStore, name) for name in store_methods]
         targets.append((delta_rs, "stage_files"))
     except ImportError:
         pass

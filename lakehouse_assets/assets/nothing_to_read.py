@@ -24,7 +24,7 @@ import dagster as dg
 
 from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def nothing_to_read(table: dg.AssetKey, inputs: Mapping[str, Any], deps: Iterabl
     its other upstream assets ``deps``, has nothing to read: None when it runs as usual."""
     missing = [value.table for value in inputs.values() if isinstance(value, MissingTable)]
     settings = LakehouseSettings.from_env()
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     table_deps = [dep for dep in deps if len(dep.path) == 2 and dep.path[0] != LANDING_DIR]
     missing += [".".join(dep.path) for dep in table_deps if not store.exists(str(settings.table_path(*dep.path)))]
     if missing:

@@ -29,6 +29,7 @@ from lakehouse_assets.cli import (
     sql,
     status,
     trace,
+    upgrade,
     vacuum,
     verify,
 )
@@ -71,7 +72,7 @@ Run `{PROG} COMMAND --help` for the options of a command.
 """
 
 _SUBCOMMANDS = (land, copy_into, status, history, events, trace, show, sql, shell, reset, repair, verify, optimize,
-                vacuum, quarantine, engine)
+                vacuum, quarantine, engine, upgrade)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -74,9 +74,9 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         return EXIT_FAILURE
 
     from lakehouse_assets.io import TableRef, full_refresh
-    from lakehouse_assets.storage import DeltaRsTableStore
+    from lakehouse_assets.storage import DeltaTableStore
 
-    full_refresh(DeltaRsTableStore(), TableRef(
+    full_refresh(DeltaTableStore(), TableRef(
         table.layer, table.name, targets["table"], targets["checkpoint"], targets["stored schema"]))
     # full_refresh ignores errors deleting the checkpoint and schema: check nothing is left,
     # since a stale checkpoint against a new table would skip or repeat data silently.

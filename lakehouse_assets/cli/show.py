@@ -64,9 +64,9 @@ def _read(name: TableName, path: Path, version: int | None,
           limit: int) -> tuple[pa.Table, int | None, int, int]:
     """The first ``limit`` rows at ``version`` (default: the latest), the version's row
     count, the version read and the latest version."""
-    from lakehouse_assets.storage import DeltaRsTableStore
+    from lakehouse_assets.storage import DeltaTableStore
 
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     snapshot = store.snapshot(str(path))
     latest = snapshot.version
     wanted = latest if version is None else version

@@ -41,7 +41,7 @@ _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
 # Spark keys its Python worker pools by the worker's environment, which with artifact isolation
 # holds an id of the session, and each streaming query runs in a clone of its own: every query
-# that read the Delta source left a Python planner daemon (60-100 MiB) and a JVM thread in the
+# that ran Python (a UDF, a rule) left a Python daemon (60-100 MiB) and a JVM thread in the
 # engine for good (+250 MiB of RSS per run of the reference pipeline). Runs upload no artifacts
 # (the code is installed beside the engine), so their pools can be shared; views, settings and
 # registered sources stay per session. It takes effect when set before the session's first

@@ -33,7 +33,7 @@ from lakehouse_assets.ingestion.errors import CopyIntoError, IngestionOptionsErr
 from lakehouse_assets.ingestion.files import LandedFile, glob_matches, list_data_files, to_local_or_uri
 from lakehouse_assets.ingestion.options import SourceFormat
 from lakehouse_assets.ingestion.state import IngestedFile
-from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore, TableStore
+from lakehouse_assets.storage import AppTransaction, DeltaTableStore, TableStore
 
 COPY_INTO_APP_ID = "lakehouse.copy_into"
 MANIFESTS_DIR = "_copy_into"
@@ -78,7 +78,7 @@ def copy_into(
     """
     if format not in _FORMATS:
         raise IngestionOptionsError(f"COPY INTO cannot read format {format!r}: use one of {', '.join(_FORMATS)}")
-    store = store or DeltaRsTableStore()
+    store = store or DeltaTableStore()
     table = str(table_path)
     listed = list_data_files(str(source), recursive=True)
     matching = [f for f in listed if pattern is None or glob_matches(f.relative_path, pattern)]
@@ -129,7 +129,7 @@ def copied_files(table_path: str | os.PathLike[str], *, store: TableStore | None
     """The files COPY INTO loaded into the table, oldest load first (a file loaded again with
     ``force`` appears once per load). ``batch_id`` is the load's number and ``seen_at`` when
     it ran; ``size`` and ``modification_time`` are the file's at that time."""
-    store = store or DeltaRsTableStore()
+    store = store or DeltaTableStore()
     table = str(table_path)
     if not store.exists(table):
         return []

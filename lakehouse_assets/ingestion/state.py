@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 
 from lakehouse_assets.ingestion.files import LandedFile, filesystem, is_data_file, list_data_files, spark_file_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
-from lakehouse_assets.storage import DeltaRsTableStore, TableStore
+from lakehouse_assets.storage import DeltaTableStore, TableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
 
 
@@ -124,7 +124,7 @@ def ingested_files(
     versions: dict[int, int] = {}
     commit_times: dict[int, dt.datetime] = {}
     if table_path is not None:
-        store = store or DeltaRsTableStore()
+        store = store or DeltaTableStore()
         query = checkpoint.query_id()
         if query is not None and store.exists(table_path):
             for entry in store.history(table_path):

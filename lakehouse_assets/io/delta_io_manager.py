@@ -43,7 +43,7 @@ from lakehouse_assets.io.metadata import table_metadata
 from lakehouse_assets.io.table_run import TableRef, TableRun, full_refresh, resolve_table_run
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import DeltaRsTableStore, TableStore
+from lakehouse_assets.storage import DeltaTableStore, TableStore
 from lakehouse_assets.storage.table_lock import table_locks
 from lakehouse_assets.tables.session_views import drop_temp_views
 
@@ -68,7 +68,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
 
     def store(self) -> TableStore:
         """The table storage every handler writes through."""
-        return DeltaRsTableStore()
+        return DeltaTableStore()
 
     # -- writing ------------------------------------------------------------------------------
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:

@@ -37,7 +37,7 @@ from lakehouse_assets.quality.expectations import enforce
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, route, split_routed
 from lakehouse_assets.reliability.replayed import REPLAY_APP, ROW_IDENTITY
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore, TableStore
+from lakehouse_assets.storage import AppTransaction, DeltaTableStore, TableStore
 from lakehouse_assets.storage.copy_on_write import files_holding, matching_keys
 from lakehouse_assets.storage.event_log import (
     BatchEvent,
@@ -88,7 +88,9 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
         finished = _finish_pending(store, spark, run)
         if not store.exists(quarantine):
             return ReplayResult(run.table.table_name, None, 0, 0, finished)
-        held = store.read(spark, quarantine).persist()
+        # Both tables read at the version they stand at now: Spark recomputes a cached
+        # DataFrame when a table it reads is written, and the replay writes both.
+        held = store.read(spark, quarantine, version=store.version(quarantine)).persist()
         try:
             passed = _passing_now(asset, run, spark, store, held).persist()
             try:
@@ -127,7 +129,8 @@ def _passing_now(asset: dg.AssetsDefinition, run: TableRun, spark: SparkSession,
     marked = route(routed.rows, rules)
     enforce(marked, rules, run.table.table_name, dropped_by=dropped_by())  # a FAIL rule stops the replay
     if routed.unique_by:
-        table_rows = store.read(spark, str(run.table.path)) if store.exists(str(run.table.path)) else None
+        path = str(run.table.path)
+        table_rows = store.read(spark, path, version=store.version(path)) if store.exists(path) else None
         marked = mark_duplicates(marked, QUARANTINE_REASON, routed.unique_by, table_rows)
     passed, _ = split_routed(marked, passed_columns=routed.passed_columns,
                              quarantine_columns=routed.quarantine_columns)
@@ -215,7 +218,7 @@ def replay_job(asset: dg.AssetsDefinition) -> dg.JobDefinition:
            description=f"Moves the quarantined rows of {run.table.table_name} that pass its rules and lookups now")
     def replay(context):  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation here
         result = replay_quarantine(asset, context.resources.spark.spark_session, LakehouseSettings.from_env(),
-                                   DeltaRsTableStore(), context.run_id)
+                                   DeltaTableStore(), context.run_id)
         context.log.info(f"{result.table}: replay {result.replay} moved {result.moved} rows; "
                          f"{result.still_quarantined} stay quarantined")
         metadata = {"rows_replayed": dg.MetadataValue.int(result.moved),

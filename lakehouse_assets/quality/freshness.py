@@ -29,11 +29,11 @@ import dagster as dg
 
 from lakehouse_assets.ingestion.files import list_data_files, local_file_path
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore, HistoryEntry, TableStore
+from lakehouse_assets.storage import DeltaTableStore, HistoryEntry, TableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.delta_offsets import delta_source_end
 from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.sink import recorded_offsets
-from lakehouse_assets.storage.source import delta_source_end, version_read_whole
 
 #: How far behind a gold table may fall by default: the seeds' "no more than 5 minutes".
 DEFAULT_MAX_LAG = dt.timedelta(minutes=5)
@@ -117,7 +117,7 @@ def _source_version_read(settings: LakehouseSettings, store: TableStore, table: 
         return None
     offsets = recorded_offsets(commit)
     end = delta_source_end(offsets) if offsets is not None else None
-    return version_read_whole(end) if end is not None else None
+    return end.version_read_whole() if end is not None else None
 
 
 def _last_batch_at(store: TableStore, path: str, version: int | None) -> int | None:
@@ -173,7 +173,7 @@ def freshness_check(path: FreshnessPath, max_lag: dt.timedelta = DEFAULT_MAX_LAG
                     description=f"At most {_minutes(max_lag)} behind the records landed in "
                                 f"landing/{path.landing_source} (data time, through {' <- '.join(path.through)})")
     def data_freshness() -> dg.AssetCheckResult:
-        return freshness_result(data_lag(LakehouseSettings.from_env(), DeltaRsTableStore(), path), max_lag)
+        return freshness_result(data_lag(LakehouseSettings.from_env(), DeltaTableStore(), path), max_lag)
 
     return data_freshness
 

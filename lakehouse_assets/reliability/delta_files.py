@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse_assets.storage import DELTA_LOG, DeltaRsTableStore, SnapshotFile
+from lakehouse_assets.storage import DELTA_LOG, DeltaTableStore, SnapshotFile
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet")
@@ -37,6 +37,17 @@ class LogVersion:
     def transactions(self) -> list[tuple[str, int]]:
         """The ``(appId, version)`` of the streaming batches this commit records."""
         return [(a["txn"]["appId"], int(a["txn"]["version"])) for a in self.actions if "txn" in a]
+
+    def recorded(self) -> dict[str, Any]:
+        """What the project recorded in the commit: the ``lakehouse.*`` keys of its
+        ``userMetadata`` (Delta's connector), or of its commitInfo (delta-rs commits)."""
+        info: dict[str, Any] = next((a["commitInfo"] for a in self.actions if "commitInfo" in a), {})
+        recorded = {k: v for k, v in info.items() if str(k).startswith("lakehouse.")}
+        try:
+            recorded.update(json.loads(str(info["userMetadata"])) if info.get("userMetadata") else {})
+        except ValueError:
+            pass  # another writer's free text
+        return recorded
 
 
 def is_table(path: Path) -> bool:
@@ -106,7 +117,7 @@ def _parse_commit(version: int, path: Path) -> LogVersion:
 
 def snapshot_files(path: Path) -> list[SnapshotFile]:
     """The data files of the latest snapshot with the size and row count the log states."""
-    return DeltaRsTableStore().snapshot(str(path)).files()
+    return DeltaTableStore().snapshot(str(path)).files()
 
 
 def parquet_rows(path: Path) -> int:
@@ -116,7 +127,7 @@ def parquet_rows(path: Path) -> int:
 
 def read_rows(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """The latest snapshot's rows (all columns, or ``columns`` that exist)."""
-    snapshot = DeltaRsTableStore().snapshot(str(path))
+    snapshot = DeltaTableStore().snapshot(str(path))
     if columns is not None:
         present = set(snapshot.column_names())
         columns = [c for c in columns if c in present]

@@ -206,8 +206,7 @@ def _check_counted_once(result: InvariantResult, name: str, path: Path, routed_r
     for commit in versions:
         if not commit.transactions() or is_replay(commit):
             continue  # not a streaming batch (a schema change, a rewrite, a quarantine replay)
-        info: dict[str, Any] = next((a["commitInfo"] for a in commit.actions if "commitInfo" in a), {})
-        counts = info.get(EXPECTATIONS_KEY)
+        counts = commit.recorded().get(EXPECTATIONS_KEY)
         if counts is None:
             return  # a batch written before expectations were counted: nothing to add up
         checked += ExpectationCounts.from_json(str(counts)).rows
@@ -320,7 +319,7 @@ def check_checkpoints_agree(settings: LakehouseSettings, flow: RecordFlow = REFE
     query commits to: the table of its own name, the quarantine of a routed query, and any
     table whose log holds a batch of its query id."""
     from lakehouse_assets.errors import CheckpointMismatchError, CorruptCheckpointError
-    from lakehouse_assets.storage import DeltaRsTableStore
+    from lakehouse_assets.storage import DeltaTableStore
     from lakehouse_assets.storage.checkpoint import Checkpoint
 
     result = InvariantResult(CHECKPOINTS_AGREE, "checkpoints and tables agree")
@@ -329,7 +328,7 @@ def check_checkpoints_agree(settings: LakehouseSettings, flow: RecordFlow = REFE
     if not folders:
         result.skipped = "no checkpoints yet"
         return result
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     writers = _tables_by_query(settings)
     partners = {flow.silver: [flow.quarantine]}
     for folder in folders:

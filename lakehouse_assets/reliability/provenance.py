@@ -5,7 +5,7 @@ versions that carried it are read from the tables' logs, as the freshness check 
 bronze's query assigned the file to a batch (its checkpoint's file log), the batch was
 committed as one bronze version, and each table above committed the first batch whose
 offsets had read that version whole. A table's source is found the same way, from the
-offsets its newest batch commit records (each names the table it read), so nothing about the
+offsets its newest batch commit records (each names the table it read by its Delta table id), so nothing about the
 graph is declared twice.
 """
 
@@ -30,8 +30,8 @@ from lakehouse_assets.ingestion.files import local_file_path
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage import HistoryEntry
 from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.delta_offsets import delta_source_end, tables_by_id
 from lakehouse_assets.storage.sink import recorded_offsets
-from lakehouse_assets.storage.source import delta_source_end, version_read_whole
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
 
@@ -138,7 +138,8 @@ def _streamed_table(logs: _Logs, table: str) -> str | None:
         if offsets is None:
             continue
         end = delta_source_end(offsets)
-        return logs.name_of(str(end["table"])) if end is not None else None
+        path = logs.table_paths().get(end.table_id) if end is not None else None
+        return logs.name_of(path) if path is not None else None
     return None
 
 
@@ -166,7 +167,7 @@ def _first_version_reading(logs: _Logs, table: str, source_version: int) -> int 
     for entry in reversed(logs.history(table)):  # oldest first
         offsets = recorded_offsets(entry)
         end = delta_source_end(offsets) if offsets is not None else None
-        read = version_read_whole(end) if end is not None else None
+        read = end.version_read_whole() if end is not None else None
         if read is not None and read >= source_version:
             return entry.version
     return None
@@ -179,6 +180,7 @@ class _Logs:
     tables: LakehouseTables
     _histories: dict[str, list[HistoryEntry]] = field(default_factory=dict)
     _file_batches: dict[str, dict[str, int]] = field(default_factory=dict)
+    _table_paths: dict[str, str] | None = None
 
     def history(self, table: str) -> list[HistoryEntry]:
         """The table's commits, newest first."""
@@ -194,6 +196,12 @@ class _Logs:
             checkpoint = Checkpoint(str(self.tables.settings.checkpoint_path(*bronze.split("."))))
             self._file_batches[bronze] = {local_file_path(e.path): e.batch_id for e in checkpoint.file_source_log()}
         return self._file_batches[bronze]
+
+    def table_paths(self) -> dict[str, str]:
+        """The lakehouse's tables by Delta table id (what a stream's offsets name them by)."""
+        if self._table_paths is None:
+            self._table_paths = tables_by_id(self.tables.settings.root, self.tables.store.table_id)
+        return self._table_paths
 
     def name_of(self, path: str) -> str | None:
         """The table at ``path`` by name, if it is under the lakehouse's root."""

@@ -18,7 +18,7 @@ import dagster as dg
 
 from lakehouse_assets.quality.freshness import FRESHNESS_CHECK, DataLag, FreshnessPath, data_lag
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 FRESHNESS_SENSOR_NAME = "lakehouse_freshness_sensor"
 
@@ -49,7 +49,7 @@ def freshness_sensor(paths: Sequence[FreshnessPath], max_lag: dt.timedelta, *,
                default_status=dg.DefaultSensorStatus.RUNNING,
                description="Evaluates the gold tables' data_freshness checks when one goes stale or fresh")
     def lakehouse_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        settings, store = LakehouseSettings.from_env(), DeltaRsTableStore()
+        settings, store = LakehouseSettings.from_env(), DeltaTableStore()
         lags = {p.table: data_lag(settings, store, p) for p in paths}
         scan = scan_freshness(json.loads(context.cursor) if context.cursor else {}, lags, max_lag)
         context.update_cursor(json.dumps(scan.fresh, sort_keys=True))

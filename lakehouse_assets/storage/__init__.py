@@ -1,11 +1,11 @@
 """Tables: batch and streaming reads and writes of Delta tables.
 
-Only this package knows that Delta is committed with delta-rs; everything above it speaks
-of a :class:`TableStore` and table paths.
+Tables are written and streamed by Delta Lake's connector in Spark, and read without Spark
+by delta-rs; everything above this package speaks of a :class:`TableStore` and table paths.
 """
 
 from lakehouse_assets.storage._delta_log import DELTA_LOG
-from lakehouse_assets.storage.delta_rs import DeltaRsTableStore
+from lakehouse_assets.storage.delta import DeltaTableStore
 from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,
@@ -25,7 +25,7 @@ __all__ = [
     "AppTransaction",
     "CommitResult",
     "DELTA_LOG",
-    "DeltaRsTableStore",
+    "DeltaTableStore",
     "DeltaSink",
     "HistoryEntry",
     "OptimizeResult",

@@ -89,7 +89,7 @@ def read_commit(table_path: str, version: int) -> Commit:
             schema_string = action["metaData"].get("schemaString")
         elif "commitInfo" in action:
             info = action["commitInfo"]
-            operation = info.get("lakehouse.operation") or info.get("operation", operation)
+            operation = _recorded_operation(info) or info.get("operation", operation)
             timestamp_ms = int(info.get("timestamp") or 0)
     return Commit(version, added, bool(removed), schema_string, operation, removed, changes, timestamp_ms)
 
@@ -115,3 +115,13 @@ def snapshot_files(table_path: str, version: int) -> list[DataFile]:
         )
         for r in rows
     ]
+
+
+def _recorded_operation(info: dict[str, Any]) -> str | None:
+    """The operation the project named a commit by: in its ``userMetadata`` (Delta's
+    connector) or its commitInfo (delta-rs commits)."""
+    try:
+        recorded = json.loads(str(info["userMetadata"])) if info.get("userMetadata") else {}
+    except ValueError:
+        recorded = {}
+    return recorded.get("lakehouse.operation") or info.get("lakehouse.operation")

@@ -130,3 +130,26 @@ def _is_widening(source: T.DataType, target: T.DataType) -> bool:
     if isinstance(source, T.IntegralType) and isinstance(target, T.IntegralType):
         return _INTEGRAL_ORDER.index(type(source)) < _INTEGRAL_ORDER.index(type(target))
     return isinstance(source, T.FloatType) and isinstance(target, T.DoubleType)
+
+
+def type_sql(dtype: T.DataType) -> str:
+    """``dtype`` as Spark SQL writes it, nested field names quoted, for casts and DDL."""
+    if isinstance(dtype, T.StructType):
+        fields = ",".join(f"`{f.name.replace('`', '``')}`:{type_sql(f.dataType)}" for f in dtype.fields)
+        return f"struct<{fields}>"
+    if isinstance(dtype, T.ArrayType):
+        return f"array<{type_sql(dtype.elementType)}>"
+    if isinstance(dtype, T.MapType):
+        return f"map<{type_sql(dtype.keyType)},{type_sql(dtype.valueType)}>"
+    return dtype.simpleString()
+
+
+def holds_strings(dtype: T.DataType) -> bool:
+    """Whether ``dtype`` is or contains a string type."""
+    if isinstance(dtype, T.StructType):
+        return any(holds_strings(f.dataType) for f in dtype.fields)
+    if isinstance(dtype, T.ArrayType):
+        return holds_strings(dtype.elementType)
+    if isinstance(dtype, T.MapType):
+        return holds_strings(dtype.keyType) or holds_strings(dtype.valueType)
+    return isinstance(dtype, T.StringType)

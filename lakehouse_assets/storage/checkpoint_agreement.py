@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lakehouse_assets.errors import CheckpointMismatchError, SourceRecreatedError
-from lakehouse_assets.storage._checkpoint_files import CheckpointState, table_name_of
+from lakehouse_assets.errors import CheckpointMismatchError, LegacyCheckpointError, SourceRecreatedError
+from lakehouse_assets.storage._checkpoint_files import CheckpointState, read_batch_offsets, table_name_of
+from lakehouse_assets.storage.checkpoint_upgrade import is_legacy_offset
+from lakehouse_assets.storage.delta_offsets import DeltaSourcePosition, tables_by_id
 from lakehouse_assets.storage.engine import TableStore
 
 
@@ -79,34 +81,54 @@ def check_sources(state: CheckpointState, store: TableStore, table_name: str | N
     query reads is gone, or was recreated (a full refresh) since the checkpoint's last
     batch: the checkpoint's positions are versions of the old table.
 
-    The Delta source stamps its offsets with the table's path and id; other sources
-    (files) are not checked here. ``root`` (the lakehouse root) lets the message name the
-    upstream table as ``layer.name``.
+    Delta's source names the table it reads by id (:mod:`~lakehouse_assets.storage.delta_offsets`);
+    a table under ``root`` (the lakehouse root) with that id is the one read. When none has
+    it, the tables created since the checkpoint's last batch are the ones recreated.
+    Other sources (files) are not checked here. Positions of the Delta source older releases
+    used raise :class:`~lakehouse_assets.errors.LegacyCheckpointError` naming ``lakehouse upgrade``.
     """
+    if any(is_legacy_offset(offset) for offset in state.source_offsets):
+        name = table_name or table_name_of(state.location)
+        raise LegacyCheckpointError(
+            f"{name}: checkpoint {state.location} holds positions of the Delta source that releases before "
+            "Delta Lake's connector used, which Delta's streaming source cannot resume from. Run `lakehouse "
+            "upgrade` once, with no run in progress: it converts them to Delta's for the same rows, nothing "
+            f"read twice or skipped. Or full-refresh {name}: `lakehouse reset {name} --yes`.")
+    positions = [p for p in map(DeltaSourcePosition.parse, state.source_offsets) if p is not None]
+    if not positions or root is None:
+        return
+    tables = tables_by_id(root, store.table_id)
+    gone = [p.table_id for p in positions if p.table_id not in tables]
+    if not gone:
+        return
     name = table_name or table_name_of(state.location)
-    for offset in state.source_offsets:
-        if not isinstance(offset, dict) or "tableId" not in offset or "table" not in offset:
-            continue
-        upstream_path = str(offset["table"])
-        upstream = _name_under(upstream_path, root)
-        current = store.table_id(upstream_path)
-        if current == offset["tableId"]:
-            continue
-        what = (
-            "no longer exists" if current is None
-            else f"was recreated (id {offset['tableId']} is now {current}), by a full refresh"
-        )
-        then = (
-            f"Materialize {upstream} first; then full-refresh {name}"
-            if current is None else f"Full-refresh {name}"
-        )
-        raise SourceRecreatedError(
-            f"{name} streams from {upstream} ({upstream_path}), which {what} since {name} last "
-            f"read it: the positions in checkpoint {state.location} are versions of the old table, "
-            f"so resuming would skip or repeat rows. {then} so it reads {upstream} again from the "
-            f"start: `lakehouse reset {name} --yes` (or run it with the full_refresh config), and "
-            f"the same for the tables that stream from {name}."
-        )
+    since = _batch_time(state)
+    read_ids = {p.table_id for p in positions}
+    recreated = [_name_under(path, root) for identity, path in sorted(tables.items(), key=lambda item: item[1])
+                 if identity not in read_ids and since is not None and _created_after(store, path, since)]
+    upstream = " or ".join(recreated) if recreated else f"the Delta table with id {gone[0]}"
+    what = "was recreated, by a full refresh," if recreated else "no longer exists (or was recreated)"
+    raise SourceRecreatedError(
+        f"{name} streams from {upstream}, which {what} since {name} last read it: the positions in "
+        f"checkpoint {state.location} are versions of the old table (id {gone[0]}), so resuming would "
+        f"skip or repeat rows. Full-refresh {name} so it reads its source again from the start: "
+        f"`lakehouse reset {name} --yes` (or run it with the full_refresh config), and the same for "
+        f"the tables that stream from {name}."
+    )
+
+
+def _batch_time(state: CheckpointState) -> int | None:
+    """When the checkpoint's last batch was planned (ms since the epoch)."""
+    if state.last_planned_batch is None:
+        return None
+    offsets = read_batch_offsets(state.location, state.last_planned_batch)
+    return offsets.timestamp_ms if offsets is not None else None
+
+
+def _created_after(store: TableStore, path: str, since_ms: int) -> bool:
+    """Whether the table at ``path`` was created (its version 0) after ``since_ms``."""
+    oldest = store.history(path)[-1]
+    return oldest.version == 0 and oldest.timestamp.timestamp() * 1000 > since_ms
 
 
 def _name_under(path: str, root: Any) -> str:

@@ -8,7 +8,7 @@ app transaction, as every write is (:meth:`TableStore.replace_files`).
 
 from __future__ import annotations
 
-import json
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from functools import reduce
 from typing import Any
@@ -21,8 +21,6 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
 
 _FILE = "__lakehouse_file"
-#: Commit metadata of a merge: the key columns it matched rows on (a JSON list).
-MERGE_KEYS = "lakehouse.mergeKeys"
 
 
 def files_holding(store: TableStore, spark: SparkSession, path: str, keys_df: DataFrame,
@@ -47,34 +45,6 @@ def files_holding(store: TableStore, spark: SparkSession, path: str, keys_df: Da
         raise LakehouseError(f"Files {unknown[:3]} read from Delta table {path} are not in its version "
                              f"{snapshot.version}: it changed while it was read. Retry the batch.")
     return [by_location[_location(f)] for f in found], rows.filter(F.col(_FILE).isin(found)).drop(_FILE)
-
-
-def merge_rows(store: TableStore, df: DataFrame, path: str, *, keys: Sequence[str],
-               transaction: AppTransaction | None = None, metadata: Mapping[str, Any] | None = None) -> CommitResult:
-    """Upsert ``df`` into the existing table at ``path`` by ``keys``: a row whose keys match
-    replaces the table's row (keeping the table's values of columns ``df`` lacks), the others
-    are inserted. Null keys match null keys. ``df``'s columns must already be the table's
-    (or a subset)."""
-    spark = df.sparkSession
-    df = df.persist()  # read to find the files, then written: a stream's batch is computed once
-    try:
-        key_list = list(keys)
-        changed = df.select(*key_list).distinct()
-        replaced, rows = files_holding(store, spark, path, changed, key_list)
-        merged = df
-        if rows is not None:
-            kept_values = [c for c in rows.columns if c not in df.columns]
-            if kept_values:
-                theirs = rows.select(*[F.col(k).alias(f"__old_{k}") for k in key_list], *kept_values)
-                on = reduce(lambda a, b: a & b, [df[k].eqNullSafe(theirs[f"__old_{k}"]) for k in key_list])
-                merged = df.join(theirs, on, "left").drop(*[f"__old_{k}" for k in key_list])
-            merged = matching_keys(rows, changed, key_list, "left_anti").unionByName(merged, allowMissingColumns=True)
-        # What the merge wrote is the batch's rows, not the untouched rows carried along.
-        return store.replace_files(merged, path, replaced=replaced, transaction=transaction, operation="MERGE",
-                                   metadata={**(metadata or {}), MERGE_KEYS: json.dumps(key_list)},
-                                   rows_changed=df.count(), row_identity=key_list)
-    finally:
-        df.unpersist()
 
 
 def matching_keys(rows: DataFrame, keys_df: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
@@ -103,3 +73,89 @@ def _location(path_or_uri: str) -> str:
     """A local path or a ``file:`` URI as one comparable absolute path."""
     parsed = urlparse(path_or_uri)
     return unquote(parsed.path) if parsed.scheme in ("file", "") else path_or_uri
+
+
+def replace_files(
+    store: TableStore,
+    df: DataFrame,
+    path: str,
+    *,
+    replaced: Sequence[str],
+    transaction: AppTransaction | None = None,
+    operation: str = "MERGE",
+    metadata: Mapping[str, Any] | None = None,
+    rows_changed: int | None = None,
+    row_identity: Sequence[str] | None = None,
+    properties: Mapping[str, str] | None = None,
+) -> CommitResult:
+    """Copy-on-write: remove the data files ``replaced`` (paths as the log lists them) and
+    add ``df``'s rows as new files, in one commit; create the table if there is none.
+
+    The executors compute and write ``df`` (typically the rows of ``replaced`` with their
+    changes applied); only the file names pass through the driver. With ``transaction``,
+    a batch the table already holds is skipped. Files the table no longer lists are
+    refused: they were replaced by another writer since ``df`` was read. The commit
+    records ``rows_changed`` as the rows written when given (a merge's batch, not the
+    untouched rows its files carry along), else every row of the new files.
+
+    ``properties`` are table properties the table is created with, or given if it lacks
+    them. A table keeping a change data feed (:mod:`~lakehouse_assets.storage.change_feed`)
+    records the commit's row changes in it, updates paired by ``row_identity``.
+    """
+    import deltalake
+    from deltalake.exceptions import DeltaError
+    from deltalake.transaction import AddAction, RemoveAction
+
+    from lakehouse_assets.faults import fault_point
+    from lakehouse_assets.storage import change_feed
+    from lakehouse_assets.storage._commit import already_committed, commit_properties, listed_files, with_properties
+    from lakehouse_assets.storage._schema import plan_write, spark_to_arrow
+    from lakehouse_assets.storage._staging import stage_files
+    from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table, spark_schema
+
+    if not store.exists(path):
+        if replaced:
+            raise LakehouseError(f"Cannot replace files {list(replaced)[:3]} of {path}: there is no table there")
+        return store.write(df, path, mode="append", transaction=transaction, operation=operation,
+                           metadata=metadata, properties=properties)
+    table = open_delta_table(path)
+    if already_committed(table, transaction):
+        return CommitResult(path, None, skipped=True)
+    table = with_properties(table, properties)
+    listed = {action["path"]: action for action in listed_files(table)}
+    gone = [name for name in replaced if name not in listed]
+    if gone:
+        raise LakehouseError(
+            f"Files {gone[:3]} of Delta table {path} are no longer in its log: another writer replaced them "
+            "since they were read. Retry the batch.")
+    plan = plan_write(path, spark_schema(table), df.schema, merge_schema=False)
+    if plan.casts:
+        df = df.select(*[F.col(f"`{c}`").cast(plan.casts[c]).alias(c) if c in plan.casts else F.col(f"`{c}`")
+                         for c in df.columns])
+    staged = stage_files(df, path)
+    fault_point("delta.files_written")
+    rows = sum(f.num_rows for f in staged) if rows_changed is None else rows_changed
+    if replaced and change_feed.records_changes(table):
+        version = change_feed.replace_with_changes(
+            df.sparkSession, path, table, plan.table_schema, removed=[listed[name] for name in replaced],
+            added=staged, row_identity=row_identity, transaction=transaction,
+            custom_metadata=commit_properties(operation, transaction, rows, metadata).custom_metadata or {})
+        fault_point("delta.committed")
+        return CommitResult(path, version, rows_written=rows, files_written=len(staged),
+                            bytes_written=sum(f.size for f in staged))
+    now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+    removes = [RemoveAction(path=name, data_change=True, deletion_timestamp=now_ms,
+                            size=int(listed[name]["size_bytes"]), partition_values={}) for name in replaced]
+    adds = [AddAction(path=f.relative_path, size=f.size, partition_values={},
+                      modification_time=f.modification_time_ms, data_change=True, stats=f.stats)
+            for f in staged]
+    try:
+        table.create_write_transaction([*removes, *adds], mode="append",
+                                       schema=deltalake.Schema.from_arrow(spark_to_arrow(plan.table_schema)),
+                                       commit_properties=commit_properties(operation, transaction, rows, metadata))
+    except DeltaError as exc:
+        raise LakehouseError(
+            f"Commit to Delta table {path} failed: {exc}. No change was made visible; retry the batch.") from exc
+    fault_point("delta.committed")
+    return CommitResult(path, store.version(path), rows_written=rows, files_written=len(staged),
+                        bytes_written=sum(f.size for f in staged))

@@ -1,6 +1,6 @@
 """What the rest of the project needs from table storage, independent of the Delta engine.
 
-:class:`TableStore` is implemented by :class:`~lakehouse_assets.storage.delta_rs.DeltaRsTableStore`
+:class:`TableStore` is implemented by :class:`~lakehouse_assets.storage.delta_rs.DeltaTableStore`
 (Spark computes, delta-rs commits). A store backed by delta-spark's own jars could implement the
 same protocol where those jars can be installed.
 """
@@ -262,8 +262,8 @@ class TableStore(Protocol):
         ``row_identity``."""
         ...
 
-    def stream_has_unread_data(self, checkpoint_location: str) -> bool | None:
-        """Whether a query reading tables of this store, checkpointed at
+    def stream_has_unread_data(self, checkpoint_location: str, root: str | None = None) -> bool | None:
+        """Whether a query reading tables of this store under ``root``, checkpointed at
         ``checkpoint_location``, has committed data it has not read; None when unknown."""
         ...
 

@@ -1,9 +1,9 @@
 """The streaming queries reading a table, found in their checkpoints, and the files they
 still need.
 
-A query reading a Delta table through the project's source (:mod:`~lakehouse_assets.storage.source`)
-logs in ``offsets/N``, before batch N runs, where the batch ends in each table it reads:
-``{"version", "index", "snapshot", "table", "tableId"}``. A restarted query resumes from the
+A query reading a Delta table through Delta's streaming source logs in ``offsets/N``, before
+batch N runs, where the batch ends in each table it reads (:mod:`~lakehouse_assets.storage.delta_offsets`:
+the table's id, a version, a file index in it). A restarted query resumes from the
 end of its last finished batch, or replays its first from the start: that position is the
 oldest part of the table it will still read. VACUUM must not delete a file the query has
 yet to read, so it asks here.
@@ -15,50 +15,47 @@ Checkpoints moved aside by a repair (``.<name>.damaged-...``) are not readers.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any
 
 from lakehouse_assets.storage._checkpoint_files import batch_ids, read_batch_offsets, table_name_of
 from lakehouse_assets.storage._delta_log import read_commit, snapshot_files
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.change_feed import change_files
+from lakehouse_assets.storage.delta_offsets import DeltaSourcePosition
 from lakehouse_assets.storage.engine import StreamReader
 
 
 def stream_readers(table_path: str, table_id: str | None, checkpoints: Path) -> list[StreamReader]:
-    """The queries checkpointed under ``checkpoints`` that read the table at ``table_path``
-    (its incarnation ``table_id``: a reader of a table since recreated reads nothing of this
-    one), each at the position it resumes from; by checkpoint."""
+    """The queries checkpointed under ``checkpoints`` that read the table with id
+    ``table_id`` (a reader of a table since recreated reads nothing of this one), each at
+    the position it resumes from; by checkpoint."""
     found = []
     for folder in _checkpoint_folders(Path(checkpoints)):
-        position = _resume_position(str(folder), str(table_path), table_id)
+        position = _resume_position(str(folder), table_id) if table_id is not None else None
         if position is not None:
             found.append(StreamReader(
-                checkpoint=str(folder), name=table_name_of(str(folder)), version=int(position["version"]),
-                index=int(position.get("index", -1)), snapshot=bool(position.get("snapshot", False))))
+                checkpoint=str(folder), name=table_name_of(str(folder)), version=position.version,
+                index=position.index, snapshot=position.starting))
     return found
 
 
 def files_still_needed(table_path: str, reader: StreamReader, latest: int) -> set[str]:
     """The data files (absolute paths) ``reader`` has yet to read, up to version ``latest``:
-    the rest of the snapshot it is reading, then every file each later version adds, removes
-    (a change feed reads removed files as deletes) or records as changes. Version by version
-    from its commit files, as the source reads them."""
+    the snapshot it is reading, then every file each later version adds, removes (a change
+    feed reads removed files as deletes) or records as changes. Version by version from its
+    commit files. A version the reader is part way through counts whole: Delta orders a
+    version's files its own way, and keeping a file too many is safe."""
     path = str(table_path)
     needed: set[str] = set()
     first = reader.version
     if reader.snapshot:
         if reader.version >= 0:
-            needed.update(f.path for f in snapshot_files(path, reader.version)[reader.index + 1:])
+            needed.update(f.path for f in snapshot_files(path, reader.version))
         first = reader.version + 1
     for version in range(max(first, 0), latest + 1):
         commit = read_commit(path, version)
-        # The index counts a plain reader's added files, or a change feed reader's change
-        # files: past it in either list is still to be read.
-        skip = reader.index + 1 if version == reader.version and not reader.snapshot else 0
-        needed.update(f.path for f in commit.added[skip:])
-        needed.update(f.path for f in change_files(commit)[skip:])
+        needed.update(f.path for f in commit.added)
+        needed.update(f.path for f in change_files(commit))
     return needed
 
 
@@ -77,9 +74,9 @@ def _checkpoint_folders(base: Path) -> list[Path]:
     return sorted(found)
 
 
-def _resume_position(location: str, table_path: str, table_id: str | None) -> dict[str, Any] | None:
-    """Where the query at ``location`` resumes reading ``table_path``; None when it does not
-    read it (or reads an older incarnation of it)."""
+def _resume_position(location: str, table_id: str) -> DeltaSourcePosition | None:
+    """Where the query at ``location`` resumes reading the table with id ``table_id``; None
+    when it does not read it (or reads an older incarnation of it)."""
     checkpoint = locate(location)
     planned = batch_ids(checkpoint.child("offsets"))
     done = set(batch_ids(checkpoint.child("commits")))
@@ -92,21 +89,13 @@ def _resume_position(location: str, table_path: str, table_id: str | None) -> di
     offsets = read_batch_offsets(location, batch)
     if offsets is None:
         return None
-    wanted = _normal(table_path)
-    for offset in offsets.sources:
-        if not isinstance(offset, dict) or _normal(str(offset.get("table", ""))) != wanted:
-            continue
-        if table_id is not None and offset.get("tableId") not in (None, table_id):
+    for position in map(DeltaSourcePosition.parse, offsets.sources):
+        if position is None or position.table_id != table_id:
             continue
         if not finished:
-            return {**offset, "index": -1}
-        return offset
+            return DeltaSourcePosition(position.table_id, position.version, -1, position.starting)
+        return position
     return None
-
-
-def _normal(path: str) -> str:
-    """A table path as comparable text: local paths absolute, without a trailing slash."""
-    return path.rstrip("/") if "://" in path else os.path.abspath(path)
 
 
 __all__ = ["files_still_needed", "stream_readers"]

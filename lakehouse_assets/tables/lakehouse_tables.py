@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_assets.errors import LakehouseError, UnknownTableError
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore, StreamOptions, TableStore
+from lakehouse_assets.storage import DeltaTableStore, StreamOptions, TableStore
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.tables.sql_refs import TableRef, find_table_refs, rewrite, unknown_tables
 
@@ -37,7 +37,7 @@ class LakehouseTables:
                  store: TableStore | None = None) -> None:
         self.spark = spark
         self.settings = settings or LakehouseSettings.from_env()
-        self.store = store or DeltaRsTableStore()
+        self.store = store or DeltaTableStore()
 
     def names(self) -> list[str]:
         """Every table as ``layer.name``, layers in data-flow order."""

@@ -5,9 +5,9 @@ Spark analyses the DataFrame (no job runs) and the plan is read as text, the one
 engines give: classic PySpark and Spark Connect print the same ``== Analyzed Logical Plan ==``.
 In it every column is an attribute ``name#id``; a computed one is ``expression AS name#id``
 and reads the attributes its expression names; a leaf relation lists the attributes it reads.
-A leaf is an upstream table when it reads under ``$LAKEHOUSE_ROOT/<layer>/<name>``: a stream
-names its path as an option (``[path=...]``), a batch read of the table's Parquet files
-shows its files in the physical plan's scan of the same attributes.
+A leaf is an upstream table when it reads under ``$LAKEHOUSE_ROOT/<layer>/<name>``: a Delta
+stream sits under the alias the store gives it (``SubqueryAlias `delta:<path>```), a batch read
+of the table's files shows them in the physical plan's scan of the same attributes.
 
 Only what the plan says is reported: a column whose sources cannot be told (computed by an
 operator read here as opaque, such as ``Expand`` or ``Generate``, or read from an empty
@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from lakehouse_assets.storage.delta import STREAM_ALIAS_PREFIX
 from lakehouse_assets.tables.lakehouse_tables import MEDALLION_LAYERS
 
 #: ``{output column: [(layer.table, column), ...]}``
@@ -38,6 +39,7 @@ _METADATA_LENGTH = "spark.sql.maxMetadataStringLength"
 _ATTRIBUTE = re.compile(r"^(?P<name>.+?)#(?P<id>\d+)L?(?:-T\d+ms)?$")
 _REFERENCE = re.compile(r"#(\d+)")
 _SCAN_LOCATION = re.compile(r"Location: \w+(?:\(\d+ paths\))?\[(?P<first>[^,\]]+)")
+_STREAM_ALIAS = re.compile(r"^SubqueryAlias `" + re.escape(STREAM_ALIAS_PREFIX) + r"(?P<path>.+)`$")
 _DRAWING = " :|+-"  # the characters Spark draws a plan's tree with
 _TREE_PREFIX = re.compile(r"^[\s:|+\-]*(?:\*\(\d+\)\s*)?~?")
 
@@ -78,15 +80,18 @@ def lineage_from_plan(explained: str, columns: list[str], root: Path | str) -> L
     reads: dict[int, set[int]] = {}  # attribute -> the attributes its value is computed from
     leaves: dict[int, tuple[str, str]] = {}
     scans = _scans(explained)
+    aliased: str | None = None  # the table path of the stream the previous line aliased
     for line in analyzed:
         operator = _operator(line)
+        stream = _STREAM_ALIAS.match(operator)
         for items in _lists(operator):
             for item in items:
                 head, alias, tail = item.rpartition(" AS ")
                 target = _ATTRIBUTE.match(tail) if alias else None
                 if target:
                     reads.setdefault(int(target["id"]), set()).update(int(i) for i in _REFERENCE.findall(head))
-        leaves.update(_leaf(operator, scans, root))
+        leaves.update(_leaf(operator, scans, root, aliased))
+        aliased = stream["path"] if stream else None
     _add_unions(_tree(analyzed), reads)
     found: Lineage = {}
     for column, item in zip(columns, outputs, strict=False):
@@ -176,16 +181,13 @@ def _sources(attribute: int, reads: Mapping[int, set[int]], leaves: Mapping[int,
     return found
 
 
-def _leaf(operator: str, scans: Mapping[int, str], root: Path | str) -> Iterator[tuple[int, tuple[str, str]]]:
+def _leaf(operator: str, scans: Mapping[int, str], root: Path | str,
+          aliased: str | None) -> Iterator[tuple[int, tuple[str, str]]]:
     """The attributes a leaf relation reads, each with its table and column; nothing for a
-    relation that reads no lakehouse table."""
+    relation that reads no lakehouse table. ``aliased``: the path the line above aliased."""
     lists = _lists(operator)
-    if operator.startswith("StreamingRelationV2 "):
-        options = next((items for items in lists if any(i.startswith("path=") for i in items)), None)
-        if options is None or lists.index(options) + 1 >= len(lists):
-            return
-        path = next(i for i in options if i.startswith("path="))[len("path="):]
-        attributes = lists[lists.index(options) + 1]
+    if operator.startswith("StreamingRelation ") and aliased and lists:
+        path, attributes = aliased, lists[0]
     elif operator.startswith("Relation ") and lists:
         attributes = lists[0]
         ids = [int(m["id"]) for m in map(_ATTRIBUTE.match, attributes) if m]

@@ -18,7 +18,8 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.aggregates import AggregateTable, IncrementalAggregate, Measure
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore
+from lakehouse_assets.storage import AppTransaction, DeltaTableStore
+from lakehouse_assets_tests.storage.helpers import drop_commit
 
 SOURCE = "device long, at timestamp, reading double"
 SPEC = IncrementalAggregate(
@@ -64,11 +65,11 @@ def _assert_matches(actual: dict, expected: dict) -> None:
 
 
 def _drop_last_commit(table: Path) -> None:
-    sorted((table / "_delta_log").glob("*.json"))[-1].unlink()
+    drop_commit(sorted((table / "_delta_log").glob("*.json"))[-1])
 
 
 def test_batches_merge_into_the_groups_they_change_through_replays_and_crashes(
-        spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+        spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "daily")
     table = AggregateTable(store, path, SPEC)
     batches = [_source(seed, 60, range(0, 3)) for seed in range(3)] + [_source(9, 40, range(2, 5))]
@@ -87,7 +88,7 @@ def test_batches_merge_into_the_groups_they_change_through_replays_and_crashes(
 
 
 def test_a_batch_rewrites_only_the_files_holding_its_groups(
-        spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+        spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "daily")
     table = AggregateTable(store, path, SPEC)
     for batch_id, day in enumerate([0, 1, 2, 2]):
@@ -104,7 +105,7 @@ def test_a_batch_rewrites_only_the_files_holding_its_groups(
 
 
 def test_a_table_written_whole_before_is_refused_until_rebuilt(
-        spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+        spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "daily")
     store.write(spark.createDataFrame([(1, START, 60.0)], "device long, day timestamp, mean_reading double"), path)
 

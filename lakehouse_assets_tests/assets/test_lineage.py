@@ -22,7 +22,7 @@ from lakehouse_assets.assets.table_asset import COLUMN_DESCRIPTIONS, ExpectedRow
 from lakehouse_assets.io.lineage import derived_lineage, kept_lineage
 from lakehouse_assets.io.table_run import table_run_of
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore, StreamOptions
+from lakehouse_assets.storage import DeltaTableStore, StreamOptions
 from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
@@ -44,7 +44,7 @@ UPSTREAM = {
 def lakehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LakehouseSettings]:
     """The reference assets' upstream tables, one row each."""
     settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path_factory.mktemp("lineage"))})
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     for (layer, name), (schema, rows) in UPSTREAM.items():
         properties = {CHANGE_DATA_FEED: "true"} if name == "patients_current" else None
         store.write(spark.createDataFrame(rows, schema), str(settings.table_path(layer, name)), properties=properties)
@@ -61,7 +61,7 @@ def reported(asset: dg.AssetsDefinition, returned: Any, settings: LakehouseSetti
     if isinstance(returned, DataFrame):
         returned = ExpectedRows(returned, ())
     lineage = derived_lineage(returned, run) or {}
-    return kept_lineage(lineage, spec[COLUMN_DESCRIPTIONS], DeltaRsTableStore(), Path(settings.root))
+    return kept_lineage(lineage, spec[COLUMN_DESCRIPTIONS], DeltaTableStore(), Path(settings.root))
 
 
 def body(asset: dg.AssetsDefinition) -> Callable[..., Any]:
@@ -71,11 +71,11 @@ def body(asset: dg.AssetsDefinition) -> Callable[..., Any]:
 
 def stream(spark: SparkSession, settings: LakehouseSettings, layer: str, name: str,
            options: StreamOptions | None = None) -> DataFrame:
-    return DeltaRsTableStore().read_stream(spark, str(settings.table_path(layer, name)), options)
+    return DeltaTableStore().read_stream(spark, str(settings.table_path(layer, name)), options)
 
 
 def batch(spark: SparkSession, settings: LakehouseSettings, layer: str, name: str) -> DataFrame:
-    return DeltaRsTableStore().read(spark, str(settings.table_path(layer, name)))
+    return DeltaTableStore().read(spark, str(settings.table_path(layer, name)))
 
 
 def test_bronze_tables_read_files_not_tables_so_report_no_lineage(lakehouse: LakehouseSettings) -> None:

@@ -3,7 +3,6 @@ refused by name while the others are still maintained; in Definitions on a daily
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import dagster as dg
@@ -13,7 +12,7 @@ from deltalake import DeltaTable, write_deltalake
 from lakehouse_assets.assets.maintenance import maintenance_job
 from lakehouse_assets.definitions import defs
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets_tests.cli.helpers import write_checkpoint
+from lakehouse_assets_tests.cli.helpers import delta_offset, write_checkpoint
 
 
 def _three_commits(root: Path, layer: str, name: str) -> Path:
@@ -31,9 +30,7 @@ def test_the_job_maintains_every_table_and_fails_naming_a_refused_one(settings: 
     root = settings.root
     events = _three_commits(root, "bronze", "events")
     other = _three_commits(root, "silver", "other")
-    write_checkpoint(root, "gold.reader", committed=0, planned=0, offset=json.dumps(
-        {"version": 0, "index": 0, "snapshot": False, "table": str(events),
-         "tableId": DeltaTable(str(events)).metadata().id}))
+    write_checkpoint(root, "gold.reader", committed=0, planned=0, offset=delta_offset(events, 0))
 
     result = maintenance_job.execute_in_process(
         run_config={"ops": {"maintain_tables": {"config": {"retain_hours": 0}}}}, raise_on_error=False)

@@ -17,9 +17,9 @@ from pyspark.sql import DataFrame, SparkSession
 from lakehouse_assets.cdc import AutoCdc, AutoCdcSink
 from lakehouse_assets.cdc.sink import STATE_FOLDER
 from lakehouse_assets.errors import ConfigurationError, LakehouseError
-from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
-from lakehouse_assets_tests.storage.helpers import write_checkpoint_metadata
+from lakehouse_assets_tests.storage.helpers import drop_commit, write_checkpoint_metadata
 
 from . import reference
 
@@ -32,7 +32,7 @@ def _spec(scd_type: int, **extra: Any) -> AutoCdc:
                    apply_as_deletes=DELETES, except_column_list=["op", "seq"], **extra)
 
 
-def _sink(store: DeltaRsTableStore, tmp_path: Path, name: str, spec: AutoCdc,
+def _sink(store: DeltaTableStore, tmp_path: Path, name: str, spec: AutoCdc,
           properties: dict[str, str] | None = None) -> AutoCdcSink:
     checkpoint = tmp_path / f"{name}_checkpoint"
     write_checkpoint_metadata(checkpoint)
@@ -45,7 +45,7 @@ def _frame(spark: SparkSession, changes: Sequence[dict[str, Any]]) -> DataFrame:
                                  CHANGES_SCHEMA)
 
 
-def _rows(spark: SparkSession, store: DeltaRsTableStore, path: str, order: Sequence[str]) -> list[dict[str, Any]]:
+def _rows(spark: SparkSession, store: DeltaTableStore, path: str, order: Sequence[str]) -> list[dict[str, Any]]:
     rows = [r.asDict() for r in store.read(spark, path).collect()]
     return sorted(rows, key=lambda r: tuple(r[c] for c in order))
 
@@ -60,7 +60,7 @@ def _changes(seed: int, keys: int = 10, count: int = 48) -> list[dict[str, Any]]
 
 
 def test_both_types_match_an_independent_computation_batch_by_batch(
-        spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+        spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     changes = _changes(seed=7)
     # Batches arrive in no particular order of sequence: most keys see late changes, across
     # batches and within one.
@@ -85,7 +85,7 @@ def test_both_types_match_an_independent_computation_batch_by_batch(
 
 
 def test_a_late_upsert_older_than_a_delete_does_not_bring_the_row_back(
-        spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+        spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     current = _sink(store, tmp_path, "current", _spec(1))
     history = _sink(store, tmp_path, "history", _spec(2))
     batches = [
@@ -104,7 +104,7 @@ def test_a_late_upsert_older_than_a_delete_does_not_bring_the_row_back(
     ]
 
 
-def test_only_tracked_columns_open_a_version(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_only_tracked_columns_open_a_version(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     changes = _changes(seed=11)
     history = _sink(store, tmp_path, "history", _spec(2, track_history_column_list=["name"]))
     for batch_id, start in enumerate(range(0, len(changes), 16)):
@@ -115,7 +115,7 @@ def test_only_tracked_columns_open_a_version(spark: SparkSession, store: DeltaRs
 
 
 def test_a_batch_rewrites_only_the_files_holding_its_keys(
-        spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+        spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     current = _sink(store, tmp_path, "current", _spec(1))
     for batch_id in range(4):  # four batches, four files, keys 10*b .. 10*b+9
         current(_frame(spark, [{"mrn": 10 * batch_id + i, "name": "Ada", "city": "Oslo", "op": "UPSERT", "seq": 1}
@@ -131,7 +131,7 @@ def test_a_batch_rewrites_only_the_files_holding_its_keys(
 
 
 def test_a_crash_between_the_table_and_its_state_loses_and_repeats_nothing(
-        spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+        spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     changes = _changes(seed=3)
     batches = [changes[i:i + 16] for i in range(0, len(changes), 16)]
     current = _sink(store, tmp_path, "current", _spec(1), {CHANGE_DATA_FEED: "true"})
@@ -164,7 +164,7 @@ def test_a_crash_between_the_table_and_its_state_loses_and_repeats_nothing(
     assert sorted(replayed.values(), key=lambda r: r["mrn"]) == reference.scd1(changes)
 
 
-def test_a_truncate_empties_what_came_before_it(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_a_truncate_empties_what_came_before_it(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     spec = AutoCdc(keys=["mrn"], sequence_by="seq", apply_as_deletes=DELETES, apply_as_truncates="op = 'TRUNCATE'",
                    except_column_list=["op", "seq"])
     current = _sink(store, tmp_path, "current", spec)
@@ -177,7 +177,7 @@ def test_a_truncate_empties_what_came_before_it(spark: SparkSession, store: Delt
 
 
 def test_a_change_without_key_or_sequence_is_refused(
-        spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+        spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     current = _sink(store, tmp_path, "current", _spec(1))
     with pytest.raises(LakehouseError, match=r"no value for its key \['mrn'\] or its sequence column 'seq'"):
         current(_frame(spark, [{"mrn": 1, "name": "Ada", "city": "Oslo", "op": "UPSERT", "seq": None}]), 0)
@@ -210,7 +210,7 @@ def _last_commit(table: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def _drop_last_commit(table: Path) -> None:
-    _commit_files(table)[-1].unlink()
+    drop_commit(_commit_files(table)[-1])
     for leftover in (table / "_delta_log").glob("_last_checkpoint"):
         leftover.unlink()
 

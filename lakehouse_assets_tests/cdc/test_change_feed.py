@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.cdc.sink import AutoCdcTable
-from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore, DeltaSink, StreamOptions
+from lakehouse_assets.storage import AppTransaction, DeltaSink, DeltaTableStore, StreamOptions
 from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
 from lakehouse_assets.streaming import run_stream
 
@@ -22,7 +22,7 @@ Change = tuple[Any, ...]
 
 
 def test_a_new_feed_query_starts_from_the_table_as_inserts_then_follows_changes(
-    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
 ) -> None:
     source, target, checkpoint = (str(tmp_path / n) for n in ("people", "changes", "checkpoint"))
     store.write(spark.createDataFrame([(1, "ann"), (2, "bob")], SCHEMA), source, properties=FEED)
@@ -49,7 +49,7 @@ def test_a_new_feed_query_starts_from_the_table_as_inserts_then_follows_changes(
 
 
 def test_scd_type_2_history_closes_a_version_as_an_update(
-    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "history")
     table = AutoCdcTable(store, path, AutoCdc(keys=["id"], sequence_by="seq", stored_as_scd_type=2,

@@ -10,6 +10,7 @@ from typing import Any
 
 from lakehouse_assets.cdc.sink import STATE_FOLDER
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize
+from lakehouse_assets_tests.storage.helpers import drop_commit
 
 from . import reference
 
@@ -59,7 +60,7 @@ def test_history_is_derived_from_snapshots_each_applied_once(spark, settings) ->
     # A crash after the table took snapshot 4 and before its state did: the state's commit is gone.
     materialize([ASSET])
     state_log = Path(settings.table_path("silver", "patients_snapshot_history")) / STATE_FOLDER / "_delta_log"
-    sorted(state_log.glob("*.json"))[-1].unlink()
+    drop_commit(sorted(state_log.glob("*.json"))[-1])
     run = materialization_metadata(materialize([ASSET]))[ASSET]
     assert run["snapshots_applied"] == 1  # snapshot 4 again: the table skips it, its state takes it
     assert _history(settings) == _expected(SNAPSHOTS)

@@ -5,6 +5,7 @@ Tables are made with ``deltalake.write_deltalake``, not Spark, so these tests st
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import sys
@@ -76,7 +77,8 @@ def hadoop_checksum(data: bytes, chunk: int = 512) -> bytes:
 
 
 def write_checkpoint(root: Path, table: str, *, committed: int | None, planned: int | None,
-                     offset: str = '{"version": 3, "index": 0, "snapshot": false}',
+                     offset: str = ('{"sourceVersion":1,"reservoirId":"no-such-table","reservoirVersion":4,'
+                                    '"index":-1,"isStartingVersion":false}'),
                      query_id: str = "3f1c0d2e-query") -> Path:
     """A checkpoint folder shaped like Spark's: ``metadata``, ``offsets/N``, ``commits/N``."""
     layer, name = table.split(".")
@@ -91,3 +93,12 @@ def write_checkpoint(root: Path, table: str, *, committed: int | None, planned: 
     for batch in range(committed + 1 if committed is not None else 0):
         (folder / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
     return folder
+
+
+def delta_offset(table: Path | str, read_through: int) -> str:
+    """The offset Delta's streaming source logs once it has read ``table`` up to version
+    ``read_through`` whole: the next version, before its first file."""
+    from deltalake import DeltaTable
+
+    return json.dumps({"sourceVersion": 1, "reservoirId": DeltaTable(str(table)).metadata().id,
+                       "reservoirVersion": read_through + 1, "index": -1, "isStartingVersion": False})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lakehouse_assets.storage.delta_rs import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
+from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
 from lakehouse_assets_tests.cli.helpers import Runner, write_table
 
 

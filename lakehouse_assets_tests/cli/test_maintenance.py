@@ -7,7 +7,7 @@ from pathlib import Path
 
 from deltalake import DeltaTable
 
-from lakehouse_assets_tests.cli.helpers import Runner, write_checkpoint, write_table
+from lakehouse_assets_tests.cli.helpers import Runner, delta_offset, write_checkpoint, write_table
 
 
 def _three_commits(root: Path, table: str) -> Path:
@@ -76,9 +76,7 @@ def test_vacuum_dry_run_lists_then_deletes_past_the_retention(root: Path, lakeho
 def test_vacuum_refuses_what_a_stream_reader_still_needs_and_all_goes_on(root: Path, lakehouse: Runner) -> None:
     events = _three_commits(root, "bronze.events")
     _three_commits(root, "bronze.other")
-    table_id = DeltaTable(str(events)).metadata().id
-    write_checkpoint(root, "silver.reader", committed=0, planned=0, offset=json.dumps(
-        {"version": 0, "index": 0, "snapshot": False, "table": str(events), "tableId": table_id}))
+    write_checkpoint(root, "silver.reader", committed=0, planned=0, offset=delta_offset(events, 0))
     assert lakehouse("optimize", "--all").code == 0
 
     refused = lakehouse("vacuum", "bronze.events", "--retain-hours", "0")

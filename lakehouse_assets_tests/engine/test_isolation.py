@@ -19,7 +19,6 @@ from lakehouse_assets.reliability.invariants import check_landed_once
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.spark import build_spark_session, is_connect_session
-from lakehouse_assets.storage.source import SOURCE_NAME, DeltaStreamDataSource
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialize
 
 pytestmark = pytest.mark.skipif(not os.environ.get("LAKEHOUSE_SPARK_REMOTE"),
@@ -36,12 +35,13 @@ def test_a_run_session_sees_nothing_another_run_registered(spark, settings):
         assert is_connect_session(first) and is_connect_session(second)
         first.range(3).createOrReplaceTempView("only_in_first")
         first.conf.set("spark.sql.shuffle.partitions", "7")
-        first.dataSource.register(DeltaStreamDataSource)
+        first.udf.register("only_in_first_fn", lambda x: x, "long")
 
         assert first.catalog.tableExists("only_in_first")
         assert not second.catalog.tableExists("only_in_first")
         assert second.conf.get("spark.sql.shuffle.partitions") != "7"
-        assert _knows_source(first) and not _knows_source(second)
+        assert first.catalog.functionExists("only_in_first_fn")
+        assert not second.catalog.functionExists("only_in_first_fn")
     finally:
         first.stop()
         second.stop()
@@ -77,12 +77,3 @@ def _step_span(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float]
     started = min(e.timestamp for e in entries if e.dagster_event_type == dg.DagsterEventType.STEP_START)
     ended = max(e.timestamp for e in entries if e.dagster_event_type == dg.DagsterEventType.STEP_SUCCESS)
     return started, ended
-
-
-def _knows_source(spark) -> bool:
-    """Whether the session can read with the lakehouse's Delta source (asking means reading)."""
-    try:
-        spark.read.format(SOURCE_NAME).load("/nonexistent").schema  # noqa: B018
-    except Exception as exc:  # noqa: BLE001 - the engine's errors come gRPC-wrapped
-        return "DATA_SOURCE_NOT_FOUND" not in str(exc) and "Failed to find the data source" not in str(exc)
-    return True

@@ -273,23 +273,19 @@ def test_a_run_session_of_the_engine_runs_queries(engine: Engine) -> None:
     assert answer == {"connect": True, "total": 55, "partitions": "2", "tz": "UTC"}
 
 
-# A run's worth of streaming queries over the project's Delta source, each in a session of its own.
+# A run's worth of streaming queries over Delta's streaming source, each in a session of its own.
 STREAMING_CLIENT = textwrap.dedent("""
     import sys
-    import pyarrow as pa
-    from deltalake import write_deltalake
-    from pyspark.sql import types as T
+    from pyspark.sql import functions as F
     from lakehouse_assets.engine.client import close_session
     from lakehouse_assets.settings import LakehouseSettings
     from lakehouse_assets.spark import build_spark_session
-    from lakehouse_assets.storage.engine import StreamOptions
-    from lakehouse_assets.storage.source import read_delta_stream
     table, sessions = sys.argv[1], int(sys.argv[2])
-    schema = T.StructType([T.StructField("x", T.LongType())])
     for number in range(sessions):
-        write_deltalake(table, pa.table({"x": pa.array([number], pa.int64())}), mode="append")
         spark = build_spark_session(LakehouseSettings.from_env(), new_session=True)
-        query = (read_delta_stream(spark, table, schema, StreamOptions()).writeStream.format("noop")
+        spark.range(1).selectExpr(f"{number} AS x").write.format("delta").mode("append").save(table)
+        doubled = F.udf(lambda x: x * 2, "bigint")
+        query = (spark.readStream.format("delta").load(table).select(doubled("x")).writeStream.format("noop")
                  .option("checkpointLocation", table + "_checkpoint").trigger(availableNow=True).start())
         query.awaitTermination()
         close_session(spark)
@@ -298,24 +294,23 @@ STREAMING_CLIENT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_planner_workers_do_not_pile_up_query_after_query(engine: Engine) -> None:
+def test_python_workers_do_not_pile_up_query_after_query(engine: Engine) -> None:
     env = _client_env(LAKEHOUSE_ROOT=str(engine.settings.root), LAKEHOUSE_ENGINE_PORT=str(engine.status.port),
                       LAKEHOUSE_SPARK_REMOTE=engine.status.url)
     table = str(engine.settings.root / "many_queries")
 
-    def planners() -> list[str]:
-        """PySpark's daemons (and their forked workers) that plan the Delta source's reads."""
-        return [_cmdline(pid) for pid in engine_processes(engine.settings)
-                if "pyspark.sql.worker.plan_data_source_read" in _cmdline(pid)]
+    def python_workers() -> list[str]:
+        """PySpark's daemons (and their forked workers) that run the queries' Python UDFs."""
+        return [_cmdline(pid) for pid in engine_processes(engine.settings) if "pyspark.daemon" in _cmdline(pid)]
 
     result = _run_client(STREAMING_CLIENT, table, "1", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    after_one = planners()
+    after_one = python_workers()
     result = _run_client(STREAMING_CLIENT, table, "4", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    # With per-session artifact isolation, each of the four queries left a planner daemon
+    # With per-session artifact isolation, each of the four queries left a daemon
     # (and its forked worker) of its own behind.
-    after_five = planners()
+    after_five = python_workers()
     assert 0 < len(after_five) <= len(after_one), (after_one, after_five)
 
 

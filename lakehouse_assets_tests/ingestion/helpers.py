@@ -19,7 +19,7 @@ from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io.handlers.ingestion import write_ingestion
 from lakehouse_assets.io.table_run import table_run_of
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.streaming import StreamRun
 
 #: The logger a test bronze run reports to, as a Dagster run reports to the run's log.
@@ -61,7 +61,7 @@ class Bronze:
     :func:`~lakehouse_assets.assets.bronze.bronze_table` declaration, its source as the asset
     body makes it, and the IO manager's ingestion handler."""
 
-    def __init__(self, spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore,
+    def __init__(self, spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore,
                  name: str = "recordings", source_format: str = "json") -> None:
         self.spark = spark
         self.settings = settings

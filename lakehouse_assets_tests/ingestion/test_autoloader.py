@@ -20,14 +20,14 @@ from lakehouse_assets.ingestion import (
     ingested_files,
 )
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.streaming import run_stream
 
 from .helpers import BOM, Bronze, by_source, file_uri, json_lines, recording, rescued
 
 
 def test_each_file_once_and_later_files_by_the_next_run(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     bronze = Bronze(spark, settings, store)
     first = [bronze.land(f"{i:04d}.json", json_lines([recording(i)])) for i in range(1000)]
@@ -89,7 +89,7 @@ def _check_base_rows(rows: list[dict], landing: Path) -> None:
 def test_bad_records_and_a_new_column_in_every_evolution_mode(
     spark: SparkSession,
     settings: LakehouseSettings,
-    store: DeltaRsTableStore,
+    store: DeltaTableStore,
     mode: str,
     continue_on_new_columns: bool,
 ) -> None:
@@ -149,7 +149,7 @@ def test_bad_records_and_a_new_column_in_every_evolution_mode(
 
 
 def test_the_asset_layer_path_stream_and_restart_policy(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     """autoload_stream run by the caller, with the restart policy and nothing else (no checkpoint
     for the policy to read the failed batch's files from)."""
@@ -179,7 +179,7 @@ def test_the_asset_layer_path_stream_and_restart_policy(
 
 
 def test_rate_limits_split_a_backlog_into_batches(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     by_files = Bronze(spark, settings, store, name="by_files")
     by_bytes = Bronze(spark, settings, store, name="by_bytes")
@@ -201,7 +201,7 @@ def test_rate_limits_split_a_backlog_into_batches(
 
 
 def test_a_file_landing_during_a_run_is_taken_by_this_run_or_the_next(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     bronze = Bronze(spark, settings, store)
     for i in range(6):
@@ -226,7 +226,7 @@ def test_a_file_landing_during_a_run_is_taken_by_this_run_or_the_next(
 
 
 def test_hidden_and_in_progress_files_are_never_read(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     bronze = Bronze(spark, settings, store)
     bronze.land("a.json", json_lines([recording(1)]))
@@ -242,7 +242,7 @@ def test_hidden_and_in_progress_files_are_never_read(
     assert sorted(f.path for f in ingested_files(bronze.checkpoint)) == sorted(by_source(bronze.rows()))
 
 
-def test_nothing_landed_is_an_empty_run(spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore) -> None:
+def test_nothing_landed_is_an_empty_run(spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore) -> None:
     bronze = Bronze(spark, settings, store)
     run = bronze.run()
     assert (run.batches, run.input_rows, store.exists(bronze.table)) == (0, 0, False)
@@ -250,7 +250,7 @@ def test_nothing_landed_is_an_empty_run(spark: SparkSession, settings: Lakehouse
 
 
 def test_fail_on_new_columns_goes_on_once_the_schema_has_them(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     bronze = Bronze(spark, settings, store)
     bronze.land("1.json", json_lines([recording(1)]))
@@ -268,7 +268,7 @@ def test_fail_on_new_columns_goes_on_once_the_schema_has_them(
 
 
 def test_a_late_file_with_an_old_modification_time_is_still_ingested(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     """Spark's file source skips, by default, files 7 days older than the newest it has seen:
     a backfill copied with its original times would be lost without a word."""

@@ -12,14 +12,14 @@ from lakehouse_assets.cli import main
 from lakehouse_assets.errors import SchemaMismatchError
 from lakehouse_assets.ingestion import COPY_INTO_APP_ID, copied_files, copy_into
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 from .helpers import file_uri, land
 
 CSV_OPTIONS = {"header": "true", "inferSchema": "true"}
 
 
-def test_run_twice_loads_once_and_force_loads_again(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_run_twice_loads_once_and_force_loads_again(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     source, table = tmp_path / "src", str(tmp_path / "patients")
     files = [land(source, f"p{i}.csv", f"mrn,name\n{i},n{i}\n{i + 10},m{i}\n") for i in range(3)]
     land(source, "p9.csv.tmp", "mrn,name\n99,half-written\n")
@@ -38,7 +38,7 @@ def test_run_twice_loads_once_and_force_loads_again(spark: SparkSession, store: 
     assert [(f.batch_id, f.table_version) for f in state] == [(0, first.version)] * 3 + [(1, forced.version)] * 3
 
 
-def test_new_files_and_patterns(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_new_files_and_patterns(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     source, table = tmp_path / "src", str(tmp_path / "t")
     land(source, "2024-01/a.json", json.dumps({"id": 1}) + "\n")
     land(source, "2024-02/b.json", json.dumps({"id": 2}) + "\n")
@@ -52,7 +52,7 @@ def test_new_files_and_patterns(spark: SparkSession, store: DeltaRsTableStore, t
     assert sorted(r.id for r in store.read(spark, table).collect()) == [1, 2]
 
 
-def test_new_columns_need_merge_schema(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_new_columns_need_merge_schema(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     source, table = tmp_path / "src", str(tmp_path / "t")
     land(source, "1.json", json.dumps({"id": 1}) + "\n")
     copy_into(spark, table_path=table, source=source, format="json", store=store)
@@ -69,7 +69,7 @@ def test_new_columns_need_merge_schema(spark: SparkSession, store: DeltaRsTableS
     assert [f.path for f in copied_files(table, store=store)] == [file_uri(source / "1.json"), file_uri(source / "2.json")]
 
 
-def test_empty_files_load_no_rows_and_create_nothing(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_empty_files_load_no_rows_and_create_nothing(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     source, table = tmp_path / "src", str(tmp_path / "t")
     empty = land(source, "empty.json", "")
 
@@ -82,7 +82,7 @@ def test_empty_files_load_no_rows_and_create_nothing(spark: SparkSession, store:
 
 
 def test_the_copy_into_command_loads_new_files_once_and_says_what_it_skipped(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore, tmp_path: Path,
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore, tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``lakehouse copy-into`` in this process (it reuses the session), as a user types it."""

@@ -10,12 +10,12 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.ingestion import AutoLoaderOptions, SchemaStore
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 from .helpers import BOM, Bronze, by_source, file_uri, recording, rescued
 
 
-def test_multi_line_json_documents(spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore) -> None:
+def test_multi_line_json_documents(spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore) -> None:
     bronze = Bronze(spark, settings, store)
     bronze.land("object.json", json.dumps(recording(1), indent=2))
     bronze.land("array.json", json.dumps([recording(2), recording(3)], indent=2))
@@ -34,7 +34,7 @@ def test_multi_line_json_documents(spark: SparkSession, settings: LakehouseSetti
 
 
 def test_csv_columns_are_matched_by_each_files_header(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     bronze = Bronze(spark, settings, store, name="patients", source_format="csv")
     bronze.land("a.csv", "mrn,name\n1,ann\n2,bob\n")
@@ -55,7 +55,7 @@ def test_csv_columns_are_matched_by_each_files_header(
 
 
 def test_parquet_new_columns_are_added_or_rescued(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     evolving = Bronze(spark, settings, store, name="evolving", source_format="parquet")
     rescuing = Bronze(spark, settings, store, name="rescuing", source_format="parquet")
@@ -85,7 +85,7 @@ def test_parquet_new_columns_are_added_or_rescued(
 
 
 def test_every_row_keeps_the_line_or_position_it_came_from(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     # JSON lines: a BOM, CRLF line ends, a blank line, an array of two on one line, a bad line.
     lines = BOM + (json.dumps(recording(1)) + "\r\n\r\n" + json.dumps([recording(2), recording(3)]) + "\n"

@@ -12,7 +12,7 @@ from lakehouse_assets.errors import CorruptCheckpointError
 from lakehouse_assets.ingestion import AutoLoaderOptions, ingested_files, unread_files
 from lakehouse_assets.ingestion.state import uncommitted_files
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets_tests.cli.helpers import hadoop_checksum
 
@@ -54,7 +54,7 @@ def test_a_damaged_log_is_named(tmp_path: Path) -> None:
 
 
 def test_each_file_maps_to_the_table_version_that_holds_it(
-    spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     bronze = Bronze(spark, settings, store)
     for i in range(3):

@@ -30,7 +30,7 @@ from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.silver import HEARTRATE_POSITIVE
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import DeltaRsTableStore, StreamOptions
+from lakehouse_assets.storage import DeltaTableStore, StreamOptions
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
 
 # -- upstream tables, written directly with the store (external assets to Dagster) -----------
@@ -159,7 +159,7 @@ def materialize(*assets: Any, run_config: dict[str, Any] | None = None, raise_on
     )
 
 
-def write_upstream(spark: SparkSession, store: DeltaRsTableStore, settings: LakehouseSettings,
+def write_upstream(spark: SparkSession, store: DeltaTableStore, settings: LakehouseSettings,
                    key: Sequence[str], schema: str, rows: list[tuple], mode: str = "append") -> None:
     store.write(spark.createDataFrame(rows, schema), str(settings.table_path(*key)), mode=mode)
 

@@ -19,7 +19,7 @@ from lakehouse_assets.quality.checks import (
 )
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.quality.data import (
     BRONZE_SCHEMA,
     GOLD_AVG_SCHEMA,
@@ -50,7 +50,7 @@ def table_writer(key: dg.AssetKey, batch: Batch) -> dg.AssetsDefinition:
             return
         path = LakehouseSettings.from_env().table_path(*key.path)
         df = spark.spark_session.createDataFrame(batch.rows, batch.schema)
-        DeltaRsTableStore().write(df, str(path), mode=batch.mode, overwrite_schema=batch.mode == "overwrite")
+        DeltaTableStore().write(df, str(path), mode=batch.mode, overwrite_schema=batch.mode == "overwrite")
 
     return _table
 

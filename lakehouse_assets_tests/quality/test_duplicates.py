@@ -16,6 +16,7 @@ from lakehouse_assets.quality.duplicates import DUPLICATE, DUPLICATES_KEY
 from lakehouse_assets.quality.quarantine import QuarantineSink, route
 from lakehouse_assets.storage import DeltaSink
 from lakehouse_assets_tests.quality.data import BRONZE_SCHEMA, PATIENTS, T2020, bronze_row
+from lakehouse_assets_tests.storage.helpers import drop_commit
 
 UNIQUE_BY = ["device_id", "mrn", "time"]
 PASSED_COLUMNS = ["device_id", "mrn", "name", "time", "heartrate", "_source_file"]
@@ -37,7 +38,7 @@ def _rows(path: Path, columns: list[str]) -> list[tuple]:
 
 
 def _drop_last_commit(table: Path) -> None:
-    sorted((table / "_delta_log").glob("*.json"))[-1].unlink()
+    drop_commit(sorted((table / "_delta_log").glob("*.json"))[-1])
 
 
 def test_later_copies_go_to_quarantine_as_duplicates_once_whatever_is_replayed(spark, store, settings) -> None:
@@ -72,6 +73,7 @@ def test_later_copies_go_to_quarantine_as_duplicates_once_whatever_is_replayed(s
     assert _rows(quarantine_path, ["device_id", "_source_file", "_quarantine_reason"]) == [
         (1, "file:/landing/5.json", DUPLICATE), (1, "file:/landing/copy-of-1.json", DUPLICATE),
         (4, "file:/landing/4.json", "known_patient"), (4, "file:/landing/4.json", "known_patient")]
-    commits = [json.loads(line)["commitInfo"] for path in sorted((silver_path / "_delta_log").glob("*.json"))
+    commits = [json.loads(json.loads(line)["commitInfo"]["userMetadata"])
+               for path in sorted((silver_path / "_delta_log").glob("*.json"))
                for line in path.read_text().splitlines() if "commitInfo" in line]
     assert [c[DUPLICATES_KEY] for c in commits] == ["1", "1"]

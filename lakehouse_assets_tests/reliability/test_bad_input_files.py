@@ -22,14 +22,14 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.ingestion import AutoLoaderOptions, LandingFolderMissingError
 from lakehouse_assets.ingestion.files import spark_file_uri
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.ingestion.helpers import RUN_LOG, Bronze, file_uri, json_lines, recording
 
 WARNINGS = RUN_LOG
 
 
 @pytest.fixture
-def bronze(spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore) -> Bronze:
+def bronze(spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore) -> Bronze:
     return Bronze(spark, settings, store)
 
 
@@ -119,7 +119,7 @@ def test_files_that_cannot_be_read_yet_are_held_back_named_and_read_once_fixed(
     assert bronze.run().rows_written == 0
 
 
-class DeletingStore(DeltaRsTableStore):
+class DeletingStore(DeltaTableStore):
     """The real store; when the first micro-batch commits, a landed file the next batch was
     already given is deleted, as a clean-up job racing the ingestion would."""
 

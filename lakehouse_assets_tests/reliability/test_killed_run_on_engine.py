@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.reliability.crash_harness import CrashHarness
 
 pytestmark = [
@@ -38,7 +38,7 @@ def test_a_run_killed_mid_query_is_followed_by_a_whole_run(tmp_path: Path, table
     assert not harness.summary.failed_runs, harness.summary.failed_runs
 
     # Nothing of the killed run goes on writing once the next run is done.
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     layer, name = table.split(".")
     path = str(harness.settings.table_path(layer, name))
     version = store.version(path)

@@ -112,3 +112,12 @@ def _naive_utc(value: Any) -> Any:
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.astimezone(UTC).replace(tzinfo=None)
     return value
+
+
+def drop_commit(commit: Path) -> None:
+    """Delete one commit file of a Delta log, as if it had never been made, with what was
+    written beside it: Delta's version checksum (``N.crc``) and Hadoop's checksums of both
+    (``.N.json.crc``, ``.N.crc.crc``), which would no longer match a commit made again."""
+    checksum = commit.with_suffix(".crc")
+    for path in (commit, checksum, commit.with_name(f".{commit.name}.crc"), checksum.with_name(f".{checksum.name}.crc")):
+        path.unlink(missing_ok=True)

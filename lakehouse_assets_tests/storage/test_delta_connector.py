@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.settings import DEFAULT_DELTA_JARS, DELTA_JAR_SUMS
@@ -31,6 +33,27 @@ def test_delta_reads_the_stores_tables_and_writes_tables_delta_rs_opens(spark, s
 
     assert DeltaTable(written).to_pyarrow_table().num_rows == 4  # a standard table another reader opens
     assert all("Delta-Lake" in engine for engine in engines), engines
+
+
+def test_string_columns_are_stored_as_plain_strings_other_readers_open(spark, settings, store):
+    # Over Spark Connect a cast to StringType() or a Python UDF's string result carries an
+    # explicit UTF8_BINARY collation, which Delta would store as a type delta-rs refuses.
+    path = str(settings.table_path("silver", "strings"))
+    label = F.udf(lambda n: f"n{n}", T.StringType())
+    df = spark.range(2).select(
+        F.col("id"),
+        F.col("id").cast(T.StringType()).alias("cast"),
+        label("id").alias("udf"),
+        F.array(F.col("id").cast(T.StringType())).alias("nested"),
+    )
+    store.write(df, path, mode="overwrite")
+    store.merge(df.withColumn("added", label("id")), path, keys=["id"], merge_schema=True)
+
+    table = DeltaTable(path)
+    assert "collate" not in table.schema().to_json()
+    rows = table.to_pyarrow_table()
+    assert rows.column_names == ["id", "cast", "udf", "nested", "added"]
+    assert sorted(rows.column("added").to_pylist()) == ["n0", "n1"]
 
 
 @pytest.fixture

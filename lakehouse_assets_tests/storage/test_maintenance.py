@@ -17,9 +17,9 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.stream_readers import stream_readers
-from lakehouse_assets_tests.cli.helpers import write_checkpoint
+from lakehouse_assets_tests.cli.helpers import delta_offset, write_checkpoint
 
 NO_TIME = dt.timedelta(0)
 
@@ -41,15 +41,13 @@ def _ids(path: str) -> list[int]:
     return sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist())
 
 
-def _reader_at(root: Path, path: str, version: int, *, index: int = 0) -> None:
-    """A streaming query writing silver.reader that has read ``path`` up to file ``index`` of ``version``."""
-    offset = json.dumps({"version": version, "index": index, "snapshot": False, "table": path,
-                         "tableId": DeltaTable(path).metadata().id})
-    write_checkpoint(root, "silver.reader", committed=0, planned=0, offset=offset)
+def _reader_at(root: Path, path: str, version: int) -> None:
+    """A streaming query writing silver.reader that has read ``path`` up to ``version`` whole."""
+    write_checkpoint(root, "silver.reader", committed=0, planned=0, offset=delta_offset(path, version))
 
 
 def test_compaction_keeps_the_rows_and_commits_without_data_change(tmp_path: Path) -> None:
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     path = _table(tmp_path / "t", [[1, 2], [3], [4, 5, 6], [7]])
 
     result = store.optimize(path)
@@ -68,7 +66,7 @@ def test_compaction_keeps_the_rows_and_commits_without_data_change(tmp_path: Pat
 
 
 def test_z_order_clusters_the_files_by_the_column(tmp_path: Path) -> None:
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     # k = -id: files written in id order hold k descending; Z-order on k rewrites them ascending.
     path = _table(tmp_path / "t", [[i, i + 1] for i in range(0, 40, 2)])
 
@@ -84,7 +82,7 @@ def test_z_order_clusters_the_files_by_the_column(tmp_path: Path) -> None:
 
 
 def test_vacuum_dry_run_lists_and_then_deletes_only_files_past_the_retention(tmp_path: Path) -> None:
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     path = _table(tmp_path / "t", [[1], [2], [3]])
     old_files = {Path(f).name for f in DeltaTable(path).file_uris()}
     store.optimize(path)
@@ -108,13 +106,13 @@ def test_vacuum_dry_run_lists_and_then_deletes_only_files_past_the_retention(tmp
 
 
 def test_vacuum_refuses_to_delete_files_a_streaming_reader_has_yet_to_read(tmp_path: Path) -> None:
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     root = tmp_path / "lakehouse"
     path = _table(root / "bronze" / "t", [[1], [2], [3]])
     _reader_at(root, path, 0)  # read version 0's file; versions 1 and 2 still to read
     store.optimize(path)
     readers = stream_readers(path, store.table_id(path), root / "_checkpoints")
-    assert [(r.name, r.version) for r in readers] == [("silver.reader", 0)]
+    assert [(r.name, r.version) for r in readers] == [("silver.reader", 1)]  # resumes at version 1
 
     with pytest.raises(VacuumRefusedError) as refused:
         store.vacuum(path, retention=NO_TIME, dry_run=False, readers=readers)
@@ -128,7 +126,7 @@ def test_vacuum_refuses_to_delete_files_a_streaming_reader_has_yet_to_read(tmp_p
 
 
 def test_vacuum_goes_ahead_once_the_reader_has_read_what_it_deletes(tmp_path: Path) -> None:
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     root = tmp_path / "lakehouse"
     path = _table(root / "bronze" / "t", [[1], [2], [3]])
     _reader_at(root, path, 2)  # read everything
@@ -139,7 +137,7 @@ def test_vacuum_goes_ahead_once_the_reader_has_read_what_it_deletes(tmp_path: Pa
 
 
 def test_a_reader_of_an_older_incarnation_of_the_table_is_not_a_reader(tmp_path: Path) -> None:
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     root = tmp_path / "lakehouse"
     path = _table(root / "bronze" / "t", [[1]])
     _reader_at(root, path, 0)
@@ -150,7 +148,7 @@ def test_a_reader_of_an_older_incarnation_of_the_table_is_not_a_reader(tmp_path:
 
 
 def test_log_cleanup_spares_commits_a_lagging_reader_still_reads(tmp_path: Path) -> None:
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     root = tmp_path / "lakehouse"
     path = _table(root / "bronze" / "t", [[1], [2], [3]])
     DeltaTable(path).alter.set_table_properties({"delta.logRetentionDuration": "interval 1 second"})
@@ -172,7 +170,7 @@ def test_log_cleanup_spares_commits_a_lagging_reader_still_reads(tmp_path: Path)
 
 
 def test_vacuum_finds_files_whose_removal_left_the_log_checkpoints(tmp_path: Path) -> None:
-    store = DeltaRsTableStore()
+    store = DeltaTableStore()
     path = _table(tmp_path / "t", [[1], [2], [3]])
     old_files = {Path(f).name for f in DeltaTable(path).file_uris()}
     store.optimize(path)

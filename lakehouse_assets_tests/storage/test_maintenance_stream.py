@@ -12,19 +12,19 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import VacuumRefusedError
-from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink, StreamOptions
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore, StreamOptions
 from lakehouse_assets.storage.stream_readers import stream_readers
 from lakehouse_assets.streaming import StreamRun, run_stream
 
 NO_TIME = dt.timedelta(0)
 
 
-def _append(spark: SparkSession, store: DeltaRsTableStore, path: str, ids: range) -> None:
+def _append(spark: SparkSession, store: DeltaTableStore, path: str, ids: range) -> None:
     """One commit of one data file."""
     store.write(spark.createDataFrame([(i,) for i in ids], "id long").coalesce(1), path)
 
 
-def _stream(spark: SparkSession, store: DeltaRsTableStore, root: Path, target: str = "copy") -> StreamRun:
+def _stream(spark: SparkSession, store: DeltaTableStore, root: Path, target: str = "copy") -> StreamRun:
     """The query bronze.events -> silver.<target> once (availableNow), checkpointed where the
     lakehouse keeps checkpoints."""
     checkpoint = str(root / "_checkpoints" / "silver" / target)
@@ -33,12 +33,12 @@ def _stream(spark: SparkSession, store: DeltaRsTableStore, root: Path, target: s
                       checkpoint_location=checkpoint)
 
 
-def _target_ids(spark: SparkSession, store: DeltaRsTableStore, root: Path, target: str = "copy") -> Counter[int]:
+def _target_ids(spark: SparkSession, store: DeltaTableStore, root: Path, target: str = "copy") -> Counter[int]:
     return Counter(r.id for r in store.read(spark, str(root / "silver" / target)).collect())
 
 
 def test_a_stream_across_optimize_and_vacuum_reads_each_row_once(
-    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
 ) -> None:
     root = tmp_path / "lakehouse"
     source = str(root / "bronze" / "events")
@@ -80,7 +80,7 @@ def test_a_stream_across_optimize_and_vacuum_reads_each_row_once(
 
 
 def test_the_stores_commits_write_a_log_checkpoint_every_interval(
-    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
 ) -> None:
     """Opening a table reads its last checkpoint and the commits after it: the store's commits
     keep delta-rs's post-commit hook, a checkpoint every delta.checkpointInterval commits

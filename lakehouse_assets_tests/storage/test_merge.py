@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, SchemaMismatchError
-from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore
+from lakehouse_assets.storage import AppTransaction, DeltaTableStore
 
 from .helpers import ALL_TYPES_ROWS, ALL_TYPES_SCHEMA, collected, expected, fields, sort_rows
 
@@ -16,14 +16,14 @@ SCHEMA = "id long, name string, score double"
 
 
 @pytest.fixture
-def customers(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> str:
+def customers(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> str:
     path = str(tmp_path / "customers")
     store.write(spark.createDataFrame([(1, "ann", 1.0), (2, "bob", 2.0), (3, "cid", 3.0)], SCHEMA), path)
     return path
 
 
 def test_merge_updates_matches_and_inserts_the_rest(
-    spark: SparkSession, store: DeltaRsTableStore, customers: str
+    spark: SparkSession, store: DeltaTableStore, customers: str
 ) -> None:
     result = store.merge(spark.createDataFrame([(2, "BOB", 20.0), (4, "dan", 4.0)], SCHEMA), customers, keys=["id"])
 
@@ -38,7 +38,7 @@ def test_merge_updates_matches_and_inserts_the_rest(
     assert [r["name"] for r in collected(store.read(spark, customers, version=0))] == ["ann", "bob", "cid"]
 
 
-def test_merge_on_composite_keys(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_merge_on_composite_keys(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     schema = "region string, day int, total long"
     store.write(spark.createDataFrame([("eu", 1, 10), ("eu", 2, 20), ("us", 1, 30)], schema), path)
@@ -52,7 +52,7 @@ def test_merge_on_composite_keys(spark: SparkSession, store: DeltaRsTableStore, 
     ])
 
 
-def test_merge_of_every_type(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_merge_of_every_type(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "types")
     store.write(spark.createDataFrame(ALL_TYPES_ROWS[:1], ALL_TYPES_SCHEMA), path)
     # Key 1 is updated with the second row's values, key 3 (all nulls) is inserted.
@@ -64,7 +64,7 @@ def test_merge_of_every_type(spark: SparkSession, store: DeltaRsTableStore, tmp_
     assert collected(back) == expected(changed, ALL_TYPES_SCHEMA)
 
 
-def test_merge_into_a_missing_table_creates_it(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_merge_into_a_missing_table_creates_it(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "new")
     result = store.merge(spark.createDataFrame([(1, "a", 0.5)], SCHEMA), path, keys=["id"])
 
@@ -73,7 +73,7 @@ def test_merge_into_a_missing_table_creates_it(spark: SparkSession, store: Delta
     assert store.history(path)[0].operation == "MERGE"
 
 
-def test_merge_leaves_columns_the_batch_lacks(spark: SparkSession, store: DeltaRsTableStore, customers: str) -> None:
+def test_merge_leaves_columns_the_batch_lacks(spark: SparkSession, store: DeltaTableStore, customers: str) -> None:
     store.merge(spark.createDataFrame([(1, "ANN"), (5, "eve")], "id long, name string"), customers, keys=["id"])
 
     rows = {r["id"]: r for r in collected(store.read(spark, customers))}
@@ -81,14 +81,14 @@ def test_merge_leaves_columns_the_batch_lacks(spark: SparkSession, store: DeltaR
     assert rows[5] == {"id": 5, "name": "eve", "score": None}
 
 
-def test_merge_widens_a_narrower_key_type(spark: SparkSession, store: DeltaRsTableStore, customers: str) -> None:
+def test_merge_widens_a_narrower_key_type(spark: SparkSession, store: DeltaTableStore, customers: str) -> None:
     store.merge(spark.createDataFrame([(3, "CID", 30.0)], "id int, name string, score double"), customers, keys=["id"])
 
     assert fields(store.schema(customers))[0] == ("id", "bigint")
     assert {r["id"]: r["name"] for r in collected(store.read(spark, customers))} == {1: "ann", 2: "bob", 3: "CID"}
 
 
-def test_merge_with_a_new_column(spark: SparkSession, store: DeltaRsTableStore, customers: str) -> None:
+def test_merge_with_a_new_column(spark: SparkSession, store: DeltaTableStore, customers: str) -> None:
     batch = spark.createDataFrame([(2, "bob", 2.0, "gold")], SCHEMA + ", tier string")
     with pytest.raises(SchemaMismatchError, match="'tier'"):
         store.merge(batch, customers, keys=["id"])
@@ -99,7 +99,7 @@ def test_merge_with_a_new_column(spark: SparkSession, store: DeltaRsTableStore, 
     assert {r["id"]: r["tier"] for r in collected(store.read(spark, customers))} == {1: None, 2: "gold", 3: None}
 
 
-def test_replayed_merge_batch_is_skipped(spark: SparkSession, store: DeltaRsTableStore, customers: str) -> None:
+def test_replayed_merge_batch_is_skipped(spark: SparkSession, store: DeltaTableStore, customers: str) -> None:
     batch = spark.createDataFrame([(2, "twice?", 0.0)], SCHEMA)
     first = store.merge(batch, customers, keys=["id"], transaction=AppTransaction("q", 4))
     again = store.merge(batch, customers, keys=["id"], transaction=AppTransaction("q", 4))
@@ -109,7 +109,7 @@ def test_replayed_merge_batch_is_skipped(spark: SparkSession, store: DeltaRsTabl
     assert store.committed_batch(customers, "q") == 4
 
 
-def test_merge_needs_keys_that_the_data_has(spark: SparkSession, store: DeltaRsTableStore, customers: str) -> None:
+def test_merge_needs_keys_that_the_data_has(spark: SparkSession, store: DeltaTableStore, customers: str) -> None:
     batch = spark.createDataFrame([(2, "x", 0.0)], SCHEMA)
     with pytest.raises(LakehouseError, match="needs at least one key"):
         store.merge(batch, customers, keys=[])
@@ -119,7 +119,7 @@ def test_merge_needs_keys_that_the_data_has(spark: SparkSession, store: DeltaRsT
     assert store.version(customers) == 0
 
 
-def test_merge_matches_null_keys(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_merge_matches_null_keys(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     # A group whose key is null (an aggregate's) is one row, updated in place, not inserted again.
     path = str(tmp_path / "t")
     schema = "region string, total long"
@@ -128,7 +128,7 @@ def test_merge_matches_null_keys(spark: SparkSession, store: DeltaRsTableStore, 
     assert collected(store.read(spark, path)) == sort_rows([{"region": None, "total": 5}, {"region": "eu", "total": 2}])
 
 
-def test_merge_rewrites_only_the_files_holding_its_keys(spark: SparkSession, store: DeltaRsTableStore,
+def test_merge_rewrites_only_the_files_holding_its_keys(spark: SparkSession, store: DeltaTableStore,
                                                         tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     for region in ("eu", "us", "asia"):

@@ -10,20 +10,20 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from lakehouse_assets.errors import SchemaMismatchError
-from lakehouse_assets.storage import DeltaRsTableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage._schema import plan_write
 
 from .helpers import collected, fields, sort_rows
 
 
 @pytest.fixture
-def people(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> str:
+def people(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> str:
     path = str(tmp_path / "people")
     store.write(spark.createDataFrame([(1, "ann"), (2, "bob")], "id long, name string"), path)
     return path
 
 
-def test_merge_schema_adds_columns(spark: SparkSession, store: DeltaRsTableStore, people: str) -> None:
+def test_merge_schema_adds_columns(spark: SparkSession, store: DeltaTableStore, people: str) -> None:
     batch = spark.createDataFrame([(3, "cid", 41, ["x"])], "id long, name string, age int, tags array<string>")
     store.write(batch, people, merge_schema=True)
 
@@ -40,7 +40,7 @@ def test_merge_schema_adds_columns(spark: SparkSession, store: DeltaRsTableStore
     assert fields(store.read(spark, people, version=0).schema) == [("id", "bigint"), ("name", "string")]
 
 
-def test_merge_schema_on_overwrite_adds_columns(spark: SparkSession, store: DeltaRsTableStore, people: str) -> None:
+def test_merge_schema_on_overwrite_adds_columns(spark: SparkSession, store: DeltaTableStore, people: str) -> None:
     store.write(spark.createDataFrame([(9, "zed", True)], "id long, name string, vip boolean"), people,
                 mode="overwrite", merge_schema=True)
     assert fields(store.schema(people)) == [("id", "bigint"), ("name", "string"), ("vip", "boolean")]
@@ -48,7 +48,7 @@ def test_merge_schema_on_overwrite_adds_columns(spark: SparkSession, store: Delt
 
 
 def test_new_column_without_merge_schema_is_a_clear_error(
-    spark: SparkSession, store: DeltaRsTableStore, people: str
+    spark: SparkSession, store: DeltaTableStore, people: str
 ) -> None:
     batch = spark.createDataFrame([(3, "cid", 41)], "id long, name string, age int")
     for write in (lambda: store.write(batch, people), lambda: store.write(batch, people, mode="overwrite")):
@@ -61,7 +61,7 @@ def test_new_column_without_merge_schema_is_a_clear_error(
 
 
 def test_type_change_names_the_table_the_column_and_both_types(
-    spark: SparkSession, store: DeltaRsTableStore, people: str
+    spark: SparkSession, store: DeltaTableStore, people: str
 ) -> None:
     with pytest.raises(SchemaMismatchError) as caught:
         store.write(spark.createDataFrame([("three", "cid")], "id string, name string"), people, merge_schema=True)
@@ -72,26 +72,26 @@ def test_type_change_names_the_table_the_column_and_both_types(
     assert store.version(people) == 0
 
 
-def test_int_into_long_is_widened(spark: SparkSession, store: DeltaRsTableStore, people: str) -> None:
+def test_int_into_long_is_widened(spark: SparkSession, store: DeltaTableStore, people: str) -> None:
     store.write(spark.createDataFrame([(3, "cid")], "id int, name string"), people)
     assert fields(store.schema(people))[0] == ("id", "bigint")
     assert sorted(r["id"] for r in collected(store.read(spark, people))) == [1, 2, 3]
 
 
-def test_wider_batch_into_narrower_table_is_refused(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_wider_batch_into_narrower_table_is_refused(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,)], "n int"), path)
     with pytest.raises(SchemaMismatchError, match="'n' is int in the table but bigint"):
         store.write(spark.createDataFrame([(2**40,)], "n long"), path)
 
 
-def test_overwrite_schema_replaces_types(spark: SparkSession, store: DeltaRsTableStore, people: str) -> None:
+def test_overwrite_schema_replaces_types(spark: SparkSession, store: DeltaTableStore, people: str) -> None:
     store.write(spark.createDataFrame([("a1",)], "id string"), people, mode="overwrite", overwrite_schema=True)
     assert fields(store.schema(people)) == [("id", "string")]
     assert collected(store.read(spark, people)) == [{"id": "a1"}]
 
 
-def test_all_null_columns_are_stored_as_strings(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_all_null_columns_are_stored_as_strings(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     store.write(spark.sql("SELECT 1 AS id, NULL AS note"), path)
     assert fields(store.schema(path)) == [("id", "int"), ("note", "string")]
@@ -99,7 +99,7 @@ def test_all_null_columns_are_stored_as_strings(spark: SparkSession, store: Delt
     assert collected(store.read(spark, path)) == [{"id": 1, "note": None}, {"id": 2, "note": None}]
 
 
-def test_duplicate_column_names_are_refused(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_duplicate_column_names_are_refused(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     with pytest.raises(SchemaMismatchError, match="'ID' appears twice"):
         store.write(spark.sql("SELECT 1 AS id, 2 AS ID"), path)

@@ -9,13 +9,13 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.streaming import run_stream
 
 from .helpers import collected, sort_rows, write_checkpoint_metadata
 
 
-def test_replayed_batch_id_writes_nothing(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_replayed_batch_id_writes_nothing(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     checkpoint = tmp_path / "checkpoint"
     query_id = write_checkpoint_metadata(checkpoint)
@@ -33,7 +33,7 @@ def test_replayed_batch_id_writes_nothing(spark: SparkSession, store: DeltaRsTab
     assert sink.query_id() == query_id
 
 
-def test_complete_mode_replaces_the_table(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_complete_mode_replaces_the_table(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     write_checkpoint_metadata(tmp_path / "checkpoint")
     sink = DeltaSink(store, path, str(tmp_path / "checkpoint"), output_mode="complete")
@@ -47,7 +47,7 @@ def test_complete_mode_replaces_the_table(spark: SparkSession, store: DeltaRsTab
     assert store.history(path)[0].parameters["mode"] == "Overwrite"
 
 
-def test_update_mode_merges_on_keys(spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_update_mode_merges_on_keys(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     write_checkpoint_metadata(tmp_path / "checkpoint")
     sink = DeltaSink(store, path, str(tmp_path / "checkpoint"), output_mode="update", keys=["k"])
@@ -62,7 +62,7 @@ def test_update_mode_merges_on_keys(spark: SparkSession, store: DeltaRsTableStor
     assert [h.batch_id for h in store.history(path)] == [1, 0]
 
 
-def test_sink_configuration_errors(store: DeltaRsTableStore, tmp_path: Path) -> None:
+def test_sink_configuration_errors(store: DeltaTableStore, tmp_path: Path) -> None:
     with pytest.raises(LakehouseError, match="Unknown output mode 'upsert'"):
         DeltaSink(store, str(tmp_path / "t"), str(tmp_path / "c"), output_mode="upsert")  # type: ignore[arg-type]
     with pytest.raises(LakehouseError, match="needs key columns"):
@@ -79,7 +79,7 @@ def _land(folder: Path, name: str, ids: range) -> None:
 
 
 def test_crash_between_delta_commit_and_checkpoint_commit_writes_no_duplicates(
-    spark: SparkSession, store: DeltaRsTableStore, tmp_path: Path
+    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
 ) -> None:
     landing, path, checkpoint = tmp_path / "landing", str(tmp_path / "t"), str(tmp_path / "checkpoint")
 

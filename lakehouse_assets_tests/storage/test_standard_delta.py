@@ -11,13 +11,13 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.storage import AppTransaction, DeltaRsTableStore, DeltaSink
+from lakehouse_assets.storage import AppTransaction, DeltaSink, DeltaTableStore
 
 from .helpers import ALL_TYPES_ROWS, ALL_TYPES_SCHEMA, collected, normalize_arrow, write_checkpoint_metadata
 
 
 @pytest.fixture(scope="module")
-def tables(spark: SparkSession, store: DeltaRsTableStore, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+def tables(spark: SparkSession, store: DeltaTableStore, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """One table per way of writing, written once for this module's tests."""
     root = tmp_path_factory.mktemp("standard")
     paths = {name: str(root / name) for name in
@@ -67,7 +67,7 @@ def _without_nullability(schema: Any) -> Any:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_delta_rs_alone_reads_what_spark_reads(
-    spark: SparkSession, store: DeltaRsTableStore, tables: dict[str, str], name: str
+    spark: SparkSession, store: DeltaTableStore, tables: dict[str, str], name: str
 ) -> None:
     path = tables[name]
     table = DeltaTable(path)
@@ -94,15 +94,16 @@ def test_log_follows_the_protocol(tables: dict[str, str], name: str) -> None:
             assert {"path", "size", "modificationTime", "dataChange", "partitionValues"} <= set(add)
             assert not add["path"].startswith("/") and (table_dir / add["path"]).is_file()
 
-    # Every live file is in the table folder, and no Hadoop side files (.crc, _SUCCESS) sit beside them.
+    # Every live file is in the table folder; beside them only Hadoop's checksums of data
+    # files (.part-*.crc, which other readers skip as hidden), no _SUCCESS or _temporary.
     live = {Path(uri.removeprefix("file://")) for uri in table.file_uris()}
     assert all(table_dir in p.parents and p.is_file() for p in live)
     leftovers = [p for p in table_dir.rglob("*") if p.is_file() and "_delta_log" not in p.parts
-                 and (p.name.endswith(".crc") or p.name.startswith("_"))]
+                 and (p.name.startswith("_") or (p.name.endswith(".crc") and not p.name.startswith(".part-")))]
     assert leftovers == []
 
 
-def test_time_travel_agrees(spark: SparkSession, store: DeltaRsTableStore, tables: dict[str, str]) -> None:
+def test_time_travel_agrees(spark: SparkSession, store: DeltaTableStore, tables: dict[str, str]) -> None:
     for name in ("overwritten", "merged", "schema_grown"):
         path = tables[name]
         old = DeltaTable(path, version=0)

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.cli import main
 from lakehouse_assets.errors import UnknownTableError
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaRsTableStore, DeltaSink
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.streaming import run_stream
 from lakehouse_assets.tables import LakehouseTables
 
@@ -23,7 +23,7 @@ PATIENTS = [(101, "ada"), (102, "bob"), (103, "cy")]
 
 
 @pytest.fixture
-def tables(spark: SparkSession, settings: LakehouseSettings, store: DeltaRsTableStore) -> LakehouseTables:
+def tables(spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore) -> LakehouseTables:
     """bronze.readings in two versions (3 rows, then 5), silver.patients in one."""
     readings = str(settings.table_path("bronze", "readings"))
     store.write(spark.createDataFrame(READINGS[:3], "device_id BIGINT, mrn BIGINT, heartrate DOUBLE"), readings)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 import pyarrow as pa
 import pytest
@@ -13,7 +12,7 @@ from lakehouse_assets.errors import TableBusyError, UnknownTableError
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage.table_lock import table_lock
 from lakehouse_assets.tables.maintenance import TableMaintenance
-from lakehouse_assets_tests.cli.helpers import write_checkpoint
+from lakehouse_assets_tests.cli.helpers import delta_offset, write_checkpoint
 
 
 def test_maintenance_waits_for_the_writer_holding_the_table(settings: LakehouseSettings) -> None:
@@ -34,10 +33,9 @@ def test_maintenance_waits_for_the_writer_holding_the_table(settings: LakehouseS
 def test_every_checkpoint_under_the_root_is_asked(settings: LakehouseSettings) -> None:
     path = settings.table_path("bronze", "events")
     write_deltalake(str(path), pa.table({"id": [1]}))
-    offset = {"version": 0, "index": 0, "snapshot": False, "table": str(path),
-              "tableId": DeltaTable(str(path)).metadata().id}
-    write_checkpoint(settings.root, "silver.one", committed=0, planned=0, offset=json.dumps(offset))
-    write_checkpoint(settings.root, "gold.two", committed=0, planned=1, offset=json.dumps(offset))
+    offset = delta_offset(path, 0)
+    write_checkpoint(settings.root, "silver.one", committed=0, planned=0, offset=offset)
+    write_checkpoint(settings.root, "gold.two", committed=0, planned=1, offset=offset)
 
     readers = TableMaintenance(settings).vacuum("bronze.events", dry_run=True).readers
 

@@ -22,7 +22,8 @@ device_id: bigint, name: string, hr: double, time: timestamp, n: bigint
    +- ~Join LeftOuter, (mrn#7L = mrn#10L)
       :- ~Join Inner, (device_id#6L = d#15L)
       :  :- ~SubqueryAlias a
-      :  :  +- ~StreamingRelationV2 org.apache.spark.PythonDataSourceV2@37184ddf, lakehouse_delta, org.apache.spark.PythonTable@4405bd48, [path={ROOT}/bronze/recordings, readChangeFeed=true], [device_id#6L, mrn#7L, time#8, heartrate#9], name=<Unassigned>
+      :  :  +- ~SubqueryAlias `delta:{ROOT}/bronze/recordings`
+      :  :     +- StreamingRelation delta, [device_id#6L, mrn#7L, time#8, heartrate#9], name=<Unassigned>
       :  +- LocalRelation [d#15L, n#16L]
       +- SubqueryAlias b
          +- Relation [mrn#10L,name#11] parquet
@@ -57,9 +58,11 @@ Project [id#1L, label#9]
    :  +- Filter (id#1L > scalar-subquery#20 [])
    :     :  +- Aggregate [min(n#21L) AS m#22L]
    :     :     +- LocalRelation [n#21L]
-   :     +- StreamingRelationV2 x, lakehouse_delta, y, [path={ROOT}/silver/a], [id#1L, name#2], name=<Unassigned>
+   :     +- SubqueryAlias `delta:{ROOT}/silver/a`
+   :        +- StreamingRelation delta, [id#1L, name#2], name=<Unassigned>
    +- Project [key#5L, note#6]
-      +- StreamingRelationV2 x, lakehouse_delta, y, [path={ROOT}/silver/b], [key#5L, note#6], name=<Unassigned>
+      +- SubqueryAlias `delta:{ROOT}/silver/b`
+         +- StreamingRelation delta, [key#5L, note#6], name=<Unassigned>
 """
     assert lineage_from_plan(explained, ["id", "label"], ROOT) == {
         "id": [("silver.a", "id"), ("silver.b", "key")],

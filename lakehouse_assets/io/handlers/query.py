@@ -40,7 +40,7 @@ def has_work(run: TableRun, store: TableStore, has_new_data: Callable[[], bool |
         return has_new_data() is not False
     if state is None:
         return True
-    return store.stream_has_unread_data(str(run.table.checkpoint)) is not False
+    return store.stream_has_unread_data(str(run.table.checkpoint), str(run.root)) is not False
 
 
 def run_query(

@@ -1,0 +1,400 @@
+"""Delta tables through Delta Lake's own connector (delta-spark), read without Spark by delta-rs.
+
+Spark writes, merges and streams every table with Delta Lake's connector: ``format("delta")``
+sources and writes, ``MERGE INTO``, Delta's transaction ids for exactly-once batches. What a
+process without Spark needs (whether a table exists, its version, history and files) is
+read from the log by delta-rs, which only reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow.fs as pafs
+from deltalake import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse_assets.errors import LakehouseError, NotADeltaTableError
+from lakehouse_assets.faults import fault_point
+from lakehouse_assets.storage import engine, maintenance
+from lakehouse_assets.storage._delta_log import read_commit
+from lakehouse_assets.storage._files import Location, locate
+from lakehouse_assets.storage._schema import holds_strings, plan_write, type_sql
+from lakehouse_assets.storage.delta_offsets import has_unread_data, tables_by_id
+from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
+from lakehouse_assets.storage.engine import (
+    AppTransaction,
+    CommitResult,
+    HistoryEntry,
+    StreamOptions,
+    WriteMode,
+)
+
+# Custom commit metadata (in Delta's ``userMetadata``, as JSON): who wrote a version, so
+# history can say which query and batch.
+META_OPERATION = "lakehouse.operation"
+META_QUERY = "lakehouse.query"
+META_BATCH = "lakehouse.batchId"
+META_ROWS = "lakehouse.rowsWritten"
+#: Commit metadata of a merge: the key columns it matched rows on (a JSON list).
+MERGE_KEYS = "lakehouse.mergeKeys"
+
+CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+#: A table's stream is aliased ``delta:<path>``: Delta's streaming relation does not print its
+#: path in a query plan, and column lineage reads plans.
+STREAM_ALIAS_PREFIX = "delta:"
+
+# Session settings Delta reads for the commits of MERGE, UPDATE and DELETE.
+_TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+_TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+_USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+class DeltaTableStore:
+    """A :class:`~lakehouse_assets.storage.engine.TableStore` on Delta Lake's connector."""
+
+    def __init__(self, storage_options: Mapping[str, str] | None = None, root: str | None = None) -> None:
+        self._storage_options = dict(storage_options) if storage_options else None
+        self._root = root
+
+    # -- inspecting, without Spark ----------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` holds a Delta table."""
+        return DeltaTable.is_deltatable(str(path), storage_options=self._storage_options)
+
+    def version(self, path: str) -> int | None:
+        """The latest version, or None when there is no table."""
+        if not self.exists(path):
+            return None
+        return self._open(path).version()
+
+    def schema(self, path: str) -> T.StructType:
+        """The table's current schema as Spark sees it."""
+        return spark_schema(self._open(path))
+
+    def stream_has_unread_data(self, checkpoint_location: str, root: str | None = None) -> bool | None:
+        """Whether the Delta-sourced query checkpointed at ``checkpoint_location`` has versions
+        to read in the tables under ``root`` (None: cannot tell, e.g. no batch yet or another
+        kind of source)."""
+        return has_unread_data(str(checkpoint_location), tables_by_id(root or self._root, self.table_id))
+
+    def table_id(self, path: str) -> str | None:
+        """The Delta table's id (its metadata id), or None when there is no table."""
+        if not self.exists(path):
+            return None
+        return str(self._open(path).metadata().id)
+
+    def committed_batch(self, path: str, app_id: str) -> int | None:
+        """The last batch id ``app_id`` committed to the table, or None."""
+        if not self.exists(path):
+            return None
+        return self._open(path).transaction_version(app_id)
+
+    def history(self, path: str, *, limit: int | None = None) -> list[HistoryEntry]:
+        """Commits newest first, like ``DESCRIBE HISTORY``, with the query and batch that
+        wrote each one when a streaming sink did."""
+        return [_history_entry(commit) for commit in self._open(path).history(limit)]
+
+    def snapshot(self, path: str, *, version: int | None = None) -> DeltaRsSnapshot:
+        """The table at its latest version, or at ``version``, read by delta-rs and pyarrow."""
+        return DeltaRsSnapshot(str(path), self._open(path, version=version))
+
+    # -- reading ------------------------------------------------------------------------------
+    def read(self, spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:
+        """The table at its latest version, or at ``version`` (time travel)."""
+        if version is not None:
+            self._open(path, version=version)  # a version the table lacks is named, with its range
+            return spark.read.format("delta").option("versionAsOf", version).load(str(path))
+        self._open(path)
+        return spark.read.format("delta").load(str(path))
+
+    def read_stream(self, spark: SparkSession, path: str, options: StreamOptions | None = None) -> DataFrame:
+        """The table as Delta's streaming source: each committed version's new rows, once;
+        or, with ``read_change_feed``, its change data feed."""
+        table = self._open(path)
+        options = options or StreamOptions()
+        if options.read_change_feed and not _keeps_change_feed(table):
+            raise LakehouseError(
+                f"Delta table {path} keeps no change data feed to read: set its table property "
+                f"{CHANGE_DATA_FEED} = true (where it is defined), then rebuild it with a full "
+                "refresh so that the feed covers every version.")
+        stream = spark.readStream.format("delta").options(**options.reader_options()).load(str(path))
+        return stream.alias(STREAM_ALIAS_PREFIX + str(path))
+
+    # -- writing ------------------------------------------------------------------------------
+    def write(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        mode: WriteMode = "append",
+        merge_schema: bool = False,
+        overwrite_schema: bool = False,
+        transaction: AppTransaction | None = None,
+        operation: str = "WRITE",
+        metadata: Mapping[str, Any] | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> CommitResult:
+        """Append to or overwrite the table in one commit; create it if it does not exist.
+
+        With ``transaction``, a batch the table already holds is skipped (Delta's
+        ``txnAppId``/``txnVersion``), and the commit records the batch so a replay is
+        skipped too; an empty batch still commits, so the table says which batch its query
+        reached. ``properties`` are table properties (``delta.*``) the table is created
+        with, or given if it lacks them.
+        """
+        if mode == "merge":
+            raise LakehouseError(f"A merge into {path} needs its key columns: write it with merge(df, path, keys=...)")
+        if mode not in ("append", "overwrite"):
+            raise LakehouseError(f"Unknown write mode {mode!r} for {path}: use 'append' or 'overwrite'")
+        path = str(path)
+        table = self._open_for_write(path)
+        if _already_committed(table, transaction):
+            return CommitResult(path, None, skipped=True)
+        spark = df.sparkSession
+        if table is not None:
+            _set_properties(spark, path, table, properties)
+        current = spark_schema(table) if table is not None else None
+        plan = plan_write(path, current, df.schema, merge_schema=merge_schema,
+                          overwrite_schema=mode == "overwrite" and overwrite_schema)
+        writer = _apply_casts(df, plan.casts).write.format("delta").mode(mode)
+        if plan.new_columns:
+            writer = writer.option("mergeSchema", "true")
+        if mode == "overwrite" and overwrite_schema:
+            writer = writer.option("overwriteSchema", "true")
+        if transaction is not None:
+            writer = writer.option("txnAppId", transaction.app_id).option("txnVersion", transaction.batch_id)
+        if table is None and properties:
+            writer = writer.options(**properties)
+        writer = writer.option("userMetadata", _user_metadata(operation, transaction, metadata))
+        before = table.version() if table is not None else None
+        fault_point("delta.files_written")
+        writer.save(path)
+        fault_point("delta.committed")
+        return self._committed(path, after=before)
+
+    def merge(
+        self,
+        df: DataFrame,
+        path: str,
+        *,
+        keys: Sequence[str],
+        merge_schema: bool = False,
+        transaction: AppTransaction | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        properties: Mapping[str, str] | None = None,
+    ) -> CommitResult:
+        """Upsert by ``keys`` with Delta's ``MERGE INTO``: rows whose keys match (null
+        matching null) are updated where the batch changes them (columns the batch lacks
+        keep their values), the others inserted, in one commit. ``properties``: as :meth:`write`."""
+        if not keys:
+            raise LakehouseError(f"Merge into {path} needs at least one key column")
+        path = str(path)
+        table = self._open_for_write(path)
+        metadata = {**(metadata or {}), MERGE_KEYS: json.dumps(list(keys))}
+        if table is None:
+            return self.write(df, path, mode="append", transaction=transaction, operation="MERGE", metadata=metadata,
+                              properties=properties)
+        if _already_committed(table, transaction):
+            return CommitResult(path, None, skipped=True)
+        missing = [k for k in keys if k not in df.columns]
+        if missing:
+            raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
+        spark = df.sparkSession
+        _set_properties(spark, path, table, properties)
+        plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema)
+        if plan.new_columns:
+            added = ", ".join(f"{_quote(f.name)} {type_sql(f.dataType)}"
+                              for f in plan.table_schema.fields if f.name in plan.new_columns)
+            spark.sql(f"ALTER TABLE {_table_ref(path)} ADD COLUMNS ({added})")
+        view = f"lakehouse_merge_{uuid.uuid4().hex}"
+        _apply_casts(df, plan.casts).createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{_quote(k)} <=> s.{_quote(k)}" for k in keys)
+        columns = [_quote(c) for c in df.columns]
+        # Rows the table already holds as they are take no part: Delta would rewrite the files
+        # holding them and record them as updates in the change data feed.
+        same = " AND ".join(f"t.{c} <=> s.{c}" for c in columns)
+        changed = f"(SELECT s.* FROM {view} s LEFT ANTI JOIN {_table_ref(path)} t ON {same})"
+        statement = (
+            f"MERGE INTO {_table_ref(path)} t USING {changed} s ON {on} "
+            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)} "
+            f"WHEN NOT MATCHED THEN INSERT ({', '.join(columns)}) VALUES ({', '.join(f's.{c}' for c in columns)})"
+        )
+        try:
+            with _commit_settings(spark, transaction, _user_metadata("MERGE", transaction, metadata)):
+                spark.sql(statement)
+        finally:
+            spark.catalog.dropTempView(view)
+        fault_point("delta.committed")
+        return self._committed(path, after=table.version())
+
+    def replace_files(self, df: DataFrame, path: str, **kwargs: Any) -> CommitResult:
+        """Copy-on-write of the files ``replaced``
+        (:func:`~lakehouse_assets.storage.copy_on_write.replace_files`)."""
+        from lakehouse_assets.storage.copy_on_write import replace_files
+
+        return replace_files(self, df, str(path), **kwargs)
+
+    # -- maintenance: storage/maintenance.py ------------------------------------------------
+    def optimize(self, path: str, *, target_size: int | None = None,
+                 z_order: Sequence[str] | None = None) -> engine.OptimizeResult:
+        """Compact (or Z-order) the table in one commit changing no rows."""
+        return maintenance.optimize(self._open(path), str(path), target_size=target_size, z_order=z_order)
+
+    def vacuum(self, path: str, *, retention: dt.timedelta, dry_run: bool,
+               readers: Sequence[engine.StreamReader]) -> engine.VacuumResult:
+        """Delete files unlisted for longer than ``retention`` that none of ``readers`` needs."""
+        return maintenance.vacuum(self._open(path), str(path), retention=retention, dry_run=dry_run, readers=readers)
+
+    def drop(self, path: str) -> None:
+        """Delete the table folder and everything in it."""
+        location = locate(str(path))
+        if location.exists():
+            location.fs.delete_dir(location.path)
+
+    # -- internals ----------------------------------------------------------------------------
+    def _open(self, path: str, *, version: int | None = None) -> DeltaTable:
+        return open_delta_table(path, version=version, storage_options=self._storage_options)
+
+    def _open_for_write(self, path: str) -> DeltaTable | None:
+        if self.exists(path):
+            return self._open(path)
+        location = locate(path)
+        if not location.is_empty_or_missing() and not _holds_only_unlisted_data_files(location):
+            raise NotADeltaTableError(path)
+        return None
+
+    def _committed(self, path: str, *, after: int | None) -> CommitResult:
+        """What the newest commit of the table wrote, if it is newer than version ``after``
+        (Delta commits nothing for an append of no rows): the table has one writer at a
+        time (its lock), so the newest commit is the one just made."""
+        entry = self.history(path, limit=1)[0]
+        if after is not None and entry.version <= after:
+            return CommitResult(path, None)
+        added = read_commit(path, entry.version).added
+        return CommitResult(path, entry.version, rows_written=entry.rows_written or 0,
+                            files_written=len(added), bytes_written=sum(f.size for f in added))
+
+
+def _holds_only_unlisted_data_files(location: Location) -> bool:
+    """Whether a folder without a Delta log holds only what a failed first write of a table
+    leaves behind: Spark's data files (``part-*``, their ``.crc``) that no log lists, and
+    perhaps a log folder holding no file. Such a folder takes the table; the files stay
+    unlisted (VACUUM deletes them)."""
+    infos = location.fs.get_file_info(pafs.FileSelector(location.path, recursive=False))
+    return all(info.base_name.startswith(("part-", ".part-")) or
+               (info.base_name == "_delta_log" and not any(
+                   entry.type == pafs.FileType.File for entry in location.fs.get_file_info(
+                       pafs.FileSelector(location.child("_delta_log").path, recursive=True))))
+               for info in infos)
+
+
+def _history_entry(commit: Mapping[str, Any]) -> HistoryEntry:
+    """A commit of the log as a :class:`HistoryEntry`: our metadata from ``userMetadata``
+    (older tables, committed by delta-rs, carry it as top-level keys), rows from Delta's metrics."""
+    custom = {k: v for k, v in commit.items() if str(k).startswith("lakehouse.")}
+    if commit.get("userMetadata"):
+        try:
+            custom.update(json.loads(str(commit["userMetadata"])))
+        except ValueError:
+            pass  # another writer's free text
+    metrics = commit.get("operationMetrics") or {}
+    rows = custom.get(META_ROWS)
+    if rows is None:
+        inserted = metrics.get("numTargetRowsInserted", metrics.get("num_target_rows_inserted"))
+        updated = metrics.get("numTargetRowsUpdated", metrics.get("num_target_rows_updated"))
+        if inserted is not None or updated is not None:
+            rows = int(inserted or 0) + int(updated or 0)
+        elif metrics.get("numOutputRows") is not None:
+            rows = metrics["numOutputRows"]
+    batch = custom.get(META_BATCH)
+    return HistoryEntry(
+        version=int(commit["version"]),
+        timestamp=dt.datetime.fromtimestamp(commit["timestamp"] / 1000, tz=dt.UTC),
+        operation=str(custom.get(META_OPERATION) or commit.get("operation") or "UNKNOWN"),
+        parameters=commit.get("operationParameters") or {},
+        rows_written=None if rows is None else int(rows),
+        query=custom.get(META_QUERY),
+        batch_id=None if batch is None else int(batch),
+        metrics=metrics,
+        custom_metadata={k: v for k, v in custom.items() if str(k).startswith("lakehouse.")},
+    )
+
+
+def _user_metadata(operation: str, transaction: AppTransaction | None, metadata: Mapping[str, Any] | None) -> str:
+    """The commit's ``userMetadata``: the operation, the query and batch, and ``metadata``."""
+    custom: dict[str, Any] = {META_OPERATION: operation}
+    if transaction is not None:
+        custom[META_QUERY] = transaction.app_id
+        custom[META_BATCH] = transaction.batch_id
+    custom.update(metadata or {})
+    return json.dumps(custom, separators=(",", ":"), default=str)
+
+
+@contextmanager
+def _commit_settings(spark: SparkSession, transaction: AppTransaction | None, user_metadata: str) -> Iterator[None]:
+    """Delta's session settings for a MERGE's commit (its app transaction and metadata), for
+    the statement only."""
+    settings = {_USER_METADATA: user_metadata}
+    if transaction is not None:
+        settings.update({_TXN_APP_ID: transaction.app_id, _TXN_VERSION: str(transaction.batch_id)})
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
+
+
+def _already_committed(table: DeltaTable | None, transaction: AppTransaction | None) -> bool:
+    if table is None or transaction is None:
+        return False
+    committed = table.transaction_version(transaction.app_id)
+    return committed is not None and committed >= transaction.batch_id
+
+
+def _keeps_change_feed(table: DeltaTable) -> bool:
+    return str((table.metadata().configuration or {}).get(CHANGE_DATA_FEED, "false")).lower() == "true"
+
+
+def _set_properties(spark: SparkSession, path: str, table: DeltaTable, properties: Mapping[str, str] | None) -> None:
+    """Give the table the ``properties`` it lacks (``ALTER TABLE ... SET TBLPROPERTIES``)."""
+    current = table.metadata().configuration or {}
+    missing = {k: v for k, v in (properties or {}).items() if str(current.get(k)).lower() != str(v).lower()}
+    if missing:
+        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+        spark.sql(f"ALTER TABLE {_table_ref(path)} SET TBLPROPERTIES ({pairs})")
+
+
+def _table_ref(path: str) -> str:
+    """A path table in SQL: ``delta.`<path>```."""
+    return f"delta.{_quote(path)}"
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
+    """``df`` with ``casts`` applied and every string-holding column re-declared by its SQL
+    type name: over Spark Connect, a cast to ``StringType()`` or a Python UDF's string result
+    arrives with an explicit ``UTF8_BINARY`` collation, which Delta stores as
+    ``string collate UTF8_BINARY``, a type deltalake, DuckDB and Trino cannot read. A type
+    name in SQL means Spark's default string."""
+    types = {f.name: casts.get(f.name, f.dataType) for f in df.schema.fields}
+    redeclared = {c: t for c, t in types.items() if c in casts or holds_strings(t)}
+    if not redeclared:
+        return df
+    return df.select(*[F.col(_quote(c)).cast(type_sql(redeclared[c])).alias(c) if c in redeclared
+                       else F.col(_quote(c)) for c in df.columns])
+
+
+__all__ = ["DeltaTableStore"]

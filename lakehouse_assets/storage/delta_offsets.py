@@ -1,0 +1,117 @@
+"""Where a query reading a Delta table stands, from the offsets Delta's streaming source logs
+in the query's checkpoint (``offsets/N``, one JSON line per source) and each batch's commit
+records (:data:`~lakehouse_assets.storage.sink.OFFSETS_KEY`).
+
+Delta's offset is ``{"sourceVersion", "reservoirId", "reservoirVersion", "index",
+"isStartingVersion"}``: the table's id, the version the source stands in, and the index of
+the last file it read there (-1: none yet). Reading the snapshot a new query starts from,
+``isStartingVersion`` is true; once a version is read whole, the source moves to the next
+version's index -1. Offsets name the table by id, not by path: a table is found from its id
+among the lakehouse's tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
+from lakehouse_assets.storage._checkpoint_files import BatchOffsets, batch_ids, read_batch_offsets
+from lakehouse_assets.storage._delta_log import latest_version, read_commit
+from lakehouse_assets.storage._files import locate
+from lakehouse_assets.storage.discovery import discover_tables
+
+# Delta's index for "every file of this version read" (Long.MaxValue).
+_END_INDEX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class DeltaSourcePosition:
+    """One Delta source's position: in table ``table_id``, at ``version``, after file
+    ``index`` of it (-1: before its first), reading the starting snapshot or not."""
+
+    table_id: str
+    version: int
+    index: int
+    starting: bool
+
+    @classmethod
+    def parse(cls, offset: Any) -> DeltaSourcePosition | None:
+        """The position in a parsed offset line; None for a source that is not Delta's."""
+        if not isinstance(offset, dict) or "reservoirId" not in offset or "reservoirVersion" not in offset:
+            return None
+        return cls(str(offset["reservoirId"]), int(offset["reservoirVersion"]),
+                   int(offset.get("index", -1)), bool(offset.get("isStartingVersion", False)))
+
+    def version_read_whole(self) -> int | None:
+        """The newest version of the table this position has read every row of; None when
+        it has read none whole (a snapshot read in part counts as nothing read)."""
+        if self.index == _END_INDEX:
+            return self.version
+        if self.starting or self.version < 1:
+            return None
+        return self.version - 1
+
+
+def delta_source_end(offsets: BatchOffsets) -> DeltaSourcePosition | None:
+    """Where a batch's Delta source ended, from the offsets Spark logged for the batch; None
+    when the query streams no Delta table."""
+    return next((p for p in map(DeltaSourcePosition.parse, offsets.sources) if p is not None), None)
+
+
+def tables_by_id(root: Path | str | None, table_id: Callable[[str], str | None]) -> dict[str, str]:
+    """The tables under the lakehouse ``root``, by their Delta table id."""
+    if root is None:
+        return {}
+    found = {}
+    root = Path(root)
+    for name in discover_tables(root):
+        layer, table = name.split(".", 1)
+        path = str(root / (SYSTEM_DIR if layer == SYSTEM_LAYER else layer) / table)
+        identity = table_id(path)
+        if identity is not None:
+            found[identity] = path
+    return found
+
+
+def has_unread_data(checkpoint_location: str, tables: Mapping[str, str]) -> bool | None:
+    """Whether the query checkpointed at ``checkpoint_location`` has committed Delta versions
+    it has not read: True, False, or None when the checkpoint cannot tell (no batch yet, or
+    a source that is not a Delta table). ``tables`` are the lakehouse's tables by id.
+
+    Read from the checkpoint and the tables' logs alone, without starting a query: a
+    materialization with nothing to read then costs no query start-up at all.
+    """
+    checkpoint = locate(checkpoint_location)
+    planned = batch_ids(checkpoint.child("offsets"))
+    if not planned:
+        return None
+    committed = batch_ids(checkpoint.child("commits"))
+    if not committed or committed[-1] != planned[-1]:
+        return True  # a planned batch was never committed: the query must finish it
+    offsets = read_batch_offsets(checkpoint_location, planned[-1])
+    if offsets is None:
+        return None
+    for source in offsets.sources:
+        position = DeltaSourcePosition.parse(source)
+        if position is None:
+            return None
+        path = tables.get(position.table_id)
+        if path is None or position.starting:
+            return True  # recreated (the query will say so), or a snapshot read in part
+        newest = latest_version(path, max(position.version - 1, 0))
+        if any(_gives_the_query_work(path, v) for v in range(position.version, newest + 1)):
+            return True
+    return False
+
+
+def _gives_the_query_work(table_path: str, version: int) -> bool:
+    """Whether a version adds rows, removes them or changes the schema; a commit that only
+    records a streaming batch's app transaction (an empty batch) gives a reader nothing."""
+    commit = read_commit(table_path, version)
+    return bool(commit.added) or commit.removes_data or commit.schema_string is not None
+
+
+__all__ = ["DeltaSourcePosition", "delta_source_end", "has_unread_data", "tables_by_id"]
