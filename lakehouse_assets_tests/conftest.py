@@ -31,7 +31,11 @@ def spark(session_root: Path) -> Iterator[SparkSession]:
                                   extra_conf={"spark.sql.shuffle.partitions": "2",
                                               # Short-lived test JVM: the C1 compiler alone and the serial
                                               # GC spend far less CPU warming up (about 40% on 2 cores).
-                                              "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS})
+                                              "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
+                                              # One JVM makes hundreds of Delta tables over the session,
+                                              # and Delta keeps each table's log and state cached: 1 GiB
+                                              # ran out in CI late in the suite (a run makes a handful).
+                                              "spark.driver.memory": "2g"})
     yield session
     for query in session.streams.active:
         query.stop()
