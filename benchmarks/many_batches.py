@@ -49,8 +49,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from benchmarks.scenarios import machine_facts
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
-from lakehouse_assets.storage._commit import commit_properties
 from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.event_log import commit_properties
 from lakehouse_assets.storage.source import DeltaStreamReader
 
 RESULTS = Path(__file__).resolve().parent / "results"

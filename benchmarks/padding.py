@@ -38,7 +38,7 @@ from deltalake import DeltaTable
 
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
-from lakehouse_assets.storage._commit import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
+from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.storage.engine import BATCH_METADATA_PREFIX
 from lakehouse_assets.storage.event_log import EVENT_LOG_SCHEMA, EVENT_LOG_TABLE, query_app_id

@@ -26,7 +26,7 @@ from lakehouse_assets.quality import silver as contracts
 from lakehouse_assets.quality.silver import ROUTING_RULES
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
+from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 
 PATIENTS_SCHEMA = "mrn BIGINT, name STRING"
 # The bronze `time` (Unix seconds) while the rules read the parsed timestamp as `time`.

@@ -1,12 +1,10 @@
 """Applies a change feed to an SCD table, one micro-batch at a time, exactly once.
 
 Guarantee: each micro-batch changes the table once, whatever crashes. The batch's changes
-are applied copy-on-write: the executors find the table's data files that hold a key the
-batch changes, compute those files' new rows (the untouched keys as they were, the changed
-keys as the changes leave them) and write them; delta-rs then commits, in one transaction,
-the removal of the old files, the new files, and the batch's app transaction (query id,
-batch id), so a replay of a batch the table holds is skipped. Only file names pass through
-the driver, never rows.
+become the rows of the keys it changes (type 1: a key's row, or none once deleted; type 2:
+every version of a key), and one Delta ``MERGE INTO`` replaces those keys' rows with them,
+recording the batch's app transaction (query id, batch id), so a replay of a batch the table
+holds is skipped. The work is Spark's; no row passes through the driver.
 
 Each table keeps a state beside it (``<table>/_cdc_state``, a Delta table no reader of the
 table sees). Type 1: the last sequence applied to each key and whether it deleted the key, so
@@ -41,7 +39,6 @@ from lakehouse_assets.cdc.scd import (
 from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.storage.copy_on_write import files_holding
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
 from lakehouse_assets.storage.sink import KeptTableSink
 
@@ -49,7 +46,6 @@ from lakehouse_assets.storage.sink import KeptTableSink
 STATE_FOLDER = "_cdc_state"
 #: Commit metadata key: the SCD type a commit applied changes as.
 CDC_KEY = "lakehouse.autoCdc"
-_FILE = "__lakehouse_file"
 
 
 @dataclass(frozen=True)
@@ -97,20 +93,12 @@ class AutoCdcTable:
             if transaction.held_by(store, path):
                 result = CommitResult(path, None, skipped=True)
             else:
-                replaced, rows = files_holding(store, spark, path, changed_keys, keys)
-                table_rows = scd1_table_rows(effective, kept)
-                if rows is not None:
-                    table_rows = rows.join(changed_keys, keys, "left_anti").unionByName(table_rows)
-                result = store.replace_files(table_rows, path, replaced=replaced, transaction=transaction,
-                                             operation="AUTO CDC", metadata=metadata,
-                                             row_identity=self.spec.row_identity, properties=self.properties)
+                result = store.merge(scd1_table_rows(effective, kept), path, keys=keys, replacing=changed_keys,
+                                     transaction=transaction, operation="AUTO CDC", metadata=metadata,
+                                     properties=self.properties)
             fault_point("cdc.table_committed")
-            replaced, rows = files_holding(store, spark, self.state_path, changed_keys, keys)
-            state_rows = scd1_state_rows(effective, self.spec)
-            if rows is not None:
-                state_rows = rows.join(changed_keys, keys, "left_anti").unionByName(state_rows)
-            store.replace_files(state_rows, self.state_path, replaced=replaced, transaction=transaction,
-                                operation="AUTO CDC STATE", metadata=metadata)
+            store.merge(scd1_state_rows(effective, self.spec), self.state_path, keys=keys, replacing=changed_keys,
+                        transaction=transaction, operation="AUTO CDC STATE", metadata=metadata)
             return result
         finally:
             effective.unpersist()
@@ -133,13 +121,9 @@ class AutoCdcTable:
                 result = CommitResult(path, None, skipped=True)
             else:
                 every_event = fresh if applied is None else applied.unionByName(fresh)
-                table_rows = scd2_history(every_event, self.spec, kept, tracked)
-                replaced, rows = files_holding(store, spark, path, changed_keys, keys)
-                if rows is not None:
-                    table_rows = rows.join(changed_keys, keys, "left_anti").unionByName(table_rows)
-                result = store.replace_files(table_rows, path, replaced=replaced, transaction=transaction,
-                                             operation="AUTO CDC", metadata=metadata,
-                                             row_identity=self.spec.row_identity, properties=self.properties)
+                result = store.merge(scd2_history(every_event, self.spec, kept, tracked), path,
+                                     keys=self.spec.row_identity, replacing=changed_keys, transaction=transaction,
+                                     operation="AUTO CDC", metadata=metadata, properties=self.properties)
             fault_point("cdc.table_committed")
             store.write(scd2_state_rows(fresh), self.state_path, mode="append", transaction=transaction,
                         operation="AUTO CDC STATE", metadata=metadata)
@@ -172,4 +156,7 @@ class AutoCdcSink(KeptTableSink):
 
 
 def _current_rows(store: TableStore, spark: SparkSession, path: str) -> DataFrame | None:
-    return store.read(spark, path) if store.exists(path) else None
+    """The table's rows at its version now: the state is merged after it is read, and Spark
+    would recompute a cached result of it from the merged state."""
+    version = store.version(path)
+    return None if version is None else store.read(spark, path, version=version)

@@ -7,7 +7,7 @@ rules and duplicate check decide, as they decide for a micro-batch. Replay ``n``
 
 1. appends the rows that now pass to the table, in one commit recording app transaction
    ``quarantine-replay`` version ``n``;
-2. deletes them from the quarantine, copy-on-write, in one commit recording the same.
+2. deletes them from the quarantine (a Delta ``MERGE INTO``), in one commit recording the same.
 
 Between the two commits a moved row is in both tables, and the table's log says which: the
 rows of a replay the table holds and the quarantine does not are no longer the quarantine's.
@@ -38,7 +38,6 @@ from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, r
 from lakehouse_assets.reliability.replayed import REPLAY_APP, ROW_IDENTITY
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore, TableStore
-from lakehouse_assets.storage.copy_on_write import files_holding, matching_keys
 from lakehouse_assets.storage.event_log import (
     BatchEvent,
     append_events,
@@ -198,11 +197,9 @@ def _log_replay(run: TableRun, replay: int, version: int | None, moved: int, ree
 def _remove_from_quarantine(store: TableStore, spark: SparkSession, quarantine: str, moved: DataFrame,
                             replay: int) -> None:
     """Delete the rows ``moved`` (their identities) from the quarantine, recording ``replay``."""
-    files, rows = files_holding(store, spark, quarantine, moved, ROW_IDENTITY)
-    kept = (matching_keys(rows, moved, ROW_IDENTITY, "left_anti") if rows is not None
-            else store.read(spark, quarantine).limit(0))
-    store.replace_files(kept, quarantine, replaced=files, transaction=AppTransaction(REPLAY_APP, replay),
-                        operation="QUARANTINE REPLAY")
+    nothing = store.read(spark, quarantine).limit(0)
+    store.merge(nothing, quarantine, keys=ROW_IDENTITY, replacing=moved.select(*ROW_IDENTITY),
+                transaction=AppTransaction(REPLAY_APP, replay), operation="QUARANTINE REPLAY")
 
 
 def replay_job(asset: dg.AssetsDefinition) -> dg.JobDefinition:

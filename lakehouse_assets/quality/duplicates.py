@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.columns import INGESTED_AT_COLUMN, SOURCE_FILE_COLUMN
-from lakehouse_assets.storage.copy_on_write import in_range_of
+from lakehouse_assets.storage.merge import in_range_of
 
 #: The quarantine reason of a copy of a record the table holds.
 DUPLICATE = "duplicate"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -36,6 +35,7 @@ from lakehouse_assets.storage.engine import (
     StreamOptions,
     WriteMode,
 )
+from lakehouse_assets.storage.merge import MergePlan, merge_statement, quote
 
 # Custom commit metadata (in Delta's ``userMetadata``, as JSON): who wrote a version, so
 # history can say which query and batch.
@@ -186,22 +186,28 @@ class DeltaTableStore:
         path: str,
         *,
         keys: Sequence[str],
+        replacing: DataFrame | None = None,
+        within_range: Sequence[str] = (),
         merge_schema: bool = False,
         transaction: AppTransaction | None = None,
+        operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> CommitResult:
-        """Upsert by ``keys`` with Delta's ``MERGE INTO``: rows whose keys match (null
-        matching null) are updated where the batch changes them (columns the batch lacks
-        keep their values), the others inserted, in one commit. ``properties``: as :meth:`write`."""
+        """Upsert by ``keys`` with Delta's ``MERGE INTO``, in one commit: rows whose keys
+        match (null matching null) are updated where the batch changes them (columns the
+        batch lacks keep their values), the others inserted. With ``replacing`` (groups, by
+        some key columns), the table's rows of those groups the batch has no row for are
+        deleted. ``within_range``: columns bounding the search to the batch's range of them
+        (:mod:`~lakehouse_assets.storage.merge`). ``properties``: as :meth:`write`."""
         if not keys:
             raise LakehouseError(f"Merge into {path} needs at least one key column")
         path = str(path)
         table = self._open_for_write(path)
         metadata = {**(metadata or {}), MERGE_KEYS: json.dumps(list(keys))}
         if table is None:
-            return self.write(df, path, mode="append", transaction=transaction, operation="MERGE", metadata=metadata,
-                              properties=properties)
+            return self.write(df, path, mode="append", transaction=transaction, operation=operation,
+                              metadata=metadata, properties=properties)
         if _already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
         missing = [k for k in keys if k not in df.columns]
@@ -211,36 +217,15 @@ class DeltaTableStore:
         _set_properties(spark, path, table, properties)
         plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema)
         if plan.new_columns:
-            added = ", ".join(f"{_quote(f.name)} {type_sql(f.dataType)}"
+            added = ", ".join(f"{quote(f.name)} {type_sql(f.dataType)}"
                               for f in plan.table_schema.fields if f.name in plan.new_columns)
             spark.sql(f"ALTER TABLE {_table_ref(path)} ADD COLUMNS ({added})")
-        view = f"lakehouse_merge_{uuid.uuid4().hex}"
-        _apply_casts(df, plan.casts).createOrReplaceTempView(view)
-        on = " AND ".join(f"t.{_quote(k)} <=> s.{_quote(k)}" for k in keys)
-        columns = [_quote(c) for c in df.columns]
-        # Rows the table already holds as they are take no part: Delta would rewrite the files
-        # holding them and record them as updates in the change data feed.
-        same = " AND ".join(f"t.{c} <=> s.{c}" for c in columns)
-        changed = f"(SELECT s.* FROM {view} s LEFT ANTI JOIN {_table_ref(path)} t ON {same})"
-        statement = (
-            f"MERGE INTO {_table_ref(path)} t USING {changed} s ON {on} "
-            f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)} "
-            f"WHEN NOT MATCHED THEN INSERT ({', '.join(columns)}) VALUES ({', '.join(f's.{c}' for c in columns)})"
-        )
-        try:
-            with _commit_settings(spark, transaction, _user_metadata("MERGE", transaction, metadata)):
-                spark.sql(statement)
-        finally:
-            spark.catalog.dropTempView(view)
+        merge = MergePlan(_table_ref(path), _apply_casts(df, plan.casts), keys, replacing, within_range)
+        with merge_statement(merge) as statement, \
+                _commit_settings(spark, transaction, _user_metadata(operation, transaction, metadata)):
+            spark.sql(statement)
         fault_point("delta.committed")
         return self._committed(path, after=table.version())
-
-    def replace_files(self, df: DataFrame, path: str, **kwargs: Any) -> CommitResult:
-        """Copy-on-write of the files ``replaced``
-        (:func:`~lakehouse_assets.storage.copy_on_write.replace_files`)."""
-        from lakehouse_assets.storage.copy_on_write import replace_files
-
-        return replace_files(self, df, str(path), **kwargs)
 
     # -- maintenance: storage/maintenance.py ------------------------------------------------
     def optimize(self, path: str, *, target_size: int | None = None,
@@ -376,11 +361,7 @@ def _set_properties(spark: SparkSession, path: str, table: DeltaTable, propertie
 
 def _table_ref(path: str) -> str:
     """A path table in SQL: ``delta.`<path>```."""
-    return f"delta.{_quote(path)}"
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+    return f"delta.{quote(path)}"
 
 
 def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
@@ -393,8 +374,8 @@ def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
     redeclared = {c: t for c, t in types.items() if c in casts or holds_strings(t)}
     if not redeclared:
         return df
-    return df.select(*[F.col(_quote(c)).cast(type_sql(redeclared[c])).alias(c) if c in redeclared
-                       else F.col(_quote(c)) for c in df.columns])
+    return df.select(*[F.col(quote(c)).cast(type_sql(redeclared[c])).alias(c) if c in redeclared
+                       else F.col(quote(c)) for c in df.columns])
 
 
 __all__ = ["DeltaTableStore"]

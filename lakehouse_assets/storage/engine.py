@@ -234,32 +234,18 @@ class TableStore(Protocol):
         path: str,
         *,
         keys: Sequence[str],
+        replacing: DataFrame | None = None,
+        within_range: Sequence[str] = (),
         merge_schema: bool = False,
-        transaction: AppTransaction | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        properties: Mapping[str, str] | None = None,
-    ) -> CommitResult:
-        """Upsert rows by ``keys``: update matches, insert the rest, in one commit."""
-        ...
-
-    def replace_files(
-        self,
-        df: DataFrame,
-        path: str,
-        *,
-        replaced: Sequence[str],
         transaction: AppTransaction | None = None,
         operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
-        rows_changed: int | None = None,
-        row_identity: Sequence[str] | None = None,
         properties: Mapping[str, str] | None = None,
     ) -> CommitResult:
-        """Copy-on-write in one commit: remove the data files ``replaced`` (as the log names
-        them) and add ``df``'s rows, which the executors compute and write; the commit
-        records ``rows_changed`` (else all of ``df``'s rows) as the rows it wrote. A table
-        keeping a change data feed records the row changes too, updates paired by
-        ``row_identity``."""
+        """Upsert rows by ``keys`` in one commit: update matches, insert the rest; with
+        ``replacing`` (groups by some key columns), delete the rows of those groups the
+        batch has none for. ``within_range`` bounds the search to the batch's range of
+        those columns. A table keeping a change data feed records the row changes."""
         ...
 
     def stream_has_unread_data(self, checkpoint_location: str, root: str | None = None) -> bool | None:

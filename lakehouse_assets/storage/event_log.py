@@ -20,19 +20,19 @@ import datetime as dt
 import functools
 import operator
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import DeltaTable, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
-from lakehouse_assets.storage._commit import commit_properties
+from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
 from lakehouse_assets.storage.engine import AppTransaction
 from lakehouse_assets.storage.maintenance import optimize
@@ -69,6 +69,26 @@ EVENT_LOG_SCHEMA = pa.schema([
 _ATTEMPTS = 5
 #: Appends between two compactions of the log's files (as Delta's log checkpoint interval).
 COMPACT_EVERY = 100
+
+
+def commit_properties(
+    operation: str, transaction: AppTransaction | None, rows: int | None, metadata: Mapping[str, Any] | None
+) -> CommitProperties:
+    """What a delta-rs commit records beside its rows: who wrote it (the operation, query,
+    batch and rows, as the Spark writes' ``userMetadata`` says them) and the batch's app
+    transaction."""
+    custom: dict[str, Any] = {META_OPERATION: operation}
+    if rows is not None:
+        custom[META_ROWS] = rows
+    if transaction is not None:
+        custom[META_QUERY] = transaction.app_id
+        custom[META_BATCH] = transaction.batch_id
+    custom.update(metadata or {})
+    return CommitProperties(
+        custom_metadata=custom,
+        app_transactions=(
+            [Transaction(app_id=transaction.app_id, version=transaction.batch_id)] if transaction else None),
+    )
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ from pathlib import Path
 from lakehouse_assets.storage._checkpoint_files import batch_ids, read_batch_offsets, table_name_of
 from lakehouse_assets.storage._delta_log import read_commit, snapshot_files
 from lakehouse_assets.storage._files import locate
-from lakehouse_assets.storage.change_feed import change_files
 from lakehouse_assets.storage.delta_offsets import DeltaSourcePosition
 from lakehouse_assets.storage.engine import StreamReader
 
@@ -54,8 +53,7 @@ def files_still_needed(table_path: str, reader: StreamReader, latest: int) -> se
         first = reader.version + 1
     for version in range(max(first, 0), latest + 1):
         commit = read_commit(path, version)
-        needed.update(f.path for f in commit.added)
-        needed.update(f.path for f in change_files(commit))
+        needed.update(f.path for f in (*commit.added, *commit.removed, *commit.changes))
     return needed
 
 

@@ -44,7 +44,7 @@ class TableMaintenance:
     def targets(self, name: str) -> list[str]:
         """What maintaining the table ``name`` covers: the table, then the state tables its
         sink keeps inside it (``layer.name/_cdc_state``, ``layer.name/_aggregate_state``),
-        which are rewritten copy-on-write every batch and need compacting and vacuuming too."""
+        which a merge rewrites every batch and need compacting and vacuuming too."""
         path = self.path(name)
         inside = sorted(p.name for p in path.iterdir() if p.name.startswith("_") and is_table(p))
         return [name, *(f"{name}/{folder}" for folder in inside)]

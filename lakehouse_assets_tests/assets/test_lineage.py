@@ -23,7 +23,7 @@ from lakehouse_assets.io.lineage import derived_lineage, kept_lineage
 from lakehouse_assets.io.table_run import table_run_of
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, StreamOptions
-from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
+from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
 METADATA = "_rescued_data STRING, _source_file STRING, _source_line BIGINT, _ingested_at TIMESTAMP"

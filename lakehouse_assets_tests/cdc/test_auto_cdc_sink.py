@@ -18,7 +18,7 @@ from lakehouse_assets.cdc import AutoCdc, AutoCdcSink
 from lakehouse_assets.cdc.sink import STATE_FOLDER
 from lakehouse_assets.errors import ConfigurationError, LakehouseError
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
-from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
+from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets_tests.storage.helpers import drop_commit, write_checkpoint_metadata
 
 from . import reference

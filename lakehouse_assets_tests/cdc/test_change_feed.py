@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.cdc.sink import AutoCdcTable
 from lakehouse_assets.storage import AppTransaction, DeltaSink, DeltaTableStore, StreamOptions
-from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED
+from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets.streaming import run_stream
 
 SCHEMA = "id long, name string"

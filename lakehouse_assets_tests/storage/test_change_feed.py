@@ -1,5 +1,5 @@
-"""The change data feed: tables changed in place record their row changes in Delta's standard
-format, which delta-rs's ``load_cdf`` reads, and which the project's stream source streams."""
+"""The change data feed: tables changed in place (Delta's MERGE) record only the rows they
+change, which delta-rs's ``load_cdf`` reads as Delta's ``readChangeFeed`` streams them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage import AppTransaction, DeltaSink, DeltaTableStore, StreamOptions
-from lakehouse_assets.storage.change_feed import CHANGE_DATA_FEED, commit_with_changes
+from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets.streaming import run_stream
 
 SCHEMA = "id long, name string"
@@ -97,16 +97,3 @@ def test_a_table_without_a_feed_is_refused_by_name(
 
     with pytest.raises(LakehouseError, match=rf"{path} keeps no change data feed.*{CHANGE_DATA_FEED}"):
         store.read_stream(spark, path, StreamOptions(read_change_feed=True))
-
-
-def test_a_version_another_writer_took_is_not_overwritten(
-    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
-) -> None:
-    path = str(tmp_path / "contended")
-    store.write(spark.createDataFrame([(1, "ann")], SCHEMA), path, properties=FEED)
-    stale = DeltaTable(path)
-    store.write(spark.createDataFrame([(2, "bob")], SCHEMA), path)  # takes version 1
-
-    with pytest.raises(LakehouseError, match=rf"committed version 1 of Delta table {path} first"):
-        commit_with_changes(path, stale, removed=[], added=[], changes=[], transaction=None, custom_metadata={})
-    assert [a for a in _actions(path, 1) if "add" in a]  # the other writer's commit stands

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,45 @@ def test_merge_rewrites_only_the_files_holding_its_keys(spark: SparkSession, sto
     after = {f.relative_path for f in store.snapshot(path).files()}
     assert len(before - after) == 1 and len(after - before) == 1, "one file replaced, the other two untouched"
     assert store.history(path)[0].rows_written == 1
+
+
+def test_a_merge_replacing_groups_deletes_their_rows_the_batch_lacks(
+    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
+) -> None:
+    # An SCD type 2 table: a key's versions, identified by key and start; a batch replaces a
+    # key's versions whole.
+    path = str(tmp_path / "versions")
+    schema = "mrn string, start long, name string"
+    store.write(spark.createDataFrame([("a", 1, "ann"), ("a", 5, "anne"), ("b", 1, "bob"), (None, 1, "nil")],
+                                      schema), path)
+    batch = spark.createDataFrame([("a", 1, "ann"), ("a", 3, "ana"), (None, 2, "null")], schema)
+    groups = spark.createDataFrame([("a",), (None,), ("z",)], "mrn string")
+
+    result = store.merge(batch, path, keys=["mrn", "start"], replacing=groups, operation="AUTO CDC")
+
+    assert collected(store.read(spark, path)) == sort_rows([
+        {"mrn": "a", "start": 1, "name": "ann"},
+        {"mrn": "a", "start": 3, "name": "ana"},
+        {"mrn": "b", "start": 1, "name": "bob"},  # not a group of the batch: kept
+        {"mrn": None, "start": 2, "name": "null"},  # null keys are a group like any other
+    ])
+    metrics = store.history(path, limit=1)[0]
+    assert metrics.operation == "AUTO CDC" and result.version == 1
+    # ann was held as she is: neither updated nor rewritten as a change.
+    assert metrics.metrics["numTargetRowsDeleted"] == "2" and metrics.metrics["numTargetRowsUpdated"] == "0"
+
+
+def test_a_merge_within_a_range_leaves_rows_outside_it_alone(
+    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "daily")
+    schema = "day date, mrn string, total long"
+    old = [(dt.date(2024, 1, d), "a", d) for d in range(1, 4)]
+    store.write(spark.createDataFrame(old, schema), path)
+    batch = spark.createDataFrame([(dt.date(2024, 1, 3), "a", 30), (dt.date(2024, 1, 4), "a", 4)], schema)
+
+    store.merge(batch, path, keys=["day", "mrn"], within_range=["day"])
+
+    assert [(r["day"].day, r["total"]) for r in collected(store.read(spark, path))] == [(1, 1), (2, 2), (3, 30), (4, 4)]
+    on = store.history(path, limit=1)[0].parameters["predicate"]
+    assert "2024-01-03" in on and "2024-01-04" in on  # the bound Delta prunes files by

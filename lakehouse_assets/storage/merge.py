@@ -1,0 +1,145 @@
+"""Changing rows in place: the ``MERGE INTO`` statement Delta Lake runs for every upsert,
+AUTO CDC batch, aggregate batch and quarantine replay.
+
+One statement shape serves them all. The batch's rows are upserted by their keys; with
+``replacing`` (groups of rows, by some of the key columns), the table's rows of those groups
+that the batch has no row for are deleted, so the batch becomes the whole of its groups
+(an SCD table's versions of a key, a key deleted by a change). Rows the table already
+holds as they are take no part: Delta would rewrite the files holding them and record them
+as updates in the change data feed. Null keys match null keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from lakehouse_assets.errors import LakehouseError
+
+# The source's flag of a row whose key is to be deleted.
+_DELETE = "__lakehouse_delete"
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    """What one merge changes in the table ``table_ref`` (a SQL table reference): the
+    ``rows`` upserted by ``keys``, and the groups ``replacing`` (by its columns) the rows
+    replace whole; only the table's rows within ``within_range`` of the batch (its least to
+    greatest value of those columns) are searched."""
+
+    table_ref: str
+    rows: DataFrame
+    keys: Sequence[str]
+    replacing: DataFrame | None = None
+    within_range: Sequence[str] = ()
+
+
+@contextmanager
+def merge_statement(plan: MergePlan) -> Iterator[str]:
+    """The ``MERGE INTO`` statement applying ``plan``, valid while the context is open (it
+    reads the batch and its groups as temporary views, dropped on leaving)."""
+    spark = plan.rows.sparkSession
+    tag = uuid.uuid4().hex
+    rows_view, groups_view = f"lakehouse_merge_{tag}", f"lakehouse_merge_groups_{tag}"
+    plan.rows.createOrReplaceTempView(rows_view)
+    if plan.replacing is not None:
+        plan.replacing.createOrReplaceTempView(groups_view)
+    try:
+        yield _statement(plan, rows_view, groups_view, _range(plan))
+    finally:
+        spark.catalog.dropTempView(rows_view)
+        if plan.replacing is not None:
+            spark.catalog.dropTempView(groups_view)
+
+
+def _statement(plan: MergePlan, rows_view: str, groups_view: str, in_range: str) -> str:
+    columns = [quote(c) for c in plan.rows.columns]
+    keys = [quote(k) for k in plan.keys]
+    target = f"(SELECT * FROM {plan.table_ref} WHERE {in_range.format(t='')})"
+    same_row = " AND ".join(f"s.{c} <=> t.{c}" for c in columns)
+    source = f"SELECT s.*, false AS {_DELETE} FROM {rows_view} s LEFT ANTI JOIN {target} t ON {same_row}"
+    if plan.replacing is not None:
+        in_group = " AND ".join(f"t.{quote(g)} <=> g.{quote(g)}" for g in plan.replacing.columns)
+        same_key = " AND ".join(f"t.{k} <=> s.{k}" for k in keys)
+        key_set = set(keys)
+        kept = ", ".join(f"t.{c}" if c in key_set else f"NULL AS {c}" for c in columns)
+        source += (f" UNION ALL SELECT DISTINCT {kept}, true AS {_DELETE} FROM {target} t "
+                   f"LEFT SEMI JOIN {groups_view} g ON {in_group} LEFT ANTI JOIN {rows_view} s ON {same_key}")
+    on = " AND ".join([*(f"t.{k} <=> s.{k}" for k in keys), in_range.format(t="t.")])
+    return (
+        f"MERGE INTO {plan.table_ref} t USING ({source}) s ON {on} "
+        f"WHEN MATCHED AND s.{_DELETE} THEN DELETE "
+        f"WHEN MATCHED THEN UPDATE SET {', '.join(f't.{c} = s.{c}' for c in columns)} "
+        f"WHEN NOT MATCHED AND NOT s.{_DELETE} THEN INSERT ({', '.join(columns)}) "
+        f"VALUES ({', '.join(f's.{c}' for c in columns)})"
+    )
+
+
+def _range(plan: MergePlan) -> str:
+    """A predicate over the table (``{t}`` the table's alias prefix) keeping the rows within
+    the batch's range of ``within_range``: Delta skips the files outside it. Costs one small
+    job over the batch."""
+    if not plan.within_range:
+        return "true"
+    batches = [plan.rows.select(*plan.within_range)]
+    if plan.replacing is not None and set(plan.within_range) <= set(plan.replacing.columns):
+        batches.append(plan.replacing.select(*plan.within_range))
+    bounds = reduce(DataFrame.unionByName, batches).agg(
+        *[agg(F.col(quote(c))).alias(f"{name}{i}") for i, c in enumerate(plan.within_range)
+          for name, agg in (("lo", F.min), ("hi", F.max))]).first()
+    if bounds is None or bounds["lo0"] is None:
+        return "false"
+    return " AND ".join(f"{{t}}{quote(c)} BETWEEN {sql_literal(bounds[f'lo{i}'])} AND {sql_literal(bounds[f'hi{i}'])}"
+                        for i, c in enumerate(plan.within_range))
+
+
+def sql_literal(value: object) -> str:
+    """``value`` (a date, timestamp, number or string Spark returned) as a SQL literal:
+    Delta's MERGE does not bind query parameters."""
+    if isinstance(value, dt.datetime):
+        return f"TIMESTAMP'{value.isoformat(sep=' ')}'"
+    if isinstance(value, dt.date):
+        return f"DATE'{value.isoformat()}'"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | decimal.Decimal):
+        return repr(value) if not isinstance(value, decimal.Decimal) else f"{value}BD"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    raise LakehouseError(f"A merge cannot bound its search by a value of type {type(value).__name__} ({value!r}): "
+                         "bound it by date, timestamp, number or string columns only")
+
+
+def quote(name: str) -> str:
+    """A column or path as a SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def matching_keys(rows: DataFrame, keys_df: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
+    """``rows`` whose keys are (``left_semi``) or are not (``left_anti``) in ``keys_df``,
+    null keys matching null keys."""
+    on: Column = reduce(lambda a, b: a & b, [rows[k].eqNullSafe(keys_df[k]) for k in keys])
+    return rows.join(keys_df, on, how)
+
+
+def in_range_of(rows: DataFrame, batch: DataFrame, columns: Sequence[str]) -> DataFrame:
+    """``rows`` within ``batch``'s range (its least to its greatest value) of each of
+    ``columns``: a filter Spark pushes to the Parquet reader, which skips the row groups
+    outside it. Costs one small job on ``batch``; no rows when it has none."""
+    bounds = batch.agg(*[agg(F.col(c)).alias(f"{name}_{c}") for c in columns
+                         for name, agg in (("lo", F.min), ("hi", F.max))]).first()
+    kept = rows
+    for c in columns:
+        low, high = (None, None) if bounds is None else (bounds[f"lo_{c}"], bounds[f"hi_{c}"])
+        if low is None:
+            return rows.limit(0)
+        kept = kept.where(F.col(c).between(F.lit(low), F.lit(high)))
+    return kept
