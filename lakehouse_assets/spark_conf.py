@@ -8,11 +8,16 @@ engine (:mod:`lakehouse_assets.engine`), so that each can ask without importing 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.settings import DELTA_JAR_SUMS, LakehouseSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Sized for a 2-core machine; every value can be overridden through LAKEHOUSE_SPARK_CONF.
 LOCAL_DEFAULTS: Mapping[str, str] = {
@@ -33,6 +38,9 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     # Listing more than 32 explicit paths otherwise runs a Spark job: a 1,000-file
     # micro-batch took 21 s instead of 1.2 s to plan on this machine.
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+    # Delta's VACUUM lists and diffs a table's files in this many partitions (10,000 by
+    # default): on two cores a week of small files took minutes of empty tasks.
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
     # Spark sizes its memory pages from the heap (32 MiB here), and every hash join's build
     # side takes at least one page: the silver join's broadcast of a few hundred patients held
     # 32 MiB, kept by a Connect engine for an hour with each stopped query (Spark's cache of
@@ -65,9 +73,9 @@ REQUIRED_CONF: Mapping[str, str] = {
 DELTA_CONF: Mapping[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    # No version checksum files (_delta_log/N.crc): delta-rs 1.6, which still commits some
-    # tables' copy-on-write changes, stops on a checksum newer than the commits it lists
-    # ("CRC file version N is newer than log segment version N-1").
+    # No version checksum files (_delta_log/N.crc): delta-rs 1.6, which appends the event log
+    # and reads every table, stops on a checksum newer than the commits it lists ("CRC file
+    # version N is newer than log segment version N-1").
     "spark.databricks.delta.writeChecksumFile.enabled": "false",
 }
 
@@ -108,3 +116,21 @@ def delta_jars(folder: Path, sums: Path = DELTA_JAR_SUMS) -> list[Path]:
             f"Delta Lake's jars in {folder} do not match jars/SHA256SUMS ({', '.join(altered)}): run "
             "`make install` to resolve them again, or restore the files the sums name")
     return [folder / name for name in sorted(expected)]
+
+
+@contextmanager
+def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """``settings`` on the session for the statements run inside, as they were afterwards:
+    Delta reads some options of a statement (its commit's app transaction, VACUUM's
+    retention check) only from the session."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, previous in before.items():
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)

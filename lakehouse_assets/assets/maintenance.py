@@ -1,9 +1,10 @@
 """Table maintenance as a Dagster job on a daily schedule: every table under the lakehouse root
 compacted (OPTIMIZE), then vacuumed with a week's retention.
 
-No Spark: delta-rs does the work. Each table is maintained under its write lock, so the job
-waits for a run writing it instead of racing it, and its VACUUM is checked against every
-streaming reader (:mod:`lakehouse_assets.tables.maintenance`). One table's failure (a VACUUM
+Delta Lake does the work (OPTIMIZE, VACUUM) in the run's Spark session. Each table is
+maintained under its write lock, so the job waits for a run writing it instead of racing
+it, and its VACUUM is checked against every streaming reader
+(:mod:`lakehouse_assets.tables.maintenance`). One table's failure (a VACUUM
 refused because a reader lags) does not stop the others; the run then fails naming it.
 What each table's maintenance did is recorded as an observation of the table's asset.
 """
@@ -38,12 +39,14 @@ class MaintenanceConfig(dg.Config):
         default_factory=dict, description="Columns to Z-order a table's files by, per table (layer.name)")
 
 
-@dg.op(description="Compact, then vacuum, every table under the lakehouse root (or those configured).")
+@dg.op(description="Compact, then vacuum, every table under the lakehouse root (or those configured).",
+       required_resource_keys={"spark"})
 def maintain_tables(context: dg.OpExecutionContext, config: MaintenanceConfig) -> Iterator[dg.AssetObservation]:
     """Maintain each table in turn; fail at the end naming the tables that could not be.
     A generator: each observation is recorded as it is yielded, so a failure at the end
     keeps the record of the tables that were maintained."""
-    maintenance = TableMaintenance(LakehouseSettings.from_env(), lock_timeout_seconds=LOCK_TIMEOUT_SECONDS,
+    maintenance = TableMaintenance(context.resources.spark.spark_session, LakehouseSettings.from_env(),
+                                   lock_timeout_seconds=LOCK_TIMEOUT_SECONDS,
                                    holder=f"Dagster run {context.run_id} (table maintenance)")
     names = [target for table in config.tables or maintenance.names() for target in maintenance.targets(table)]
     failures: dict[str, str] = {}

@@ -1,6 +1,6 @@
 """``lakehouse optimize TABLE``: compact a table's small files, optionally Z-ordered.
 
-The compaction commits with ``dataChange=false``: streams reading the table skip it and read
+Delta Lake's OPTIMIZE commits with ``dataChange=false``: streams reading the table skip it and read
 no row twice (see :mod:`lakehouse_assets.storage.maintenance`). It waits for a run writing
 the table to finish (the table's lock) rather than racing it.
 """
@@ -17,11 +17,12 @@ from lakehouse_assets.cli.output import format_count, print_json, render_table
 from lakehouse_assets.settings import LakehouseSettings
 
 DESCRIPTION = """\
-Compact TABLE (layer.name), or every table with --all: bin-pack its small data files into
-files of about --target-size bytes (default: the table's delta.targetFileSize, else 100 MB),
-in one commit that changes no rows (dataChange=false), so streams reading the table skip it.
-With --z-order, rewrite the files clustered by those columns, so that queries filtering on
-them read fewer files. A Delta log checkpoint is written after each compaction.
+Compact TABLE (layer.name), or every table with --all, with Delta Lake's OPTIMIZE: bin-pack
+its small data files into files of at most --target-size bytes (default 1 GB, Delta's
+spark.databricks.delta.optimize.maxFileSize), in one commit that changes no rows
+(dataChange=false), so streams reading the table skip it. With --z-order, rewrite the files
+clustered by those columns (ZORDER BY), so that queries filtering on them read fewer files.
+Runs in a Spark session (the engine's, when LAKEHOUSE_SPARK_REMOTE names one).
 
 Waits for a run writing the table to finish first. The files compacted away stay on disk
 (time travel still reads them) until `lakehouse vacuum` deletes them.
@@ -47,10 +48,12 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Compact the tables; 1 when one of them failed (the others are still compacted)."""
     from lakehouse_assets.errors import LakehouseError
+    from lakehouse_assets.spark import build_spark_session
     from lakehouse_assets.tables.maintenance import TableMaintenance
 
     names = catalog.selected_tables(settings, args.table, args.every)
-    maintenance = TableMaintenance(settings, holder="lakehouse optimize")
+    spark = build_spark_session(settings, app_name="lakehouse optimize")
+    maintenance = TableMaintenance(spark, settings, holder="lakehouse optimize")
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
     targets = [target for table in names for target in maintenance.targets(table)]
@@ -66,8 +69,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
             continue
         rows.append({"table": name, "version": result.version, "files_removed": result.files_removed,
                      "files_added": result.files_added, "bytes_removed": result.bytes_removed,
-                     "bytes_added": result.bytes_added, "z_order": list(result.z_order),
-                     "log_checkpoint": result.log_checkpoint})
+                     "bytes_added": result.bytes_added, "z_order": list(result.z_order)})
     if args.json:
         print_json({"optimized": rows, "failed": failures})
     else:

@@ -27,8 +27,9 @@ working. With --dry-run, list the files and delete nothing.
 
 Refuses, deleting nothing, when a streaming query reading the table (any checkpoint under
 $LAKEHOUSE_ROOT/_checkpoints) has yet to read one of those files, and says which query and
-what retention it needs. Then the log's commit files older than the table's log retention
-(delta.logRetentionDuration, 30 days by default) are removed, unless a reader still needs them.
+what retention it needs. Then Delta Lake's VACUUM deletes them, in a Spark session (the
+engine's, when LAKEHOUSE_SPARK_REMOTE names one). Delta itself removes the log's commit files
+older than the table's delta.logRetentionDuration (30 days) at its log checkpoints.
 """
 
 
@@ -50,10 +51,12 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Vacuum the tables; 1 when one of them was refused or failed (the others are vacuumed)."""
     from lakehouse_assets.errors import LakehouseError
+    from lakehouse_assets.spark import build_spark_session
     from lakehouse_assets.tables.maintenance import TableMaintenance
 
     names = catalog.selected_tables(settings, args.table, args.every)
-    maintenance = TableMaintenance(settings, holder="lakehouse vacuum")
+    spark = build_spark_session(settings, app_name="lakehouse vacuum")
+    maintenance = TableMaintenance(spark, settings, holder="lakehouse vacuum")
     retention = dt.timedelta(hours=args.retain_hours)
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -69,8 +72,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         rows.append({"table": name, "dry_run": result.dry_run, "retain_hours": args.retain_hours,
                      "files": list(result.files), "bytes": result.bytes,
                      "readers": [{"table": r.name, "checkpoint": r.checkpoint, "version": r.version}
-                                 for r in result.readers],
-                     "log_cleaned": result.log_cleaned})
+                                 for r in result.readers]})
     if args.json:
         print_json({"vacuumed": rows, "failed": failures})
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import types as T
@@ -18,7 +18,7 @@ _INTEGRAL_ORDER = [T.ByteType, T.ShortType, T.IntegerType, T.LongType]
 def spark_to_arrow(schema: T.StructType) -> pa.Schema:
     """The Arrow schema of a Spark schema, every field nullable, timestamps in UTC."""
     arrow = to_arrow_schema(schema, timezone="UTC")
-    return pa.schema([field.with_nullable(True) for field in arrow])
+    return pa.schema([column.with_nullable(True) for column in arrow])
 
 
 def arrow_to_spark(schema: pa.Schema) -> T.StructType:
@@ -45,6 +45,8 @@ class WritePlan:
     table_schema: T.StructType
     casts: dict[str, T.DataType]
     new_columns: list[str]
+    #: Table columns whose type the batch widens (Delta's type widening), with the new type.
+    widened: dict[str, T.DataType] = field(default_factory=dict)
 
 
 def plan_write(
@@ -54,10 +56,13 @@ def plan_write(
     *,
     merge_schema: bool,
     overwrite_schema: bool = False,
+    type_widening: bool = False,
 ) -> WritePlan:
     """Decide how ``batch_schema`` is written into a table whose schema is ``table_schema``
-    (None for a new table). Raises :class:`SchemaMismatchError` naming the column and both
-    types when the batch cannot be written."""
+    (None for a new table). A batch column narrower than the table's is cast to it; a wider
+    one widens the table's column when the table allows it (``type_widening``: its
+    ``delta.enableTypeWidening``). Raises :class:`SchemaMismatchError` naming the column and
+    both types when the batch cannot be written."""
     _check_unique_names(path, batch_schema)
     if table_schema is None or overwrite_schema:
         target = storable(batch_schema)
@@ -68,22 +73,29 @@ def plan_write(
 
     by_name = {f.name.lower(): f for f in table_schema.fields}
     casts: dict[str, T.DataType] = {}
+    widened: dict[str, T.DataType] = {}
     new_fields: list[T.StructField] = []
-    for field in batch_schema.fields:
-        existing = by_name.get(field.name.lower())
+    for column in batch_schema.fields:
+        existing = by_name.get(column.name.lower())
         if existing is None:
-            new_fields.append(field)
+            new_fields.append(column)
             continue
-        if _same_type(existing.dataType, field.dataType):
+        if _same_type(existing.dataType, column.dataType):
             continue
-        if isinstance(field.dataType, T.NullType) or _is_widening(field.dataType, existing.dataType):
-            casts[field.name] = existing.dataType
+        if isinstance(column.dataType, T.NullType) or _is_widening(column.dataType, existing.dataType):
+            casts[column.name] = existing.dataType
             continue
+        if type_widening and _is_widening(existing.dataType, column.dataType):
+            widened[existing.name] = column.dataType
+            continue
+        widen = (" The table could take it: set its table property delta.enableTypeWidening = true "
+                 "(some readers cannot read widened tables)." if _is_widening(existing.dataType, column.dataType)
+                 else "")
         raise SchemaMismatchError(
             path,
             f"column {existing.name!r} is {existing.dataType.simpleString()} in the table but "
-            f"{field.dataType.simpleString()} in the data being written. Cast the column in the "
-            "query, or full-refresh the table to change its type.",
+            f"{column.dataType.simpleString()} in the data being written. Cast the column in the "
+            f"query, or full-refresh the table to change its type.{widen}",
         )
     if new_fields and not merge_schema:
         names = ", ".join(repr(f.name) for f in new_fields)
@@ -96,17 +108,18 @@ def plan_write(
     for f in new_fields:
         if isinstance(f.dataType, T.NullType):
             casts[f.name] = T.StringType()
-    target = T.StructType(list(table_schema.fields) + list(stored_new.fields))
-    return WritePlan(target, casts, [f.name for f in new_fields])
+    kept = [T.StructField(f.name, widened.get(f.name, f.dataType), True) for f in table_schema.fields]
+    target = T.StructType(kept + list(stored_new.fields))
+    return WritePlan(target, casts, [f.name for f in new_fields], widened)
 
 
 def _check_unique_names(path: str, schema: T.StructType) -> None:
     seen: set[str] = set()
-    for field in schema.fields:
-        key = field.name.lower()
+    for column in schema.fields:
+        key = column.name.lower()
         if key in seen:
             raise SchemaMismatchError(
-                path, f"column {field.name!r} appears twice (names are case-insensitive); rename one"
+                path, f"column {column.name!r} appears twice (names are case-insensitive); rename one"
             )
         seen.add(key)
 
@@ -127,8 +140,14 @@ def _strip_nullability(dtype: T.DataType) -> T.DataType:
 
 
 def _is_widening(source: T.DataType, target: T.DataType) -> bool:
+    """Whether every ``source`` value is a ``target`` value: integers to wider integers,
+    float to double, a decimal to one with as many integer and fraction digits or more (the
+    changes Delta's type widening makes too)."""
     if isinstance(source, T.IntegralType) and isinstance(target, T.IntegralType):
         return _INTEGRAL_ORDER.index(type(source)) < _INTEGRAL_ORDER.index(type(target))
+    if isinstance(source, T.DecimalType) and isinstance(target, T.DecimalType):
+        return (target.scale >= source.scale and target.precision - target.scale >= source.precision - source.scale
+                and target != source)
     return isinstance(source, T.FloatType) and isinstance(target, T.DoubleType)
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
 from lakehouse_assets.storage._delta_log import read_commit
 from lakehouse_assets.storage._files import Location, locate
@@ -47,6 +48,9 @@ META_ROWS = "lakehouse.rowsWritten"
 MERGE_KEYS = "lakehouse.mergeKeys"
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+#: The table property that lets a write widen a column's type (opt-in: not every reader
+#: reads a widened table).
+TYPE_WIDENING = "delta.enableTypeWidening"
 #: A table's stream is aliased ``delta:<path>``: Delta's streaming relation does not print its
 #: path in a query plan, and column lineage reads plans.
 STREAM_ALIAS_PREFIX = "delta:"
@@ -120,7 +124,7 @@ class DeltaTableStore:
         or, with ``read_change_feed``, its change data feed."""
         table = self._open(path)
         options = options or StreamOptions()
-        if options.read_change_feed and not _keeps_change_feed(table):
+        if options.read_change_feed and not _allows(table, CHANGE_DATA_FEED):
             raise LakehouseError(
                 f"Delta table {path} keeps no change data feed to read: set its table property "
                 f"{CHANGE_DATA_FEED} = true (where it is defined), then rebuild it with a full "
@@ -163,7 +167,10 @@ class DeltaTableStore:
             _set_properties(spark, path, table, properties)
         current = spark_schema(table) if table is not None else None
         plan = plan_write(path, current, df.schema, merge_schema=merge_schema,
-                          overwrite_schema=mode == "overwrite" and overwrite_schema)
+                          overwrite_schema=mode == "overwrite" and overwrite_schema,
+                          type_widening=_allows(table, TYPE_WIDENING, properties))
+        if table is not None:
+            _widen(spark, path, plan.widened)
         writer = _apply_casts(df, plan.casts).write.format("delta").mode(mode)
         if plan.new_columns:
             writer = writer.option("mergeSchema", "true")
@@ -215,7 +222,9 @@ class DeltaTableStore:
             raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
         spark = df.sparkSession
         _set_properties(spark, path, table, properties)
-        plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema)
+        plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema,
+                          type_widening=_allows(table, TYPE_WIDENING, properties))
+        _widen(spark, path, plan.widened)
         if plan.new_columns:
             added = ", ".join(f"{quote(f.name)} {type_sql(f.dataType)}"
                               for f in plan.table_schema.fields if f.name in plan.new_columns)
@@ -228,15 +237,18 @@ class DeltaTableStore:
         return self._committed(path, after=table.version())
 
     # -- maintenance: storage/maintenance.py ------------------------------------------------
-    def optimize(self, path: str, *, target_size: int | None = None,
+    def optimize(self, spark: SparkSession, path: str, *, target_size: int | None = None,
                  z_order: Sequence[str] | None = None) -> engine.OptimizeResult:
-        """Compact (or Z-order) the table in one commit changing no rows."""
-        return maintenance.optimize(self._open(path), str(path), target_size=target_size, z_order=z_order)
+        """Compact (or Z-order) the table with Delta's OPTIMIZE, in one commit changing no rows."""
+        return maintenance.optimize(spark, str(path), self.schema(path).names, target_size=target_size,
+                                    z_order=z_order)
 
-    def vacuum(self, path: str, *, retention: dt.timedelta, dry_run: bool,
+    def vacuum(self, spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: bool,
                readers: Sequence[engine.StreamReader]) -> engine.VacuumResult:
-        """Delete files unlisted for longer than ``retention`` that none of ``readers`` needs."""
-        return maintenance.vacuum(self._open(path), str(path), retention=retention, dry_run=dry_run, readers=readers)
+        """Delete files unlisted for longer than ``retention`` that none of ``readers`` needs
+        (Delta's VACUUM)."""
+        self._open(path)  # a missing table is named as such
+        return maintenance.vacuum(spark, str(path), retention=retention, dry_run=dry_run, readers=readers)
 
     def drop(self, path: str) -> None:
         """Delete the table folder and everything in it."""
@@ -323,20 +335,14 @@ def _user_metadata(operation: str, transaction: AppTransaction | None, metadata:
     return json.dumps(custom, separators=(",", ":"), default=str)
 
 
-@contextmanager
-def _commit_settings(spark: SparkSession, transaction: AppTransaction | None, user_metadata: str) -> Iterator[None]:
+def _commit_settings(spark: SparkSession, transaction: AppTransaction | None,
+                     user_metadata: str) -> AbstractContextManager[None]:
     """Delta's session settings for a MERGE's commit (its app transaction and metadata), for
     the statement only."""
     settings = {_USER_METADATA: user_metadata}
     if transaction is not None:
         settings.update({_TXN_APP_ID: transaction.app_id, _TXN_VERSION: str(transaction.batch_id)})
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key in settings:
-            spark.conf.unset(key)
+    return session_settings(spark, settings)
 
 
 def _already_committed(table: DeltaTable | None, transaction: AppTransaction | None) -> bool:
@@ -346,8 +352,18 @@ def _already_committed(table: DeltaTable | None, transaction: AppTransaction | N
     return committed is not None and committed >= transaction.batch_id
 
 
-def _keeps_change_feed(table: DeltaTable) -> bool:
-    return str((table.metadata().configuration or {}).get(CHANGE_DATA_FEED, "false")).lower() == "true"
+def _allows(table: DeltaTable | None, feature: str, properties: Mapping[str, str] | None = None) -> bool:
+    """Whether the table turns ``feature`` (a ``delta.*`` boolean property) on, or is given
+    it now by ``properties``."""
+    configured = (table.metadata().configuration or {}) if table is not None else {}
+    return any(str(source.get(feature, "false")).lower() == "true" for source in (configured, properties or {}))
+
+
+def _widen(spark: SparkSession, path: str, widened: Mapping[str, T.DataType]) -> None:
+    """Widen the table's columns to the types a batch brings (Delta's type widening), each in
+    a commit of its own before the batch's."""
+    for column, dtype in widened.items():
+        spark.sql(f"ALTER TABLE {_table_ref(path)} ALTER COLUMN {quote(column)} TYPE {type_sql(dtype)}")
 
 
 def _set_properties(spark: SparkSession, path: str, table: DeltaTable, properties: Mapping[str, str] | None) -> None:

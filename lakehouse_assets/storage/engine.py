@@ -132,7 +132,7 @@ class StreamReader:
 class OptimizeResult:
     """What one compaction (OPTIMIZE) did. ``version`` is None when there was nothing to
     compact; its commit adds and removes files with ``dataChange=false``, so streams reading
-    the table skip it. ``log_checkpoint`` is the version a Delta log checkpoint was written at."""
+    the table skip it."""
 
     path: str
     version: int | None
@@ -141,7 +141,6 @@ class OptimizeResult:
     bytes_removed: int = 0
     bytes_added: int = 0
     z_order: tuple[str, ...] = ()
-    log_checkpoint: int | None = None
 
 
 @dataclass(frozen=True)
@@ -155,8 +154,6 @@ class VacuumResult:
     files: tuple[str, ...] = ()  # as the table names them, relative to its folder
     bytes: int = 0
     readers: tuple[StreamReader, ...] = ()
-    # Whether the log's expired commits were cleaned up (not when a reader still reads them).
-    log_cleaned: bool = False
 
 
 class TableSnapshot(Protocol):
@@ -270,14 +267,14 @@ class TableStore(Protocol):
         """The table at its latest version, or at ``version``, for reading without Spark."""
         ...
 
-    def optimize(self, path: str, *, target_size: int | None = None,
+    def optimize(self, spark: SparkSession, path: str, *, target_size: int | None = None,
                  z_order: Sequence[str] | None = None) -> OptimizeResult:
         """Compact the table's small files (bin-packing to about ``target_size`` bytes), or
         with ``z_order`` rewrite them clustered by those columns, in one commit that changes
         no rows (``dataChange=false``)."""
         ...
 
-    def vacuum(self, path: str, *, retention: dt.timedelta, dry_run: bool,
+    def vacuum(self, spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: bool,
                readers: Sequence[StreamReader]) -> VacuumResult:
         """Delete data files the table stopped listing more than ``retention`` ago (list
         them only, with ``dry_run``); refuse when one of ``readers`` still needs one."""

@@ -35,7 +35,6 @@ from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
 from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
 from lakehouse_assets.storage.engine import AppTransaction
-from lakehouse_assets.storage.maintenance import optimize
 
 EVENT_LOG = "event_log"
 #: The event log by name.
@@ -198,8 +197,8 @@ def _compact(path: Path) -> None:
     """Compact the log's small files; skipped when it fails (another run's append got in
     first, say): the next compaction, or the daily maintenance, does it."""
     try:
-        optimize(DeltaTable(str(path)), str(path))
-    except LakehouseError:
+        DeltaTable(str(path)).optimize.compact()
+    except DeltaError:
         pass
 
 

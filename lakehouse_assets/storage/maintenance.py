@@ -1,138 +1,121 @@
-"""Table maintenance on delta-rs: compaction (OPTIMIZE, optionally Z-ordered) and VACUUM.
+"""Table maintenance through Delta Lake: ``OPTIMIZE`` (optionally ``ZORDER BY``) and
+``VACUUM``, the latter checked against the lakehouse's streaming readers first.
 
 What each promises:
 
-- A compaction changes no rows. Its one commit removes the small files and adds the
-  compacted ones with ``dataChange=false``, which the project's stream source skips: a
-  stream reading across it sees every row once. After it, a Delta log checkpoint is
-  written, so opening the table reads one Parquet checkpoint and the commits after it,
-  however many versions came before (delta-rs also writes one every
-  ``delta.checkpointInterval`` commits, 100 by default).
-- A VACUUM deletes only data files the table stopped listing more than ``retention`` ago
-  (or never listed, the debris of failed writes, last modified that long ago), and none
-  that a streaming reader of the table has yet to read: if it would, it refuses with
-  :class:`~lakehouse_assets.errors.VacuumRefusedError` naming the table, the reader, the
-  retention it needs and the ways out, and deletes nothing. It is delta-rs's *full* vacuum:
-  a removed file's record (its tombstone) leaves the log's checkpoints after
-  ``delta.deletedFileRetentionDuration`` (7 days), and a streaming table writes a
-  checkpoint every few minutes, so the plain vacuum, which only sees tombstones, would find
-  almost nothing a week later and the files would stay on disk for good (with a retention
-  under a day, only files the log still records as removed go). Folders named
-  ``_...`` (the AUTO CDC and aggregate state tables inside a table) are left alone, but for
-  ``_change_data``. A dry run lists the files and deletes nothing. A real run then removes
-  the log's expired commit files (``delta.logRetentionDuration``, 30 days by default),
-  unless a reader still resumes from a version older than that: the stream source reads
-  each version's commit file.
+- A compaction changes no rows. Delta's OPTIMIZE commits the small files' removal and the
+  compacted files with ``dataChange=false``, which Delta's streaming source skips: a stream
+  reading across it sees every row once.
+- A VACUUM deletes only files the table has not listed for longer than ``retention``:
+  Delta's VACUUM lists the table's folder and deletes the files its current version does not
+  reference whose removal (or, for a file no commit lists, whose last modification) is older
+  than that, ``_change_data`` files included; folders named ``_...`` (the AUTO CDC and
+  aggregate state tables inside a table) are left alone. Before anything is deleted, the
+  files are checked against every streaming reader of the table: if one has yet to read a
+  file, it refuses with :class:`~lakehouse_assets.errors.VacuumRefusedError` naming the
+  table, the reader, the retention it needs and the ways out, and deletes nothing. A dry run
+  lists the files and deletes nothing.
+- The log's commit files older than ``delta.logRetentionDuration`` (30 days) are removed by
+  Delta itself, at its log checkpoints: a reader that lags longer must be reset.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import os
-import re
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from urllib.parse import unquote, urlparse
 
-from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
+from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
-from lakehouse_assets.storage._delta_log import read_commit
-from lakehouse_assets.storage._files import table_file_path
+from lakehouse_assets.spark_conf import session_settings
+from lakehouse_assets.storage._delta_log import latest_version, read_commit
 from lakehouse_assets.storage.engine import OptimizeResult, StreamReader, VacuumResult
+from lakehouse_assets.storage.merge import quote
 from lakehouse_assets.storage.stream_readers import files_still_needed
 
 DEFAULT_RETENTION = dt.timedelta(days=7)
-# A full vacuum also deletes files no commit lists yet, by their age on disk: the files of a
-# write still in flight, by a writer that takes no table lock (COPY INTO), are among them
-# when the retention is short. Below a day, only files the log records as removed go.
-FULL_VACUUM_MIN_HOURS = 24
-# Delta's default log retention, when the table does not set delta.logRetentionDuration.
-_DEFAULT_LOG_RETENTION = "interval 30 days"
-_INTERVAL = re.compile(r"^\s*interval\s+(\d+)\s+(second|minute|hour|day|week)s?\s*$", re.IGNORECASE)
-# Commit files carry their writer's clock; leave a reader this much slack before log cleanup.
-_CLOCK_SLACK = dt.timedelta(hours=1)
+# Delta refuses a retention under its default (a week) unless told the caller checked: the
+# table lock keeps this project's writers out, and the readers are checked here.
+_RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+# Delta 4.4 ignores a RETAIN of other than 0 hours by default (an internal setting), using
+# the table's delta.deletedFileRetentionDuration instead: the retention asked for is meant.
+_RETENTION_IGNORED = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
+# The size OPTIMIZE aims at, when one is asked for.
+_MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
 
 
-def optimize(table: DeltaTable, path: str, *, target_size: int | None = None,
+def optimize(spark: SparkSession, path: str, columns: Sequence[str], *, target_size: int | None = None,
              z_order: Sequence[str] | None = None) -> OptimizeResult:
-    """Compact the table's small files into files of about ``target_size`` bytes (the
-    table's ``delta.targetFileSize``, else 100 MB), or with ``z_order`` rewrite its files
-    clustered by those columns; write a log checkpoint after a compaction that committed."""
-    columns = tuple(z_order or ())
-    if columns:
-        known = {name.lower(): name for name in table.schema().to_arrow().names}
-        missing = [c for c in columns if c.lower() not in known]
-        if missing:
-            raise LakehouseError(
-                f"Cannot Z-order Delta table {path} by {missing}: it has no such column (its columns: "
-                f"{', '.join(known.values())}). Give columns of the table.")
-        columns = tuple(known[c.lower()] for c in columns)
-    before = table.version()
+    """Compact the table's small files (into files of about ``target_size`` bytes, else
+    Delta's 1 GB), or with ``z_order`` rewrite its files clustered by those columns of the
+    table's ``columns``."""
+    known = {name.lower(): name for name in columns}
+    missing = [c for c in z_order or () if c.lower() not in known]
+    if missing:
+        raise LakehouseError(
+            f"Cannot Z-order Delta table {path} by {missing}: it has no such column (its columns: "
+            f"{', '.join(columns)}). Give columns of the table.")
+    clustered = tuple(known[c.lower()] for c in z_order or ())
+    statement = f"OPTIMIZE delta.{quote(path)}"
+    if clustered:
+        statement += f" ZORDER BY ({', '.join(quote(c) for c in clustered)})"
+    settings = {_MAX_FILE_SIZE: str(target_size)} if target_size else {}
     try:
-        if columns:
-            metrics = table.optimize.z_order(list(columns), target_size=target_size)
-        else:
-            metrics = table.optimize.compact(target_size=target_size)
-    except DeltaError as exc:
+        with session_settings(spark, settings):
+            metrics = spark.sql(statement).first()["metrics"]  # type: ignore[index]
+    except Exception as exc:  # Spark's errors name no common base over Connect
         raise LakehouseError(
             f"Compaction of Delta table {path} failed: {exc}. Nothing was changed (a compaction commits "
             "all or nothing); run it again, when no other writer is changing the table's files.") from exc
-    if table.version() == before:
-        return OptimizeResult(str(path), None, z_order=columns)
-    table.create_checkpoint()
-    removed, added = _file_totals(metrics.get("filesRemoved")), _file_totals(metrics.get("filesAdded"))
+    if not metrics["numFilesRemoved"]:
+        return OptimizeResult(path, None, z_order=clustered)
     return OptimizeResult(
-        str(path), table.version(),
-        files_removed=int(metrics.get("numFilesRemoved") or 0), files_added=int(metrics.get("numFilesAdded") or 0),
-        bytes_removed=removed, bytes_added=added, z_order=columns, log_checkpoint=table.version())
+        path, latest_version(path), files_removed=int(metrics["numFilesRemoved"]),
+        files_added=int(metrics["numFilesAdded"]), bytes_removed=int(metrics["filesRemoved"]["totalSize"] or 0),
+        bytes_added=int(metrics["filesAdded"]["totalSize"] or 0), z_order=clustered)
 
 
-def vacuum(table: DeltaTable, path: str, *, retention: dt.timedelta, dry_run: bool,
+def vacuum(spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: bool,
            readers: Sequence[StreamReader]) -> VacuumResult:
-    """Delete (or with ``dry_run`` list) the data files the table stopped listing more
-    than ``retention`` ago (in whole hours, rounded up), after checking that none of them
-    is still to be read by one of ``readers``."""
+    """Delete (or with ``dry_run`` list) the files the table has not listed for longer than
+    ``retention`` (in whole hours, rounded up), after checking that none of them is still to
+    be read by one of ``readers``."""
     if retention < dt.timedelta(0):
         raise LakehouseError(f"Cannot vacuum Delta table {path} with a negative retention ({retention}).")
     hours = math.ceil(retention.total_seconds() / 3600)
-    try:
-        candidates = table.vacuum(retention_hours=hours, dry_run=True, enforce_retention_duration=False,
-                                  full=hours >= FULL_VACUUM_MIN_HOURS)
-    except DeltaError as exc:
-        raise LakehouseError(f"VACUUM of Delta table {path} failed to list its files: {exc}.") from exc
-    if candidates:
-        _refuse_if_needed(table, str(path), candidates, readers, hours)
-    sizes = {name: _size(table_file_path(str(path), name)) for name in candidates}
-    result = VacuumResult(str(path), dt.timedelta(hours=hours), dry_run, tuple(sorted(candidates)),
-                          sum(sizes.values()), tuple(readers))
-    if dry_run:
-        return result
-    if candidates:
-        # The table lock keeps writers out, so the files deleted are those checked above (but
-        # for one removed in the very second the retention ends).
-        deleted = table.vacuum(retention_hours=hours, dry_run=False, enforce_retention_duration=False,
-                               full=hours >= FULL_VACUUM_MIN_HOURS)
-        result = replace(result, files=tuple(sorted(deleted)), bytes=sum(sizes.get(n, 0) for n in deleted))
-    return replace(result, log_cleaned=_clean_expired_log(table, str(path), readers))
+    statement = f"VACUUM delta.{quote(path)} RETAIN {hours} HOURS"
+    with session_settings(spark, {_RETENTION_CHECK: "false", _RETENTION_IGNORED: "false"}):
+        with _console_to_stderr(spark):
+            candidates = sorted(_local(row["path"]) for row in spark.sql(statement + " DRY RUN").collect())
+        if candidates:
+            _refuse_if_needed(path, candidates, readers, hours)
+        files = tuple(os.path.relpath(f, path) for f in candidates)
+        result = VacuumResult(path, dt.timedelta(hours=hours), dry_run, files, sum(map(_size, candidates)),
+                              tuple(readers))
+        if not dry_run and candidates:
+            # The table lock keeps writers out, so the files deleted are those checked above.
+            with _console_to_stderr(spark):
+                spark.sql(statement).collect()
+    return result
 
 
-def _refuse_if_needed(table: DeltaTable, path: str, candidates: Sequence[str],
-                      readers: Sequence[StreamReader], hours: int) -> None:
-    doomed = {table_file_path(path, name) for name in candidates}
-    latest = table.version()
+def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[StreamReader], hours: int) -> None:
+    doomed = set(candidates)
+    latest = latest_version(path)
     for reader in readers:
         try:
             needed = files_still_needed(path, reader, latest)
-        except (OSError, DeltaError) as exc:
+        except (OSError, ValueError) as exc:
             raise VacuumRefusedError(
                 f"Not vacuuming Delta table {path}: the streaming query writing {reader.name} (checkpoint "
                 f"{reader.checkpoint}) resumes from version {reader.version}, which cannot be read any "
                 f"more ({exc}), so which files it still needs is unknown. Reset {reader.name} "
                 f"(`lakehouse reset {reader.name} --yes`), then vacuum again.") from exc
-        clash = needed & doomed
+        clash = {_local(f) for f in needed} & doomed
         if not clash:
             continue
         needs = _hours_since(_commit_time(path, min(reader.version, latest)))
@@ -145,26 +128,28 @@ def _refuse_if_needed(table: DeltaTable, path: str, candidates: Sequence[str],
             f"(materialize it), then vacuum again. Nothing was deleted.")
 
 
-def _clean_expired_log(table: DeltaTable, path: str, readers: Sequence[StreamReader]) -> bool:
-    """Remove the log's commit files older than its retention (and than its last
-    checkpoint), unless a reader resumes from before that: it reads those commits."""
-    configured = (table.metadata().configuration or {}).get("delta.logRetentionDuration", _DEFAULT_LOG_RETENTION)
-    log_retention = _interval(configured)
-    if log_retention is None:
-        return False  # a retention we cannot read: leave the log as it is
-    cutoff = dt.datetime.now(dt.UTC) - log_retention + _CLOCK_SLACK
-    latest = table.version()
-    if any(_commit_time(path, min(r.version, latest)) < cutoff for r in readers):
-        return False
-    table.cleanup_metadata()
-    return True
+@contextmanager
+def _console_to_stderr(spark: SparkSession) -> Iterator[None]:
+    """Delta's VACUUM prints what it found to the driver's console (stdout); an embedded
+    driver shares this process's, where a command's output (JSON) goes. Sent to stderr for
+    the statement; an engine's console is its log."""
+    jvm = None if type(spark).__module__.startswith("pyspark.sql.connect") else getattr(spark, "_jvm", None)
+    if jvm is None:
+        yield
+        return
+    system = jvm.java.lang.System
+    console = system.out
+    system.setOut(system.err)
+    try:
+        yield
+    finally:
+        system.setOut(console)
 
 
-def _interval(text: str) -> dt.timedelta | None:
-    match = _INTERVAL.match(str(text))
-    if match is None:
-        return None
-    return dt.timedelta(**{match.group(2).lower() + "s": int(match.group(1))})
+def _local(path_or_uri: str) -> str:
+    """A ``file:`` URI or a local path as an absolute path."""
+    parsed = urlparse(path_or_uri)
+    return unquote(parsed.path) if parsed.scheme in ("file", "") else path_or_uri
 
 
 def _commit_time(path: str, version: int) -> dt.datetime:
@@ -175,14 +160,6 @@ def _commit_time(path: str, version: int) -> dt.datetime:
 
 def _hours_since(moment: dt.datetime) -> int:
     return max(1, math.ceil((dt.datetime.now(dt.UTC) - moment).total_seconds() / 3600))
-
-
-def _file_totals(text: object) -> int:
-    """The total size from delta-rs's file metrics (``{"totalSize": ...}``, as JSON text)."""
-    try:
-        return int(json.loads(str(text)).get("totalSize") or 0)
-    except (ValueError, AttributeError, TypeError):
-        return 0
 
 
 def _size(path: str) -> int:

@@ -16,6 +16,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyspark.sql import SparkSession
+
 from lakehouse_assets.errors import UnknownTableError
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, OptimizeResult, StreamReader, TableStore, VacuumResult
@@ -30,8 +32,10 @@ DEFAULT_LOCK_TIMEOUT_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class TableMaintenance:
-    """Compaction and VACUUM of the tables under ``settings.root``, by name."""
+    """Compaction and VACUUM of the tables under ``settings.root``, by name, run by Delta
+    Lake in ``spark``."""
 
+    spark: SparkSession
     settings: LakehouseSettings
     store: TableStore = field(default_factory=DeltaTableStore)
     lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS
@@ -67,14 +71,15 @@ class TableMaintenance:
         :meth:`targets`), holding its write lock."""
         path = self.path(name)
         with self._lock(name):
-            return self.store.optimize(str(path), target_size=target_size, z_order=z_order)
+            return self.store.optimize(self.spark, str(path), target_size=target_size, z_order=z_order)
 
     def vacuum(self, name: str, *, retention: dt.timedelta = DEFAULT_RETENTION, dry_run: bool = False) -> VacuumResult:
         """Vacuum the table ``name`` (or one of its :meth:`targets`; list only, with
         ``dry_run``), holding its write lock and checked against every streaming reader of it."""
         path = self.path(name)
         with self._lock(name):
-            return self.store.vacuum(str(path), retention=retention, dry_run=dry_run, readers=self.readers(name))
+            return self.store.vacuum(self.spark, str(path), retention=retention, dry_run=dry_run,
+                                     readers=self.readers(name))
 
     def readers(self, name: str) -> list[StreamReader]:
         """The streaming queries reading the table ``name``, at the positions they resume from."""

@@ -8,10 +8,12 @@ from pathlib import Path
 import dagster as dg
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.maintenance import maintenance_job
 from lakehouse_assets.definitions import defs
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import SparkResource
 from lakehouse_assets_tests.cli.helpers import delta_offset, write_checkpoint
 
 
@@ -26,14 +28,17 @@ def _files(path: Path) -> int:
     return len(list(path.glob("*.parquet")))
 
 
-def test_the_job_maintains_every_table_and_fails_naming_a_refused_one(settings: LakehouseSettings) -> None:
+def test_the_job_maintains_every_table_and_fails_naming_a_refused_one(
+    spark: SparkSession, settings: LakehouseSettings
+) -> None:
     root = settings.root
     events = _three_commits(root, "bronze", "events")
     other = _three_commits(root, "silver", "other")
     write_checkpoint(root, "gold.reader", committed=0, planned=0, offset=delta_offset(events, 0))
 
     result = maintenance_job.execute_in_process(
-        run_config={"ops": {"maintain_tables": {"config": {"retain_hours": 0}}}}, raise_on_error=False)
+        run_config={"ops": {"maintain_tables": {"config": {"retain_hours": 0}}}}, raise_on_error=False,
+        resources={"spark": SparkResource()})
 
     assert not result.success
     failure = result.failure_data_for_node("maintain_tables")

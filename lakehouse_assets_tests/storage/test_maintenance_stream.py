@@ -48,7 +48,7 @@ def test_a_stream_across_optimize_and_vacuum_reads_each_row_once(
     _append(spark, store, source, range(5, 7))
     _append(spark, store, source, range(7, 8))
 
-    compacted = store.optimize(source)
+    compacted = store.optimize(spark, source)
 
     assert (compacted.files_removed, compacted.files_added) == (4, 1)
     # The stream has yet to read versions 2 and 3, whose files the compaction removed: VACUUM
@@ -56,7 +56,7 @@ def test_a_stream_across_optimize_and_vacuum_reads_each_row_once(
     readers = stream_readers(source, store.table_id(source), root / "_checkpoints")
     assert [r.name for r in readers] == ["silver.copy"]
     with pytest.raises(VacuumRefusedError, match="silver.copy"):
-        store.vacuum(source, retention=NO_TIME, dry_run=False, readers=readers)
+        store.vacuum(spark, source, retention=NO_TIME, dry_run=False, readers=readers)
 
     _append(spark, store, source, range(8, 10))
     second = _stream(spark, store, root)
@@ -67,7 +67,7 @@ def test_a_stream_across_optimize_and_vacuum_reads_each_row_once(
 
     # Caught up, the reader needs none of the compacted-away files: VACUUM deletes them all.
     readers = stream_readers(source, store.table_id(source), root / "_checkpoints")
-    vacuumed = store.vacuum(source, retention=NO_TIME, dry_run=False, readers=readers)
+    vacuumed = store.vacuum(spark, source, retention=NO_TIME, dry_run=False, readers=readers)
     assert len(vacuumed.files) == 4
     _append(spark, store, source, range(10, 12))
     third = _stream(spark, store, root)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -81,8 +82,27 @@ def test_int_into_long_is_widened(spark: SparkSession, store: DeltaTableStore, p
 def test_wider_batch_into_narrower_table_is_refused(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     store.write(spark.createDataFrame([(1,)], "n int"), path)
-    with pytest.raises(SchemaMismatchError, match="'n' is int in the table but bigint"):
+    with pytest.raises(SchemaMismatchError, match="'n' is int in the table but bigint.*delta.enableTypeWidening"):
         store.write(spark.createDataFrame([(2**40,)], "n long"), path)
+
+
+def test_a_table_with_type_widening_takes_the_wider_type(
+    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "widened")
+    widening = {"delta.enableTypeWidening": "true"}
+    store.write(spark.createDataFrame([(1, Decimal("1.50"))], "n int, amount decimal(5,2)"), path, properties=widening)
+
+    store.write(spark.createDataFrame([(2**40, Decimal("12345.125"))], "n long, amount decimal(9,3)"), path)
+    store.merge(spark.createDataFrame([(1, Decimal("2.000"))], "n long, amount decimal(9,3)"), path, keys=["n"])
+
+    assert fields(store.schema(path)) == [("n", "bigint"), ("amount", "decimal(9,3)")]
+    assert sorted((r["n"], float(r["amount"])) for r in collected(store.read(spark, path))) == [
+        (1, 2.0), (2**40, 12345.125)]
+    # Spark's own Delta reader reads it too; a narrowing is still refused.
+    assert spark.read.format("delta").load(path).count() == 2
+    with pytest.raises(SchemaMismatchError, match="'amount' is decimal\\(9,3\\) in the table but string"):
+        store.write(spark.createDataFrame([(3, "x")], "n long, amount string"), path)
 
 
 def test_overwrite_schema_replaces_types(spark: SparkSession, store: DeltaTableStore, people: str) -> None:

@@ -7,6 +7,7 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import TableBusyError, UnknownTableError
 from lakehouse_assets.settings import LakehouseSettings
@@ -15,10 +16,10 @@ from lakehouse_assets.tables.maintenance import TableMaintenance
 from lakehouse_assets_tests.cli.helpers import delta_offset, write_checkpoint
 
 
-def test_maintenance_waits_for_the_writer_holding_the_table(settings: LakehouseSettings) -> None:
+def test_maintenance_waits_for_the_writer_holding_the_table(spark: SparkSession, settings: LakehouseSettings) -> None:
     path = settings.table_path("bronze", "events")
     write_deltalake(str(path), pa.table({"id": [1]}))
-    maintenance = TableMaintenance(settings, lock_timeout_seconds=0.3)
+    maintenance = TableMaintenance(spark, settings, lock_timeout_seconds=0.3)
 
     with table_lock(settings.root, "bronze.events", timeout_seconds=1, holder="a test writer"):
         with pytest.raises(TableBusyError, match="a test writer"):
@@ -30,25 +31,25 @@ def test_maintenance_waits_for_the_writer_holding_the_table(settings: LakehouseS
         maintenance.optimize("bronze.nope")
 
 
-def test_every_checkpoint_under_the_root_is_asked(settings: LakehouseSettings) -> None:
+def test_every_checkpoint_under_the_root_is_asked(spark: SparkSession, settings: LakehouseSettings) -> None:
     path = settings.table_path("bronze", "events")
     write_deltalake(str(path), pa.table({"id": [1]}))
     offset = delta_offset(path, 0)
     write_checkpoint(settings.root, "silver.one", committed=0, planned=0, offset=offset)
     write_checkpoint(settings.root, "gold.two", committed=0, planned=1, offset=offset)
 
-    readers = TableMaintenance(settings).vacuum("bronze.events", dry_run=True).readers
+    readers = TableMaintenance(spark, settings).vacuum("bronze.events", dry_run=True).readers
 
     assert sorted(r.name for r in readers) == ["gold.two", "silver.one"]
 
 
-def test_the_state_tables_inside_a_table_are_maintained_with_it(settings: LakehouseSettings) -> None:
+def test_the_state_tables_inside_a_table_are_maintained_with_it(spark: SparkSession, settings: LakehouseSettings) -> None:
     path = settings.table_path("silver", "current")
     write_deltalake(str(path), pa.table({"id": [1]}))
-    for batch in range(3):  # a state table rewritten copy-on-write each batch
+    for batch in range(3):  # a state table a merge rewrites each batch
         write_deltalake(str(path / "_cdc_state"), pa.table({"key": [batch]}), mode="append")
     (path / "_not_a_table").mkdir()
-    maintenance = TableMaintenance(settings)
+    maintenance = TableMaintenance(spark, settings)
 
     assert maintenance.targets("silver.current") == ["silver.current", "silver.current/_cdc_state"]
     compacted = maintenance.optimize("silver.current/_cdc_state")
