@@ -102,11 +102,14 @@ class LakehouseSettings:
             delta_jars=Path(env.get("LAKEHOUSE_DELTA_JARS") or DEFAULT_DELTA_JARS).expanduser().resolve(),
         )
 
+    def layer_path(self, layer: str) -> Path:
+        """The folder of a layer's tables: ``$LAKEHOUSE_ROOT/<layer>`` (``system``: ``_system``)."""
+        return self.root / (SYSTEM_DIR if layer == SYSTEM_LAYER else _safe_part(layer))
+
     def table_path(self, layer: str, name: str) -> Path:
         """The Delta table of ``layer.name``: ``$LAKEHOUSE_ROOT/<layer>/<name>`` (a ``system`` table:
         ``$LAKEHOUSE_ROOT/_system/<name>``)."""
-        folder = SYSTEM_DIR if layer == SYSTEM_LAYER else _safe_part(layer)
-        return self.root / folder / _safe_part(name)
+        return self.layer_path(layer) / _safe_part(name)
 
     def landing_path(self, source: str) -> Path:
         """The folder files of ``source`` land in: ``$LAKEHOUSE_ROOT/landing/<source>``."""

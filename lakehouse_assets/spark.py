@@ -23,6 +23,7 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import REQUIRED_CONF, engine_conf
 from lakehouse_assets.tables import LakehouseTables
+from lakehouse_assets.tables.catalog import register_tables
 
 
 def build_spark_session(
@@ -132,6 +133,7 @@ class SparkResource(LazyPySparkResource):
                 )
             else:
                 self._spark_session = build_spark_session(settings, extra_conf=extra_conf)
+            register_tables(self._spark_session, settings)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         """Release the run's own Connect session (its streaming queries stop with it); an

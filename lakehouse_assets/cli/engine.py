@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK
+from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK, CommandError
 from lakehouse_assets.cli.output import print_json
 from lakehouse_assets.settings import DEFAULT_ENGINE_PORT, LakehouseSettings
 
@@ -60,8 +60,10 @@ def run_start(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     was_answering = engine_status(settings).answering
     status = start_engine(settings, timeout_seconds=args.timeout)
     files = EngineFiles.of(settings)
+    registered = _register_tables(settings, status.url, status.port)
     print(f"{'The Spark Connect engine already runs' if was_answering else 'Started the Spark Connect engine'}: "
           f"it answers at {status.url} (pid {status.pid}, since {status.started_at}).")
+    print(f"  tables: {registered} in its catalog by name (layer.name), for any client attached to it")
     print(f"  token: {files.token} (readable by you only; runs of this lakehouse read it from there)")
     print(f"  log:   {status.log}")
     print("Run the lakehouse on it:")
@@ -71,6 +73,26 @@ def run_start(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     print(f"  export LAKEHOUSE_SPARK_REMOTE={status.url}")
     print("Stop it with `lakehouse engine stop`.")
     return EXIT_OK
+
+
+def _register_tables(settings: LakehouseSettings, url: str, port: int) -> int:
+    """Register the lakehouse's tables in the engine's catalog, which every session attached
+    to it shares; how many there are. A `lakehouse sql` of its own does it, in a process of
+    its own: a Spark Connect client turns its whole process into one."""
+    import os
+    import subprocess
+    import sys
+
+    from lakehouse_assets.storage.discovery import discover_tables
+
+    env = {**os.environ, "LAKEHOUSE_ROOT": str(settings.root), "LAKEHOUSE_SPARK_REMOTE": url,
+           "LAKEHOUSE_ENGINE_PORT": str(port)}
+    done = subprocess.run([sys.executable, "-m", "lakehouse_assets.cli", "sql", "SHOW SCHEMAS", "--format", "json"],
+                          env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise CommandError(f"The engine started, but registering the lakehouse's tables in its catalog failed: "
+                           f"{done.stderr.strip()[-2000:]}")
+    return len(discover_tables(settings.root))
 
 
 def run_stop(args: argparse.Namespace, settings: LakehouseSettings) -> int:

@@ -1,8 +1,8 @@
 """``lakehouse sql "<query>"``: a SQL query over the tables by name, printed as a table or JSON.
 
-``FROM bronze.recordings`` reads the table through the lakehouse's storage layer
-(:class:`~lakehouse_assets.tables.LakehouseTables`); the query runs on Spark, embedded or on
-the engine at ``LAKEHOUSE_SPARK_REMOTE``.
+``FROM bronze.recordings`` names the table in Spark's own catalog, where the lakehouse's
+tables are registered (:mod:`lakehouse_assets.tables.catalog`); the query runs on Spark,
+embedded or on the engine at ``LAKEHOUSE_SPARK_REMOTE``, as written.
 """
 
 from __future__ import annotations
@@ -20,14 +20,16 @@ DEFAULT_LIMIT = 1000
 
 DESCRIPTION = """\
 Run a Spark SQL query over the lakehouse's tables, named layer.name, and print the result.
-Time travel: `FROM silver.recordings_enriched VERSION AS OF 3` (or TIMESTAMP AS OF
-'2026-11-25 10:00:00') in the query, or --version / --timestamp for every read of a table.
-Starts Spark (embedded, or the engine at LAKEHOUSE_SPARK_REMOTE).
+The tables are Spark's and Delta's own: time travel is `FROM silver.recordings_enriched
+VERSION AS OF 3` (or TIMESTAMP AS OF '2026-11-25 10:00:00'), and DESCRIBE HISTORY,
+DESCRIBE DETAIL and SHOW TABLES IN silver work. Starts Spark (embedded, or the engine at
+LAKEHOUSE_SPARK_REMOTE).
 
 examples:
   lakehouse sql "SELECT * FROM gold.daily_patient_avg ORDER BY date LIMIT 10"
   lakehouse sql "SELECT device_id, count(*) AS n FROM bronze.recordings GROUP BY device_id" --format json
-  lakehouse sql "SELECT count(*) FROM silver.recordings_enriched" --version silver.recordings_enriched=2
+  lakehouse sql "SELECT count(*) FROM silver.recordings_enriched VERSION AS OF 2"
+  lakehouse sql "DESCRIBE HISTORY gold.daily_patient_avg"
 """
 
 
@@ -39,10 +41,6 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.add_argument("query", metavar="QUERY", help="the query, e.g. \"SELECT * FROM gold.device_counts\"")
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="a text table (default) or a JSON array of row objects")
-    parser.add_argument("--version", dest="versions", metavar="TABLE=V", action="append", default=[],
-                        type=_pinned_version, help="read TABLE as of version V; repeatable")
-    parser.add_argument("--timestamp", dest="timestamps", metavar="TABLE=TIME", action="append", default=[],
-                        type=_pinned_time, help="read TABLE as it was at TIME (UTC unless it says); repeatable")
     parser.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, metavar="N",
                         help=f"print at most N rows (default {DEFAULT_LIMIT})")
     parser.set_defaults(run=run)
@@ -62,7 +60,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         spark.sparkContext.setLogLevel("FATAL")
     tables = LakehouseTables(spark, settings)
     try:
-        df = tables.sql(args.query, versions=dict(args.versions), timestamps=dict(args.timestamps))
+        df = tables.sql(args.query)
         if df.isStreaming:
             raise UsageError("The query reads a stream (STREAM(...)); `lakehouse sql` reads tables as they "
                              "stand. Drop STREAM(...) to query the table.")
@@ -82,18 +80,3 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
 def _first_lines(message: str, count: int = 3) -> str:
     lines = [line for line in message.splitlines() if line.strip() and not line.startswith(("\tat ", "JVM stacktrace"))]
     return "\n".join(lines[:count])
-
-
-def _pinned_version(text: str) -> tuple[str, int]:
-    table, _, version = text.partition("=")
-    if not table or not version.isdigit():
-        raise argparse.ArgumentTypeError(f"invalid --version {text!r}: give TABLE=V, e.g. silver.recordings_enriched=3")
-    return table, int(version)
-
-
-def _pinned_time(text: str) -> tuple[str, str]:
-    table, _, when = text.partition("=")
-    if not table or not when:
-        raise argparse.ArgumentTypeError(
-            f"invalid --timestamp {text!r}: give TABLE=TIME, e.g. silver.recordings_enriched=2026-11-25T10:00:00")
-    return table, when

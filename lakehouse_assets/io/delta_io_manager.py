@@ -45,6 +45,7 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import DeltaTableStore, TableStore
 from lakehouse_assets.storage.table_lock import table_locks
+from lakehouse_assets.tables.catalog import register_tables
 from lakehouse_assets.tables.session_views import drop_temp_views
 
 Handler = Callable[[Any, TableRun, TableStore, Any], Written]
@@ -100,6 +101,10 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             else:
                 written = handler(obj, run, store, context.log)
             drop_temp_views(self.spark.spark_session)
+            # A table's first write names it in the session's catalog (the next step's
+            # `spark.read.table` and SQL find it).
+            register_tables(self.spark.spark_session, self.settings(),
+                            [t.table_name for t in run.written if store.exists(str(t.path))])
             metadata = {**written.metadata, **table_metadata(store, run, written.version, lineage)}
             metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
             context.add_output_metadata(metadata)

@@ -1,31 +1,30 @@
 """The lakehouse's tables by name, ``layer.name``, in one Spark session.
 
-Without delta-spark, Spark's catalog cannot hold a Delta table, so names are resolved here:
-:meth:`LakehouseTables.table` and :meth:`~LakehouseTables.read_stream` read a table through
-the storage layer, and :meth:`~LakehouseTables.sql` runs a query whose ``FROM bronze.recordings``
-(or ``STREAM(bronze.recordings)``, or ``... VERSION AS OF 3``) is read the same way, through a
-temporary view of this session named after the table (:mod:`.sql_refs` finds the names).
-Views are registered again by every query, so a query sees each table as it stands when
-the query is made; they belong to the session, and each run has a session of its own on the
-engine. A native delta-spark engine would register the tables in Spark's catalog instead,
-and the queries would not change.
+The tables are registered in the session's own catalog (:mod:`.catalog`), so names are
+Spark's: :meth:`LakehouseTables.sql` runs a query as it is written (``FROM bronze.recordings``,
+``STREAM(bronze.recordings)``, ``... VERSION AS OF 3``), :meth:`~LakehouseTables.table` and
+:meth:`~LakehouseTables.read_stream` read a table through the storage layer, with time travel
+by version or time and the project's stream options. A name in a medallion layer that the
+lakehouse lacks is named with the tables there are.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+import re
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_assets.errors import LakehouseError, UnknownTableError
-from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, StreamOptions, TableStore
 from lakehouse_assets.storage.discovery import discover_tables
-from lakehouse_assets.tables.sql_refs import TableRef, find_table_refs, rewrite, unknown_tables
+from lakehouse_assets.tables.catalog import register_tables
 
-# Views this module registers start with it, so they cannot collide with a user's.
-VIEW_PREFIX = "__lakehouse__"
+# Spark's error for a name its catalog lacks, and how it spells the name.
+_NOT_FOUND = ("TABLE_OR_VIEW_NOT_FOUND", "DELTA_TABLE_NOT_FOUND")
+_NAME_PART = re.compile(r"`((?:[^`]|``)*)`|([^.`]+)")
 # A name in these layers is a lakehouse table, whether or not it has been written yet.
 MEDALLION_LAYERS = ("bronze", "silver", "gold")
 
@@ -38,6 +37,7 @@ class LakehouseTables:
         self.spark = spark
         self.settings = settings or LakehouseSettings.from_env()
         self.store = store or DeltaTableStore()
+        register_tables(spark, self.settings)
 
     def names(self) -> list[str]:
         """Every table as ``layer.name``, layers in data-flow order."""
@@ -55,19 +55,15 @@ class LakehouseTables:
         """The table as a stream: the rows each new version adds, once per checkpoint."""
         return self.store.read_stream(self.spark, self._path(name), options)
 
-    def sql(self, query: str, *, versions: Mapping[str, int] | None = None,
-            timestamps: Mapping[str, str] | None = None) -> DataFrame:
-        """Run ``query`` with its table names resolved. ``versions`` / ``timestamps`` pin a
-        table (``{"silver.recordings_enriched": 3}``) wherever the query reads it, as
-        ``VERSION AS OF`` / ``TIMESTAMP AS OF`` pin one reference."""
-        known = self.names()
-        missing = unknown_tables(query, known, MEDALLION_LAYERS)
-        missing += [name for name in [*(versions or {}), *(timestamps or {})] if name not in known]
-        if missing:
-            raise UnknownTableError(missing[0], str(self.settings.root), known)
-        refs = find_table_refs(query, known)
-        views = [self._register(ref, versions or {}, timestamps or {}) for ref in refs]
-        return self.spark.sql(rewrite(query, refs, views))
+    def sql(self, query: str) -> DataFrame:
+        """Run ``query``, its table names resolved by Spark's catalog."""
+        try:
+            return self.spark.sql(query)
+        except AnalysisException as exc:
+            missing = _missing_table(exc)
+            if missing is not None and missing.partition(".")[0] in (*MEDALLION_LAYERS, SYSTEM_LAYER):
+                raise UnknownTableError(missing, str(self.settings.root), self.names()) from exc
+            raise
 
     def version_at(self, name: str, timestamp: str | dt.datetime) -> int:
         """The table's last version committed at or before ``timestamp``."""
@@ -81,22 +77,6 @@ class LakehouseTables:
                 f"was committed at {_utc(first.timestamp):%Y-%m-%d %H:%M:%S} UTC. Ask for a later time."
             )
         return max(before)
-
-    def _register(self, ref: TableRef, versions: Mapping[str, int], timestamps: Mapping[str, str]) -> str:
-        """Register the view ``ref`` reads; its name."""
-        view = VIEW_PREFIX + ref.table.replace(".", "__")
-        if ref.stream:
-            df, view = self.read_stream(ref.table), view + "__stream"
-        else:
-            version = ref.version if ref.version is not None else versions.get(ref.table)
-            timestamp = ref.timestamp if ref.timestamp is not None else timestamps.get(ref.table)
-            if timestamp is not None and version is None:
-                version = self.version_at(ref.table, timestamp)
-            df = self.table(ref.table, version=version)
-            if version is not None:
-                view += f"__v{version}"
-        df.createOrReplaceTempView(view)
-        return view
 
     def _path(self, name: str) -> str:
         known = self.names()
@@ -117,3 +97,14 @@ def _parse_time(text: str) -> dt.datetime:
         raise LakehouseError(
             f"Cannot read {text!r} as a time: give an ISO time such as 2026-11-25 or 2026-11-25T10:30:00"
         ) from exc
+
+
+def _missing_table(exc: AnalysisException) -> str | None:
+    """The ``layer.name`` an error says Spark's catalog lacks, or None for another error."""
+    condition = exc.getCondition() or ""
+    if not condition.startswith(_NOT_FOUND):
+        return None
+    relation = (exc.getMessageParameters() or {}).get("relationName") or (
+        exc.getMessageParameters() or {}).get("tableName") or ""
+    parts = [quoted.replace("``", "`") if quoted else plain for quoted, plain in _NAME_PART.findall(relation)]
+    return ".".join(parts[-2:]) if len(parts) >= 2 else None

@@ -6,8 +6,9 @@ engines give: classic PySpark and Spark Connect print the same ``== Analyzed Log
 In it every column is an attribute ``name#id``; a computed one is ``expression AS name#id``
 and reads the attributes its expression names; a leaf relation lists the attributes it reads.
 A leaf is an upstream table when it reads under ``$LAKEHOUSE_ROOT/<layer>/<name>``: a Delta
-stream sits under the alias the store gives it (``SubqueryAlias `delta:<path>```), a batch read
-of the table's files shows them in the physical plan's scan of the same attributes.
+stream sits under the alias the store gives it (``SubqueryAlias `delta:<path>```) or, read by
+name, under the catalog's (``SubqueryAlias spark_catalog.<layer>.<name>``); a batch read of
+the table's files shows them in the physical plan's scan of the same attributes.
 
 Only what the plan says is reported: a column whose sources cannot be told (computed by an
 operator read here as opaque, such as ``Expand`` or ``Generate``, or read from an empty
@@ -40,6 +41,8 @@ _ATTRIBUTE = re.compile(r"^(?P<name>.+?)#(?P<id>\d+)L?(?:-T\d+ms)?$")
 _REFERENCE = re.compile(r"#(\d+)")
 _SCAN_LOCATION = re.compile(r"Location: \w+(?:\(\d+ paths\))?\[(?P<first>[^,\]]+)")
 _STREAM_ALIAS = re.compile(r"^SubqueryAlias `" + re.escape(STREAM_ALIAS_PREFIX) + r"(?P<path>.+)`$")
+# A stream read by name (``STREAM(layer.name)``, ``readStream.table``): Spark's catalog alias.
+_CATALOG_ALIAS = re.compile(r"^SubqueryAlias spark_catalog\.(?P<layer>[^.\s]+)\.(?P<name>[^.\s]+)$")
 _DRAWING = " :|+-"  # the characters Spark draws a plan's tree with
 _TREE_PREFIX = re.compile(r"^[\s:|+\-]*(?:\*\(\d+\)\s*)?~?")
 
@@ -84,6 +87,7 @@ def lineage_from_plan(explained: str, columns: list[str], root: Path | str) -> L
     for line in analyzed:
         operator = _operator(line)
         stream = _STREAM_ALIAS.match(operator)
+        by_name = _CATALOG_ALIAS.match(operator)
         for items in _lists(operator):
             for item in items:
                 head, alias, tail = item.rpartition(" AS ")
@@ -91,7 +95,8 @@ def lineage_from_plan(explained: str, columns: list[str], root: Path | str) -> L
                 if target:
                     reads.setdefault(int(target["id"]), set()).update(int(i) for i in _REFERENCE.findall(head))
         leaves.update(_leaf(operator, scans, root, aliased))
-        aliased = stream["path"] if stream else None
+        aliased = (stream["path"] if stream
+                   else str(Path(root) / by_name["layer"] / by_name["name"]) if by_name else None)
     _add_unions(_tree(analyzed), reads)
     found: Lineage = {}
     for column, item in zip(columns, outputs, strict=False):

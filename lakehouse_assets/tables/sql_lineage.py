@@ -12,13 +12,13 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.lineage import lineage
 
-from lakehouse_assets.tables.sql_refs import find_table_refs, rewrite
+from lakehouse_assets.tables.sql_refs import tokens
 
 
 def column_lineage(query: str, reads: list[str]) -> dict[str, list[tuple[str, str]]]:
     """``{output column: [(layer.table, column), ...]}`` for the columns of ``query``'s
     result, over the tables it ``reads`` (``layer.name``)."""
-    plain = _without_stream(query, reads)
+    plain = _without_stream(query)
     try:
         select = sqlglot.parse_one(plain, dialect="spark")
     except SqlglotError:
@@ -44,12 +44,19 @@ def column_lineage(query: str, reads: list[str]) -> dict[str, list[tuple[str, st
     return found
 
 
-def _without_stream(query: str, reads: list[str]) -> str:
-    """The query with ``STREAM(layer.table)`` read as ``layer.table``: the same columns."""
-    refs = [ref for ref in find_table_refs(query, reads) if ref.stream]
-    if not refs:
-        return query
-    plain = rewrite(query, refs, ["\0" for _ in refs])
-    for ref in refs:
-        plain = plain.replace("`\0`", ref.table, 1)
-    return plain
+def _without_stream(query: str) -> str:
+    """The query with ``STREAM(layer.table)`` / ``STREAM layer.table`` read as ``layer.table``
+    (the same columns): sqlglot does not know Spark's STREAM."""
+    toks = tokens(query)
+    spans: list[tuple[int, int]] = []
+    for i, tok in enumerate(toks):
+        if not (tok.kind == "word" and tok.text.lower() == "stream" and i > 0
+                and toks[i - 1].kind == "word" and toks[i - 1].text.lower() in ("from", "join")):
+            continue
+        spans.append((tok.start, tok.end))
+        close = i + 5  # STREAM ( layer . name )
+        if i + 1 < len(toks) and toks[i + 1].text == "(" and close < len(toks) and toks[close].text == ")":
+            spans += [(toks[i + 1].start, toks[i + 1].end), (toks[close].start, toks[close].end)]
+    for start, end in sorted(spans, reverse=True):
+        query = query[:start] + " " + query[end:]
+    return query

@@ -21,7 +21,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from lakehouse_assets.cli import main
 from lakehouse_assets.engine.files import EngineFiles
@@ -369,12 +371,25 @@ def test_stopped_queries_leave_no_worker_monitor_threads(engine: Engine) -> None
     assert "sleep interrupted" not in engine.files.log.read_text(errors="replace"), "monitors end quietly"
 
 
+TABLE_CLIENT = textwrap.dedent("""
+    import sys
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+    print(spark.sql("SELECT count(*) FROM bronze.engine_catalog_probe").first()[0])
+""")
+
+
 @pytest.mark.slow
-def test_cli_start_on_a_running_engine_says_where(engine: Engine, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_start_on_a_running_engine_says_where_and_names_the_tables_for_any_client(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_deltalake(str(engine.settings.table_path("bronze", "engine_catalog_probe")), pa.table({"id": [1, 2, 3]}))
     monkeypatch.setenv("LAKEHOUSE_ENGINE_PORT", str(engine.status.port))
     assert main(["engine", "start", "--root", str(engine.settings.root)]) == 0
     out = capsys.readouterr().out
+    # A plain Spark Connect client, nothing of this project's, reads the table by name.
+    read = _run_client(TABLE_CLIENT, engine.url(engine.files.read_token()))
+    assert read.returncode == 0 and read.stdout.split()[-1] == "3", read.stderr[-3000:]
     assert "already runs" in out and f"pid {engine.status.pid}" in out
     assert f"export LAKEHOUSE_SPARK_REMOTE=sc://localhost:{engine.status.port}" in out
     assert str(engine.files.token) in out and str(engine.files.log) in out

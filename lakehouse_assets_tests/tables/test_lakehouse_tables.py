@@ -1,10 +1,14 @@
-"""Tables by name on a real Spark session and real Delta tables: SQL across layers gives the
-figures an independent Delta reader (delta-rs and pyarrow) computes; time travel; streams;
-unknown names; and the `lakehouse sql` / `lakehouse shell` commands in this process."""
+"""Tables by name in Spark's own catalog, on a real Spark session and real Delta tables: SQL
+across layers gives the figures an independent Delta reader (delta-rs and pyarrow) computes;
+time travel; streams; Delta's own SQL; unknown names; another lakehouse in the same session;
+two processes at once; and the `lakehouse sql` / `lakehouse shell` commands in this process."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections import defaultdict
 
 import pytest
@@ -51,10 +55,9 @@ def test_a_join_and_aggregate_across_layers_matches_an_independent_delta_reader(
     assert {r["name"]: r["avg_hr"] for r in rows} == independent_average_by_name(settings)
 
 
-def test_time_travel_by_version_in_sql_by_argument_and_by_timestamp(tables, store, settings) -> None:
+def test_time_travel_by_version_in_sql_and_by_timestamp(tables, store, settings) -> None:
     assert tables.sql("SELECT count(*) AS n FROM bronze.readings VERSION AS OF 0").first()["n"] == 3
     assert tables.sql("SELECT count(*) AS n FROM bronze.readings").first()["n"] == 5
-    assert tables.sql("SELECT count(*) AS n FROM bronze.readings", versions={"bronze.readings": 0}).first()["n"] == 3
     first_commit = min(store.history(str(settings.table_path("bronze", "readings"))), key=lambda e: e.version)
     assert tables.version_at("bronze.readings", first_commit.timestamp) == 0
     assert tables.table("bronze.readings", timestamp="2999-01-01").count() == 5
@@ -87,7 +90,7 @@ def test_the_sql_command_prints_a_table_or_json(tables, settings, capsys) -> Non
     assert out.splitlines()[0].split() == ["mrn", "name"] and "103  cy" in out and "(3 rows)" in out, out
 
     query = "SELECT device_id, count(*) AS n FROM bronze.readings GROUP BY device_id ORDER BY device_id"
-    assert main(["sql", query, "--format", "json", "--version", "bronze.readings=0", *root]) == 0
+    assert main(["sql", query.replace("readings", "readings VERSION AS OF 0", 1), "--format", "json", *root]) == 0
     assert json.loads(capsys.readouterr().out) == [{"device_id": 1, "n": 2}, {"device_id": 2, "n": 1}]
 
 
@@ -103,3 +106,50 @@ def test_the_shell_runs_code_with_the_tables_by_name(tables, settings, capsys) -
     code = 'print(sql("SELECT count(*) AS n FROM bronze.readings").first()["n"], tables.names())'
     assert main(["shell", "-c", code, "--root", str(settings.root)]) == 0
     assert capsys.readouterr().out.strip() == "5 ['bronze.readings', 'silver.patients']"
+
+
+def test_spark_and_delta_know_the_tables_by_name(tables, spark, settings) -> None:
+    assert spark.read.table("bronze.readings").count() == 5
+    assert spark.read.option("versionAsOf", 0).table("bronze.readings").count() == 3
+    assert spark.readStream.table("bronze.readings").isStreaming
+    history = spark.sql("DESCRIBE HISTORY bronze.readings").orderBy("version").collect()
+    assert [(h["version"], h["operation"]) for h in history] == [(0, "WRITE"), (1, "WRITE")]
+    detail = spark.sql("DESCRIBE DETAIL silver.patients").first()
+    assert detail["location"].rstrip("/").endswith(str(settings.table_path("silver", "patients")))
+    assert sorted(t.name for t in spark.catalog.listTables("bronze")) == ["readings"]
+
+
+def test_a_table_written_later_and_another_lakehouse_are_found(tables, spark, store, tmp_path) -> None:
+    other = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path / "other")})
+    store.write(spark.createDataFrame([(9, 1, 1.0)], "device_id BIGINT, mrn BIGINT, heartrate DOUBLE"),
+                str(other.table_path("bronze", "readings")))
+
+    # The same session now serves the other lakehouse: its bronze.readings, not the first's.
+    assert LakehouseTables(spark, other).sql("SELECT device_id FROM bronze.readings").collect() == [(9,)]
+    # And back: the first lakehouse's tables, with one written since.
+    store.write(spark.createDataFrame([(1,)], "id long"), str(tables.settings.table_path("gold", "ids")))
+    back = LakehouseTables(spark, tables.settings)
+    assert back.sql("SELECT count(*) AS n FROM bronze.readings").first()["n"] == 5
+    assert back.sql("SELECT id FROM gold.ids").collect() == [(1,)]
+
+
+def test_two_processes_query_the_tables_by_name_at_once(tables, settings) -> None:
+    """Embedded, each process registers the tables in its own driver's catalog: no shared
+    metastore to lock (embedded Derby would allow one JVM). On an engine both attach to it."""
+    query = "SELECT count(*) AS n FROM bronze.readings JOIN silver.patients USING (mrn)"
+    command = [sys.executable, "-m", "lakehouse_assets.cli", "sql", query, "--format", "json",
+               "--root", str(settings.root)]
+    env = {**os.environ, "LAKEHOUSE_ROOT": str(settings.root)}
+    running = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    results = [(p.wait(timeout=300), p.stdout.read() if p.stdout else "", p.stderr.read() if p.stderr else "")
+               for p in running]
+
+    assert [(code, json.loads(out)) for code, out, _ in results] == [(0, [{"n": 5}])] * 2, results
+
+
+def test_a_folder_whose_first_write_never_committed_is_no_table_yet(tables, spark, settings) -> None:
+    (settings.table_path("gold", "unborn") / "_delta_log").mkdir(parents=True)
+
+    assert LakehouseTables(spark, settings).sql("SELECT count(*) AS n FROM bronze.readings").first()["n"] == 5
+    assert not spark.catalog.tableExists("gold.unborn")
