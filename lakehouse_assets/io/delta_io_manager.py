@@ -83,6 +83,9 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             handler, writes = _handler_for(obj, run.table)
             lineage = derived_lineage(obj, run, context.log)  # from the plan, before the query starts
             store = self.store()
+            # A table this write creates is named in the session's catalog after it (the next
+            # step's `spark.read.table` and SQL find it); the others are there already.
+            new_tables = [t.table_name for t in run.written if run.full_refresh or not store.exists(str(t.path))]
             started = time.monotonic()
             if writes:
                 with table_locks(run.root, run.lock_names, timeout_seconds=self.lock_timeout_seconds,
@@ -101,10 +104,8 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             else:
                 written = handler(obj, run, store, context.log)
             drop_temp_views(self.spark.spark_session)
-            # A table's first write names it in the session's catalog (the next step's
-            # `spark.read.table` and SQL find it).
-            register_tables(self.spark.spark_session, self.settings(),
-                            [t.table_name for t in run.written if store.exists(str(t.path))])
+            if new_tables:
+                register_tables(self.spark.spark_session, self.settings(), new_tables)
             metadata = {**written.metadata, **table_metadata(store, run, written.version, lineage)}
             metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
             context.add_output_metadata(metadata)

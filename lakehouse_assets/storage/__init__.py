@@ -5,6 +5,7 @@ by delta-rs; everything above this package speaks of a :class:`TableStore` and t
 """
 
 from lakehouse_assets.storage._delta_log import DELTA_LOG
+from lakehouse_assets.storage._files import local_path
 from lakehouse_assets.storage.delta import DeltaTableStore
 from lakehouse_assets.storage.engine import (
     AppTransaction,
@@ -37,5 +38,6 @@ __all__ = [
     "TableStore",
     "VacuumResult",
     "WriteMode",
+    "local_path",
     "run_commits",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
@@ -48,3 +48,12 @@ def table_file_path(table_path: str, relative: str) -> str:
     if "://" in relative or relative.startswith("/"):
         return relative
     return f"{table_path.rstrip('/')}/{unquote(relative)}"
+
+
+def local_path(path_or_uri: str) -> str:
+    """A ``file:`` URI (``file:/abs``, ``file:///abs``, URL-encoded) or a local path as a local
+    path; any other URI as it is."""
+    parsed = urlparse(path_or_uri.strip())
+    if parsed.scheme not in ("file", ""):
+        return path_or_uri
+    return unquote(parsed.path).rstrip("/") or parsed.path

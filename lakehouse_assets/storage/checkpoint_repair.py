@@ -40,7 +40,7 @@ import pyarrow.fs as pafs
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage._checkpoint_files import BatchOffsets, batch_ids, read_batch_offsets, table_name_of
-from lakehouse_assets.storage._files import locate
+from lakehouse_assets.storage._files import local_path, locate
 from lakehouse_assets.storage.engine import HistoryEntry, TableStore
 from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.sink import OUTPUT_MODE_KEY, recorded_offsets
@@ -233,11 +233,8 @@ def _file_log_uri(path: str) -> str:
 
 
 def _mtime_ms(path: str) -> int:
-    from urllib.parse import unquote, urlparse
-
-    local = unquote(urlparse(path).path) if path.startswith("file:") else path
     try:
-        return int(os.stat(local).st_mtime * 1000)
+        return int(os.stat(local_path(path)).st_mtime * 1000)
     except OSError:
         return 0  # gone since: it is listed as seen all the same, so it is never read again
 

@@ -26,13 +26,13 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
 from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage._delta_log import latest_version, read_commit
+from lakehouse_assets.storage._files import local_path
 from lakehouse_assets.storage.engine import OptimizeResult, StreamReader, VacuumResult
 from lakehouse_assets.storage.merge import quote
 from lakehouse_assets.storage.stream_readers import files_still_needed
@@ -90,7 +90,7 @@ def vacuum(spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: 
     statement = f"VACUUM delta.{quote(path)} RETAIN {hours} HOURS"
     with session_settings(spark, {_RETENTION_CHECK: "false", _RETENTION_IGNORED: "false"}):
         with _console_to_stderr(spark):
-            candidates = sorted(_local(row["path"]) for row in spark.sql(statement + " DRY RUN").collect())
+            candidates = sorted(local_path(row["path"]) for row in spark.sql(statement + " DRY RUN").collect())
         if candidates:
             _refuse_if_needed(path, candidates, readers, hours)
         files = tuple(os.path.relpath(f, path) for f in candidates)
@@ -115,7 +115,7 @@ def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[St
                 f"{reader.checkpoint}) resumes from version {reader.version}, which cannot be read any "
                 f"more ({exc}), so which files it still needs is unknown. Reset {reader.name} "
                 f"(`lakehouse reset {reader.name} --yes`), then vacuum again.") from exc
-        clash = {_local(f) for f in needed} & doomed
+        clash = {local_path(f) for f in needed} & doomed
         if not clash:
             continue
         needs = _hours_since(_commit_time(path, min(reader.version, latest)))
@@ -144,12 +144,6 @@ def _console_to_stderr(spark: SparkSession) -> Iterator[None]:
         yield
     finally:
         system.setOut(console)
-
-
-def _local(path_or_uri: str) -> str:
-    """A ``file:`` URI or a local path as an absolute path."""
-    parsed = urlparse(path_or_uri)
-    return unquote(parsed.path) if parsed.scheme in ("file", "") else path_or_uri
 
 
 def _commit_time(path: str, version: int) -> dt.datetime:

@@ -14,37 +14,62 @@ stay the truth about which tables exist. A driver registers what it finds on dis
 session starts, and a table's first write registers it (:func:`register_tables` both).
 The Delta log stays the truth about a table's schema and versions: the catalog holds only
 its location.
+
+What a driver's catalog was last given (the root and its tables) is kept beside it, as the
+name of a global temporary view, which lives and dies with the catalog: a session starting on
+a driver that already holds every table on disk asks one question instead of listing the
+catalog.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.storage import DeltaTableStore, local_path
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.storage.merge import quote
+
+# Spark's database of global temporary views (`spark.sql.globalTempDatabase`, a static setting),
+# and the prefix of the view whose name says what this driver's catalog holds.
+_GLOBAL_TEMP = "global_temp"
+_REGISTERED_PREFIX = "lakehouse_registered_"
 
 
 def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Sequence[str] | None = None) -> list[str]:
     """Register in ``spark``'s catalog the tables under the lakehouse root it lacks (or
-    those of ``names``); the names registered. One catalog listing per layer when nothing
-    is new.
+    those of ``names``); the names registered. Without ``names``, one catalog lookup answers when
+    the driver already holds every table on disk; the catalog is listed only when not.
 
     A layer registered for another root (a driver that served another lakehouse: a test
     session does) is moved to this one, its external tables unregistered first; their data
     stays where it is, and a table created in the catalog itself (managed) is left alone."""
+    store = DeltaTableStore()
+    # A folder whose first write never committed holds no table yet.
+    on_disk = [name for name in discover_tables(settings.root) if store.exists(str(_table_path(settings, name)))]
+    if names is None:
+        marker = _REGISTERED_PREFIX + _fingerprint(settings.root, on_disk)
+        if spark.catalog.tableExists(f"{_GLOBAL_TEMP}.{marker}"):
+            return []
+        registered = _register(spark, settings, on_disk)
+        for row in spark.sql(f"SHOW VIEWS IN {_GLOBAL_TEMP} LIKE '{_REGISTERED_PREFIX}*'").collect():
+            spark.sql(f"DROP VIEW IF EXISTS {_GLOBAL_TEMP}.{quote(row.viewName)}")
+        spark.sql(f"CREATE OR REPLACE GLOBAL TEMPORARY VIEW {marker} AS SELECT 1 AS registered")
+        return registered
+    return _register(spark, settings, [name for name in names if name in on_disk])
+
+
+def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[str]) -> list[str]:
     wanted: dict[str, list[str]] = {}
-    for name in discover_tables(settings.root) if names is None else names:
+    for name in names:
         layer, _, table = name.partition(".")
         wanted.setdefault(layer, []).append(table)
     if not wanted:
         return []
-    store = DeltaTableStore()
     schemas = {database.name: database.locationUri for database in spark.catalog.listDatabases()}
     registered = []
     for layer, tables in wanted.items():
@@ -52,25 +77,29 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
         present: set[str] = set()
         if layer not in schemas:
             spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(layer)} LOCATION {_literal(folder)}")
-        elif _local_path(schemas[layer]) != str(folder):
+        elif local_path(schemas[layer]) != str(folder):
             spark.sql(f"ALTER SCHEMA {quote(layer)} SET LOCATION {_literal(folder)}")
             for listed in spark.catalog.listTables(layer):
                 if listed.tableType == "EXTERNAL":
                     spark.sql(f"DROP TABLE IF EXISTS {quote(layer)}.{quote(listed.name)}")
         else:
-            present = {listed.name for listed in spark.catalog.listTables(layer)}
+            present = {row.tableName for row in spark.sql(f"SHOW TABLES IN {quote(layer)}").collect()
+                       if not row.isTemporary}
         for table_name in tables:
-            # A folder whose first write never committed holds no table yet.
-            if table_name not in present and store.exists(str(settings.table_path(layer, table_name))):
+            if table_name not in present:
                 spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(layer)}.{quote(table_name)} USING delta "
                           f"LOCATION {_literal(settings.table_path(layer, table_name))}")
                 registered.append(f"{layer}.{table_name}")
     return registered
 
 
-def _local_path(uri: str) -> str:
-    parsed = urlparse(uri)
-    return unquote(parsed.path).rstrip("/") if parsed.scheme in ("file", "") else uri
+def _table_path(settings: LakehouseSettings, name: str) -> Path:
+    layer, _, table = name.partition(".")
+    return settings.table_path(layer, table)
+
+
+def _fingerprint(root: Path, names: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join([str(root), *names]).encode()).hexdigest()[:24]
 
 
 def _literal(path: Path) -> str:

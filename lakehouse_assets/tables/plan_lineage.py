@@ -28,6 +28,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from lakehouse_assets.storage import local_path
 from lakehouse_assets.storage.delta import STREAM_ALIAS_PREFIX
 from lakehouse_assets.tables.lakehouse_tables import MEDALLION_LAYERS
 
@@ -211,7 +212,7 @@ def _leaf(operator: str, scans: Mapping[int, str], root: Path | str,
 def table_of(path: str, root: Path | str) -> str | None:
     """``layer.name`` of the lakehouse table a data path lies in (the table's folder or a file
     under it), or None for a path outside the lakehouse's tables."""
-    local = re.sub(r"^file:(//)?", "", path.strip())
+    local = local_path(path) if path.strip() else ""
     if not local:
         return None
     try:

@@ -21,6 +21,7 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.streaming import run_stream
 from lakehouse_assets.tables import LakehouseTables
+from lakehouse_assets.tables.catalog import register_tables
 
 READINGS = [(1, 101, 60.0), (1, 102, 70.0), (2, 101, 80.0), (3, 103, 90.0), (3, 103, 100.0)]
 PATIENTS = [(101, "ada"), (102, "bob"), (103, "cy")]
@@ -131,6 +132,19 @@ def test_a_table_written_later_and_another_lakehouse_are_found(tables, spark, st
     back = LakehouseTables(spark, tables.settings)
     assert back.sql("SELECT count(*) AS n FROM bronze.readings").first()["n"] == 5
     assert back.sql("SELECT id FROM gold.ids").collect() == [(1,)]
+
+
+def test_a_session_on_a_driver_that_holds_every_table_registers_nothing(tables, spark, store, settings) -> None:
+    assert register_tables(spark, settings) == []
+
+    store.write(spark.createDataFrame([(1,)], "id long"), str(settings.table_path("gold", "ids")))
+    assert register_tables(spark, settings) == ["gold.ids"]
+    assert register_tables(spark, settings) == []
+    # Unregistered behind its back, the catalog is listed again once the tables on disk change.
+    spark.sql("DROP TABLE gold.ids")
+    store.write(spark.createDataFrame([(2,)], "id long"), str(settings.table_path("gold", "more_ids")))
+    assert register_tables(spark, settings) == ["gold.ids", "gold.more_ids"]
+    assert spark.read.table("gold.ids").count() == 1
 
 
 def test_two_processes_query_the_tables_by_name_at_once(tables, settings) -> None:
