@@ -159,7 +159,8 @@ def run_checks(
     context.log.info(
         f"Checking {contract.table}: versions {plan.versions}" + (f" ({plan.reason})" if plan.reason else "")
     )
-    evaluation = evaluate(contract, read_plan(store, spark, plan), sample_size=sample_size)
+    nothing_new = not plan.whole_table and not plan.files
+    evaluation = evaluate(contract, read_plan(store, spark, plan), sample_size=sample_size, empty=nothing_new)
     common = _common_metadata(plan, identity, evaluation, scope)
     yield _structure_result(key, evaluation, common)
     for result in evaluation.results.values():

@@ -104,7 +104,7 @@ def _missing_table(exc: AnalysisException) -> str | None:
     condition = exc.getCondition() or ""
     if not condition.startswith(_NOT_FOUND):
         return None
-    relation = (exc.getMessageParameters() or {}).get("relationName") or (
-        exc.getMessageParameters() or {}).get("tableName") or ""
+    parameters = exc.getMessageParameters() or {}
+    relation = parameters.get("relationName") or parameters.get("tableName") or ""
     parts = [quoted.replace("``", "`") if quoted else plain for quoted, plain in _NAME_PART.findall(relation)]
     return ".".join(parts[-2:]) if len(parts) >= 2 else None

@@ -166,6 +166,19 @@ def test_new_scope_checks_only_the_rows_added_since_the_last_check(spark, settin
     assert meta(fourth["known_patient"], "rows_checked") == 5
 
 
+def test_nothing_new_since_a_passing_check_is_checked_as_no_rows(spark, settings, instance):
+    batch = Batch(rows=[silver_row()] * 3)
+    assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED, scope="new")]
+    results(run(assets, instance))
+
+    batch.rows = []
+    again = results(run(assets, instance))
+
+    assert all(result.passed for result in again.values())
+    for name in ("heartrate_positive", "known_patient"):
+        assert (meta(again[name], "rows_checked"), meta(again[name], "versions_checked")) == (0, "none after 0")
+
+
 def test_full_scope_checks_the_whole_table_every_time(spark, settings, instance):
     batch = Batch(rows=[silver_row()] * 4)
     assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED, scope="full")]
