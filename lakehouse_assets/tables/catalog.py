@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, local_path
 from lakehouse_assets.storage.discovery import discover_tables
-from lakehouse_assets.storage.merge import quote
+from lakehouse_assets.storage.merge import quote, sql_literal
 
 # Spark's database of global temporary views (`spark.sql.globalTempDatabase`, a static setting),
 # and the prefix of the view whose name says what this driver's catalog holds.
@@ -50,7 +50,8 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
     stays where it is, and a table created in the catalog itself (managed) is left alone."""
     store = DeltaTableStore()
     # A folder whose first write never committed holds no table yet.
-    on_disk = [name for name in discover_tables(settings.root) if store.exists(str(_table_path(settings, name)))]
+    on_disk = [name for name in (discover_tables(settings.root) if names is None else names)
+               if store.exists(str(_table_path(settings, name)))]
     if names is None:
         marker = _REGISTERED_PREFIX + _fingerprint(settings.root, on_disk)
         if spark.catalog.tableExists(f"{_GLOBAL_TEMP}.{marker}"):
@@ -60,7 +61,7 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
             spark.sql(f"DROP VIEW IF EXISTS {_GLOBAL_TEMP}.{quote(row.viewName)}")
         spark.sql(f"CREATE OR REPLACE GLOBAL TEMPORARY VIEW {marker} AS SELECT 1 AS registered")
         return registered
-    return _register(spark, settings, [name for name in names if name in on_disk])
+    return _register(spark, settings, on_disk)
 
 
 def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[str]) -> list[str]:
@@ -76,9 +77,9 @@ def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[
         folder = settings.layer_path(layer)
         present: set[str] = set()
         if layer not in schemas:
-            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(layer)} LOCATION {_literal(folder)}")
+            spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(layer)} LOCATION {sql_literal(str(folder))}")
         elif local_path(schemas[layer]) != str(folder):
-            spark.sql(f"ALTER SCHEMA {quote(layer)} SET LOCATION {_literal(folder)}")
+            spark.sql(f"ALTER SCHEMA {quote(layer)} SET LOCATION {sql_literal(str(folder))}")
             for listed in spark.catalog.listTables(layer):
                 if listed.tableType == "EXTERNAL":
                     spark.sql(f"DROP TABLE IF EXISTS {quote(layer)}.{quote(listed.name)}")
@@ -88,7 +89,7 @@ def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[
         for table_name in tables:
             if table_name not in present:
                 spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(layer)}.{quote(table_name)} USING delta "
-                          f"LOCATION {_literal(settings.table_path(layer, table_name))}")
+                          f"LOCATION {sql_literal(str(settings.table_path(layer, table_name)))}")
                 registered.append(f"{layer}.{table_name}")
     return registered
 
@@ -100,10 +101,6 @@ def _table_path(settings: LakehouseSettings, name: str) -> Path:
 
 def _fingerprint(root: Path, names: Sequence[str]) -> str:
     return hashlib.sha256("\n".join([str(root), *names]).encode()).hexdigest()[:24]
-
-
-def _literal(path: Path) -> str:
-    return "'" + str(path).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 __all__ = ["register_tables"]
