@@ -141,3 +141,22 @@ class EngineUnavailableError(LakehouseError):
 
 class EngineStartError(LakehouseError):
     """The managed Spark Connect engine could not be started."""
+
+
+def failure_text(error: BaseException) -> str:
+    """``error``'s text, then its causes': a streaming query whose sink is Spark's own (no
+    Python in the batch) names the error its plan raised only in a cause. Classic PySpark
+    keeps each converted cause as ``_cause``; Spark Connect sends the server's stack trace,
+    whose ``Caused by:`` lines carry the messages."""
+    parts = [str(error)]
+    seen = {id(error)}
+    cause = getattr(error, "_cause", None) or error.__cause__
+    while isinstance(cause, BaseException) and id(cause) not in seen:
+        seen.add(id(cause))
+        parts.append(str(cause))
+        cause = getattr(cause, "_cause", None) or cause.__cause__
+    stack_trace = getattr(error, "getStackTrace", None)
+    server_trace = stack_trace() if callable(stack_trace) else None
+    if isinstance(server_trace, str):
+        parts.append(server_trace)
+    return "\n".join(parts)

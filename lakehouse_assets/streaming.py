@@ -1,7 +1,8 @@
 """Running one incremental Structured Streaming query to completion, and what it did.
 
 Every table in the lakehouse is written by a query started here: with a trigger
-(``availableNow`` by default), a checkpoint of its own, and an exactly-once sink.
+(``availableNow`` by default), a checkpoint of its own, and an exactly-once sink (a
+``foreachBatch`` function, or Delta's own streaming sink).
 
 What a run reports comes from the query's progress and from the table's log (the sink names
 the run in each commit), never from objects the sink mutates: on a Spark Connect engine the
@@ -20,10 +21,12 @@ from typing import Any, Protocol
 
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from lakehouse_assets.errors import CorruptCheckpointError, LakehouseError, QueryFailedError
+from lakehouse_assets.errors import CorruptCheckpointError, LakehouseError, QueryFailedError, failure_text
 from lakehouse_assets.storage import CommitResult
 from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.sink import DeltaStreamSink
 
 
 class TriggerKind(StrEnum):
@@ -103,7 +106,7 @@ class StreamRun:
 RestartPolicy = Callable[[BaseException], bool]
 
 
-class RunSink(Protocol):
+class BatchSink(Protocol):
     """A ``foreachBatch`` function that names its run in its commits and reads them back
     (:class:`~lakehouse_assets.storage.DeltaSink`,
     :class:`~lakehouse_assets.quality.quarantine.QuarantineSink`)."""
@@ -113,9 +116,13 @@ class RunSink(Protocol):
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> Any: ...
 
-    def for_run(self, run_id: str) -> RunSink: ...
+    def for_run(self, run_id: str) -> BatchSink: ...
 
     def run_commits(self) -> list[CommitResult]: ...
+
+
+#: Where a query writes: a ``foreachBatch`` function, or Delta's own streaming sink.
+RunSink = BatchSink | DeltaStreamSink
 
 
 def run_stream(
@@ -144,7 +151,7 @@ def run_stream(
     while True:
         df = build()
         writer = (
-            df.writeStream.foreachBatch(sink)
+            _stream_writer(df, sink)
             .outputMode(sink.output_mode)
             .option("checkpointLocation", checkpoint_location)
         )
@@ -183,6 +190,13 @@ def run_stream(
     return run
 
 
+def _stream_writer(df: DataFrame, sink: RunSink) -> DataStreamWriter:
+    """Delta's own streaming sink where ``sink`` is one; else ``sink`` as ``foreachBatch``."""
+    if isinstance(sink, DeltaStreamSink):
+        return sink.stream_writer(df)
+    return df.writeStream.foreachBatch(sink)
+
+
 # What Spark says when a checkpoint file is damaged (HDFSMetadataLog, StreamMetadata,
 # CompactibleFileStreamLog, Hadoop's checksums, Jackson).
 # Not the bare word "malformed": every ingestion plan names its `_malformed` column.
@@ -218,7 +232,7 @@ def _raise_if_project_error(exc: BaseException) -> None:
     """Re-raise a query that failed on one of the project's own errors, raised by the sink or
     the source inside the query, as that error's message: it already names the table and what
     to do, where Spark's wraps it in a traceback and a plan dump."""
-    found = _PROJECT_ERROR.findall(str(exc))
+    found = _PROJECT_ERROR.findall(failure_text(exc))
     if found:
         kind, message = found[-1]
         raise QueryFailedError(kind, message.strip()) from exc

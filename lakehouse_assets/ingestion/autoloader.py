@@ -23,6 +23,7 @@ from typing import Literal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
+from lakehouse_assets.errors import failure_text
 from lakehouse_assets.ingestion.columns import METADATA_COLUMNS
 from lakehouse_assets.ingestion.errors import (
     IngestionError,
@@ -254,7 +255,7 @@ def schema_change_after_failure(
     again, with them, when the query restarts. ``schema_location`` defaults to the one the
     error names.
     """
-    marked = parse_marker(str(error))
+    marked = parse_marker(failure_text(error))
     if marked is None:
         return None
     location = str(schema_location or marked.schema_location or "")

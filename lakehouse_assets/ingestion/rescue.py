@@ -20,6 +20,7 @@ Everything is Spark expressions evaluated on the executors.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -285,22 +286,24 @@ class MarkedError:
 
 
 def parse_marker(text: str) -> MarkedError | None:
-    """The marked error in an error's text (the first one), or None."""
-    found = [(text.find(m), m) for m in (NEW_COLUMNS_MARKER, READ_SCHEMA_STALE_MARKER)]
-    found = [(i, m) for i, m in found if i >= 0]
-    if not found:
-        return None
-    start, marker = min(found)
-    try:
-        payload, _ = json.JSONDecoder().raw_decode(text, start + len(marker))
-    except ValueError:
-        return None
-    return MarkedError(
-        marker=marker,
-        columns=tuple(payload.get("columns") or ()),
-        file=payload.get("file"),
-        schema_location=payload.get("schemaLocation"),
-    )
+    """The marked error in an error's text (the first one whose payload parses), or None.
+    The query's plan, which a streaming failure prints before its cause, spells the
+    marker too, inside the expression that builds it: those are passed over."""
+    found = sorted((match.start(), marker) for marker in (NEW_COLUMNS_MARKER, READ_SCHEMA_STALE_MARKER)
+                   for match in re.finditer(re.escape(marker), text))
+    for start, marker in found:
+        try:
+            payload, _ = json.JSONDecoder().raw_decode(text, start + len(marker))
+        except ValueError:
+            continue
+        if isinstance(payload, dict):
+            return MarkedError(
+                marker=marker,
+                columns=tuple(payload.get("columns") or ()),
+                file=payload.get("file"),
+                schema_location=payload.get("schemaLocation"),
+            )
+    return None
 
 
 def _unread_parquet_columns(known_lowercase: Sequence[str]) -> Callable[[Column], Column]:

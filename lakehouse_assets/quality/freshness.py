@@ -121,17 +121,20 @@ def _source_version_read(settings: LakehouseSettings, store: TableStore, table: 
 
 
 def _last_batch_at(store: TableStore, path: str, version: int | None) -> int | None:
-    commit = _newest_batch_commit(store, path, version)
+    # Delta's own sink (bronze without expectations) records the batch but no offsets.
+    commit = _newest_batch_commit(store, path, version, with_offsets=False)
     return commit.batch_id if commit is not None else None
 
 
-def _newest_batch_commit(store: TableStore, path: str, version: int | None) -> HistoryEntry | None:
-    """The newest commit of a query's batch at or before ``version`` (the latest: None). The
-    log is read newest first, the whole of it only when the newest commits do not have one."""
+def _newest_batch_commit(store: TableStore, path: str, version: int | None, *,
+                         with_offsets: bool = True) -> HistoryEntry | None:
+    """The newest commit of a query's batch at or before ``version`` (the latest: None),
+    ``with_offsets`` recorded. The log is read newest first, the whole of it only when the
+    newest commits do not have one."""
     for entry in newest_first(store, path):
         if version is not None and entry.version > version:
             continue
-        if recorded_offsets(entry) is not None:
+        if entry.batch_id is not None and (not with_offsets or recorded_offsets(entry) is not None):
             return entry
     return None
 

@@ -11,7 +11,8 @@ app transactions keep working as before. Nothing is read twice and nothing is sk
 * **Delta sources** (silver from bronze, gold from silver): ``offsets/T`` holds the offsets
   the table's commit of batch T recorded, ``commits/T`` marks it done.
 * **The file source** (bronze from landing files): the files bronze holds rows of (its
-  ``_source_file`` column) are written to the source's file log as already seen.
+  ``_source_file`` column) are written to the source's file log as already seen. Bronze
+  written by Delta's own sink records no offsets, and needs none.
 * **A routed query** writes two tables per batch, the quarantine first. If a run died
   between the two writes (quarantine at batch T+1, the table at T), the checkpoint is
   rebuilt with batch T+1 planned and not done: the next run replays it, the quarantine skips
@@ -43,7 +44,7 @@ from lakehouse_assets.storage._checkpoint_files import BatchOffsets, batch_ids, 
 from lakehouse_assets.storage._files import local_path, locate
 from lakehouse_assets.storage.engine import HistoryEntry, TableStore
 from lakehouse_assets.storage.history import newest_first
-from lakehouse_assets.storage.sink import OUTPUT_MODE_KEY, recorded_offsets
+from lakehouse_assets.storage.sink import OUTPUT_MODE_KEY, READS_FILES_KEY, recorded_offsets
 
 RepairKind = Literal["resumed", "restarted"]
 
@@ -124,8 +125,24 @@ def repair_checkpoint(
             f"{', '.join(f'{p}: {b}' for p, b in held.items())}, further apart than one interrupted batch. "
             f"Full-refresh {name}: `lakehouse reset {name}`."
         )
-    offsets = {batch: _recorded_offsets(store, table_paths, query_id, batch)
+    commits = {batch: _batch_commit(store, table_paths, query_id, batch)
                for batch in {low, high, high - 1} if batch >= 0}
+    offsets = {batch: recorded_offsets(commit) if commit is not None else None for batch, commit in commits.items()}
+    conf = _old_conf(location)
+    files: list[dict[str, Any]] | None = None
+    high_offsets = offsets[high]
+    if last.custom_metadata.get(READS_FILES_KEY) == "true" or (high_offsets is not None and _reads_files(high_offsets)):
+        # The file source's offset is a position in its own file log, rebuilt here as one
+        # entry (log position 0) listing every file the table holds rows of. Delta's own
+        # sink records no offsets: the batch's time is its commit's.
+        files = _ingested_files(main, source_file_column)
+        for batch, commit in commits.items():
+            if commit is not None:
+                recorded = offsets[batch]
+                offsets[batch] = BatchOffsets(
+                    recorded.watermark_ms if recorded else 0,
+                    recorded.timestamp_ms if recorded else int(commit.timestamp.timestamp() * 1000),
+                    ({"logOffset": 0},))
     for batch in (low, high):
         if offsets[batch] is None:
             raise LakehouseError(
@@ -133,15 +150,6 @@ def repair_checkpoint(
                 f"does not record its source offsets (it predates this feature, or its log was cleaned up). "
                 f"Full-refresh {name}: `lakehouse reset {name}`."
             )
-    conf = _old_conf(location)
-    files: list[dict[str, Any]] | None = None
-    if _reads_files(offsets[high]):  # type: ignore[arg-type]
-        # The file source's offset is a position in its own file log, rebuilt here as one
-        # entry (log position 0) listing every file the table holds rows of.
-        files = _ingested_files(main, source_file_column)
-        for batch, recorded in list(offsets.items()):
-            if recorded is not None:
-                offsets[batch] = BatchOffsets(recorded.watermark_ms, recorded.timestamp_ms, ({"logOffset": 0},))
     if offsets.get(high - 1) is None and high >= 1:
         # Spark reads offsets/<last - 1> on restart; when the last batch is done it only
         # needs to parse (the next batch starts from the last batch's offsets).
@@ -180,15 +188,19 @@ def _last_streaming_commit(store: TableStore, path: str) -> HistoryEntry | None:
     return None
 
 
-def _recorded_offsets(store: TableStore, paths: Sequence[str], query_id: str, batch: int) -> BatchOffsets | None:
+def _batch_commit(store: TableStore, paths: Sequence[str], query_id: str, batch: int) -> HistoryEntry | None:
+    """The commit of batch ``batch`` of query ``query_id``, in the first of ``paths`` that
+    holds one recording its offsets, else in any."""
+    found = None
     for path in paths:
         if not store.exists(str(path)):
             continue
         for entry in newest_first(store, str(path)):
-            offsets = recorded_offsets(entry) if entry.query == query_id and entry.batch_id == batch else None
-            if offsets is not None:
-                return offsets
-    return None
+            if entry.query == query_id and entry.batch_id == batch:
+                if recorded_offsets(entry) is not None:
+                    return entry
+                found = found or entry
+    return found
 
 
 def _has_rows(store: TableStore, path: str) -> bool:

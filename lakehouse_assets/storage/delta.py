@@ -59,6 +59,8 @@ STREAM_ALIAS_PREFIX = "delta:"
 _TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 _TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 _USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# The operation of a commit made by Delta's streaming sink.
+_STREAMING_UPDATE = "STREAMING UPDATE"
 
 
 class DeltaTableStore:
@@ -311,14 +313,18 @@ def _history_entry(commit: Mapping[str, Any]) -> HistoryEntry:
             rows = int(inserted or 0) + int(updated or 0)
         elif metrics.get("numOutputRows") is not None:
             rows = metrics["numOutputRows"]
-    batch = custom.get(META_BATCH)
+    batch, query = custom.get(META_BATCH), custom.get(META_QUERY)
+    parameters = commit.get("operationParameters") or {}
+    if batch is None and commit.get("operation") == _STREAMING_UPDATE and "epochId" in parameters:
+        # Delta's own streaming sink names the query and batch of each commit here.
+        batch, query = parameters["epochId"], parameters.get("queryId")
     return HistoryEntry(
         version=int(commit["version"]),
         timestamp=dt.datetime.fromtimestamp(commit["timestamp"] / 1000, tz=dt.UTC),
         operation=str(custom.get(META_OPERATION) or commit.get("operation") or "UNKNOWN"),
-        parameters=commit.get("operationParameters") or {},
+        parameters=parameters,
         rows_written=None if rows is None else int(rows),
-        query=custom.get(META_QUERY),
+        query=query,
         batch_id=None if batch is None else int(batch),
         metrics=metrics,
         custom_metadata={k: v for k, v in custom.items() if str(k).startswith("lakehouse.")},
@@ -380,6 +386,12 @@ def _table_ref(path: str) -> str:
     return f"delta.{quote(path)}"
 
 
+def with_plain_strings(df: DataFrame) -> DataFrame:
+    """``df`` with its string-holding columns as Spark's default string, as every table
+    stores them (see :func:`_apply_casts`): for a write that goes through Delta's own sink."""
+    return _apply_casts(df, {})
+
+
 def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
     """``df`` with ``casts`` applied and every string-holding column re-declared by its SQL
     type name: over Spark Connect, a cast to ``StringType()`` or a Python UDF's string result
@@ -394,4 +406,4 @@ def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
                        else F.col(quote(c)) for c in df.columns])
 
 
-__all__ = ["DeltaTableStore"]
+__all__ = ["DeltaTableStore", "with_plain_strings"]

@@ -1,27 +1,35 @@
-"""An exactly-once Delta sink for Structured Streaming, as a ``foreachBatch`` function.
+"""Exactly-once Delta sinks for Structured Streaming.
 
 Spark replays a micro-batch after a crash when its offsets were logged but the batch was
 not marked done in the checkpoint. Each commit records ``(query id, batch id)`` as a Delta
 app transaction, so a replayed batch that the table already holds is skipped: the table
 changes exactly once per batch whatever happens between the commit and the checkpoint.
 
-The sink keeps no state of its own: on a Spark Connect engine it is pickled into a Python
-worker of the server, and nothing it remembers would come back. Each commit also names the
-run that made it, so what a run wrote is read back from the table's log
-(:func:`run_commits`): the table is the one record of what a run did.
+:class:`DeltaSink` is a ``foreachBatch`` function: it records each batch's checkpoint
+offsets and counts in its commit, and it writes tables the way the others are kept
+(complete, merged, two tables per batch). :class:`DeltaStreamSink` is Delta Lake's own
+streaming sink, for ingestion appending to one table with nothing counted per batch.
+
+The sinks keep no state of their own: on a Spark Connect engine a ``foreachBatch`` function
+is pickled into a Python worker of the server, and nothing it remembers would come back.
+Each commit also names the run that made it, so what a run wrote is read back from the
+table's log (:func:`run_commits`): the table is the one record of what a run did.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 from pyspark.sql import DataFrame
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
+from lakehouse_assets.storage.delta import with_plain_strings
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry, TableStore
 from lakehouse_assets.storage.history import newest_first
 
@@ -33,6 +41,9 @@ OUTPUT_MODE_KEY = "lakehouse.outputMode"
 OFFSETS_KEY = "lakehouse.checkpointOffsets"
 # The run (a Dagster run id, or one a stream run made up) whose query made the commit.
 RUN_KEY = "lakehouse.runId"
+# Set on the commits of a query that reads landed files and appends through Delta's own
+# sink, which records no per-batch offsets: the table's files column says what was read.
+READS_FILES_KEY = "lakehouse.readsFiles"
 
 
 class TableSink(Protocol):
@@ -143,6 +154,46 @@ class DeltaSink:
                     "(foreachBatch) with this checkpoint location.")
             self._query_id = query_id
         return self._query_id
+
+
+@dataclass
+class DeltaStreamSink:
+    """Appends each micro-batch to the table at ``path`` through Delta Lake's own streaming
+    sink, for a query that reads landed files into one table and counts nothing per batch
+    (an ingestion without expectations).
+
+    Exactly once as :class:`DeltaSink` is: Delta records each batch as the app transaction
+    (query id, batch id) of its commit and skips a replay the table holds. No Python runs per
+    batch, so on an engine no Python worker starts for the query. The commits carry what
+    every batch of the query shares (output mode, run); Delta's sink fixes that text per query.
+    """
+
+    store: TableStore
+    path: str
+    merge_schema: bool = False
+    run_id: str | None = None
+
+    @property
+    def output_mode(self) -> str:
+        return "append"
+
+    def for_run(self, run_id: str) -> DeltaStreamSink:
+        """This sink, naming ``run_id`` in its commits."""
+        return replace(self, run_id=run_id)
+
+    def run_commits(self) -> list[CommitResult]:
+        """What this sink's run committed to its table, oldest first, read from the log."""
+        return run_commits(self.store, self.path, self.run_id) if self.run_id else []
+
+    def stream_writer(self, df: DataFrame) -> DataStreamWriter:
+        """``df``'s stream writer into the table (checkpoint and trigger still to set)."""
+        metadata = {OUTPUT_MODE_KEY: self.output_mode, READS_FILES_KEY: "true"}
+        if self.run_id:
+            metadata[RUN_KEY] = self.run_id
+        writer = with_plain_strings(df).writeStream.format("delta").option("path", str(self.path))
+        if self.merge_schema:
+            writer = writer.option("mergeSchema", "true")
+        return writer.option("userMetadata", json.dumps(metadata, separators=(",", ":")))
 
 
 class KeptTable(Protocol):

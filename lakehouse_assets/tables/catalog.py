@@ -27,6 +27,7 @@ import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
@@ -38,6 +39,8 @@ from lakehouse_assets.storage.merge import quote, sql_literal
 # and the prefix of the view whose name says what this driver's catalog holds.
 _GLOBAL_TEMP = "global_temp"
 _REGISTERED_PREFIX = "lakehouse_registered_"
+# What Delta and Spark say when a table was registered between the check and the create.
+_ALREADY_EXISTS = ("DELTA_TABLE_ALREADY_EXISTS", "TABLE_OR_VIEW_ALREADY_EXISTS")
 
 
 def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Sequence[str] | None = None) -> list[str]:
@@ -87,11 +90,22 @@ def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[
             present = {row.tableName for row in spark.sql(f"SHOW TABLES IN {quote(layer)}").collect()
                        if not row.isTemporary}
         for table_name in tables:
-            if table_name not in present:
-                spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(layer)}.{quote(table_name)} USING delta "
-                          f"LOCATION {sql_literal(str(settings.table_path(layer, table_name)))}")
+            if table_name not in present and _create(spark, settings, layer, table_name):
                 registered.append(f"{layer}.{table_name}")
     return registered
+
+
+def _create(spark: SparkSession, settings: LakehouseSettings, layer: str, table: str) -> bool:
+    """Register the table at its folder; False when another session of this driver (a run
+    at the same time) registered it first: IF NOT EXISTS does not hold between the two."""
+    try:
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(layer)}.{quote(table)} USING delta "
+                  f"LOCATION {sql_literal(str(settings.table_path(layer, table)))}")
+    except AnalysisException as exc:
+        if exc.getCondition() not in _ALREADY_EXISTS:
+            raise
+        return False
+    return True
 
 
 def _table_path(settings: LakehouseSettings, name: str) -> Path:

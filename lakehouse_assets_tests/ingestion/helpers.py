@@ -18,6 +18,7 @@ from lakehouse_assets.assets.table_asset import TableRunConfig
 from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io.handlers.ingestion import write_ingestion
 from lakehouse_assets.io.table_run import table_run_of
+from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.streaming import StreamRun
@@ -76,15 +77,19 @@ class Bronze:
     def land(self, name: str, content: str | bytes) -> Path:
         return land(self.landing, name, content)
 
-    def run(self, options: AutoLoaderOptions | None = None) -> StreamRun:
-        """Materialize the table once, reading with ``options``; what its query did."""
+    def run(self, options: AutoLoaderOptions | None = None, expectations: Sequence[Rule] = ()) -> StreamRun:
+        """Materialize the table once, reading with ``options`` and enforcing ``expectations``
+        (none: Delta's own streaming sink writes it); what its query did."""
         options = dataclasses.replace(options or AutoLoaderOptions(), format=self.source_format)  # type: ignore[arg-type]
-        asset = bronze_table(name=self.name, data_source=self.name, source_format=options.format, options=options)
+        asset = bronze_table(name=self.name, data_source=self.name, source_format=options.format, options=options,
+                             expectations=expectations)
         key = dg.AssetKey(["bronze", self.name])
         run = table_run_of(key, asset.metadata_by_key[key], TableRunConfig(), self.settings)
         loader = bronze_loader(self.settings, name=self.name, data_source=self.name, options=options)
         log = logging.getLogger(RUN_LOG)
-        written = write_ingestion(landing_source(self.spark, loader, log), run, self.store, log)
+        # What the asset's declaration does with the body's source: its expectations go with it.
+        source = dataclasses.replace(landing_source(self.spark, loader, log), expectations=tuple(expectations))
+        written = write_ingestion(source, run, self.store, log)
         assert written.query is not None
         return written.query
 

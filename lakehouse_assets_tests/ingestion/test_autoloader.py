@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -281,3 +282,37 @@ def test_a_late_file_with_an_old_modification_time_is_still_ingested(
 
     assert bronze.run().input_rows == 1
     assert file_uri(backfill) in by_source(bronze.rows())
+
+
+def test_an_ingestion_without_expectations_appends_through_deltas_own_sink_exactly_once(
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
+) -> None:
+    """Each batch is a commit of Delta's own streaming sink, naming the query, the batch and
+    the run; a batch replayed after a crash (its commit made, the checkpoint not told) is
+    skipped by Delta, by the batch's app transaction."""
+    bronze = Bronze(spark, settings, store)
+    for i in range(3):
+        bronze.land(f"{i}.json", json_lines([recording(i)]))
+    run = bronze.run(AutoLoaderOptions(max_files_per_trigger=1))
+
+    commits = store.history(bronze.table)
+    assert [c.batch_id for c in reversed(commits)] == [0, 1, 2]
+    assert {c.operation for c in commits} == {"STREAMING UPDATE"}
+    assert {c.query for c in commits} == {run.query_id}
+    assert {c.custom_metadata["lakehouse.runId"] for c in commits} == {run.run_id}
+    assert {c.version for c in run.commits} == {0, 1, 2} and run.rows_written == 3
+    engines = {json.loads(line)["commitInfo"]["engineInfo"]
+               for log in sorted(Path(bronze.table, "_delta_log").glob("*.json"))
+               for line in log.read_text().splitlines() if "commitInfo" in line}
+    assert len(engines) == 1 and "Delta-Lake/" in engines.pop()
+
+    # The crash: batch 2 committed to the table, not marked done in the checkpoint (whose
+    # files have Hadoop checksums beside them, as a crash before the write would leave neither).
+    for name in ("2", ".2.crc"):
+        Path(bronze.checkpoint, "commits", name).unlink(missing_ok=True)
+    replay = bronze.run(AutoLoaderOptions(max_files_per_trigger=1))
+
+    # Delta skips the batch before reading it: nothing read, nothing committed.
+    assert [p["batchId"] for p in replay.progress] == [2] and replay.commits == []
+    assert store.committed_batch(bronze.table, str(run.query_id)) == 2
+    assert sorted(r["mrn"] for r in bronze.rows()) == sorted(str(recording(i)["mrn"]) for i in range(3))

@@ -112,3 +112,16 @@ def test_a_new_column_stops_the_typed_parse_as_it_stops_the_rescue_path(spark: S
         markers.append(parse_marker(str(raised.value)))
     assert markers[0] is not None and markers[0].columns == ("extra",)
     assert markers[1] == markers[0]
+
+
+def test_a_marker_spelled_in_the_failed_querys_plan_is_passed_over_for_the_raised_one() -> None:
+    """A streaming query's failure prints its plan, where the marker is a literal inside the
+    expression that builds the payload, before the error it raised."""
+    from lakehouse_assets.ingestion.rescue import NEW_COLUMNS_MARKER, parse_marker
+
+    text = (f"[STREAM_FAILED] ... +- ~Project [raise_error(concat({NEW_COLUMNS_MARKER}, to_json(named_struct(...)))]\n"
+            f"Caused by: [USER_RAISED_EXCEPTION] {NEW_COLUMNS_MARKER}"
+            '{"columns":["spo2"],"file":"file:/l/new.json","schemaLocation":"/s"}')
+    marked = parse_marker(text)
+    assert marked is not None and (marked.columns, marked.file, marked.schema_location) == (("spo2",), "file:/l/new.json", "/s")
+    assert parse_marker(text.split("Caused by")[0]) is None

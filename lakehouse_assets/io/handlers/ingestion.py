@@ -1,7 +1,8 @@
 """An ingestion source (Auto Loader over a landing folder): its query is rebuilt and
 restarted when the landed data's schema evolves, and the files deleted between the query's
 listing and its read are named, since their records are not in the table and only this
-warning says so. Its expectations (WARN, FAIL) are enforced on each micro-batch."""
+warning says so. Its expectations (WARN, FAIL) are enforced on each micro-batch; without
+any, an append goes through Delta's own streaming sink."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import expecting
 from lakehouse_assets.storage import DeltaSink, TableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.sink import DeltaStreamSink
+from lakehouse_assets.streaming import RunSink
 
 
 def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore, log: Any) -> Written:
@@ -27,9 +30,13 @@ def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore,
                               files_vanished=dg.MetadataValue.json([]))
     checkpoint = str(run.table.checkpoint)
     done_before = Checkpoint(checkpoint).last_committed_batch()
-    table = DeltaSink(store, str(run.table.path), checkpoint,
-                      output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
-    sink = expecting(table, rules, run.table.table_name)
+    sink: RunSink
+    if rules or run.output_mode != "append":
+        table = DeltaSink(store, str(run.table.path), checkpoint,
+                          output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
+        sink = expecting(table, rules, run.table.table_name)
+    else:
+        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema)
     query = run_query(run, source.build, sink, log, restart_when=source.restart_when, max_restarts=source.max_restarts)
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:
