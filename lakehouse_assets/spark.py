@@ -21,7 +21,7 @@ from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark_conf import REQUIRED_CONF, engine_conf
+from lakehouse_assets.spark_conf import REQUIRED_CONF, engine_conf, is_connect_session
 from lakehouse_assets.tables import LakehouseTables
 from lakehouse_assets.tables.catalog import register_tables
 
@@ -169,10 +169,3 @@ class _RunSessions:
 
 
 _run_sessions = _RunSessions()
-
-
-def is_connect_session(spark: SparkSession) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
-    from pyspark.sql.utils import is_remote
-
-    return is_remote() and type(spark).__module__.startswith("pyspark.sql.connect")

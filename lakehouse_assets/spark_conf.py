@@ -134,3 +134,10 @@ def session_settings(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, previous)
+
+
+def is_connect_session(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no JVM in this process)."""
+    from pyspark.sql.utils import is_remote
+
+    return is_remote() and type(spark).__module__.startswith("pyspark.sql.connect")

@@ -51,7 +51,8 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     require_root(settings)
     from pyspark.errors import AnalysisException
 
-    from lakehouse_assets.spark import build_spark_session, is_connect_session
+    from lakehouse_assets.spark import build_spark_session
+    from lakehouse_assets.spark_conf import is_connect_session
     from lakehouse_assets.tables import LakehouseTables
 
     spark = build_spark_session(settings, app_name="lakehouse sql")

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
-from lakehouse_assets.spark_conf import session_settings
+from lakehouse_assets.spark_conf import is_connect_session, session_settings
 from lakehouse_assets.storage._delta_log import latest_version, read_commit
 from lakehouse_assets.storage._files import local_path
 from lakehouse_assets.storage.engine import OptimizeResult, StreamReader, VacuumResult
@@ -133,7 +133,7 @@ def _console_to_stderr(spark: SparkSession) -> Iterator[None]:
     """Delta's VACUUM prints what it found to the driver's console (stdout); an embedded
     driver shares this process's, where a command's output (JSON) goes. Sent to stderr for
     the statement; an engine's console is its log."""
-    jvm = None if type(spark).__module__.startswith("pyspark.sql.connect") else getattr(spark, "_jvm", None)
+    jvm = None if is_connect_session(spark) else getattr(spark, "_jvm", None)
     if jvm is None:
         yield
         return

@@ -18,7 +18,8 @@ import pytest
 from lakehouse_assets.reliability.invariants import check_landed_once
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
-from lakehouse_assets.spark import build_spark_session, is_connect_session
+from lakehouse_assets.spark import build_spark_session
+from lakehouse_assets.spark_conf import is_connect_session
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialize
 
 pytestmark = pytest.mark.skipif(not os.environ.get("LAKEHOUSE_SPARK_REMOTE"),

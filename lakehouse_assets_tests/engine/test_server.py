@@ -259,7 +259,8 @@ def test_a_run_session_of_the_engine_runs_queries(engine: Engine) -> None:
         import json
         from pyspark.sql.functions import udf
         from lakehouse_assets.settings import LakehouseSettings
-        from lakehouse_assets.spark import build_spark_session, is_connect_session
+        from lakehouse_assets.spark import build_spark_session
+        from lakehouse_assets.spark_conf import is_connect_session
         spark = build_spark_session(LakehouseSettings.from_env(), new_session=True)
         plus_one = udf(lambda x: x + 1, "long")  # a Python UDF: the engine starts Python workers
         total = spark.range(10).select(plus_one("id").alias("n")).groupBy().sum("n").first()[0]
