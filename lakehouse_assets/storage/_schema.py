@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from lakehouse_assets.errors import SchemaMismatchError
+from lakehouse_assets.storage.merge import quote
 
 # Widening casts that never lose information: a narrower batch column is written into a
 # wider table column, as Delta's store assignment does.
@@ -172,3 +176,18 @@ def holds_strings(dtype: T.DataType) -> bool:
     if isinstance(dtype, T.MapType):
         return holds_strings(dtype.keyType) or holds_strings(dtype.valueType)
     return isinstance(dtype, T.StringType)
+
+
+def storable_rows(df: DataFrame, casts: Mapping[str, T.DataType] | None = None) -> DataFrame:
+    """``df`` as a table stores it: ``casts`` (a write plan's) applied, and every
+    string-holding column re-declared by its SQL type name. Over Spark Connect a cast to
+    ``StringType()`` or a Python UDF's string result arrives with an explicit ``UTF8_BINARY``
+    collation, which Delta stores as ``string collate UTF8_BINARY``, a type deltalake, DuckDB
+    and Trino cannot read; a type name in SQL means Spark's default string."""
+    casts = casts or {}
+    types = {f.name: casts.get(f.name, f.dataType) for f in df.schema.fields}
+    redeclared = {c: t for c, t in types.items() if c in casts or holds_strings(t)}
+    if not redeclared:
+        return df
+    return df.select(*[F.col(quote(c)).cast(type_sql(redeclared[c])).alias(c) if c in redeclared
+                       else F.col(quote(c)) for c in df.columns])

@@ -17,7 +17,6 @@ from typing import Any
 import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError
@@ -26,7 +25,7 @@ from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
 from lakehouse_assets.storage._delta_log import read_commit
 from lakehouse_assets.storage._files import Location, locate
-from lakehouse_assets.storage._schema import holds_strings, plan_write, type_sql
+from lakehouse_assets.storage._schema import plan_write, storable_rows, type_sql
 from lakehouse_assets.storage.delta_offsets import has_unread_data, tables_by_id
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
@@ -173,7 +172,7 @@ class DeltaTableStore:
                           type_widening=_allows(table, TYPE_WIDENING, properties))
         if table is not None:
             _widen(spark, path, plan.widened)
-        writer = _apply_casts(df, plan.casts).write.format("delta").mode(mode)
+        writer = storable_rows(df, plan.casts).write.format("delta").mode(mode)
         if plan.new_columns:
             writer = writer.option("mergeSchema", "true")
         if mode == "overwrite" and overwrite_schema:
@@ -231,7 +230,7 @@ class DeltaTableStore:
             added = ", ".join(f"{quote(f.name)} {type_sql(f.dataType)}"
                               for f in plan.table_schema.fields if f.name in plan.new_columns)
             spark.sql(f"ALTER TABLE {_table_ref(path)} ADD COLUMNS ({added})")
-        merge = MergePlan(_table_ref(path), _apply_casts(df, plan.casts), keys, replacing, within_range)
+        merge = MergePlan(_table_ref(path), storable_rows(df, plan.casts), keys, replacing, within_range)
         with merge_statement(merge) as statement, \
                 _commit_settings(spark, transaction, _user_metadata(operation, transaction, metadata)):
             spark.sql(statement)
@@ -386,24 +385,4 @@ def _table_ref(path: str) -> str:
     return f"delta.{quote(path)}"
 
 
-def with_plain_strings(df: DataFrame) -> DataFrame:
-    """``df`` with its string-holding columns as Spark's default string, as every table
-    stores them (see :func:`_apply_casts`): for a write that goes through Delta's own sink."""
-    return _apply_casts(df, {})
-
-
-def _apply_casts(df: DataFrame, casts: Mapping[str, T.DataType]) -> DataFrame:
-    """``df`` with ``casts`` applied and every string-holding column re-declared by its SQL
-    type name: over Spark Connect, a cast to ``StringType()`` or a Python UDF's string result
-    arrives with an explicit ``UTF8_BINARY`` collation, which Delta stores as
-    ``string collate UTF8_BINARY``, a type deltalake, DuckDB and Trino cannot read. A type
-    name in SQL means Spark's default string."""
-    types = {f.name: casts.get(f.name, f.dataType) for f in df.schema.fields}
-    redeclared = {c: t for c, t in types.items() if c in casts or holds_strings(t)}
-    if not redeclared:
-        return df
-    return df.select(*[F.col(quote(c)).cast(type_sql(redeclared[c])).alias(c) if c in redeclared
-                       else F.col(quote(c)) for c in df.columns])
-
-
-__all__ = ["DeltaTableStore", "with_plain_strings"]
+__all__ = ["DeltaTableStore"]

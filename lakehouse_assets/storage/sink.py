@@ -28,8 +28,8 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.storage._schema import storable_rows
 from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
-from lakehouse_assets.storage.delta import with_plain_strings
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry, TableStore
 from lakehouse_assets.storage.history import newest_first
 
@@ -190,7 +190,7 @@ class DeltaStreamSink:
         metadata = {OUTPUT_MODE_KEY: self.output_mode, READS_FILES_KEY: "true"}
         if self.run_id:
             metadata[RUN_KEY] = self.run_id
-        writer = with_plain_strings(df).writeStream.format("delta").option("path", str(self.path))
+        writer = storable_rows(df).writeStream.format("delta").option("path", str(self.path))
         if self.merge_schema:
             writer = writer.option("mergeSchema", "true")
         return writer.option("userMetadata", json.dumps(metadata, separators=(",", ":")))
