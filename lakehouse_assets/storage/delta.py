@@ -18,6 +18,7 @@ import pyarrow.fs as pafs
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError
 from lakehouse_assets.faults import fault_point
@@ -25,7 +26,8 @@ from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
 from lakehouse_assets.storage._delta_log import read_commit
 from lakehouse_assets.storage._files import Location, locate
-from lakehouse_assets.storage._schema import plan_write, storable_rows, type_sql
+from lakehouse_assets.storage._schema import type_sql
+from lakehouse_assets.storage.conform import allows, conformed, table_ref
 from lakehouse_assets.storage.delta_offsets import has_unread_data, tables_by_id
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
@@ -47,9 +49,6 @@ META_ROWS = "lakehouse.rowsWritten"
 MERGE_KEYS = "lakehouse.mergeKeys"
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
-#: The table property that lets a write widen a column's type (opt-in: not every reader
-#: reads a widened table).
-TYPE_WIDENING = "delta.enableTypeWidening"
 #: A table's stream is aliased ``delta:<path>``: Delta's streaming relation does not print its
 #: path in a query plan, and column lineage reads plans.
 STREAM_ALIAS_PREFIX = "delta:"
@@ -125,7 +124,7 @@ class DeltaTableStore:
         or, with ``read_change_feed``, its change data feed."""
         table = self._open(path)
         options = options or StreamOptions()
-        if options.read_change_feed and not _allows(table, CHANGE_DATA_FEED):
+        if options.read_change_feed and not allows(table, CHANGE_DATA_FEED):
             raise LakehouseError(
                 f"Delta table {path} keeps no change data feed to read: set its table property "
                 f"{CHANGE_DATA_FEED} = true (where it is defined), then rebuild it with a full "
@@ -163,16 +162,9 @@ class DeltaTableStore:
         table = self._open_for_write(path)
         if _already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
-        spark = df.sparkSession
-        if table is not None:
-            _set_properties(spark, path, table, properties)
-        current = spark_schema(table) if table is not None else None
-        plan = plan_write(path, current, df.schema, merge_schema=merge_schema,
-                          overwrite_schema=mode == "overwrite" and overwrite_schema,
-                          type_widening=_allows(table, TYPE_WIDENING, properties))
-        if table is not None:
-            _widen(spark, path, plan.widened)
-        writer = storable_rows(df, plan.casts).write.format("delta").mode(mode)
+        rows, plan = conformed(df, path, table, merge_schema=merge_schema,
+                               overwrite_schema=mode == "overwrite" and overwrite_schema, properties=properties)
+        writer = rows.write.format("delta").mode(mode)
         if plan.new_columns:
             writer = writer.option("mergeSchema", "true")
         if mode == "overwrite" and overwrite_schema:
@@ -187,6 +179,23 @@ class DeltaTableStore:
         writer.save(path)
         fault_point("delta.committed")
         return self._committed(path, after=before)
+
+    def stream_writer(self, df: DataFrame, path: str, *, merge_schema: bool = False,
+                      properties: Mapping[str, str] | None = None,
+                      metadata: Mapping[str, Any] | None = None) -> DataStreamWriter:
+        """The streaming DataFrame ``df``'s writer into the table through Delta's own
+        streaming sink (checkpoint and trigger still to set), its rows fitted to the table
+        as :meth:`write` fits a batch's. Delta records each batch's app transaction (query
+        id, batch id) and ``metadata``, the same text for every batch of the query."""
+        path = str(path)
+        table = self._open_for_write(path)
+        rows, plan = conformed(df, path, table, merge_schema=merge_schema, properties=properties)
+        writer = rows.writeStream.format("delta").option("path", path)
+        if plan.new_columns:
+            writer = writer.option("mergeSchema", "true")
+        if table is None and properties:
+            writer = writer.options(**properties)
+        return writer.option("userMetadata", json.dumps(dict(metadata or {}), separators=(",", ":"), default=str))
 
     def merge(
         self,
@@ -222,15 +231,12 @@ class DeltaTableStore:
         if missing:
             raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
         spark = df.sparkSession
-        _set_properties(spark, path, table, properties)
-        plan = plan_write(path, spark_schema(table), df.schema, merge_schema=merge_schema,
-                          type_widening=_allows(table, TYPE_WIDENING, properties))
-        _widen(spark, path, plan.widened)
+        rows, plan = conformed(df, path, table, merge_schema=merge_schema, properties=properties)
         if plan.new_columns:
             added = ", ".join(f"{quote(f.name)} {type_sql(f.dataType)}"
                               for f in plan.table_schema.fields if f.name in plan.new_columns)
-            spark.sql(f"ALTER TABLE {_table_ref(path)} ADD COLUMNS ({added})")
-        merge = MergePlan(_table_ref(path), storable_rows(df, plan.casts), keys, replacing, within_range)
+            spark.sql(f"ALTER TABLE {table_ref(path)} ADD COLUMNS ({added})")
+        merge = MergePlan(table_ref(path), rows, keys, replacing, within_range)
         with merge_statement(merge) as statement, \
                 _commit_settings(spark, transaction, _user_metadata(operation, transaction, metadata)):
             spark.sql(statement)
@@ -355,34 +361,6 @@ def _already_committed(table: DeltaTable | None, transaction: AppTransaction | N
         return False
     committed = table.transaction_version(transaction.app_id)
     return committed is not None and committed >= transaction.batch_id
-
-
-def _allows(table: DeltaTable | None, feature: str, properties: Mapping[str, str] | None = None) -> bool:
-    """Whether the table turns ``feature`` (a ``delta.*`` boolean property) on, or is given
-    it now by ``properties``."""
-    configured = (table.metadata().configuration or {}) if table is not None else {}
-    return any(str(source.get(feature, "false")).lower() == "true" for source in (configured, properties or {}))
-
-
-def _widen(spark: SparkSession, path: str, widened: Mapping[str, T.DataType]) -> None:
-    """Widen the table's columns to the types a batch brings (Delta's type widening), each in
-    a commit of its own before the batch's."""
-    for column, dtype in widened.items():
-        spark.sql(f"ALTER TABLE {_table_ref(path)} ALTER COLUMN {quote(column)} TYPE {type_sql(dtype)}")
-
-
-def _set_properties(spark: SparkSession, path: str, table: DeltaTable, properties: Mapping[str, str] | None) -> None:
-    """Give the table the ``properties`` it lacks (``ALTER TABLE ... SET TBLPROPERTIES``)."""
-    current = table.metadata().configuration or {}
-    missing = {k: v for k, v in (properties or {}).items() if str(current.get(k)).lower() != str(v).lower()}
-    if missing:
-        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
-        spark.sql(f"ALTER TABLE {_table_ref(path)} SET TBLPROPERTIES ({pairs})")
-
-
-def _table_ref(path: str) -> str:
-    """A path table in SQL: ``delta.`<path>```."""
-    return f"delta.{quote(path)}"
 
 
 __all__ = ["DeltaTableStore"]

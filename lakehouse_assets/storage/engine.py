@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
+from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -223,6 +224,14 @@ class TableStore(Protocol):
     ) -> CommitResult:
         """Append to or overwrite the table in one commit; ``properties`` are table
         properties it is created with (or given, if it lacks them)."""
+        ...
+
+    def stream_writer(self, df: DataFrame, path: str, *, merge_schema: bool = False,
+                      properties: Mapping[str, str] | None = None,
+                      metadata: Mapping[str, Any] | None = None) -> DataStreamWriter:
+        """The streaming DataFrame's writer into the table through the format's own
+        exactly-once streaming sink, its rows fitted to the table as :meth:`write` fits a
+        batch's; ``metadata`` recorded in every batch's commit."""
         ...
 
     def merge(
