@@ -17,9 +17,10 @@ from lakehouse_assets.settings import LakehouseSettings
 DESCRIPTION = """\
 Check the checkpoint of the streaming query that writes TABLE (layer.name) against the
 Delta tables it writes and, when it is damaged or disagrees with them, rebuild it from what
-the tables hold: each batch's commit records the query's id, the batch number and the
-batch's source offsets. The next materialization then resumes after the last batch the
-tables hold, without a full refresh, and nothing is read twice or skipped.
+the tables hold: each batch's commit records the query's id and the batch number, its
+commit or the event log the batch's source offsets. The next materialization then resumes
+after the last batch the tables hold, without a full refresh, and nothing is read twice or
+skipped.
 
 A stateful query (a complete-mode aggregation, e.g. gold) keeps state that no table holds:
 its checkpoint is restarted instead, and the next run reads its source from the start and
@@ -53,6 +54,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     from lakehouse_assets.storage import DeltaTableStore
     from lakehouse_assets.storage.checkpoint import Checkpoint
     from lakehouse_assets.storage.checkpoint_repair import tables_written_by
+    from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
     from lakehouse_assets.storage.table_lock import table_locks
 
     table: TableName = args.table
@@ -94,7 +96,8 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
             return EXIT_OK
         if problem:
             print(f"Found: {problem}\n")
-        result = model.repair(store, list(paths.values()), source_file_column=SOURCE_FILE_COLUMN)
+        result = model.repair(store, list(paths.values()), source_file_column=SOURCE_FILE_COLUMN,
+                              logged_offsets=logged_offsets(event_log_path(root), str(table)))
 
     kept = f"The old checkpoint is kept at {result.moved_to}." if result.moved_to else "There was no old checkpoint."
     if result.kind == "resumed":

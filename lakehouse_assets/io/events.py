@@ -27,7 +27,7 @@ import dagster as dg
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
 from lakehouse_assets.storage import AppTransaction, CommitResult, HistoryEntry, TableStore
-from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.event_log import (
     BatchEvent,
     ExpectationResult,
@@ -38,7 +38,7 @@ from lakehouse_assets.storage.event_log import (
     read_events,
 )
 from lakehouse_assets.storage.history import newest_first
-from lakehouse_assets.storage.sink import RUN_KEY
+from lakehouse_assets.storage.sink import RUN_KEY, recorded_offsets
 from lakehouse_assets.streaming import StreamRun
 
 # How much of a failed batch's error the log keeps: its first lines name what failed.
@@ -134,8 +134,10 @@ def _log_committed(run: TableRun, store: TableStore, query_id: str, query: Strea
                     for c in commits_since(store, str(run.quarantine.path), query_id, after)}
                    if run.quarantine is not None else {})
     progress = {int(p["batchId"]): p for p in (query.progress if query is not None else [])}
-    offsets_logged = Checkpoint(str(run.table.checkpoint)).batch_start_times()
-    events = [_committed_event(run, commit, quarantined, progress, offsets_logged, reads_files) for commit in commits]
+    checkpoint = Checkpoint(str(run.table.checkpoint))
+    offsets_logged = checkpoint.batch_start_times()
+    events = [_committed_event(run, commit, quarantined, progress, offsets_logged, reads_files,
+                               _offsets(commit, checkpoint)) for commit in commits]
     last = max(c.batch_id for c in commits if c.batch_id is not None)
     append_events(log, events, logs=AppTransaction(query_app_id(table, query_id), last))
 
@@ -156,6 +158,7 @@ def commits_since(store: TableStore, path: str, query_id: str, after: int | None
 def _committed_event(
     run: TableRun, commit: HistoryEntry, quarantined: Mapping[int | None, int],
     progress: Mapping[int, Mapping[str, Any]], offsets_logged: Mapping[int, dt.datetime], reads_files: bool,
+    offsets: BatchOffsets | None,
 ) -> BatchEvent:
     batch = commit.batch_id
     assert batch is not None  # commits_since keeps only a query's batches
@@ -176,7 +179,16 @@ def _committed_event(
         run_id=str(commit.custom_metadata.get(RUN_KEY) or run.run_id or ""), table=run.table.table_name,
         query_id=commit.query, batch_id=batch, table_version=commit.version,
         input_rows=input_rows, output_rows=output, quarantined_rows=held, expectations=_results(counts),
-        started_at=started, duration_ms=None if duration is None else int(duration))
+        started_at=started, duration_ms=None if duration is None else int(duration),
+        source_offsets=offsets.to_json() if offsets is not None else None)
+
+
+def _offsets(commit: HistoryEntry, checkpoint: Checkpoint) -> BatchOffsets | None:
+    """Where the batch of ``commit`` had read its sources to: as its commit recorded it, else
+    (Delta's own sink records nothing) as the checkpoint logged it, which Spark keeps for the
+    last hundred batches at least: a batch is logged by the run that made it or the next one."""
+    assert commit.batch_id is not None  # commits_since keeps only a query's batches
+    return recorded_offsets(commit) or checkpoint.batch_offsets(commit.batch_id)
 
 
 def _counts(metadata: Mapping[str, Any]) -> ExpectationCounts | None:

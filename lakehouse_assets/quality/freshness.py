@@ -20,7 +20,7 @@ and by the freshness sensor between runs.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,9 @@ import dagster as dg
 from lakehouse_assets.ingestion.files import list_data_files, local_file_path
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, HistoryEntry, TableStore
-from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.delta_offsets import delta_source_end
+from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
 from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.sink import recorded_offsets
 
@@ -96,8 +97,8 @@ def incorporated_files(settings: LakehouseSettings, store: TableStore, chain: Se
     """The landed files (local paths) whose records the first table of ``chain`` holds, its
     sources following it down to bronze (the last)."""
     version: int | None = None  # the version of the current table to look from; None: latest
-    for table in chain[:-1]:
-        read_through = _source_version_read(settings, store, table, version)
+    for table, source in zip(chain[:-1], chain[1:], strict=True):
+        read_through = _source_version_read(settings, store, table, source, version)
         if read_through is None:
             return set()
         version = read_through
@@ -109,32 +110,33 @@ def incorporated_files(settings: LakehouseSettings, store: TableStore, chain: Se
     return {local_file_path(entry.path) for entry in log if entry.batch_id <= batch}
 
 
-def _source_version_read(settings: LakehouseSettings, store: TableStore, table: str, version: int | None) -> int | None:
-    """The newest version of ``table``'s streaming source that the table, at ``version``,
+def _source_version_read(settings: LakehouseSettings, store: TableStore, table: str, source: str,
+                         version: int | None) -> int | None:
+    """The newest version of ``table``'s streaming ``source`` that the table, at ``version``,
     had read whole; None when it has read none."""
-    commit = _newest_batch_commit(store, str(_path(settings, table)), version)
+    logged = logged_offsets(event_log_path(settings.root), table)
+    commit = _newest_batch_commit(store, str(_path(settings, table)), version, logged)
     if commit is None:
         return None
-    offsets = recorded_offsets(commit)
+    offsets = recorded_offsets(commit, logged)
     end = delta_source_end(offsets) if offsets is not None else None
-    return end.version_read_whole() if end is not None else None
+    return end.version_read_whole(str(_path(settings, source))) if end is not None else None
 
 
 def _last_batch_at(store: TableStore, path: str, version: int | None) -> int | None:
-    # Delta's own sink (bronze without expectations) records the batch but no offsets.
-    commit = _newest_batch_commit(store, path, version, with_offsets=False)
+    commit = _newest_batch_commit(store, path, version)
     return commit.batch_id if commit is not None else None
 
 
-def _newest_batch_commit(store: TableStore, path: str, version: int | None, *,
-                         with_offsets: bool = True) -> HistoryEntry | None:
-    """The newest commit of a query's batch at or before ``version`` (the latest: None),
-    ``with_offsets`` recorded. The log is read newest first, the whole of it only when the
-    newest commits do not have one."""
+def _newest_batch_commit(store: TableStore, path: str, version: int | None,
+                         offsets: Mapping[tuple[str, int], BatchOffsets] | None = None) -> HistoryEntry | None:
+    """The newest commit of a query's batch at or before ``version`` (the latest: None); with
+    ``offsets`` (the event log's), the newest whose offsets are known. The log is read newest
+    first, the whole of it only when the newest commits do not have one."""
     for entry in newest_first(store, path):
         if version is not None and entry.version > version:
             continue
-        if entry.batch_id is not None and (not with_offsets or recorded_offsets(entry) is not None):
+        if entry.batch_id is not None and (offsets is None or recorded_offsets(entry, offsets) is not None):
             return entry
     return None
 

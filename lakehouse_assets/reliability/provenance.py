@@ -29,8 +29,9 @@ from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_C
 from lakehouse_assets.ingestion.files import local_file_path
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage import HistoryEntry
-from lakehouse_assets.storage.checkpoint import Checkpoint
+from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.delta_offsets import delta_source_end, tables_by_id
+from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
 from lakehouse_assets.storage.sink import recorded_offsets
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
@@ -134,7 +135,7 @@ def _source_chain(logs: _Logs, table: str) -> list[str]:
 def _streamed_table(logs: _Logs, table: str) -> str | None:
     """The table whose rows ``table``'s query streams, from its newest batch's offsets."""
     for entry in logs.history(table):
-        offsets = recorded_offsets(entry)
+        offsets = recorded_offsets(entry, logs.logged_offsets(table))
         if offsets is None:
             continue
         end = delta_source_end(offsets)
@@ -165,9 +166,10 @@ def _ingesting_version(logs: _Logs, bronze: str, source_file: str) -> int | None
 def _first_version_reading(logs: _Logs, table: str, source_version: int) -> int | None:
     """The first version of ``table`` whose batch had read ``source_version`` of its source whole."""
     for entry in reversed(logs.history(table)):  # oldest first
-        offsets = recorded_offsets(entry)
+        offsets = recorded_offsets(entry, logs.logged_offsets(table))
         end = delta_source_end(offsets) if offsets is not None else None
-        read = end.version_read_whole() if end is not None else None
+        source = logs.table_paths().get(end.table_id) if end is not None else None
+        read = end.version_read_whole(source) if end is not None and source is not None else None
         if read is not None and read >= source_version:
             return entry.version
     return None
@@ -180,6 +182,7 @@ class _Logs:
     tables: LakehouseTables
     _histories: dict[str, list[HistoryEntry]] = field(default_factory=dict)
     _file_batches: dict[str, dict[str, int]] = field(default_factory=dict)
+    _logged_offsets: dict[str, dict[tuple[str, int], BatchOffsets]] = field(default_factory=dict)
     _table_paths: dict[str, str] | None = None
 
     def history(self, table: str) -> list[HistoryEntry]:
@@ -189,6 +192,12 @@ class _Logs:
             store = self.tables.store
             self._histories[table] = store.history(path) if store.exists(path) else []
         return self._histories[table]
+
+    def logged_offsets(self, table: str) -> dict[tuple[str, int], BatchOffsets]:
+        """The source offsets the event log holds for the table's batches."""
+        if table not in self._logged_offsets:
+            self._logged_offsets[table] = logged_offsets(event_log_path(self.tables.settings.root), table)
+        return self._logged_offsets[table]
 
     def file_batches(self, bronze: str) -> dict[str, int]:
         """The batch ``bronze``'s query read each landed file (local path) in."""

@@ -12,7 +12,7 @@ checkpoint and the way out, where Spark would fail with a stack trace or lose ro
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,13 +136,15 @@ class Checkpoint:
         return CheckpointReport(self.name, self.location, state, state.last_planned_batch,
                                 state.last_committed_batch)
 
-    def repair(self, store: TableStore, table_paths: Sequence[str], *, source_file_column: str) -> RepairResult:
-        """Rebuild the checkpoint from what its tables record (the old one is moved aside);
-        see :func:`~lakehouse_assets.storage.checkpoint_repair.repair_checkpoint`."""
+    def repair(self, store: TableStore, table_paths: Sequence[str], *, source_file_column: str,
+               logged_offsets: Mapping[tuple[str, int], BatchOffsets] | None = None) -> RepairResult:
+        """Rebuild the checkpoint from what its tables (and the event log's
+        ``logged_offsets``) record, the old one moved aside; see
+        :func:`~lakehouse_assets.storage.checkpoint_repair.repair_checkpoint`."""
         from lakehouse_assets.storage.checkpoint_repair import repair_checkpoint
 
         return repair_checkpoint(store, self.location, table_paths, table_name=self.name,
-                                 source_file_column=source_file_column)
+                                 source_file_column=source_file_column, logged_offsets=logged_offsets)
 
 
 __all__ = ["BatchOffsets", "Checkpoint", "CheckpointReport", "CheckpointState", "FileLogEntry"]

@@ -71,9 +71,11 @@ def repair_checkpoint(
     *,
     table_name: str | None = None,
     source_file_column: str,
+    logged_offsets: Mapping[tuple[str, int], BatchOffsets] | None = None,
 ) -> RepairResult:
     """Rebuild the checkpoint at ``checkpoint_location`` from the tables its query writes
-    (``table_paths``: the table first, then its quarantine for a routed query).
+    (``table_paths``: the table first, then its quarantine for a routed query), and the
+    batch offsets the event log holds for commits that record none (``logged_offsets``).
 
     The old checkpoint, if any, is moved aside and kept. Raises
     :class:`~lakehouse_assets.errors.LakehouseError` when the tables do not record enough
@@ -127,7 +129,8 @@ def repair_checkpoint(
         )
     commits = {batch: _batch_commit(store, table_paths, query_id, batch)
                for batch in {low, high, high - 1} if batch >= 0}
-    offsets = {batch: recorded_offsets(commit) if commit is not None else None for batch, commit in commits.items()}
+    offsets = {batch: recorded_offsets(commit, logged_offsets) if commit is not None else None
+               for batch, commit in commits.items()}
     conf = _old_conf(location)
     files: list[dict[str, Any]] | None = None
     high_offsets = offsets[high]
@@ -147,7 +150,8 @@ def repair_checkpoint(
         if offsets[batch] is None:
             raise LakehouseError(
                 f"Cannot rebuild checkpoint {location}: the commit of batch {batch} of query {query_id} "
-                f"does not record its source offsets (it predates this feature, or its log was cleaned up). "
+                f"does not record its source offsets, nor does the event log (it predates this feature, or "
+                f"its run died before logging it and its checkpoint is lost). "
                 f"Full-refresh {name}: `lakehouse reset {name}`."
             )
     if offsets.get(high - 1) is None and high >= 1:

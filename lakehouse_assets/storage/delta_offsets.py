@@ -1,13 +1,13 @@
 """Where a query reading a Delta table stands, from the offsets Delta's streaming source logs
-in the query's checkpoint (``offsets/N``, one JSON line per source) and each batch's commit
-records (:data:`~lakehouse_assets.storage.sink.OFFSETS_KEY`).
+in the query's checkpoint (``offsets/N``, one JSON line per source), which each batch's
+commit (:data:`~lakehouse_assets.storage.sink.OFFSETS_KEY`) or the event log records.
 
 Delta's offset is ``{"sourceVersion", "reservoirId", "reservoirVersion", "index",
 "isStartingVersion"}``: the table's id, the version the source stands in, and the index of
 the last file it read there (-1: none yet). Reading the snapshot a new query starts from,
-``isStartingVersion`` is true; once a version is read whole, the source moves to the next
-version's index -1. Offsets name the table by id, not by path: a table is found from its id
-among the lakehouse's tables.
+``isStartingVersion`` is true; once a version is read whole, a plain read moves to its end
+index (or the next version's index -1), a change feed read stays at its last file. Offsets
+name the table by id, not by path: a table is found from its id among the lakehouse's tables.
 """
 
 from __future__ import annotations
@@ -45,14 +45,31 @@ class DeltaSourcePosition:
         return cls(str(offset["reservoirId"]), int(offset["reservoirVersion"]),
                    int(offset.get("index", -1)), bool(offset.get("isStartingVersion", False)))
 
-    def version_read_whole(self) -> int | None:
-        """The newest version of the table this position has read every row of; None when
-        it has read none whole (a snapshot read in part counts as nothing read)."""
-        if self.index == _END_INDEX:
-            return self.version
-        if self.starting or self.version < 1:
+    def version_read_whole(self, table_path: str) -> int | None:
+        """The newest version of the table (at ``table_path``) this position has read every
+        row of; None when it has read none whole (a snapshot read in part counts as nothing
+        read)."""
+        if self.starting:
             return None
-        return self.version - 1
+        unread = self.first_unread_version(table_path)
+        return unread - 1 if unread >= 1 else None
+
+    def first_unread_version(self, table_path: str) -> int:
+        """The oldest version of the table (at ``table_path``) this position has not read
+        whole. A plain read ends a version at its end index, or at index -1 of the next; a
+        change feed read ends it at the index of its last file, so the version's commit says."""
+        if self.index == _END_INDEX:
+            return self.version + 1
+        if self.index >= 0 and self.index >= _indexed_files(table_path, self.version) - 1:
+            return self.version + 1
+        return self.version
+
+
+def _indexed_files(table_path: str, version: int) -> int:
+    """How many files Delta's streaming source numbers in ``version``: its change data files
+    when it has any (what a change feed read reads), else the files it adds and removes."""
+    commit = read_commit(table_path, version)
+    return len(commit.changes) if commit.changes else len(commit.added) + len(commit.removed)
 
 
 def delta_source_end(offsets: BatchOffsets) -> DeltaSourcePosition | None:
@@ -101,8 +118,9 @@ def has_unread_data(checkpoint_location: str, tables: Mapping[str, str]) -> bool
         path = tables.get(position.table_id)
         if path is None or position.starting:
             return True  # recreated (the query will say so), or a snapshot read in part
-        newest = latest_version(path, max(position.version - 1, 0))
-        if any(_gives_the_query_work(path, v) for v in range(position.version, newest + 1)):
+        unread = position.first_unread_version(path)
+        newest = latest_version(path, max(unread - 1, 0))
+        if any(_gives_the_query_work(path, v) for v in range(unread, newest + 1)):
             return True
     return False
 

@@ -32,6 +32,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
+from lakehouse_assets.storage._checkpoint_files import BatchOffsets
 from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
 from lakehouse_assets.storage.engine import AppTransaction
@@ -61,6 +62,7 @@ EVENT_LOG_SCHEMA = pa.schema([
     ("status", pa.string()),
     ("error", pa.string()),
     ("recorded_at", _TIME),
+    ("source_offsets", pa.string()),
 ])
 
 # Appends of different tables' batches may race (a run's steps write in parallel); delta-rs
@@ -119,6 +121,10 @@ class BatchEvent:
     status: EventStatus = "committed"
     error: str | None = None
     recorded_at: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+    #: The source offsets Spark logged in the checkpoint for the batch (BatchOffsets as JSON):
+    #: where its query had read to. Delta's own streaming sink does not record them in the
+    #: commit, so the log is where they are kept for its tables.
+    source_offsets: str | None = None
 
     def as_row(self) -> dict[str, Any]:
         """The event as one row of :data:`EVENT_LOG_SCHEMA`."""
@@ -164,7 +170,8 @@ def append_events(path: Path, events: Sequence[BatchEvent], *, logs: AppTransact
             if logged is not None and logged >= logs.batch_id:
                 return False
         try:
-            write_deltalake(str(path), rows, mode="append",
+            # schema_mode: a log written before a column was added gains it.
+            write_deltalake(str(path), rows, mode="append", schema_mode="merge",
                             commit_properties=commit_properties("APPEND EVENTS", logs, len(events), None))
             if log is not None and (log.version() + 1) % COMPACT_EVERY == 0:
                 _compact(path)
@@ -191,6 +198,18 @@ def read_events(path: Path, *, table: str | None = None, run_id: str | None = No
     events = DeltaRsSnapshot(str(path), log).to_arrow(where=where)
     rows = [BatchEvent.from_row(row) for row in events.to_pylist()]
     return sorted(rows, key=lambda e: (e.recorded_at, e.table, e.batch_id if e.batch_id is not None else -1))
+
+
+def logged_offsets(path: Path, table: str) -> dict[tuple[str, int], BatchOffsets]:
+    """The source offsets the log holds for ``table``'s batches, by (query id, batch id)."""
+    log = _open(path)
+    if log is None or "source_offsets" not in log.schema().to_arrow().names:
+        return {}
+    where = (pc.field("table") == table) & pc.field("source_offsets").is_valid()
+    rows = DeltaRsSnapshot(str(path), log).to_arrow(
+        where=where, columns=["query_id", "batch_id", "source_offsets"]).to_pylist()
+    return {(row["query_id"], int(row["batch_id"])): BatchOffsets.from_json(row["source_offsets"])
+            for row in rows if row["query_id"] is not None and row["batch_id"] is not None}
 
 
 def _compact(path: Path) -> None:

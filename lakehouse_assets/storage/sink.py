@@ -8,7 +8,7 @@ changes exactly once per batch whatever happens between the commit and the check
 :class:`DeltaSink` is a ``foreachBatch`` function: it records each batch's checkpoint
 offsets and counts in its commit, and it writes tables the way the others are kept
 (complete, merged, two tables per batch). :class:`DeltaStreamSink` is Delta Lake's own
-streaming sink, for ingestion appending to one table with nothing counted per batch.
+streaming sink, for a query appending to one table with nothing counted per batch.
 
 The sinks keep no state of their own: on a Spark Connect engine a ``foreachBatch`` function
 is pickled into a Python worker of the server, and nothing it remembers would come back.
@@ -18,7 +18,6 @@ table's log (:func:`run_commits`): the table is the one record of what a run did
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
@@ -28,7 +27,6 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.storage._schema import storable_rows
 from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry, TableStore
 from lakehouse_assets.storage.history import newest_first
@@ -159,19 +157,25 @@ class DeltaSink:
 @dataclass
 class DeltaStreamSink:
     """Appends each micro-batch to the table at ``path`` through Delta Lake's own streaming
-    sink, for a query that reads landed files into one table and counts nothing per batch
-    (an ingestion without expectations).
+    sink, for a query that appends to one table and counts nothing per batch (an ingestion
+    without expectations, a windowed aggregate, a change feed's log).
 
     Exactly once as :class:`DeltaSink` is: Delta records each batch as the app transaction
     (query id, batch id) of its commit and skips a replay the table holds. No Python runs per
     batch, so on an engine no Python worker starts for the query. The commits carry what
-    every batch of the query shares (output mode, run); Delta's sink fixes that text per query.
+    every batch of the query shares (output mode, run; Delta's sink fixes that text per
+    query), not the batch's offsets: the event log keeps those. A query that ``reads_files``
+    says so, for its checkpoint to be rebuilt from the files its table holds rows of. The
+    table is created with the Delta table ``properties``; rows are fitted to the table as
+    every write fits them (narrower types cast up, a wider one refused by name).
     """
 
     store: TableStore
     path: str
     merge_schema: bool = False
+    reads_files: bool = False
     run_id: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def output_mode(self) -> str:
@@ -187,13 +191,13 @@ class DeltaStreamSink:
 
     def stream_writer(self, df: DataFrame) -> DataStreamWriter:
         """``df``'s stream writer into the table (checkpoint and trigger still to set)."""
-        metadata = {OUTPUT_MODE_KEY: self.output_mode, READS_FILES_KEY: "true"}
+        metadata = {OUTPUT_MODE_KEY: self.output_mode}
+        if self.reads_files:
+            metadata[READS_FILES_KEY] = "true"
         if self.run_id:
             metadata[RUN_KEY] = self.run_id
-        writer = storable_rows(df).writeStream.format("delta").option("path", str(self.path))
-        if self.merge_schema:
-            writer = writer.option("mergeSchema", "true")
-        return writer.option("userMetadata", json.dumps(metadata, separators=(",", ":")))
+        return self.store.stream_writer(df, self.path, merge_schema=self.merge_schema, properties=self.properties,
+                                        metadata=metadata)
 
 
 class KeptTable(Protocol):
@@ -235,11 +239,17 @@ class KeptTableSink:
         return self.table.apply(batch_df, transaction, metadata)
 
 
-def recorded_offsets(commit: HistoryEntry) -> BatchOffsets | None:
-    """The checkpoint offsets a batch's commit recorded; None for a commit that is not a
-    streaming batch's (or predates the recording)."""
+def recorded_offsets(commit: HistoryEntry,
+                     logged: Mapping[tuple[str, int], BatchOffsets] | None = None) -> BatchOffsets | None:
+    """The checkpoint offsets of a batch's commit: as the commit recorded them, else as the
+    event log did (``logged``, by query and batch: Delta's own sink records none in the
+    commit); None for a commit that is not a streaming batch's, or predates both records."""
+    if commit.batch_id is None:
+        return None
     text = commit.custom_metadata.get(OFFSETS_KEY)
-    return BatchOffsets.from_json(str(text)) if commit.batch_id is not None and text else None
+    if text:
+        return BatchOffsets.from_json(str(text))
+    return (logged or {}).get((str(commit.query), commit.batch_id))
 
 
 def run_commits(store: TableStore, path: str, run_id: str) -> list[CommitResult]:

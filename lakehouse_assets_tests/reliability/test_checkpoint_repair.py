@@ -7,18 +7,23 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from deltalake import DeltaTable
 
 from lakehouse_assets.cli import main as lakehouse
 from lakehouse_assets.errors import CorruptCheckpointError
+from lakehouse_assets.quality.freshness import FreshnessPath, data_lag
 from lakehouse_assets.reliability.invariants import check_all
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.simulator import land
+from lakehouse_assets.simulator import land, land_patient_changes
 from lakehouse_assets.storage import DeltaSink
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.checkpoint import batch_ids
+from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
+from lakehouse_assets.storage.sink import OFFSETS_KEY
 from lakehouse_assets.streaming import run_stream
-from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
+from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, delta_rows, materialize
 from lakehouse_assets_tests.storage.helpers import drop_commit
 
 LANDING_OPTIONS = dict(records_per_file=150, bad_rate=0.05, seed=31, files_per_year=365)
@@ -139,3 +144,42 @@ def test_spark_failing_on_a_damaged_file_is_reported_as_a_damaged_checkpoint(spa
         run_stream(build, DeltaSink(store, table, checkpoint), checkpoint_location=checkpoint)
 
     assert checkpoint in str(info.value) and "lakehouse repair" in str(info.value)
+
+
+CHANGE_FLOW = ["bronze/patient_changes", "silver/patients_current", "gold/patient_changes"]
+PATIENT_CHANGES = FreshnessPath("gold.patient_changes", ("silver.patients_current", "bronze.patient_changes"),
+                                "patient_changes")
+
+
+@pytest.mark.slow
+def test_a_table_appended_by_deltas_own_sink_is_followed_and_repaired_from_the_event_log(spark, store, settings, capsys):
+    landing = settings.root / "landing"
+    land_patient_changes(landing, files=2, changes_per_file=20, seed=7)
+    materialize(CHANGE_FLOW)
+    land_patient_changes(landing, files=1, changes_per_file=20, seed=7)
+    materialize(CHANGE_FLOW)
+    # gold.patient_changes appends each batch through Delta's own sink: its commits name the
+    # query and batch and record no offsets; the event log holds them.
+    gold = settings.table_path("gold", "patient_changes")
+    batches = [e for e in store.history(str(gold)) if e.batch_id is not None]
+    assert len(batches) == 2 and all(OFFSETS_KEY not in e.custom_metadata for e in batches)
+    logged = logged_offsets(event_log_path(settings.root), "gold.patient_changes")
+    assert {(e.query, e.batch_id) for e in batches} == set(logged)
+    # What gold has read is known from them: fresh, then behind silver, then fresh again.
+    assert data_lag(settings, store, PATIENT_CHANGES).pending == ()
+    land_patient_changes(landing, files=1, changes_per_file=20, seed=7)
+    materialize(CHANGE_FLOW[:2])
+    assert len(data_lag(settings, store, PATIENT_CHANGES).pending) == 1
+
+    checkpoint = settings.checkpoint_path("gold", "patient_changes")
+    (checkpoint / "metadata").write_text("{not json")
+    assert_stops_naming("gold/patient_changes", checkpoint, "gold.patient_changes", "metadata", "damaged")
+    assert "Repaired" in repair("gold.patient_changes", capsys)
+    materialize(["gold/patient_changes"])
+
+    # Resumed after the last batch gold held: every change of the current table once.
+    assert data_lag(settings, store, PATIENT_CHANGES).pending == ()
+    log = delta_rows(settings, "gold", "patient_changes", ["patients_version", "change", "mrn", "name"])
+    feed = pa.table(DeltaTable(str(settings.table_path("silver", "patients_current"))).load_cdf().read_all()).to_pylist()
+    assert log == sorted((r["_commit_version"], r["_change_type"].removesuffix("_postimage"), r["mrn"], r["name"])
+                         for r in feed if r["_change_type"] != "update_preimage")

@@ -36,7 +36,7 @@ def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore,
                           output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
         sink = expecting(table, rules, run.table.table_name)
     else:
-        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema)
+        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema, reads_files=True)
     query = run_query(run, source.build, sink, log, restart_when=source.restart_when, max_restarts=source.max_restarts)
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:

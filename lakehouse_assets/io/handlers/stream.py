@@ -1,7 +1,8 @@
 """A streaming DataFrame: run as the table's incremental query, exactly once per micro-batch
 (append, complete, update by the asset's keys, a change feed applied AUTO CDC, or source rows
 merged into a grouped table incrementally), its
-expectations enforced on each batch."""
+expectations enforced on each batch. An append counting nothing per batch goes through
+Delta's own streaming sink."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import expecting
 from lakehouse_assets.storage import DeltaSink, TableStore
-from lakehouse_assets.storage.sink import TableSink
+from lakehouse_assets.storage.sink import DeltaStreamSink, TableSink
+from lakehouse_assets.streaming import RunSink
 
 
 def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: Any) -> Written:
@@ -23,13 +25,25 @@ def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: An
     rules = output.expectations
     if not has_work(run, store):
         return stream_written(run, store, skipped(run, log), rules)
+    sink: RunSink
+    if run.output_mode == "append" and not rules and run.auto_cdc is None and run.aggregate is None:
+        # Appends to one table, counting nothing per batch: Delta's own streaming sink.
+        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema,
+                               properties=run.table_properties)
+    else:
+        sink = expecting(_kept(run, store), rules, run.table.table_name)
+    query = run_query(run, lambda: output.rows, sink, log)
+    return stream_written(run, store, query, rules)
+
+
+def _kept(run: TableRun, store: TableStore) -> TableSink:
+    """The ``foreachBatch`` sink keeping the table as its run says: appended, replaced,
+    merged by key, applied AUTO CDC, or aggregated incrementally."""
     delta = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
                       output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema,
                       properties=run.table_properties)
-    table: TableSink = delta
     if run.auto_cdc is not None:
-        table = AutoCdcSink(delta, run.auto_cdc)
-    elif run.aggregate is not None:
-        table = AggregateSink(delta, run.aggregate)
-    query = run_query(run, lambda: output.rows, expecting(table, rules, run.table.table_name), log)
-    return stream_written(run, store, query, rules)
+        return AutoCdcSink(delta, run.auto_cdc)
+    if run.aggregate is not None:
+        return AggregateSink(delta, run.aggregate)
+    return delta
