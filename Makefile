@@ -89,6 +89,13 @@ bench-engine-health: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.engine_health --increments $(ENGINE_HEALTH_INCREMENTS)
 
+## A routed step (table + quarantine) on a warm engine: one foreachBatch query against two native Delta flows, on
+## the same increments: benchmarks/results/routed_flows.{json,md}. About 5 minutes.
+.PHONY: bench-routed
+bench-routed: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.routed_flows
+
 ## A one-file gold increment on 10k, 1M and 10M silver rows, kept by key and in complete
 ## mode: benchmarks/results/gold_increment.{json,md}. About 15-20 minutes.
 bench-gold: $(INSTALLED)
