@@ -6,9 +6,21 @@ run, and paths are read from the environment when a run or sensor tick needs the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from types import ModuleType
+
 import dagster as dg
 
-from lakehouse_assets.assets import bronze, gold, landing, maintenance, silver
+import lakehouse_assets.assets
+from lakehouse_assets.assets import maintenance
+from lakehouse_assets.assets.discovery import (
+    declared_types,
+    freshness_paths,
+    package_assets,
+    reads_landed_files,
+    table_specs,
+)
+from lakehouse_assets.assets.landing import landing_specs
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.io.replay import replay_job, routed_table_assets
@@ -16,52 +28,68 @@ from lakehouse_assets.quality import bronze as bronze_contracts
 from lakehouse_assets.quality import gold as gold_contracts
 from lakehouse_assets.quality import silver as silver_contracts
 from lakehouse_assets.quality.checks import contract_checks
+from lakehouse_assets.quality.declared_schema import declared_schema_check
 from lakehouse_assets.quality.freshness import DEFAULT_MAX_LAG, freshness_check
 from lakehouse_assets.sensors.automation import automation_sensor
 from lakehouse_assets.sensors.freshness import freshness_sensor
-from lakehouse_assets.sensors.landing import landing_sensor
+from lakehouse_assets.sensors.landing import landing_sensors
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 
-_spark = SparkResource()
-# The one setting read when definitions load: Dagster needs a sensor's interval up front.
-_sensor_interval = LakehouseSettings.from_env().sensor_interval_seconds
-
-table_assets = dg.load_assets_from_modules([bronze, silver, gold])
-
 # Silver and gold checks block: a failing ERROR rule keeps downstream from building on it.
-table_checks = [
-    contract_checks(bronze_contracts.RECORDINGS, blocking=False),
-    contract_checks(silver_contracts.PATIENTS),
-    contract_checks(silver_contracts.RECORDINGS_ENRICHED),
-    contract_checks(silver_contracts.RECORDINGS_QUARANTINE),
-    contract_checks(gold_contracts.DAILY_PATIENT_AVG),
-    contract_checks(gold_contracts.DEVICE_COUNTS),
-]
-# Gold at most 5 minutes behind the newest landed record (data time): checked after each
-# materialization, and by the freshness sensor between runs.
-freshness_checks = [freshness_check(path, DEFAULT_MAX_LAG) for path in gold.FRESHNESS_PATHS]
-
-defs = dg.Definitions(
-    assets=[landing.recordings, landing.patients, landing.patient_changes, landing.patient_snapshots,
-            *table_assets],
-    asset_checks=[*table_checks, *freshness_checks],
-    sensors=[
-        landing_sensor(source="recordings", target=bronze.recordings.key, minimum_interval_seconds=_sensor_interval),
-        landing_sensor(source="patients", target=silver.patients.key, minimum_interval_seconds=_sensor_interval),
-        landing_sensor(source="patient_changes", target=bronze.patient_changes.key,
-                       minimum_interval_seconds=_sensor_interval),
-        landing_sensor(source="patient_snapshots", target=silver.patients_snapshot_history.key,
-                       minimum_interval_seconds=_sensor_interval),
-        automation_sensor(dg.AssetSelection.groups("silver", "gold"), minimum_interval_seconds=_sensor_interval),
-        freshness_sensor(gold.FRESHNESS_PATHS, DEFAULT_MAX_LAG),
-    ],
-    resources={
-        "spark": _spark,
-        IO_MANAGER_KEY: DeltaIOManager(spark=_spark),
-        STREAM_INPUT_KEY: DeltaIOManager(spark=_spark, read_inputs_as="stream"),
-    },
-    jobs=[maintenance.maintenance_job, *[replay_job(asset) for asset in routed_table_assets(table_assets).values()]],
-    schedules=[maintenance.maintenance_schedule],
-    executor=dg.in_process_executor,
+REFERENCE_CHECKS = (
+    (bronze_contracts.RECORDINGS, False),
+    (silver_contracts.PATIENTS, True),
+    (silver_contracts.RECORDINGS_ENRICHED, True),
+    (silver_contracts.RECORDINGS_QUARANTINE, True),
+    (gold_contracts.DAILY_PATIENT_AVG, True),
+    (gold_contracts.DEVICE_COUNTS, True),
 )
+
+
+def table_checks(tables: Sequence[dg.AssetsDefinition]) -> list[dg.AssetChecksDefinition]:
+    """Each table's schema contract as checks: its Pandera contract's where it has one
+    (``REFERENCE_CHECKS``), else its declared column types (``declared_schema``). ERROR checks
+    block downstream, except on tables that read landed files (raw rows are silver's to judge)."""
+    specs = table_specs(tables)
+    contracts = [contract_checks(contract, blocking=blocking) for contract, blocking in REFERENCE_CHECKS
+                 if contract.table in specs]
+    covered = {contract.table for contract, _ in REFERENCE_CHECKS}
+    declared = [declared_schema_check(table, types, blocking=not reads_landed_files(specs[table]))
+                for table, types in declared_types(tables).items() if table not in covered]
+    return [*contracts, *declared]
+
+
+def build_definitions(*packages: ModuleType) -> dg.Definitions:
+    """The Definitions of the tables declared in ``packages`` (every module under them): each
+    table's landing folder, landing sensor, automation, checks and replay job come from its
+    declaration. Nothing here starts Spark or reads the lakehouse."""
+    spark = SparkResource()
+    # The one setting read when definitions load: Dagster needs a sensor's interval up front.
+    interval = LakehouseSettings.from_env().sensor_interval_seconds
+    tables = package_assets(*packages)
+    # Each table at most 5 minutes behind the newest landed record it is made from (data
+    # time): checked after each materialization, and by the freshness sensor between runs.
+    paths = freshness_paths(tables)
+    automated = [key for asset in tables for key, condition in asset.automation_conditions_by_key.items()
+                 if condition is not None]
+    return dg.Definitions(
+        assets=[*landing_specs(tables), *tables],
+        asset_checks=[*table_checks(tables), *(freshness_check(path, DEFAULT_MAX_LAG) for path in paths)],
+        sensors=[
+            *landing_sensors(tables, minimum_interval_seconds=interval),
+            automation_sensor(dg.AssetSelection.assets(*automated), minimum_interval_seconds=interval),
+            freshness_sensor(paths, DEFAULT_MAX_LAG),
+        ],
+        resources={
+            "spark": spark,
+            IO_MANAGER_KEY: DeltaIOManager(spark=spark),
+            STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream"),
+        },
+        jobs=[maintenance.maintenance_job, *[replay_job(asset) for asset in routed_table_assets(tables).values()]],
+        schedules=[maintenance.maintenance_schedule],
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_definitions(lakehouse_assets.assets)

@@ -8,6 +8,7 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import SparkSession
 
+from lakehouse_assets.assets.landing import LandingFolder
 from lakehouse_assets.assets.table_asset import IncrementalSource, table_asset
 from lakehouse_assets.ingestion import MAX_SCHEMA_RESTARTS, AutoLoader, AutoLoaderOptions, SourceFormat
 from lakehouse_assets.quality import bronze as contracts
@@ -24,6 +25,7 @@ def bronze_table(
     source_format: SourceFormat,
     options: AutoLoaderOptions | None = None,
     description: str | None = None,
+    landed_files: str | None = None,
     expectations: Sequence[Rule] = (),
     columns: Sequence[DescribedColumn] = (),
 ) -> dg.AssetsDefinition:
@@ -31,20 +33,23 @@ def bronze_table(
     as the course's ``autoload_to_table(data_source, source_format, table_name,
     checkpoint_directory)``: the checkpoint and the stored schema are the table's own.
     ``expectations`` (WARN, FAIL) are enforced on every micro-batch ingested; ``columns``
-    describe the table's columns."""
+    describe the table's columns; ``landed_files`` describes the files, on the landing
+    folder's asset (found from this declaration, as is the folder's sensor)."""
     options = options or AutoLoaderOptions(format=source_format)
     if options.format != source_format:
         raise ValueError(f"bronze table {name}: source_format {source_format!r} disagrees with options.format")
+    folder = LandingFolder(data_source, source_format, landed_files)
 
     @table_asset(
         layer="bronze",
         name=name,
-        deps=[["landing", data_source]],
+        deps=[folder.key],
         output_mode="append",
         merge_schema=True,
         description=description or f"Raw {data_source} files ingested incrementally ({source_format}).",
         expectations=expectations,
         columns=columns,
+        metadata=folder.metadata(),
     )
     def _bronze(spark: SparkResource) -> IncrementalSource:
         loader = bronze_loader(LakehouseSettings.from_env(), name=name, data_source=data_source, options=options)
@@ -96,6 +101,7 @@ recordings = bronze_table(
         continue_on_new_columns=True,
     ),
     columns=contracts.RECORDINGS.described_columns(),
+    landed_files="Heart-rate recordings as JSON lines (device_id, mrn, time in Unix seconds, heartrate).",
     description="Heart-rate recordings (device_id, mrn, time, heartrate) as landed, with "
     "_rescued_data for whatever did not fit, _source_file and _ingested_at.",
 )
@@ -109,6 +115,8 @@ patient_changes = bronze_table(
     options=AutoLoaderOptions(format="json", schema_hints="mrn BIGINT, name STRING, op STRING, seq BIGINT",
                               infer_column_types=True),
     columns=contracts.PATIENT_CHANGES.described_columns(),
+    landed_files="Changes to patient records as JSON lines (mrn, name, op UPSERT or DELETE, seq ordering the "
+    "changes); changes may arrive late, across files and within one.",
     description="Changes to patient records (mrn, name, op, seq) as landed, with _rescued_data, "
     "_source_file and _ingested_at.",
 )

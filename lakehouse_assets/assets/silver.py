@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.assets.auto_cdc import auto_cdc_from_snapshot_table, auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
+from lakehouse_assets.assets.landing import LandingFolder
 from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import (
@@ -42,12 +43,19 @@ PATIENT_CHANGES: dict[str, Any] = {
 }
 
 
+PATIENTS_LANDING = LandingFolder("patients", "csv", "The patients lookup as CSV (mrn, name).", streamed=False)
+SNAPSHOTS_LANDING = LandingFolder(
+    "patient_snapshots", "csv", "Full snapshots of the patients lookup as CSV (mrn, name), one file per snapshot, "
+    "applied in name order.", streamed=False)
+
+
 @table_asset(
     automation_condition=downstream_of_new_data(),
     layer="silver",
-    deps=[["landing", "patients"]],
+    deps=[PATIENTS_LANDING.key],
     write_mode="overwrite",
     columns=contracts.PATIENTS.described_columns(),
+    metadata=PATIENTS_LANDING.metadata(),
 )
 def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-untyped-def]
     """The patients lookup (mrn, name), loaded in batch from the landed CSV files, their
@@ -55,7 +63,7 @@ def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-unt
     fit fails the load by name, and the table keeps its last good version."""
     # ``context`` is left unannotated: under postponed annotations Dagster sees a string and
     # refuses it; it is a dg.AssetExecutionContext.
-    landing = LakehouseSettings.from_env().landing_path("patients")
+    landing = LakehouseSettings.from_env().landing_path(PATIENTS_LANDING.source)
     lookup = read_lookup_csv(spark.spark_session, landing, PATIENTS_SCHEMA)
     for message in lookup.warnings():
         context.log.warning(message)
@@ -121,15 +129,16 @@ patients_history = sql_asset(SQL_FOLDER / "patients_history.sql")
 
 
 @auto_cdc_from_snapshot_table(layer="silver", keys=["mrn"], stored_as_scd_type=2,
-                              deps=[["landing", "patient_snapshots"]], automation_condition=downstream_of_new_data(),
-                              columns=contracts.PATIENTS_SNAPSHOT_HISTORY.described_columns())
+                              deps=[SNAPSHOTS_LANDING.key], automation_condition=downstream_of_new_data(),
+                              columns=contracts.PATIENTS_SNAPSHOT_HISTORY.described_columns(),
+                              metadata=SNAPSHOTS_LANDING.metadata())
 def patients_snapshot_history(spark: SparkResource) -> SnapshotSource:
     """Every version of every patient (mrn, name) derived by comparing full snapshots of the
     patients lookup, landed as CSV files at landing/patient_snapshots/ (applied in name
     order): `__START_AT` and `__END_AT` are the numbers of the snapshots that opened and
     closed a version (AUTO CDC FROM SNAPSHOT)."""
-    folder = LakehouseSettings.from_env().landing_path("patient_snapshots")
+    folder = LakehouseSettings.from_env().landing_path(SNAPSHOTS_LANDING.source)
     files = sorted(folder.glob("*.csv")) if folder.is_dir() else []
     reader = spark.spark_session.read.option("header", True).option("mode", "FAILFAST").schema(PATIENTS_SCHEMA)
-    return SnapshotSource("landing/patient_snapshots", [
+    return SnapshotSource(SNAPSHOTS_LANDING.key.to_user_string(), [
         Snapshot(number, partial(reader.csv, str(path)), path.name) for number, path in enumerate(files, start=1)])

@@ -28,6 +28,7 @@ from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
 from lakehouse_assets.assets.table_asset import (
     INCREMENTAL_AGGREGATE,
+    STREAMS_FROM,
     ColumnSource,
     stream_from,
     table_asset,
@@ -78,7 +79,8 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         expectations=rules,
         table_properties=dict(definition.properties),
         metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
-                  "lakehouse/sql_file": dg.MetadataValue.path(str(path))},
+                  "lakehouse/sql_file": dg.MetadataValue.path(str(path)),
+                  STREAMS_FROM: [table for table, streamed in definition.reads if streamed]},
     )
     description = definition.comment or f"{definition.kind} defined in {path.name}."
 

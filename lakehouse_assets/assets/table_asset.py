@@ -48,6 +48,7 @@ QUARANTINE_TABLE = "lakehouse/quarantine_table"  # on a routed table: where fail
 QUARANTINE_FOR = "lakehouse/quarantine_for"  # on a quarantine table: whose failing rows it holds
 # On a table read from streams: the options of each, by upstream table (``layer.name``).
 STREAM_OPTIONS = "lakehouse/stream_options"
+STREAMS_FROM = "lakehouse/streams_from"  # the tables read as streams (layer.name), in order
 # The expectations its writes enforce: name, on violation, condition, columns.
 EXPECTATIONS = "lakehouse/expectations"
 #: On an AUTO CDC table: how its change feed is applied (an AutoCdc, as a dict).
@@ -126,7 +127,7 @@ def stream_options_of(metadata: Mapping[str, Any], upstream: str) -> StreamOptio
 def split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, dg.AssetIn], dict[str, Any]]:
     """Dagster's inputs, and the stream options by upstream table as definition metadata
     (a multi-asset's inputs take no metadata of their own; the IO manager reads it here)."""
-    asset_ins, options = {}, {}
+    asset_ins, options, streams = {}, {}, []
     for name, given in ins.items():
         if isinstance(given, StreamInput):
             asset_ins[name] = given.asset_in
@@ -134,7 +135,10 @@ def split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, dg
                 k: v for k, v in dataclasses.asdict(given.options).items() if v not in (None, False)}
         else:
             asset_ins[name] = given
-    return asset_ins, ({STREAM_OPTIONS: options} if options else {})
+        key = asset_ins[name].key
+        if asset_ins[name].input_manager_key == STREAM_INPUT_KEY and key is not None:
+            streams.append(".".join(key.path))
+    return asset_ins, {**({STREAM_OPTIONS: options} if options else {}), **({STREAMS_FROM: streams} if streams else {})}
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
+from lakehouse_assets.assets.landing import landing_readers
 from lakehouse_assets.ingestion.files import is_data_file
 from lakehouse_assets.settings import LakehouseSettings
 
@@ -116,10 +118,17 @@ def _list_files(folder: Path) -> Iterable[tuple[str, FileState]]:
             yield relative.as_posix(), FileState(stat.st_size, stat.st_mtime_ns)
 
 
+def landing_sensors(assets: Iterable[Any], *, minimum_interval_seconds: int) -> list[dg.SensorDefinition]:
+    """One :func:`landing_sensor` per landing folder the tables in ``assets`` read, each
+    requesting the tables that read it (found from their dependencies on ``landing/<source>``)."""
+    return [landing_sensor(source=source, targets=readers, minimum_interval_seconds=minimum_interval_seconds)
+            for source, readers in sorted(landing_readers(assets).items())]
+
+
 def landing_sensor(
     *,
     source: str,
-    target: dg.AssetKey,
+    targets: Sequence[dg.AssetKey],
     minimum_interval_seconds: int,
     carry_downstream: bool = True,
     name: str | None = None,
@@ -128,23 +137,25 @@ def landing_sensor(
     """A sensor on ``$LAKEHOUSE_ROOT/landing/<source>`` that requests one run per tick in
     which files arrived, tagged with the files that triggered it.
 
-    The run materializes ``target`` and, with ``carry_downstream``, every asset downstream of
-    it: new files reach gold in one run (one launch, one session) instead of a bronze run
-    and a second one on the automation sensor's next tick. A blocking check that fails in
-    the run stops the assets below it, as it would stop automation; a table below whose other
-    upstream has not landed yet is skipped in the run, with its reason
+    The run materializes ``targets`` (the tables reading the folder) and, with
+    ``carry_downstream``, every asset downstream of them: new files reach gold in one run
+    (one launch, one session) instead of a bronze run and a second one on the automation
+    sensor's next tick. A blocking check that fails in the run stops the assets below it, as
+    it would stop automation; a table below whose other upstream has not landed yet is
+    skipped in the run, with its reason
     (:mod:`lakehouse_assets.assets.nothing_to_read`).
     """
-    selection: dg.AssetSelection = dg.AssetSelection.assets(target)
+    selection: dg.AssetSelection = dg.AssetSelection.assets(*targets)
     if carry_downstream:
         selection = selection.downstream()
+    requested = ", ".join(target.to_user_string() for target in targets)
 
     @dg.sensor(
         name=name or f"landing_{source}_sensor",
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
         asset_selection=selection,
-        description=f"Requests {target.to_user_string()}{' and its downstream' if carry_downstream else ''} "
+        description=f"Requests {requested}{' and downstream' if carry_downstream else ''} "
         f"when files land in landing/{source}/",
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:

@@ -31,7 +31,7 @@ def landing(settings: LakehouseSettings) -> Path:
 
 @pytest.fixture
 def sensor() -> dg.SensorDefinition:
-    return landing_sensor(source="recordings", target=TARGET, minimum_interval_seconds=30)
+    return landing_sensor(source="recordings", targets=[TARGET], minimum_interval_seconds=30)
 
 
 def land(folder: Path, name: str, text: str = '{"a": 1}\n', *, age_seconds: float = 60.0) -> Path:

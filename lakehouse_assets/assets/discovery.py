@@ -1,0 +1,83 @@
+"""The asset graph as declared: the table assets of a package, and what their declarations say
+about each other (which landed files reach which table, through which streams).
+
+Everything here is read from the definitions alone (keys, dependencies, definition metadata),
+so the landing assets, the landing sensors and the freshness checks of a new table come from
+its declaration and are never listed by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import ModuleType
+from typing import Any
+
+import dagster as dg
+
+from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
+from lakehouse_assets.assets.table_asset import QUARANTINE_FOR, STREAMS_FROM
+from lakehouse_assets.quality.freshness import FreshnessPath
+
+
+def package_assets(*packages: ModuleType) -> list[dg.AssetsDefinition]:
+    """Every asset defined at the top level of a module of ``packages`` (and their
+    subpackages), each once: a new module under a package is found without listing it."""
+    found: dict[int, dg.AssetsDefinition] = {}
+    for package in packages:
+        for loaded in dg.load_assets_from_package_module(package):
+            if isinstance(loaded, dg.AssetsDefinition):
+                found.setdefault(id(loaded), loaded)
+    return list(found.values())
+
+
+def table_specs(assets: Iterable[Any]) -> dict[str, dg.AssetSpec]:
+    """The specs of the tables among ``assets``, by table name (``layer.name``)."""
+    specs: dict[str, dg.AssetSpec] = {}
+    for asset in assets:
+        if isinstance(asset, dg.AssetsDefinition):
+            specs.update({spec.metadata["table"]: spec for spec in asset.specs if "table" in spec.metadata})
+    return specs
+
+
+def freshness_paths(assets: Iterable[Any]) -> list[FreshnessPath]:
+    """How each table's rows come from landed files: for every table (quarantines aside)
+    that streams one source after another down to a bronze streaming a landing folder. A
+    table reading two streams, or reading its source in batch, has none: which landed
+    files it holds is not a single chain of batch offsets."""
+    specs = table_specs(assets)
+    paths = []
+    for table, spec in sorted(specs.items()):
+        if QUARANTINE_FOR in spec.metadata:
+            continue
+        chain = _chain_to_landing(table, specs)
+        if chain is not None:
+            through, source = chain
+            paths.append(FreshnessPath(table, through, source))
+    return paths
+
+
+def _chain_to_landing(table: str, specs: Mapping[str, dg.AssetSpec]) -> tuple[tuple[str, ...], str] | None:
+    chain = [table]
+    while (source := streamed_folder(specs[chain[-1]].metadata)) is None:
+        streams = specs[chain[-1]].metadata.get(STREAMS_FROM) or []
+        if len(streams) != 1 or streams[0] not in specs or streams[0] in chain:
+            return None
+        chain.append(streams[0])
+    return tuple(chain[1:]), source
+
+
+def declared_types(assets: Iterable[Any]) -> dict[str, dict[str, str]]:
+    """Each table's declared column types (column to Spark SQL type), for the tables that
+    declare any: from its SQL column list, its ``columns=`` or its contract's model."""
+    declared = {}
+    for table, spec in table_specs(assets).items():
+        schema = spec.metadata.get("dagster/column_schema")
+        types = {c.name: c.type for c in schema.columns if c.type and c.type != "unknown"} if schema else {}
+        if types:
+            declared[table] = types
+    return declared
+
+
+def reads_landed_files(spec: dg.AssetSpec) -> bool:
+    """Whether the table reads a landing folder itself (a bronze, a lookup loaded from files)."""
+    return bool(spec.metadata.get(LANDING_FOLDERS))

@@ -1,0 +1,55 @@
+"""The declared_schema check reads a table's stored types from its Delta log and compares
+them with the types its declaration gives."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+from lakehouse_assets.quality.declared_schema import declared_schema_check, spark_type_name
+from lakehouse_assets.settings import LakehouseSettings
+
+
+@pytest.mark.parametrize(("declared", "spark"), [
+    ("BIGINT", "bigint"), ("long", "bigint"), ("INTEGER", "int"), ("Double", "double"),
+    ("DECIMAL", "decimal(10,0)"), ("NUMERIC(5, 2)", "decimal(5,2)"), ("TIMESTAMP_NTZ", "timestamp_ntz"),
+    ("array<INTEGER>", "array<int>"), ("MAP<STRING, LONG>", "map<string,bigint>"),
+])
+def test_a_declared_type_is_named_as_spark_names_it(declared: str, spark: str) -> None:
+    assert spark_type_name(declared) == spark
+
+
+def _write(settings: LakehouseSettings, table: pa.Table) -> None:
+    path = settings.table_path("silver", "admissions_clean")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_deltalake(str(path), table)
+
+
+def test_a_table_stored_as_declared_passes(settings: LakehouseSettings) -> None:
+    _write(settings, pa.table({"admission_id": pa.array([1], pa.int64()), "stay": pa.array([1.5], pa.float64()),
+                               "undeclared": pa.array(["x"])}))
+    check = declared_schema_check("silver.admissions_clean", {"admission_id": "BIGINT", "stay": "DOUBLE"},
+                                  blocking=True)
+    result = check()
+    assert result.passed, result.description
+
+
+def test_a_column_stored_with_another_type_or_missing_fails_naming_both_types(settings: LakehouseSettings) -> None:
+    _write(settings, pa.table({"admission_id": pa.array([1], pa.int32()),
+                               "stay": pa.array([Decimal("1.500000")], pa.decimal128(27, 6))}))
+    check = declared_schema_check("silver.admissions_clean",
+                                  {"admission_id": "BIGINT", "stay": "DOUBLE", "ward": "STRING"}, blocking=True)
+    result = check()
+    assert not result.passed
+    assert "stay (declared double, stored decimal(27,6))" in (result.description or "")
+    assert "admission_id (declared bigint, stored int)" in (result.description or "")
+    assert "ward (declared string, not in the table)" in (result.description or "")
+
+
+def test_a_table_not_created_yet_fails_saying_so(settings: LakehouseSettings) -> None:
+    result = declared_schema_check("silver.admissions_clean", {"ward": "STRING"}, blocking=True)()
+    assert not result.passed
+    assert "No table silver.admissions_clean" in (result.description or "")
