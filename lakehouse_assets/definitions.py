@@ -6,6 +6,7 @@ run, and paths are read from the environment when a run or sensor tick needs the
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 from types import ModuleType
 
@@ -22,6 +23,7 @@ from lakehouse_assets.assets.discovery import (
 )
 from lakehouse_assets.assets.landing import landing_specs
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
+from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.io.replay import replay_job, routed_table_assets
 from lakehouse_assets.quality import bronze as bronze_contracts
@@ -60,13 +62,13 @@ def table_checks(tables: Sequence[dg.AssetsDefinition]) -> list[dg.AssetChecksDe
     return [*contracts, *declared]
 
 
-def build_definitions(*packages: ModuleType) -> dg.Definitions:
+def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None = None) -> dg.Definitions:
     """The Definitions of the tables declared in ``packages`` (every module under them): each
     table's landing folder, landing sensor, automation, checks and replay job come from its
     declaration. Nothing here starts Spark or reads the lakehouse."""
     spark = SparkResource()
     # The one setting read when definitions load: Dagster needs a sensor's interval up front.
-    interval = LakehouseSettings.from_env().sensor_interval_seconds
+    interval = (settings or LakehouseSettings.from_env()).sensor_interval_seconds
     tables = package_assets(*packages)
     # Each table at most 5 minutes behind the newest landed record it is made from (data
     # time): checked after each materialization, and by the freshness sensor between runs.
@@ -92,4 +94,18 @@ def build_definitions(*packages: ModuleType) -> dg.Definitions:
     )
 
 
-defs = build_definitions(lakehouse_assets.assets)
+def project_definitions(settings: LakehouseSettings) -> dg.Definitions:
+    """The project's own tables (``lakehouse_assets.assets``) and those of the packages
+    ``LAKEHOUSE_ASSET_PACKAGES`` names."""
+    packages = [lakehouse_assets.assets]
+    for name in settings.asset_packages:
+        try:
+            packages.append(importlib.import_module(name))
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"LAKEHOUSE_ASSET_PACKAGES names {name!r}, which cannot be imported ({exc}); install it in this "
+                "environment or put its folder on PYTHONPATH, or remove it from LAKEHOUSE_ASSET_PACKAGES.") from exc
+    return build_definitions(*packages, settings=settings)
+
+
+defs = project_definitions(LakehouseSettings.from_env())

@@ -55,13 +55,16 @@ class LakehouseSettings:
     engine_port: int = DEFAULT_ENGINE_PORT
     #: Where Delta Lake's jars are (``LAKEHOUSE_DELTA_JARS``; an air-gapped site supplies them there).
     delta_jars: Path = DEFAULT_DELTA_JARS
+    #: Python packages of table assets loaded beside the project's own (``LAKEHOUSE_ASSET_PACKAGES``).
+    asset_packages: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LakehouseSettings:
         """Read ``LAKEHOUSE_ROOT``, ``LAKEHOUSE_SPARK_MASTER``, ``LAKEHOUSE_SPARK_CONF`` (a JSON
         object of Spark settings), ``LAKEHOUSE_SENSOR_INTERVAL`` (seconds),
-        ``LAKEHOUSE_SPARK_REMOTE`` (a Spark Connect URL), ``LAKEHOUSE_ENGINE_PORT`` and
-        ``LAKEHOUSE_DELTA_JARS`` (the folder of Delta Lake's jars)."""
+        ``LAKEHOUSE_SPARK_REMOTE`` (a Spark Connect URL), ``LAKEHOUSE_ENGINE_PORT``,
+        ``LAKEHOUSE_DELTA_JARS`` (the folder of Delta Lake's jars) and
+        ``LAKEHOUSE_ASSET_PACKAGES`` (importable package names, separated by commas)."""
         env = os.environ if environ is None else environ
         root = Path(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT).expanduser().resolve()
         conf_text = env.get("LAKEHOUSE_SPARK_CONF", "").strip()
@@ -100,6 +103,7 @@ class LakehouseSettings:
             spark_remote=remote,
             engine_port=int(port_text),
             delta_jars=Path(env.get("LAKEHOUSE_DELTA_JARS") or DEFAULT_DELTA_JARS).expanduser().resolve(),
+            asset_packages=_package_names(env.get("LAKEHOUSE_ASSET_PACKAGES", "")),
         )
 
     def layer_path(self, layer: str) -> Path:
@@ -126,6 +130,16 @@ class LakehouseSettings:
     def schema_path(self, layer: str, name: str) -> Path:
         """Where ingestion stores the inferred schema of ``layer.name``."""
         return self.root / SCHEMAS_DIR / _safe_part(layer) / _safe_part(name)
+
+
+def _package_names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    invalid = [name for name in names if not all(part.isidentifier() for part in name.split("."))]
+    if invalid:
+        raise ConfigurationError(
+            f"LAKEHOUSE_ASSET_PACKAGES must name importable Python packages separated by commas "
+            f"(such as my_project.assets), got {', '.join(map(repr, invalid))}")
+    return names
 
 
 def _safe_part(part: str) -> str:

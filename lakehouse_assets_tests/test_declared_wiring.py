@@ -87,3 +87,27 @@ def test_declared_column_types_become_a_schema_check(repository: dg.RepositoryDe
 
 def test_a_routed_sql_table_gets_a_replay_job(repository: dg.RepositoryDefinition) -> None:
     assert repository.has_job("quarantine_replay_silver__admissions_clean")
+
+
+def test_packages_named_in_the_environment_are_loaded_beside_the_projects_own(tmp_path) -> None:
+    from lakehouse_assets.definitions import project_definitions
+    from lakehouse_assets.settings import LakehouseSettings
+
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path),
+                                           "LAKEHOUSE_ASSET_PACKAGES": "lakehouse_assets_tests.admissions"})
+    keys = project_definitions(settings).get_repository_def().asset_graph.get_all_asset_keys()
+
+    assert {key("bronze/admissions"), key("bronze/recordings")} <= keys
+
+
+def test_a_package_that_cannot_be_imported_is_named(tmp_path) -> None:
+    from lakehouse_assets.definitions import project_definitions
+    from lakehouse_assets.errors import ConfigurationError
+    from lakehouse_assets.settings import LakehouseSettings
+
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path),
+                                           "LAKEHOUSE_ASSET_PACKAGES": "lakehouse_assets_tests.no_such_package"})
+    with pytest.raises(ConfigurationError, match="'lakehouse_assets_tests.no_such_package', which cannot be imported"):
+        project_definitions(settings)
+    with pytest.raises(ConfigurationError, match="importable Python packages"):
+        LakehouseSettings.from_env({"LAKEHOUSE_ASSET_PACKAGES": "my-project/assets"})

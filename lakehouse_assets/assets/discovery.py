@@ -8,6 +8,7 @@ its declaration and are never listed by hand.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import Any
@@ -81,3 +82,33 @@ def declared_types(assets: Iterable[Any]) -> dict[str, dict[str, str]]:
 def reads_landed_files(spec: dg.AssetSpec) -> bool:
     """Whether the table reads a landing folder itself (a bronze, a lookup loaded from files)."""
     return bool(spec.metadata.get(LANDING_FOLDERS))
+
+
+def streamed_by(assets: Iterable[Any]) -> dict[str, list[str]]:
+    """Each table with the tables that read it as a stream (a routed table's quarantine with
+    its table: one query writes both), Python inputs and SQL ``STREAM(...)`` alike."""
+    specs = table_specs(assets)
+    readers: dict[str, list[str]] = {}
+    for table, spec in specs.items():
+        reading = spec.metadata.get(QUARANTINE_FOR, table)
+        streams = specs[reading].metadata.get(STREAMS_FROM) or [] if reading in specs else []
+        for source in streams:
+            readers.setdefault(source, []).append(table)
+    return readers
+
+
+def streaming_downstream(assets: Iterable[Any], table: str) -> list[str] | None:
+    """The tables that read ``table`` (``layer.name``) as a stream, and those that stream
+    from them, nearest first; None if no asset defines ``table``."""
+    assets = list(assets)
+    if table not in table_specs(assets):
+        return None
+    readers = streamed_by(assets)
+    found: list[str] = []
+    queue = deque([table])
+    while queue:
+        for reader in sorted(readers.get(queue.popleft(), ())):
+            if reader not in found and reader != table:
+                found.append(reader)
+                queue.append(reader)
+    return found

@@ -37,12 +37,12 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Replay the quarantine of the table asked for."""
     import dataclasses
 
-    from lakehouse_assets.definitions import defs
+    from lakehouse_assets.definitions import project_definitions
     from lakehouse_assets.io.replay import replay_quarantine, routed_table_assets
     from lakehouse_assets.spark import build_spark_session
     from lakehouse_assets.storage import DeltaTableStore
 
-    routed = routed_table_assets(list(defs.assets or []))
+    routed = routed_table_assets(list(project_definitions(settings).assets or []))
     asset = routed.get(str(args.table))
     if asset is None:
         raise CommandError(f"{args.table} is not a routed table, so it has no quarantine to replay; routed tables: "

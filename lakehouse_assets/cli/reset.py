@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections import deque
-from collections.abc import Iterable
 from typing import Any
 
 from lakehouse_assets.cli import catalog
@@ -66,7 +64,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     print(f"Resetting {table} deletes:")
     for what, path in present.items():
         print(f"  {what:<14} {path}")
-    downstream = _downstream_warning(table)
+    downstream = _downstream_warning(settings, table)
     if downstream:
         print(downstream, file=sys.stderr)
     if not args.yes and not _confirm(f"Reset {table}? [y/N] "):
@@ -96,10 +94,10 @@ def _confirm(prompt: str) -> bool:
     return answer.strip().lower() in {"y", "yes"}
 
 
-def _downstream_warning(table: TableName) -> str | None:
+def _downstream_warning(settings: LakehouseSettings, table: TableName) -> str | None:
     """A warning naming the tables that stream from ``table``, or why they are not known."""
     try:
-        downstream = streaming_downstream_of_defs(table)
+        downstream = streaming_downstream_of_defs(settings, table)
     except Exception as exc:  # noqa: BLE001 - the graph is optional here; the reset is not
         return (f"Note: could not load the asset graph to list the tables that stream from "
                 f"{table} ({type(exc).__name__}: {exc}). Reset those tables too.")
@@ -113,44 +111,14 @@ def _downstream_warning(table: TableName) -> str | None:
             f"{'it' if len(downstream) == 1 else 'them'} too, e.g. lakehouse reset {downstream[0]} --yes")
 
 
-def streaming_downstream_of_defs(table: TableName) -> list[str] | None:
+def streaming_downstream_of_defs(settings: LakehouseSettings, table: TableName) -> list[str] | None:
     """The tables that stream from ``table``, directly or through others, according to the
     project's Definitions; None if ``table`` is not one of its assets."""
     with warnings.catch_warnings():
         # Loading the graph may warn about Dagster or Spark matters unrelated to a reset.
         warnings.simplefilter("ignore")
-        from lakehouse_assets.definitions import defs
-    return streaming_downstream(defs.assets or (), [table.layer, table.name])
+        from lakehouse_assets.assets.discovery import streaming_downstream
+        from lakehouse_assets.definitions import project_definitions
 
-
-def streaming_downstream(assets: Iterable[Any], key_path: list[str]) -> list[str] | None:
-    """The assets that read ``key_path`` as a stream (through the stream input manager),
-    and those that stream from them, as ``layer.name``; None if no asset has that key."""
-    import dagster as dg
-
-    from lakehouse_assets.assets.table_asset import STREAM_INPUT_KEY
-
-    target = dg.AssetKey(key_path)
-    known: set[dg.AssetKey] = set()
-    readers: dict[dg.AssetKey, set[dg.AssetKey]] = {}
-    for asset in assets:
-        if not isinstance(asset, dg.AssetsDefinition):
-            key = getattr(asset, "key", None)  # an AssetSpec, e.g. a landing folder
-            if key is not None:
-                known.add(key)
-            continue
-        known.update(asset.keys)
-        for input_name, upstream in asset.keys_by_input_name.items():
-            if asset.node_def.input_def_named(input_name).input_manager_key == STREAM_INPUT_KEY:
-                readers.setdefault(upstream, set()).update(asset.keys)
-    if target not in known:
-        return None
-    found: list[dg.AssetKey] = []
-    queue = deque([target])
-    while queue:
-        for reader in sorted(readers.get(queue.popleft(), ()), key=lambda k: k.path):
-            if reader not in found and reader != target:
-                found.append(reader)
-                queue.append(reader)
-    return [".".join(key.path) for key in found]
+        return streaming_downstream(project_definitions(settings).assets or (), str(table))
 

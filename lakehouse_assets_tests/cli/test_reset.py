@@ -12,8 +12,8 @@ import dagster as dg
 import pytest
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.assets.discovery import streaming_downstream
 from lakehouse_assets.assets.table_asset import batch_from, stream_from, table_asset
-from lakehouse_assets.cli.reset import streaming_downstream
 from lakehouse_assets_tests.cli.helpers import (
     TIMEOUT_SECONDS,
     Runner,
@@ -131,4 +131,17 @@ def _graph() -> list[dg.AssetsDefinition]:
     (["gold", "unknown"], None),
 ])
 def test_streaming_downstream(key: list[str], downstream: list[str] | None) -> None:
-    assert streaming_downstream(_graph(), key) == downstream
+    assert streaming_downstream(_graph(), ".".join(key)) == downstream
+
+
+def test_streaming_downstream_follows_sql_streams_and_quarantines() -> None:
+    from lakehouse_assets.definitions import defs
+
+    downstream = streaming_downstream(defs.assets or [], "bronze.recordings")
+
+    assert downstream is not None
+    # gold.device_counts reads STREAM(bronze.recordings) in SQL; the quarantine is written by
+    # silver's query; gold.daily_patient_avg reads STREAM(silver.recordings_enriched) in SQL.
+    assert {"gold.device_counts", "silver.recordings_enriched", "silver.recordings_quarantine",
+            "gold.daily_patient_avg", "gold.heartrate_5min"} <= set(downstream)
+    assert "silver.patients" not in downstream
