@@ -38,7 +38,8 @@ def bronze_table(
     options = options or AutoLoaderOptions(format=source_format)
     if options.format != source_format:
         raise ValueError(f"bronze table {name}: source_format {source_format!r} disagrees with options.format")
-    folder = LandingFolder(data_source, source_format, landed_files)
+    folder = LandingFolder(data_source, source_format, landed_files, header=options.header,
+                           multi_line=options.multi_line)
 
     @table_asset(
         layer="bronze",

@@ -9,6 +9,7 @@ the :class:`LandingFolder` its reader declares, or by a default naming the reade
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,10 @@ class LandingFolder:
     format: str
     description: str | None = None
     streamed: bool = True
+    #: How a file holds its records (CSV with a header line; one document per file), for
+    #: whoever counts them without the reader (``lakehouse verify``).
+    header: bool = False
+    multi_line: bool = False
 
     @property
     def key(self) -> dg.AssetKey:
@@ -40,8 +45,9 @@ class LandingFolder:
 
     def metadata(self) -> dict[str, Any]:
         """The reading table's definition metadata declaring this folder."""
-        return {LANDING_FOLDERS: {self.source: {"format": self.format, "description": self.description,
-                                                "streamed": self.streamed}}}
+        declared = dataclasses.asdict(self)
+        del declared["source"]
+        return {LANDING_FOLDERS: {self.source: declared}}
 
 
 def landing_readers(assets: Iterable[Any]) -> dict[str, list[dg.AssetKey]]:

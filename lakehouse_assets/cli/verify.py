@@ -1,7 +1,7 @@
 """``lakehouse verify``: check the exactly-once invariants on the tables as they are on disk.
 
-Read with delta-rs and pyarrow alone (no Spark, no Dagster), so it answers in seconds and
-judges the tables independently of the code that wrote them.
+Read with delta-rs and pyarrow alone (no Spark; Dagster only to load the declarations), so it
+answers in seconds and judges the tables independently of the code that wrote them.
 """
 
 from __future__ import annotations
@@ -18,15 +18,17 @@ from lakehouse_assets.settings import LakehouseSettings
 DESCRIPTION = """\
 Check that nothing was lost, duplicated or half-written:
 
-  landed_once        every landed record is in bronze exactly once
-  bronze_routed      bronze = silver + quarantine, record for record
-  gold_recomputed    each gold table equals a batch recomputation of its logic
+  landed_once        every landed record is in its bronze table exactly once
+  routed             for every routed table, source = table + quarantine, record for record
+  gold_recomputed    the reference gold tables equal a batch recomputation of their logic
   versions_whole     every Delta version of every table is whole, every data file of the
                      latest version exists with the row count its log states, and no
                      streaming batch is committed twice
   checkpoints_agree  every streaming checkpoint agrees with the tables its query writes
 
-Each violation is printed with its table and a few of the offending rows. Run it when no
+The tables each invariant covers come from the tables' declarations (the project's assets
+and the packages LAKEHOUSE_ASSET_PACKAGES names): each is listed under its invariant. Each
+violation is printed with its table and a few of the offending rows. Run it when no
 materialization is running, after the last landed files were processed; with --allow-pending,
 work not done yet (files not ingested, silver or gold behind) is not a violation, but what is
 there must still be whole and never duplicated. Exits 0 when every invariant holds, 1 when
@@ -47,15 +49,18 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Check every invariant; print the verdicts and violations; 1 if any is violated."""
-    from lakehouse_assets.reliability import check_all
+    from lakehouse_assets.definitions import project_definitions
+    from lakehouse_assets.reliability import check_all, declared_flows
 
     root = catalog.require_root(settings)
-    report = check_all(settings, pending_ok=args.allow_pending)
+    flows = declared_flows(project_definitions(settings).assets or [])
+    report = check_all(settings, pending_ok=args.allow_pending, flows=flows)
     if args.json:
         print_json({
             "root": str(root),
             "ok": report.ok,
             "invariants": [{"name": r.name, "description": r.description, "ok": r.ok, "skipped": r.skipped,
+                            "checked": r.checked, "not_checked": r.passed_over,
                             "violations": [{"table": v.table, "message": v.message, "samples": list(v.samples)}
                                            for v in r.violations]}
                            for r in report.results],

@@ -1,16 +1,24 @@
-"""How many records a landed JSON file holds, counted without Spark.
+"""How many records a landed file holds, counted without Spark.
 
-Counted as the ingestion promises to read them: one record per non-blank line (lines end
-at ``\\n``, ``\\r`` or ``\\r\\n``, as Hadoop's line reader splits them), a line holding a JSON
-array of objects being one record per element, a malformed line one record (it is rescued,
-not dropped). A leading UTF-8 byte order mark is not part of the first line.
+Counted as the ingestion promises to read them. JSON lines: one record per non-blank line
+(lines end at ``\\n``, ``\\r`` or ``\\r\\n``, as Hadoop's line reader splits them), a line
+holding a JSON array of objects being one record per element, a malformed line one record
+(it is rescued, not dropped). CSV: one record per non-blank line, the header line aside. With
+``multi_line``, the file is one document: a JSON array's elements (else one record), or the
+CSV records Python's own CSV reader finds. Parquet: the row count its footer states. A
+leading UTF-8 byte order mark is not part of the first line.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
+
+import pyarrow.parquet as pq
 
 from lakehouse_assets.ingestion.files import landed_paths, local_file_path
 
@@ -40,7 +48,41 @@ def json_record_count(path: Path) -> int:
     return count
 
 
-def landed_record_counts(source_dir: Path) -> dict[str, int]:
+def csv_record_count(path: Path, *, header: bool) -> int:
+    """The records ingestion must turn ``path`` (CSV, one record per line) into."""
+    data = path.read_bytes().removeprefix(_BOM)
+    lines = sum(1 for line in _LINE_END.split(data) if line.strip())
+    return max(0, lines - 1) if header else lines
+
+
+def _document_record_count(path: Path, file_format: str, header: bool) -> int:
+    text = path.read_bytes().removeprefix(_BOM).decode("utf-8", errors="replace")
+    if file_format == "json":
+        try:
+            document = json.loads(text)
+        except ValueError:
+            return 1
+        return len(document) if isinstance(document, list) else 1
+    rows = [row for row in csv.reader(io.StringIO(text)) if any(cell.strip() for cell in row)]
+    return max(0, len(rows) - 1) if header else len(rows)
+
+
+def record_counter(file_format: str, *, header: bool = False,
+                   multi_line: bool = False) -> Callable[[Path], int] | None:
+    """How to count the records of a file of ``file_format`` as ingestion reads them; None
+    for a format this module cannot count."""
+    if multi_line and file_format in ("json", "csv"):
+        return lambda path: _document_record_count(path, file_format, header)
+    if file_format == "json":
+        return json_record_count
+    if file_format == "csv":
+        return lambda path: csv_record_count(path, header=header)
+    if file_format == "parquet":
+        return lambda path: int(pq.ParquetFile(path).metadata.num_rows)
+    return None
+
+
+def landed_record_counts(source_dir: Path, count: Callable[[Path], int] = json_record_count) -> dict[str, int]:
     """Per landed data file of ``source_dir`` (by :func:`landing_key`), its record count.
 
     Files that vanish while being counted, or cannot be read, are left out: ingestion cannot
@@ -48,7 +90,7 @@ def landed_record_counts(source_dir: Path) -> dict[str, int]:
     counts = {}
     for path in landed_paths(source_dir):
         try:
-            counts[landing_key(str(path), source_dir)] = json_record_count(path)
+            counts[landing_key(str(path), source_dir)] = count(path)
         except OSError:
             continue
     return counts

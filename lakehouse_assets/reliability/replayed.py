@@ -30,9 +30,11 @@ def is_replay(version: delta_files.LogVersion) -> bool:
     return any(app == REPLAY_APP for app, _ in version.transactions())
 
 
-def owed_to_table(table: Path, quarantine: Path) -> Counter[tuple[Any, ...]]:
-    """The identities of rows the quarantine still shows but a replay already moved to the
-    table: those of the table's replays the quarantine has not recorded yet."""
+def owed_to_table(table: Path, quarantine: Path,
+                  identity: tuple[str, ...] = ROW_IDENTITY) -> Counter[tuple[Any, ...]]:
+    """The identities (``identity``'s columns) of rows the quarantine still shows but a
+    replay already moved to the table: those of the table's replays the quarantine has not
+    recorded yet."""
     # From the app transaction, not the replay commits: those may be cleaned from the log.
     done = delta_files.app_versions(quarantine).get(REPLAY_APP, -1) if delta_files.is_table(quarantine) else -1
     owed: Counter[tuple[Any, ...]] = Counter()
@@ -42,5 +44,5 @@ def owed_to_table(table: Path, quarantine: Path) -> Counter[tuple[Any, ...]]:
         for action in version.actions:
             if "add" in action:
                 rows = pq.read_table(str(table / action["add"]["path"]))
-                owed.update(delta_files.row_tuples(rows, ROW_IDENTITY))
+                owed.update(delta_files.row_tuples(rows, identity))
     return owed

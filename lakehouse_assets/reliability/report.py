@@ -34,6 +34,9 @@ class InvariantResult:
     violations: list[Violation] = field(default_factory=list)
     #: Set when there was nothing to check (e.g. no table yet); a skip is not a failure.
     skipped: str | None = None
+    #: The tables checked, and those passed over with why (neither is a failure).
+    checked: list[str] = field(default_factory=list)
+    passed_over: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,5 +77,8 @@ class InvariantReport:
                 else (f"skipped: {r.skipped}" if r.ok else f"FAILED ({len(r.violations)})")
             )
             lines.append(f"{r.name:<22} {verdict}  - {r.description}")
+            if r.checked:
+                lines.append(f"{'':<22} checked: {', '.join(r.checked)}")
+            lines.extend(f"{'':<22} not checked: {why}" for why in r.passed_over)
         lines.extend(str(v) for v in self.violations)
         return "\n".join(lines)

@@ -7,7 +7,8 @@ import json
 import pytest
 from deltalake import DeltaTable
 
-from lakehouse_assets.reliability.invariants import check_bronze_routed
+from lakehouse_assets.reliability.flows import project_flows
+from lakehouse_assets.reliability.routed import check_routed
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import (
     SEED_PIPELINE,
@@ -138,4 +139,4 @@ def test_a_file_landed_twice_and_a_resent_record_are_quarantined_as_duplicates(s
     assert sorted(duplicates) == sorted(["zz-landed-again.json"] * (copies - 2) + ["zz-resent.json"] * 2)
     assert run["silver/recordings_enriched"]["duplicates_quarantined"] == copies
     assert_nothing_lost(settings)
-    assert check_bronze_routed(settings).ok
+    assert check_routed(settings, project_flows()).ok

@@ -15,7 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import dagster as dg
 import pytest
 
-from lakehouse_assets.reliability.invariants import check_landed_once
+from lakehouse_assets.reliability.flows import project_flows
+from lakehouse_assets.reliability.landed_once import check_landed_once
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.spark import build_spark_session
@@ -67,7 +68,7 @@ def test_two_runs_on_disjoint_tables_proceed_at_once(spark, settings):
     (bronze_start, bronze_end), (patients_start, patients_end) = bronze, patients
     assert bronze_start < patients_end and patients_start < bronze_end, "the two runs ran one after the other"
     # And each wrote what it should, whole.
-    assert check_landed_once(settings).ok
+    assert check_landed_once(settings, project_flows()).ok
     patients_in_csv = len(landed.patients_path.read_text().splitlines()) - 1  # less the header
     assert len(delta_rows(settings, "silver", "patients", ["mrn"])) == patients_in_csv
 

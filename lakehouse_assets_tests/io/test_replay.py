@@ -15,7 +15,8 @@ from lakehouse_assets.definitions import defs
 from lakehouse_assets.io import replay as replay_module
 from lakehouse_assets.io.replay import replay_quarantine, routed_table_assets
 from lakehouse_assets.reliability import check_all
-from lakehouse_assets.reliability.invariants import check_bronze_routed
+from lakehouse_assets.reliability.flows import project_flows
+from lakehouse_assets.reliability.routed import check_routed
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
 
@@ -63,7 +64,7 @@ def test_rows_that_pass_now_move_to_silver_once_whatever_crashes(spark, store, s
     reported = {m.asset_key.to_user_string(): m.metadata["rows_replayed"].value for m in materialized}
     moved_first = sum(waiting[m] for m in first)
     assert reported == {"silver/recordings_enriched": moved_first, "silver/recordings_quarantine": moved_first}
-    assert check_bronze_routed(settings).ok, check_bronze_routed(settings).violations
+    assert check_routed(settings, project_flows()).ok, check_routed(settings, project_flows()).violations
 
     # The rest, with a crash between the silver commit and the quarantine's: the accounting holds.
     land_patients(landing, "late_patients_2.csv", second)
@@ -76,7 +77,7 @@ def test_rows_that_pass_now_move_to_silver_once_whatever_crashes(spark, store, s
     with monkeypatch.context() as patched, pytest.raises(Crash):
         patched.setattr(replay_module, "fault_point", crash)
         replay_quarantine(asset, spark, settings, store)
-    assert check_bronze_routed(settings).ok, check_bronze_routed(settings).violations
+    assert check_routed(settings, project_flows()).ok, check_routed(settings, project_flows()).violations
 
     # The next replay finishes that one first, and moves nothing twice.
     result = replay_quarantine(asset, spark, settings, store)

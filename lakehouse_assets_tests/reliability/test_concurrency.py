@@ -10,7 +10,8 @@ from deltalake import DeltaTable
 
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.errors import TableBusyError
-from lakehouse_assets.reliability.invariants import check_landed_once
+from lakehouse_assets.reliability.flows import project_flows
+from lakehouse_assets.reliability.landed_once import check_landed_once
 from lakehouse_assets.simulator import land
 from lakehouse_assets.storage import AppTransaction
 from lakehouse_assets.storage.table_lock import table_lock
@@ -39,7 +40,7 @@ def test_two_materializations_of_one_asset_at_once_run_one_after_the_other(spark
 
     # One run read everything; the other waited for it and found nothing new.
     assert sorted(r["bronze/recordings"]["rows_processed"] for r in runs) == [0, landed.counts.total]
-    landed_once = check_landed_once(settings)
+    landed_once = check_landed_once(settings, project_flows())
     assert landed_once.ok, [str(v) for v in landed_once.violations]
 
 

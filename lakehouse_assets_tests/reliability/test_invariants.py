@@ -19,10 +19,10 @@ from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY
 from lakehouse_assets.reliability import check_all
 from lakehouse_assets.reliability.delta_files import read_rows, snapshot_files
 from lakehouse_assets.reliability.invariants import (
-    BRONZE_ROUTED,
     CHECKPOINTS_AGREE,
     GOLD_RECOMPUTED,
     LANDED_ONCE,
+    ROUTED,
     VERSIONS_WHOLE,
 )
 from lakehouse_assets.reliability.landed import json_record_count
@@ -91,14 +91,14 @@ def test_a_landed_file_ingested_twice_is_reported_with_its_name(lakehouse_copy):
     write_deltalake(str(bronze), one_file, mode="append")
 
     landed = violations(lakehouse_copy, LANDED_ONCE)
-    routed = violations(lakehouse_copy, BRONZE_ROUTED)
+    routed = violations(lakehouse_copy, ROUTED)
 
     assert len(landed) == 1
     assert "ingested twice" in landed[0] and Path(source.removeprefix("file:")).name in landed[0]
     assert f"{one_file.num_rows} rows in bronze" not in landed[0]
     assert f"{2 * one_file.num_rows} rows in bronze" in landed[0]
     # The copies went neither to silver nor to quarantine.
-    assert any("in neither silver nor quarantine" in v for v in routed), routed
+    assert any("in neither silver.recordings_enriched nor silver.recordings_quarantine" in v for v in routed), routed
     assert violations(lakehouse_copy, GOLD_RECOMPUTED), "device_counts no longer matches bronze"
 
 
@@ -109,10 +109,11 @@ def test_a_dropped_silver_row_is_reported_as_lost_and_gold_disagrees(lakehouse_c
     dropped = rows.slice(0, 1).to_pylist()[0]
     write_deltalake(str(silver), rows.slice(1), mode="overwrite")
 
-    routed = violations(lakehouse_copy, BRONZE_ROUTED)
+    routed = violations(lakehouse_copy, ROUTED)
 
     assert len(routed) == 1
-    assert "silver.recordings_enriched: 1 bronze rows are in neither silver nor quarantine (lost)" in routed[0]
+    assert ("silver.recordings_enriched: 1 bronze.recordings rows are in neither silver.recordings_enriched nor "
+            "silver.recordings_quarantine (lost)") in routed[0]
     assert f"'mrn': {dropped['mrn']}" in routed[0] and f"'heartrate': {dropped['heartrate']}" in routed[0]
     gold = violations(lakehouse_copy, GOLD_RECOMPUTED)
     assert gold and all("gold.daily_patient_avg" in v for v in gold)
@@ -125,16 +126,16 @@ def test_a_quarantined_row_that_bronze_lacks_is_reported(lakehouse_copy):
     rows = read_rows(quarantine)
     write_deltalake(str(quarantine), rows.slice(0, 1), mode="append")
 
-    routed = violations(lakehouse_copy, BRONZE_ROUTED, pending_ok=True)
+    routed = violations(lakehouse_copy, ROUTED, pending_ok=True)
 
     assert len(routed) == 1
-    assert "silver.recordings_quarantine: 1 quarantined rows are not in bronze" in routed[0]
+    assert "silver.recordings_quarantine: 1 quarantined rows are not bronze.recordings rows" in routed[0]
 
 
 @pytest.mark.slow
 def test_expectation_counts_committed_twice_for_one_batch_are_reported(lakehouse_copy):
     silver = lakehouse_copy.table_path("silver", "recordings_enriched")
-    assert not violations(lakehouse_copy, BRONZE_ROUTED)
+    assert not violations(lakehouse_copy, ROUTED)
     # The last batch's commit says it checked 7 rows more than it wrote: as if it were counted twice.
     last = max((silver / "_delta_log").glob("*.json"))
     actions = [json.loads(line) for line in last.read_text().splitlines() if line.strip()]
@@ -146,7 +147,7 @@ def test_expectation_counts_committed_twice_for_one_batch_are_reported(lakehouse
     last.with_suffix(".crc").unlink(missing_ok=True)  # Delta's checksum of the version no longer holds
     last.write_text("".join(json.dumps(a) + "\n" for a in actions))
 
-    routed = violations(lakehouse_copy, BRONZE_ROUTED, pending_ok=True)
+    routed = violations(lakehouse_copy, ROUTED, pending_ok=True)
 
     assert len(routed) == 1 and "silver.recordings_enriched" in routed[0] and "counted twice" in routed[0], routed
 

@@ -1,0 +1,74 @@
+"""What the invariants check, read from the tables' declarations: which bronze table ingests
+which landing folder, and which table routes which source into itself and its quarantine.
+
+Every table declared the way the reference tables are is checked as they are: nothing here
+names a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from lakehouse_assets.assets.discovery import package_assets, table_specs
+from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
+from lakehouse_assets.assets.table_asset import QUARANTINE_TABLE, STREAMS_FROM
+
+
+@dataclass(frozen=True)
+class Ingestion:
+    """Bronze table ``bronze`` streams every file landing in ``landing/<landing_source>``."""
+
+    bronze: str
+    landing_source: str
+    format: str
+    header: bool = False
+    multi_line: bool = False
+
+
+@dataclass(frozen=True)
+class Routing:
+    """``table`` streams ``source`` and routes each of its rows either into itself or into
+    ``quarantine``, in one query."""
+
+    table: str
+    quarantine: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Flows:
+    """The record flows of a lakehouse's declared tables."""
+
+    ingestions: tuple[Ingestion, ...] = ()
+    routings: tuple[Routing, ...] = ()
+
+    def quarantine_of(self, table: str) -> list[str]:
+        """The quarantine written by ``table``'s query, if it routes."""
+        return [r.quarantine for r in self.routings if r.table == table]
+
+
+def declared_flows(assets: Iterable[Any]) -> Flows:
+    """The flows the table assets among ``assets`` declare."""
+    specs = table_specs(assets)
+    ingestions, routings = [], []
+    for table, spec in sorted(specs.items()):
+        source = streamed_folder(spec.metadata)
+        if source is not None:
+            declared = spec.metadata[LANDING_FOLDERS][source]
+            ingestions.append(Ingestion(table, source, str(declared.get("format", "json")),
+                                        bool(declared.get("header")), bool(declared.get("multi_line"))))
+        streams = spec.metadata.get(STREAMS_FROM) or []
+        if QUARANTINE_TABLE in spec.metadata and len(streams) == 1:
+            routings.append(Routing(table, str(spec.metadata[QUARANTINE_TABLE]), streams[0]))
+    return Flows(tuple(ingestions), tuple(routings))
+
+
+@cache
+def project_flows() -> Flows:
+    """The flows of the project's own tables (``lakehouse_assets.assets``)."""
+    import lakehouse_assets.assets
+
+    return declared_flows(package_assets(lakehouse_assets.assets))

@@ -1,0 +1,35 @@
+"""Reading a table for an invariant: its rows through the independent reader, or a violation
+saying why they cannot be read; and offending rows quoted for a report."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability.report import SAMPLE_SIZE, InvariantResult
+from lakehouse_assets.settings import LakehouseSettings
+
+
+def table_path(settings: LakehouseSettings, name: str) -> Path:
+    """The folder of table ``layer.name``."""
+    layer, table = name.split(".", 1)
+    return settings.table_path(layer, table)
+
+
+def read_or_report(result: InvariantResult, name: str, path: Path, columns: list[str] | None) -> Any:
+    """The table's rows, or None after recording why they cannot be read."""
+    try:
+        return delta_files.read_rows(path, columns)
+    except Exception as exc:  # noqa: BLE001 - a damaged table is a finding, not a crash
+        result.add(name, f"cannot read the table at {path}: {delta_files.error_summary(exc)}")
+        return None
+
+
+def quote(columns: Iterable[str], rows: Counter[tuple[Any, ...]]) -> list[str]:
+    """A few of ``rows`` as ``{column: value}`` text, each with how many times it counts."""
+    names = list(columns)
+    return [f"{dict(zip(names, row, strict=True))}" + (f" x{n}" if n > 1 else "")
+            for row, n in list(rows.items())[:SAMPLE_SIZE]]
