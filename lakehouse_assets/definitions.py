@@ -6,24 +6,22 @@ run, and paths are read from the environment when a run or sensor tick needs the
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from types import ModuleType
 
 import dagster as dg
 
-import lakehouse_assets.assets
 from lakehouse_assets.assets import maintenance
 from lakehouse_assets.assets.discovery import (
     declared_types,
     freshness_paths,
     package_assets,
+    project_packages,
     reads_landed_files,
     table_specs,
 )
 from lakehouse_assets.assets.landing import landing_specs
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
-from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.io.replay import replay_job, routed_table_assets
 from lakehouse_assets.quality import bronze as bronze_contracts
@@ -97,15 +95,7 @@ def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None 
 def project_definitions(settings: LakehouseSettings) -> dg.Definitions:
     """The project's own tables (``lakehouse_assets.assets``) and those of the packages
     ``LAKEHOUSE_ASSET_PACKAGES`` names."""
-    packages = [lakehouse_assets.assets]
-    for name in settings.asset_packages:
-        try:
-            packages.append(importlib.import_module(name))
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"LAKEHOUSE_ASSET_PACKAGES names {name!r}, which cannot be imported ({exc}); install it in this "
-                "environment or put its folder on PYTHONPATH, or remove it from LAKEHOUSE_ASSET_PACKAGES.") from exc
-    return build_definitions(*packages, settings=settings)
+    return build_definitions(*project_packages(settings.asset_packages), settings=settings)
 
 
 defs = project_definitions(LakehouseSettings.from_env())

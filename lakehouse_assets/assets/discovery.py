@@ -8,6 +8,7 @@ its declaration and are never listed by hand.
 
 from __future__ import annotations
 
+import importlib
 from collections import deque
 from collections.abc import Iterable, Mapping
 from types import ModuleType
@@ -17,7 +18,24 @@ import dagster as dg
 
 from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
 from lakehouse_assets.assets.table_asset import QUARANTINE_FOR, STREAMS_FROM
+from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.quality.freshness import FreshnessPath
+
+
+def project_packages(names: Iterable[str]) -> list[ModuleType]:
+    """The project's own asset package (``lakehouse_assets.assets``) and the packages
+    ``names`` (``LAKEHOUSE_ASSET_PACKAGES``), imported."""
+    import lakehouse_assets.assets
+
+    packages = [lakehouse_assets.assets]
+    for name in names:
+        try:
+            packages.append(importlib.import_module(name))
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"LAKEHOUSE_ASSET_PACKAGES names {name!r}, which cannot be imported ({exc}); install it in this "
+                "environment or put its folder on PYTHONPATH, or remove it from LAKEHOUSE_ASSET_PACKAGES.") from exc
+    return packages
 
 
 def package_assets(*packages: ModuleType) -> list[dg.AssetsDefinition]:

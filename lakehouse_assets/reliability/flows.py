@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from lakehouse_assets.assets.discovery import package_assets, table_specs
+from lakehouse_assets.assets.discovery import package_assets, project_packages, table_specs
 from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
 from lakehouse_assets.assets.table_asset import QUARANTINE_TABLE, STREAMS_FROM
+from lakehouse_assets.settings import LakehouseSettings
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,12 @@ def declared_flows(assets: Iterable[Any]) -> Flows:
     return Flows(tuple(ingestions), tuple(routings))
 
 
-@cache
-def project_flows() -> Flows:
-    """The flows of the project's own tables (``lakehouse_assets.assets``)."""
-    import lakehouse_assets.assets
+def project_flows(settings: LakehouseSettings | None = None) -> Flows:
+    """The flows of the project's tables: its own (``lakehouse_assets.assets``) and, with
+    ``settings``, those of the packages ``LAKEHOUSE_ASSET_PACKAGES`` names."""
+    return _package_flows(settings.asset_packages if settings else ())
 
-    return declared_flows(package_assets(lakehouse_assets.assets))
+
+@cache
+def _package_flows(names: tuple[str, ...]) -> Flows:
+    return declared_flows(package_assets(*project_packages(names)))

@@ -46,8 +46,9 @@ from lakehouse_assets.settings import LakehouseSettings
 
 def check_all(settings: LakehouseSettings, *, pending_ok: bool = False, flows: Flows | None = None) -> InvariantReport:
     """Check every invariant on the lakehouse at ``settings.root``, for the tables of
-    ``flows`` (by default those the project's own asset package declares)."""
-    declared = flows if flows is not None else project_flows()
+    ``flows`` (by default those the project declares: its own asset package and those of
+    ``settings.asset_packages``)."""
+    declared = flows if flows is not None else project_flows(settings)
     checks: list[Callable[[], InvariantResult]] = [
         lambda: check_landed_once(settings, declared, pending_ok=pending_ok),
         lambda: check_routed(settings, declared, pending_ok=pending_ok),

@@ -150,18 +150,44 @@ def crash_seed() -> int:
     return int(text) if text else random.SystemRandom().randrange(1, 2**31)
 
 
+def _land_recordings(landing: Path, files: int, seed: int) -> tuple[int, int]:
+    landed = land(landing, files=files, seed=seed % 1000, **LANDING)
+    return len(landed.files), landed.counts.total
+
+
+@dataclass(frozen=True)
+class CampaignSource:
+    """What a campaign lands between runs, and which tables its runs materialize: ``land``
+    lands files under the landing folder given (returning how many files and records);
+    ``assets`` selects the tables (none: the seeds' pipeline), declared in the project or in
+    ``packages`` (``LAKEHOUSE_ASSET_PACKAGES``)."""
+
+    land: Callable[[Path, int, int], tuple[int, int]]
+    assets: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+
+
+#: The reference recordings (5% bad records) through the seeds' pipeline.
+RECORDINGS = CampaignSource(_land_recordings)
+
+
 class CrashHarness:
     """Kill runs of the whole graph over one lakehouse at ``work_dir/lakehouse``."""
 
     def __init__(self, work_dir: Path, seed: int, *, clean_every: int = 5, engine_port: int | None = None,
-                 spark_master: str | None = None, log: Callable[[str], None] = lambda line: None) -> None:
+                 spark_master: str | None = None, log: Callable[[str], None] = lambda line: None,
+                 source: CampaignSource = RECORDINGS) -> None:
         """With ``engine_port``, every run attaches to a managed Spark Connect engine of the
         harness's lakehouse on that port (see :meth:`start_engine`), whose driver runs on
-        ``spark_master`` (default local), and campaigns kill the engine too."""
+        ``spark_master`` (default local), and campaigns kill the engine too. ``source`` says
+        what is landed and run (by default the reference recordings and the seeds' pipeline);
+        the invariants are checked for every table its declarations put in a flow."""
         self.work_dir = work_dir
         self.root = work_dir / "lakehouse"
         self.root.mkdir(parents=True, exist_ok=True)
-        self.settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root)})
+        self.source = source
+        self.settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root),
+                                                    "LAKEHOUSE_ASSET_PACKAGES": ",".join(source.packages)})
         self.engine_port = engine_port
         self.spark_master = spark_master
         self.kinds = ENGINE_KINDS if engine_port is not None else KINDS
@@ -230,9 +256,9 @@ class CrashHarness:
     # -- the pieces ------------------------------------------------------------------------------
     def land_some(self, files: int) -> None:
         """Land the data set's next ``files`` files (5% bad records) into the landing folder."""
-        landed = land(self.root / "landing", files=files, seed=self.summary.seed % 1000, **LANDING)
-        self.summary.landed_files += len(landed.files)
-        self.summary.landed_records += landed.counts.total
+        landed_files, landed_records = self.source.land(self.root / "landing", files, self.summary.seed)
+        self.summary.landed_files += landed_files
+        self.summary.landed_records += landed_records
 
     def run_child(self, kind: str, *, hit: int | None = None, delay: float | None = None,
                   kill_on_line: str | None = None, assets: Sequence[str] = ()) -> RunOutcome:
@@ -250,7 +276,7 @@ class CrashHarness:
         started = time.monotonic()
         with log_path.open("wb") as log_file:
             child = subprocess.Popen(
-                [sys.executable, "-m", "lakehouse_assets_tests.reliability.crash_child", *assets],
+                [sys.executable, "-m", "lakehouse_assets_tests.reliability.crash_child", *(assets or self.source.assets)],
                 env=env, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=self.work_dir, start_new_session=True,
             )
@@ -350,6 +376,7 @@ class CrashHarness:
             PYTHONPATH=os.pathsep.join(p for p in (str(_CHECKOUT), env.get("PYTHONPATH", "")) if p),
             TMPDIR=str(tmp),
             LAKEHOUSE_SPARK_CONF=self._spark_conf(),
+            LAKEHOUSE_ASSET_PACKAGES=",".join(self.source.packages),
         )
         if self.engine_port is not None:
             # The harness's own engine (otherwise the runs go where this process's

@@ -15,11 +15,15 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
+from lakehouse_assets.reliability import check_all
+from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.checkpoint import batch_ids
+from lakehouse_assets_tests.admissions_data import land_admissions
 from lakehouse_assets_tests.reliability.crash_harness import (
     KINDS,
     SEED_ENV_VAR,
+    CampaignSource,
     CrashHarness,
     crash_seed,
     format_summary,
@@ -52,6 +56,32 @@ def test_runs_killed_at_every_point_lose_and_duplicate_nothing(tmp_path):
     assert summary.kills == kills, f"only {summary.kills} of {kills} runs could be killed (seed {seed})"
     if kills >= len(KINDS):
         assert set(summary.kills_by_point) == set(KINDS), f"seed {seed}: {dict(summary.kills_by_point)}"
+
+
+#: The admissions package (a CSV source, a SQL silver table with DROP ROW, a Python gold) as
+#: a user would add it: the campaign runs its tables alone and checks them by their declarations.
+ADMISSIONS = CampaignSource(
+    land=lambda landing, files, seed: land_admissions(landing / "admissions", files=files, seed=seed),
+    assets=("bronze/admissions", "silver/admissions_clean", "silver/admissions_clean_quarantine", "gold/ward_stays"),
+    packages=("lakehouse_assets_tests.admissions",),
+)
+
+
+@pytest.mark.slow
+def test_runs_killed_over_a_second_source_lose_and_duplicate_nothing(tmp_path):
+    seed = crash_seed()
+    kills = 3
+    _announce(f"\ncrash campaign over admissions: {kills} kills, seed {seed} ({SEED_ENV_VAR}={seed} repeats it)")
+    harness = CrashHarness(tmp_path, seed, clean_every=5, log=print, source=ADMISSIONS)
+
+    summary = harness.campaign(kills)
+
+    _announce(format_summary(summary))
+    assert summary.ok, summary.failures()
+    assert summary.kills == kills, f"only {summary.kills} of {kills} runs could be killed (seed {seed})"
+    report = check_all(harness.settings)
+    assert "bronze.admissions" in report.result(LANDED_ONCE).checked
+    assert "silver.admissions_clean" in report.result(ROUTED).checked
 
 
 @pytest.mark.slow
