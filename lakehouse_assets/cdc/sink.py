@@ -39,6 +39,7 @@ from lakehouse_assets.cdc.scd import (
 from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
 from lakehouse_assets.storage.sink import KeptTableSink
 
@@ -58,6 +59,8 @@ class AutoCdcTable:
     spec: AutoCdc
     #: Delta table properties the table is created with (its state table has none).
     properties: Mapping[str, str] = field(default_factory=dict)
+    #: The column types its definition declares, which its rows are cast to.
+    declared: DeclaredTypes | None = None
 
     @property
     def state_path(self) -> str:
@@ -95,7 +98,7 @@ class AutoCdcTable:
             else:
                 result = store.merge(scd1_table_rows(effective, kept), path, keys=keys, replacing=changed_keys,
                                      transaction=transaction, operation="AUTO CDC", metadata=metadata,
-                                     properties=self.properties)
+                                     properties=self.properties, declared=self.declared)
             fault_point("cdc.table_committed")
             store.merge(scd1_state_rows(effective, self.spec), self.state_path, keys=keys, replacing=changed_keys,
                         transaction=transaction, operation="AUTO CDC STATE", metadata=metadata)
@@ -123,7 +126,8 @@ class AutoCdcTable:
                 every_event = fresh if applied is None else applied.unionByName(fresh)
                 result = store.merge(scd2_history(every_event, self.spec, kept, tracked), path,
                                      keys=self.spec.row_identity, replacing=changed_keys, transaction=transaction,
-                                     operation="AUTO CDC", metadata=metadata, properties=self.properties)
+                                     operation="AUTO CDC", metadata=metadata, properties=self.properties,
+                                     declared=self.declared)
             fault_point("cdc.table_committed")
             store.write(scd2_state_rows(fresh), self.state_path, mode="append", transaction=transaction,
                         operation="AUTO CDC STATE", metadata=metadata)
@@ -152,7 +156,7 @@ class AutoCdcSink(KeptTableSink):
 
     @property
     def table(self) -> AutoCdcTable:
-        return AutoCdcTable(self.sink.store, self.sink.path, self.spec, self.sink.properties)
+        return AutoCdcTable(self.sink.store, self.sink.path, self.spec, self.sink.properties, self.sink.declared)
 
 
 def _current_rows(store: TableStore, spark: SparkSession, path: str) -> DataFrame | None:

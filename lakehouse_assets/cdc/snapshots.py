@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from lakehouse_assets.cdc.scd import column
 from lakehouse_assets.cdc.sink import AutoCdcTable
 from lakehouse_assets.cdc.spec import AutoCdc
+from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
 
 #: The columns of the change rows a snapshot makes: the snapshot's version and the operation.
@@ -76,10 +77,11 @@ def snapshot_changes(snapshot: DataFrame, live: DataFrame | None, keys: Sequence
 
 def apply_snapshots(store: TableStore, path: str, spec: AutoCdc, snapshots: Sequence[Snapshot], source: str,
                     metadata: dict[str, str], properties: Mapping[str, str] | None = None,
-                    ) -> Iterator[tuple[Snapshot, CommitResult]]:
+                    declared: DeclaredTypes | None = None) -> Iterator[tuple[Snapshot, CommitResult]]:
     """Apply the snapshots the table does not hold yet, in version order; yield each applied.
-    The table is created with the Delta table ``properties``."""
-    table = AutoCdcTable(store, path, spec, dict(properties or {}))
+    The table is created with the Delta table ``properties``, its rows cast to the
+    ``declared`` column types."""
+    table = AutoCdcTable(store, path, spec, dict(properties or {}), declared)
     app_id = f"snapshots:{source}"
     held = store.committed_batch(table.state_path, app_id) if store.exists(table.state_path) else None
     previous: Snapshot | None = None

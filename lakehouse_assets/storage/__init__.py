@@ -6,6 +6,8 @@ by delta-rs; everything above this package speaks of a :class:`TableStore` and t
 
 from lakehouse_assets.storage._delta_log import DELTA_LOG
 from lakehouse_assets.storage._files import local_path
+from lakehouse_assets.storage._schema import type_sql
+from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta import DeltaTableStore
 from lakehouse_assets.storage.engine import (
     AppTransaction,
@@ -26,6 +28,7 @@ __all__ = [
     "AppTransaction",
     "CommitResult",
     "DELTA_LOG",
+    "DeclaredTypes",
     "DeltaTableStore",
     "DeltaSink",
     "HistoryEntry",
@@ -40,4 +43,5 @@ __all__ = [
     "WriteMode",
     "local_path",
     "run_commits",
+    "type_sql",
 ]

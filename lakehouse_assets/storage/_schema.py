@@ -14,9 +14,11 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from lakehouse_assets.errors import SchemaMismatchError
 from lakehouse_assets.storage.merge import quote
 
-# Widening casts that never lose information: a narrower batch column is written into a
-# wider table column, as Delta's store assignment does.
+# Integer types, narrowest first: a narrower batch column is written into a wider table
+# column, as Delta's store assignment does.
 _INTEGRAL_ORDER = [T.ByteType, T.ShortType, T.IntegerType, T.LongType]
+# The most digits a value of each integer type has.
+_INTEGRAL_DIGITS: dict[type[T.DataType], int] = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}
 
 
 def spark_to_arrow(schema: T.StructType) -> pa.Schema:
@@ -63,8 +65,8 @@ def plan_write(
     type_widening: bool = False,
 ) -> WritePlan:
     """Decide how ``batch_schema`` is written into a table whose schema is ``table_schema``
-    (None for a new table). A batch column narrower than the table's is cast to it; a wider
-    one widens the table's column when the table allows it (``type_widening``: its
+    (None for a new table). A batch column that :func:`fits` the table's type is cast to it;
+    a wider one widens the table's column when the table allows it (``type_widening``: its
     ``delta.enableTypeWidening``). Raises :class:`SchemaMismatchError` naming the column and
     both types when the batch cannot be written."""
     _check_unique_names(path, batch_schema)
@@ -84,9 +86,9 @@ def plan_write(
         if existing is None:
             new_fields.append(column)
             continue
-        if _same_type(existing.dataType, column.dataType):
+        if same_type(existing.dataType, column.dataType):
             continue
-        if isinstance(column.dataType, T.NullType) or _is_widening(column.dataType, existing.dataType):
+        if isinstance(column.dataType, T.NullType) or fits(column.dataType, existing.dataType):
             casts[column.name] = existing.dataType
             continue
         if type_widening and _is_widening(existing.dataType, column.dataType):
@@ -128,7 +130,7 @@ def _check_unique_names(path: str, schema: T.StructType) -> None:
         seen.add(key)
 
 
-def _same_type(a: T.DataType, b: T.DataType) -> bool:
+def same_type(a: T.DataType, b: T.DataType) -> bool:
     """Equal types, ignoring nullability (tables store every field as nullable)."""
     return _strip_nullability(a) == _strip_nullability(b)
 
@@ -153,6 +155,22 @@ def _is_widening(source: T.DataType, target: T.DataType) -> bool:
         return (target.scale >= source.scale and target.precision - target.scale >= source.precision - source.scale
                 and target != source)
     return isinstance(source, T.FloatType) and isinstance(target, T.DoubleType)
+
+
+def fits(source: T.DataType, target: T.DataType) -> bool:
+    """Whether a ``source`` value is stored in a ``target`` column by a cast, as every write
+    and a declared column type cast them: each widening (:func:`_is_widening`), an integer
+    into a decimal with room for its digits, a date into a timestamp (midnight), and any
+    number into a double. The double is the one that can round: an integer past 2**53 or a
+    decimal of more than about 15 significant digits is stored as the nearest double, as a
+    column of that type asks."""
+    if _is_widening(source, target):
+        return True
+    if isinstance(source, T.IntegralType) and isinstance(target, T.DecimalType):
+        return target.precision - target.scale >= _INTEGRAL_DIGITS[type(source)]
+    if isinstance(source, T.DateType):
+        return isinstance(target, T.TimestampType | T.TimestampNTZType)
+    return isinstance(source, T.NumericType) and isinstance(target, T.DoubleType)
 
 
 def type_sql(dtype: T.DataType) -> str:

@@ -1,8 +1,10 @@
 """Fitting rows to a Delta table before they are written, the same for every way a table is
-written (a batch write, a merge, Delta's own streaming sink): the table gets the properties
-it is declared with, a narrower type is cast up to the table's, a wider one is refused by
-name (or widened first where the table allows type widening), and new columns are added
-only when the write allows it."""
+written (a batch write, a merge, Delta's own streaming sink): the columns its definition
+declares a type for are cast to it first (:class:`DeclaredTypes`), so the declaration fixes
+the type the table is created with; then the table gets the properties it is declared with,
+a type that fits the table's is cast to it, a wider one is refused by name (or widened
+first where the table allows type widening), and new columns are added only when the write
+allows it. What fits is one rule for both steps (:func:`~lakehouse_assets.storage._schema.fits`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakehouse_assets.storage._schema import WritePlan, plan_write, storable_rows, type_sql
+from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta_rs_snapshot import spark_schema
 from lakehouse_assets.storage.merge import quote
 
@@ -22,12 +25,15 @@ TYPE_WIDENING = "delta.enableTypeWidening"
 
 
 def conformed(df: DataFrame, path: str, table: DeltaTable | None, *, merge_schema: bool = False,
-              overwrite_schema: bool = False,
-              properties: Mapping[str, str] | None = None) -> tuple[DataFrame, WritePlan]:
+              overwrite_schema: bool = False, properties: Mapping[str, str] | None = None,
+              declared: DeclaredTypes | None = None) -> tuple[DataFrame, WritePlan]:
     """``df``'s rows as the table at ``path`` (``table``; None before it exists) stores them,
-    and the plan of the write. The table is given the ``properties`` it lacks and widened
-    where the plan says; raises :class:`~lakehouse_assets.errors.SchemaMismatchError`
-    naming the table, the column and both types when the rows do not fit."""
+    and the plan of the write: cast to the ``declared`` types first, then fitted to the
+    table's. The table is given the ``properties`` it lacks and widened where the plan says;
+    raises :class:`~lakehouse_assets.errors.SchemaMismatchError` naming the table, the column
+    and both types when the rows do not fit."""
+    if declared is not None:
+        df = declared.fitted(df, path)
     spark = df.sparkSession
     if table is not None:
         _set_properties(spark, path, table, properties)

@@ -28,6 +28,7 @@ from lakehouse_assets.storage._delta_log import read_commit
 from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.conform import allows, conformed, table_ref
+from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta_offsets import has_unread_data, tables_by_id
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
@@ -145,6 +146,7 @@ class DeltaTableStore:
         operation: str = "WRITE",
         metadata: Mapping[str, Any] | None = None,
         properties: Mapping[str, str] | None = None,
+        declared: DeclaredTypes | None = None,
     ) -> CommitResult:
         """Append to or overwrite the table in one commit; create it if it does not exist.
 
@@ -152,7 +154,8 @@ class DeltaTableStore:
         ``txnAppId``/``txnVersion``), and the commit records the batch so a replay is
         skipped too; an empty batch still commits, so the table says which batch its query
         reached. ``properties`` are table properties (``delta.*``) the table is created
-        with, or given if it lacks them.
+        with, or given if it lacks them; ``declared``, the column types its definition
+        declares, which the rows are cast to first.
         """
         if mode == "merge":
             raise LakehouseError(f"A merge into {path} needs its key columns: write it with merge(df, path, keys=...)")
@@ -163,7 +166,8 @@ class DeltaTableStore:
         if _already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
         rows, plan = conformed(df, path, table, merge_schema=merge_schema,
-                               overwrite_schema=mode == "overwrite" and overwrite_schema, properties=properties)
+                               overwrite_schema=mode == "overwrite" and overwrite_schema, properties=properties,
+                               declared=declared)
         writer = rows.write.format("delta").mode(mode)
         if plan.new_columns:
             writer = writer.option("mergeSchema", "true")
@@ -182,14 +186,15 @@ class DeltaTableStore:
 
     def stream_writer(self, df: DataFrame, path: str, *, merge_schema: bool = False,
                       properties: Mapping[str, str] | None = None,
-                      metadata: Mapping[str, Any] | None = None) -> DataStreamWriter:
+                      metadata: Mapping[str, Any] | None = None,
+                      declared: DeclaredTypes | None = None) -> DataStreamWriter:
         """The streaming DataFrame ``df``'s writer into the table through Delta's own
         streaming sink (checkpoint and trigger still to set), its rows fitted to the table
         as :meth:`write` fits a batch's. Delta records each batch's app transaction (query
         id, batch id) and ``metadata``, the same text for every batch of the query."""
         path = str(path)
         table = self._open_for_write(path)
-        rows, plan = conformed(df, path, table, merge_schema=merge_schema, properties=properties)
+        rows, plan = conformed(df, path, table, merge_schema=merge_schema, properties=properties, declared=declared)
         writer = rows.writeStream.format("delta").option("path", path)
         if plan.new_columns:
             writer = writer.option("mergeSchema", "true")
@@ -210,13 +215,14 @@ class DeltaTableStore:
         operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
         properties: Mapping[str, str] | None = None,
+        declared: DeclaredTypes | None = None,
     ) -> CommitResult:
         """Upsert by ``keys`` with Delta's ``MERGE INTO``, in one commit: rows whose keys
         match (null matching null) are updated where the batch changes them (columns the
         batch lacks keep their values), the others inserted. With ``replacing`` (groups, by
         some key columns), the table's rows of those groups the batch has no row for are
         deleted. ``within_range``: columns bounding the search to the batch's range of them
-        (:mod:`~lakehouse_assets.storage.merge`). ``properties``: as :meth:`write`."""
+        (:mod:`~lakehouse_assets.storage.merge`). ``properties``, ``declared``: as :meth:`write`."""
         if not keys:
             raise LakehouseError(f"Merge into {path} needs at least one key column")
         path = str(path)
@@ -224,14 +230,14 @@ class DeltaTableStore:
         metadata = {**(metadata or {}), MERGE_KEYS: json.dumps(list(keys))}
         if table is None:
             return self.write(df, path, mode="append", transaction=transaction, operation=operation,
-                              metadata=metadata, properties=properties)
+                              metadata=metadata, properties=properties, declared=declared)
         if _already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
         missing = [k for k in keys if k not in df.columns]
         if missing:
             raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
         spark = df.sparkSession
-        rows, plan = conformed(df, path, table, merge_schema=merge_schema, properties=properties)
+        rows, plan = conformed(df, path, table, merge_schema=merge_schema, properties=properties, declared=declared)
         if plan.new_columns:
             added = ", ".join(f"{quote(f.name)} {type_sql(f.dataType)}"
                               for f in plan.table_schema.fields if f.name in plan.new_columns)

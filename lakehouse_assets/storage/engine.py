@@ -16,6 +16,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from lakehouse_assets.storage.declared_types import DeclaredTypes
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -221,14 +223,17 @@ class TableStore(Protocol):
         operation: str = "WRITE",
         metadata: Mapping[str, Any] | None = None,
         properties: Mapping[str, str] | None = None,
+        declared: DeclaredTypes | None = None,
     ) -> CommitResult:
         """Append to or overwrite the table in one commit; ``properties`` are table
-        properties it is created with (or given, if it lacks them)."""
+        properties it is created with (or given, if it lacks them); the rows' columns are
+        cast to the ``declared`` types first."""
         ...
 
     def stream_writer(self, df: DataFrame, path: str, *, merge_schema: bool = False,
                       properties: Mapping[str, str] | None = None,
-                      metadata: Mapping[str, Any] | None = None) -> DataStreamWriter:
+                      metadata: Mapping[str, Any] | None = None,
+                      declared: DeclaredTypes | None = None) -> DataStreamWriter:
         """The streaming DataFrame's writer into the table through the format's own
         exactly-once streaming sink, its rows fitted to the table as :meth:`write` fits a
         batch's; ``metadata`` recorded in every batch's commit."""
@@ -247,6 +252,7 @@ class TableStore(Protocol):
         operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
         properties: Mapping[str, str] | None = None,
+        declared: DeclaredTypes | None = None,
     ) -> CommitResult:
         """Upsert rows by ``keys`` in one commit: update matches, insert the rest; with
         ``replacing`` (groups by some key columns), delete the rows of those groups the

@@ -28,6 +28,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
+from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry, TableStore
 from lakehouse_assets.storage.history import newest_first
 
@@ -66,7 +67,8 @@ class DeltaSink:
     Output modes: ``append`` adds the batch's rows; ``complete`` replaces the table's
     contents with the batch atomically; ``update`` merges the batch into the table by
     ``keys``. ``run_id`` names the run in every commit (see :meth:`for_run`); the table is
-    created with the Delta table ``properties``.
+    created with the Delta table ``properties``, and each batch's columns are cast to the
+    ``declared`` types its definition gives them.
     """
 
     store: TableStore
@@ -77,6 +79,7 @@ class DeltaSink:
     merge_schema: bool = False
     run_id: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    declared: DeclaredTypes | None = None
 
     def __post_init__(self) -> None:
         if self.output_mode not in ("append", "complete", "update"):
@@ -104,7 +107,7 @@ class DeltaSink:
         if self.output_mode == "update":
             result = self.store.merge(
                 batch_df, self.path, keys=self.keys, merge_schema=self.merge_schema, transaction=transaction,
-                metadata=metadata, properties=self.properties,
+                metadata=metadata, properties=self.properties, declared=self.declared,
             )
         else:
             result = self.store.write(
@@ -117,6 +120,7 @@ class DeltaSink:
                 operation="STREAMING UPDATE",
                 metadata=metadata,
                 properties=self.properties,
+                declared=self.declared,
             )
         if result.skipped:
             # A replayed batch the table already holds. Spark still expects the batch's plan to
@@ -166,8 +170,9 @@ class DeltaStreamSink:
     every batch of the query shares (output mode, run; Delta's sink fixes that text per
     query), not the batch's offsets: the event log keeps those. A query that ``reads_files``
     says so, for its checkpoint to be rebuilt from the files its table holds rows of. The
-    table is created with the Delta table ``properties``; rows are fitted to the table as
-    every write fits them (narrower types cast up, a wider one refused by name).
+    table is created with the Delta table ``properties``; rows are fitted to the
+    ``declared`` types and to the table as every write fits them (a type that fits cast to
+    the column's, another refused by name).
     """
 
     store: TableStore
@@ -176,6 +181,7 @@ class DeltaStreamSink:
     reads_files: bool = False
     run_id: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    declared: DeclaredTypes | None = None
 
     @property
     def output_mode(self) -> str:
@@ -197,7 +203,7 @@ class DeltaStreamSink:
         if self.run_id:
             metadata[RUN_KEY] = self.run_id
         return self.store.stream_writer(df, self.path, merge_schema=self.merge_schema, properties=self.properties,
-                                        metadata=metadata)
+                                        metadata=metadata, declared=self.declared)
 
 
 class KeptTable(Protocol):

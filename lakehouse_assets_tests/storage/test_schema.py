@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 
 from lakehouse_assets.errors import SchemaMismatchError
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage._schema import plan_write
+from lakehouse_assets.storage._schema import fits, plan_write
 
 from .helpers import collected, fields, sort_rows
 
@@ -137,3 +137,31 @@ def test_plan_write_rules() -> None:
     # Nullability is not a type: a non-nullable batch column fits a nullable table column.
     strict = T.StructType([T.StructField("a", T.IntegerType(), nullable=False)])
     assert plan_write("/t", table, strict, merge_schema=False).casts == {}
+
+
+@pytest.mark.parametrize("source, target", [
+    (T.IntegerType(), T.LongType()), (T.FloatType(), T.DoubleType()), (T.DecimalType(5, 2), T.DecimalType(9, 3)),
+    (T.IntegerType(), T.DecimalType(10, 0)), (T.LongType(), T.DecimalType(21, 2)), (T.DateType(), T.TimestampType()),
+    (T.DateType(), T.TimestampNTZType()), (T.DecimalType(27, 6), T.DoubleType()), (T.LongType(), T.DoubleType()),
+])
+def test_what_fits_is_cast(source: T.DataType, target: T.DataType) -> None:
+    assert fits(source, target)
+
+
+@pytest.mark.parametrize("source, target", [
+    (T.LongType(), T.IntegerType()), (T.DoubleType(), T.FloatType()), (T.DecimalType(9, 3), T.DecimalType(5, 2)),
+    (T.IntegerType(), T.DecimalType(9, 0)), (T.DoubleType(), T.DecimalType(38, 18)), (T.StringType(), T.IntegerType()),
+    (T.IntegerType(), T.StringType()), (T.TimestampType(), T.DateType()), (T.TimestampNTZType(), T.TimestampType()),
+    (T.DecimalType(27, 6), T.FloatType()), (T.BooleanType(), T.IntegerType()),
+])
+def test_what_does_not_fit_is_refused(source: T.DataType, target: T.DataType) -> None:
+    assert not fits(source, target)
+
+
+def test_a_decimal_fits_a_double_table_column(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
+    # A replayed quarantined row keeps the query's decimal; the table was made double by its declaration.
+    path = str(tmp_path / "hours")
+    store.write(spark.createDataFrame([(1.5,)], "hours double"), path)
+    store.write(spark.sql("SELECT CAST(2.25 AS DECIMAL(27,6)) AS hours"), path)
+    assert fields(store.schema(path)) == [("hours", "double")]
+    assert sorted(r["hours"] for r in collected(store.read(spark, path))) == [1.5, 2.25]

@@ -32,11 +32,12 @@ def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore,
     done_before = Checkpoint(checkpoint).last_committed_batch()
     sink: RunSink
     if rules or run.output_mode != "append":
-        table = DeltaSink(store, str(run.table.path), checkpoint,
-                          output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema)
+        table = DeltaSink(store, str(run.table.path), checkpoint, output_mode=run.output_mode, keys=run.keys,
+                          merge_schema=run.merge_schema, declared=run.declared)
         sink = expecting(table, rules, run.table.table_name)
     else:
-        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema, reads_files=True)
+        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema, reads_files=True,
+                               declared=run.declared)
     query = run_query(run, source.build, sink, log, restart_when=source.restart_when, max_restarts=source.max_restarts)
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:

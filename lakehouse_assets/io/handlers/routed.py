@@ -14,7 +14,7 @@ from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, str
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.duplicates import DUPLICATES_KEY
-from lakehouse_assets.quality.quarantine import QuarantineSink, route
+from lakehouse_assets.quality.quarantine import QuarantineSink, route, split_routed
 from lakehouse_assets.storage import DeltaSink, TableStore
 
 
@@ -30,7 +30,7 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
     checkpoint = str(run.table.checkpoint)
     sink = QuarantineSink(
         passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.merge_schema,
-                         properties=run.table_properties),
+                         properties=run.table_properties, declared=run.declared),
         # The quarantine keeps refused rows as they came: a column new upstream is added to
         # it, never a reason to stop, or its rows would have nowhere to go.
         quarantine=DeltaSink(store, str(run.quarantine.path), checkpoint, merge_schema=True),
@@ -40,6 +40,12 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
         table=run.table.table_name,
         unique_by=routed.unique_by,
     )
+    if run.declared is not None:
+        # Each batch writes the quarantine before the table: a passed row that cannot take
+        # the table's declared types is refused before the query starts, not between the two.
+        passed, _ = split_routed(route(routed.rows, rules), passed_columns=routed.passed_columns,
+                                 quarantine_columns=routed.quarantine_columns)
+        run.declared.fitted(passed, str(run.table.path))
     # Routed before foreachBatch, so Spark fixes current_timestamp() (time rules read it) once
     # per micro-batch and both outputs of a batch see one reason.
     query = run_query(run, lambda: route(routed.rows, rules), sink, log)
