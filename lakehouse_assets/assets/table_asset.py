@@ -18,13 +18,15 @@ from typing import Any, cast
 import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 
 from lakehouse_assets.assets.nothing_to_read import Keep, TableKept, log_skip, nothing_to_read
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity
-from lakehouse_assets.storage import OutputMode, StreamOptions, WriteMode
+from lakehouse_assets.storage import OutputMode, StreamOptions, WriteMode, type_sql
 from lakehouse_assets.streaming import RestartPolicy, TriggerKind
+from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
 
 IO_MANAGER_KEY = "delta_io_manager"
 # The same IO manager, loading its inputs as streams: an input says how it wants the
@@ -44,6 +46,8 @@ TIMEOUT_SECONDS = "lakehouse/timeout_seconds"
 COLUMN_LINEAGE = "lakehouse/column_lineage"  # a SQL asset's, read from its SQL
 #: ``{column: description}``: what each column holds, reported with every materialization.
 COLUMN_DESCRIPTIONS = "lakehouse/column_descriptions"
+#: ``{column: Spark SQL type}``: the types declared for columns, which every write casts to.
+COLUMN_TYPES = "lakehouse/column_types"
 QUARANTINE_TABLE = "lakehouse/quarantine_table"  # on a routed table: where failing rows go
 QUARANTINE_FOR = "lakehouse/quarantine_for"  # on a quarantine table: whose failing rows it holds
 # On a table read from streams: the options of each, by upstream table (``layer.name``).
@@ -169,16 +173,28 @@ def declared_expectations(table: str, rules: Sequence[Rule], *, can_drop: bool) 
          "columns": list(r.columns)} for r in rules]} if rules else {}
 
 
-def declared_columns(columns: Sequence[DescribedColumn]) -> dict[str, Any]:
-    """The declared columns as the UI's Columns table shows them before any run (their types
-    and descriptions), and their descriptions for the IO manager to report on each run."""
+def declared_columns(columns: Sequence[DescribedColumn], table: str | None = None) -> dict[str, Any]:
+    """The declared columns as the UI's Columns table shows them before any run (their types,
+    as Spark names the type a table stores, and descriptions), their descriptions for the IO
+    manager to report on each run, and their declared types for every write to cast to.
+    Refuses a type that is not a Spark SQL type, naming the column (and ``table``)."""
     if not columns:
         return {}
+    types = {c.name: _declared_type(c, table) for c in columns if c.type}
     return {
         "dagster/column_schema": dg.TableSchema(columns=[
-            dg.TableColumn(c.name, c.type or "unknown", description=c.description or None) for c in columns]),
+            dg.TableColumn(c.name, types[c.name].simpleString() if c.name in types else "unknown",
+                           description=c.description or None) for c in columns]),
         COLUMN_DESCRIPTIONS: {c.name: c.description for c in columns if c.description},
+        **({COLUMN_TYPES: {name: type_sql(dtype) for name, dtype in types.items()}} if types else {}),
     }
+
+
+def _declared_type(column: DescribedColumn, table: str | None) -> T.DataType:
+    try:
+        return spark_type(column.type)
+    except UnknownTypeError as exc:
+        raise LakehouseError(f"{table or 'A table asset'}: column {column.name!r}: {exc}") from exc
 
 
 def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, ...],
@@ -257,7 +273,9 @@ def table_asset(
     on every batch written, their counts reported with each materialization.
     ``table_properties`` are Delta table properties the table is created with, such as
     ``{"delta.enableChangeDataFeed": "true"}`` to keep a change data feed of its updates.
-    ``columns`` describe the table's columns (a contract's ``described_columns()``); the
+    ``columns`` describe the table's columns (a contract's ``described_columns()``); a column
+    declared with a type is stored as that type, every write casting it where the cast keeps
+    its values and refusing the write otherwise (:mod:`lakehouse_assets.storage.declared_types`). The
     column lineage is derived from the DataFrame's plan as it is written, and
     ``column_lineage`` is for a SQL asset's, read from its SQL.
     """
@@ -286,7 +304,7 @@ def table_asset(
                 for column, sources in column_lineage.items()
             }
         asset_ins, stream_options = split_ins(ins or {})
-        definition_metadata.update(declared_columns(columns))
+        definition_metadata.update(declared_columns(columns, f"{layer}.{table_name}"))
         definition_metadata.update(stream_options)
         definition_metadata.update(expectation_metadata)
         definition_metadata.update(metadata or {})

@@ -21,6 +21,7 @@ from lakehouse_assets.assets.table_asset import (
     AUTO_CDC,
     COLUMN_DESCRIPTIONS,
     COLUMN_LINEAGE,
+    COLUMN_TYPES,
     INCREMENTAL_AGGREGATE,
     MERGE_KEYS,
     MERGE_SCHEMA,
@@ -35,8 +36,9 @@ from lakehouse_assets.assets.table_asset import (
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import OutputMode, TableStore, WriteMode
+from lakehouse_assets.storage import DeclaredTypes, OutputMode, TableStore, WriteMode
 from lakehouse_assets.streaming import Trigger
+from lakehouse_assets.tables.sql_types import spark_type
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ class TableRun:
     aggregate: IncrementalAggregate | None = None
     #: ``{column: description}`` from the table's contract or its SQL's column comments.
     column_descriptions: Mapping[str, str] = field(default_factory=dict)
+    #: The column types its definition declares, which every write to the table casts to.
+    declared: DeclaredTypes | None = None
 
     def column_description(self, column: str) -> str | None:
         """What the asset says ``column`` holds (names match as Spark's do, in any case)."""
@@ -135,8 +139,9 @@ def table_run_of(
     """The :class:`TableRun` of asset ``key`` declared with definition metadata ``spec``
     (what ``table_asset`` wrote), run with ``config``."""
     quarantine = spec.get(QUARANTINE_TABLE)
+    table = TableRef.of(key, settings)
     return TableRun(
-        table=TableRef.of(key, settings),
+        table=table,
         quarantine=TableRef.of(dg.AssetKey(str(quarantine).split(".")), settings) if quarantine else None,
         root=settings.root,
         run_id=run_id,
@@ -157,7 +162,14 @@ def table_run_of(
         aggregate=(IncrementalAggregate.from_metadata(spec[INCREMENTAL_AGGREGATE])
                    if spec.get(INCREMENTAL_AGGREGATE) else None),
         column_descriptions=dict(spec.get(COLUMN_DESCRIPTIONS) or {}),
+        declared=_declared_types(table.table_name, spec.get(COLUMN_TYPES)),
     )
+
+
+def _declared_types(table: str, types: Mapping[str, str] | None) -> DeclaredTypes | None:
+    """The declared column types (``{column: Spark SQL type}``, checked when the definition
+    loaded) of ``table``, or None when it declares none."""
+    return DeclaredTypes(table, {column: spark_type(name) for column, name in types.items()}) if types else None
 
 
 def full_refresh(store: TableStore, table: TableRef) -> None:

@@ -24,7 +24,9 @@ Expectations are declared in parentheses after the name, as Lakeflow writes them
 No ``ON VIOLATION`` keeps and counts a failing row; ``DROP ROW`` quarantines it;
 ``FAIL UPDATE`` fails the update. Columns are described in the same parentheses, Lakeflow's
 way, each ``name [type] COMMENT '...'``; the comment is the column's description (its values
-still come from the query)::
+still come from the query), and a type, a Spark SQL type name checked as the file is read,
+is the type the table stores the column as
+(:mod:`lakehouse_assets.storage.declared_types`)::
 
     CREATE OR REFRESH STREAMING TABLE gold.device_counts (
       device_id BIGINT COMMENT 'The recording device',
@@ -44,6 +46,7 @@ from sqlglot.errors import SqlglotError
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.tables.sql_refs import Token, referenced_tables, tokens
+from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
 
 # The layers an upstream table of a SQL definition lives in.
 SQL_LAYERS = ("bronze", "silver", "gold")
@@ -79,7 +82,8 @@ class SqlConstraint:
 @dataclass(frozen=True)
 class SqlColumn:
     """``name [type] COMMENT '...'``: a column a definition describes. ``type`` is as
-    written, in lower case (empty when not given)."""
+    written, in lower case (empty when not given); a Spark SQL type, which every write to
+    the table casts the column to."""
 
     name: str
     type: str
@@ -191,6 +195,11 @@ def _column(table: str, toks: list[Token], source: str, sql: str) -> SqlColumn:
             "(CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | ON VIOLATION FAIL UPDATE]) and "
             "column descriptions (name [type] COMMENT '...'); its columns come from its query")
     written_type = sql[toks[1].start:toks[-3].end].lower() if len(toks) > 3 else ""
+    if written_type:
+        try:
+            spark_type(written_type)
+        except UnknownTypeError as exc:
+            raise SqlDefinitionError(f"{source}: {table}: column {toks[0].name}: {exc}") from exc
     return SqlColumn(str(toks[0].name), written_type, _unquoted(toks[-1]))
 
 

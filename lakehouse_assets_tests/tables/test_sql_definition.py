@@ -103,6 +103,10 @@ def test_columns_are_described_beside_the_constraints_with_or_without_a_type() -
     ("CREATE OR REFRESH MATERIALIZED VIEW gold.t TBLPROPERTIES delta.x = 1 AS SELECT 1", "(key = value, ...)"),
     ("CREATE OR REFRESH MATERIALIZED VIEW gold.t TBLPROPERTIES (delta.x) AS SELECT 1", "key = value pairs"),
     ("CREATE OR REFRESH MATERIALIZED VIEW gold.t TBLPROPERTIES (a = 1, 'a' = 2) AS SELECT 1", "sets a twice"),
+    ("CREATE OR REFRESH MATERIALIZED VIEW gold.t (n DUBBLE COMMENT 'a') AS SELECT 1 AS n",
+     "gold.t: column n: 'dubble' is not a Spark SQL type"),
+    ("CREATE OR REFRESH MATERIALIZED VIEW gold.t (n BIGINT NOT NULL COMMENT 'a') AS SELECT 1 AS n",
+     "gold.t: column n: 'bigint not null' is not a Spark SQL type"),
 ])
 def test_a_definition_that_cannot_be_a_table_is_refused_naming_the_file(text: str, says: str) -> None:
     with pytest.raises(SqlDefinitionError, match="bad.sql") as refused:
