@@ -8,35 +8,21 @@ the table has beyond those declared are allowed: a declaration may describe only
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import dagster as dg
 
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.tables.sql_types import spark_type
 
 DECLARED_SCHEMA_CHECK = "declared_schema"
-
-# Spark SQL's other names for a type, to Spark's own (``DataType.simpleString``).
-_ALIASES = {"integer": "int", "long": "bigint", "short": "smallint", "byte": "tinyint", "real": "float",
-            "bool": "boolean"}
-
-
-def spark_type_name(declared: str) -> str:
-    """``declared`` (a Spark SQL type, any case and spacing) as Spark names it: ``BIGINT`` and
-    ``LONG`` are ``bigint``, ``DECIMAL`` is ``decimal(10,0)``."""
-    text = re.sub(r"\s+", "", declared.lower())
-    text = re.sub(r"\b(decimal|dec|numeric)\b(?!\()", "decimal(10,0)", text)
-    text = re.sub(r"\b(dec|numeric)\(", "decimal(", text)
-    return re.sub(r"\b[a-z_]+\b", lambda m: _ALIASES.get(m.group(0), m.group(0)), text)
-
 
 def declared_schema_check(table: str, types: Mapping[str, str], *, blocking: bool) -> dg.AssetChecksDefinition:
     """The ``declared_schema`` check of ``table`` (``layer.name``): each column of ``types``
     (name to declared Spark SQL type) is stored with that type."""
     layer, name = table.split(".")
-    wanted = {column: spark_type_name(declared) for column, declared in types.items()}
+    wanted = {column: spark_type(declared).simpleString() for column, declared in types.items()}
 
     @dg.asset_check(asset=dg.AssetKey([layer, name]), name=DECLARED_SCHEMA_CHECK, blocking=blocking,
                     description=f"{table} stores its {len(wanted)} declared columns with their declared types")
