@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,7 +82,8 @@ def routed_table_asset(
     """Like :func:`table_asset` for an append stream whose rows failing an ERROR expectation
     go to a quarantine table ``layer.quarantine_name``, with the names of the rules they
     failed: one query, one checkpoint, both tables written per micro-batch, each exactly
-    once. Both are assets, so both show in the lineage. WARN expectations keep the row and
+    once. Both are assets, so both show in the lineage; either may be selected alone, and the
+    query still writes both and the run reports both. WARN expectations keep the row and
     count it; FAIL ones fail the update. ``deps`` are upstream tables the body reads by name
     (not as inputs).
 
@@ -113,20 +115,34 @@ def routed_table_asset(
                                       deps=[*(asset_in.key for asset_in in asset_ins.values()), *dep_keys],
                                       skippable=True)
 
-        def _routed(**inputs: Any) -> Iterator[dg.Output[Any]]:
+        table_output, quarantine_output = f"{layer}__{name}", f"{layer}__{quarantine_name}"
+
+        def _routed(context: dg.AssetExecutionContext | None = None, **inputs: Any) -> Iterator[dg.Output[Any]]:
+            # Either table may be selected alone, but the one query writes both: the routed rows
+            # go out on the table's output, or on the quarantine's when it alone is selected, and
+            # the IO manager reports the table left out as materialized by this run too. (A
+            # quarantine replay calls this body outside a run, without a context: both outputs.)
+            selected = context.selected_asset_keys if context is not None else {main_key, quarantine_key}
             verdict = nothing_to_read(main_key, inputs, dep_keys)
             if verdict is not None:
                 log_skip(main_key, verdict)
                 if isinstance(verdict, Keep):
-                    yield dg.Output(TableKept(verdict.reason), output_name=f"{layer}__{name}")
-                    yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
+                    if main_key in selected:
+                        yield dg.Output(TableKept(verdict.reason), output_name=table_output)
+                    if quarantine_key in selected:
+                        yield dg.Output(QuarantineOf(main_key), output_name=quarantine_output)
                 return
             routed = dataclasses.replace(fn(**inputs), expectations=tuple(expectations))
-            yield dg.Output(routed, output_name=f"{layer}__{name}")
-            yield dg.Output(QuarantineOf(main_key), output_name=f"{layer}__{quarantine_name}")
+            if main_key not in selected:
+                yield dg.Output(routed, output_name=quarantine_output)
+                return
+            yield dg.Output(routed, output_name=table_output)
+            if quarantine_key in selected:
+                yield dg.Output(QuarantineOf(main_key), output_name=quarantine_output)
 
         functools.update_wrapper(_routed, fn)
         untyped_inputs(_routed, fn)
+        _with_context(_routed)
         return dg.multi_asset(
             name=f"{layer}__{name}",
             specs=[
@@ -138,8 +154,19 @@ def routed_table_asset(
                              automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
             ],
             ins=asset_ins,
+            can_subset=True,
             pool=SPARK_POOL,
             config_schema=TableRunConfig.to_fields_dict(),
         )(_routed)
 
     return decorate
+
+
+def _with_context(body: Callable[..., Any]) -> None:
+    """Give ``body`` Dagster's context as its first parameter, so a run tells it which of its
+    assets are selected."""
+    signature = inspect.signature(body)
+    context = inspect.Parameter("context", inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                annotation=dg.AssetExecutionContext)
+    body.__signature__ = signature.replace(parameters=[context, *signature.parameters.values()])  # type: ignore[attr-defined]
+    body.__annotations__ = {"context": dg.AssetExecutionContext, **body.__annotations__}

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from lakehouse_assets.assets.nothing_to_read import MissingTable, TableKept
 from lakehouse_assets.assets.routed_table_asset import QuarantineOf, RoutedRows
 from lakehouse_assets.assets.table_asset import (
+    QUARANTINE_FOR,
     ExpectedRows,
     IncrementalSource,
     stream_options_of,
@@ -73,42 +74,63 @@ class DeltaIOManager(dg.ConfigurableIOManager):
 
     # -- writing ------------------------------------------------------------------------------
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        """Write what the asset returned with the handler for its kind; report the table."""
+        """Write what the asset returned with the handler for its kind; report the tables written."""
         if obj is None:
             return
         if isinstance(obj, DataFrame):  # a body with no expectations
             obj = ExpectedRows(obj, ())
         with engine_errors(self.spark.settings()):
-            run = resolve_table_run(context, self.settings())
-            handler, writes = _handler_for(obj, run.table)
-            lineage = derived_lineage(obj, run, context.log)  # from the plan, before the query starts
-            store = self.store()
-            # A table this write creates is named in the session's catalog after it (the next
-            # step's `spark.read.table` and SQL find it); the others are there already.
-            new_tables = [t.table_name for t in run.written if run.full_refresh or not store.exists(str(t.path))]
-            started = time.monotonic()
-            if writes:
-                with table_locks(run.root, run.lock_names, timeout_seconds=self.lock_timeout_seconds,
-                                 holder=run.lock_holder):
-                    if run.full_refresh:
-                        for table in run.written:
-                            full_refresh(store, table)
-                        context.log.info(f"Full refresh of {run.table.table_name}: cleared its table, "
-                                         "checkpoint and stored schema")
-                    try:
-                        written = handler(obj, run, store, context.log)
-                    except Exception as exc:
-                        _log_failure(run, store, exc, context.log)
-                        raise
-                fault_point("asset.materialized")
-            else:
-                written = handler(obj, run, store, context.log)
-            drop_temp_views(self.spark.spark_session)
-            if new_tables:
-                register_tables(self.spark.spark_session, self.settings(), new_tables)
-            metadata = {**written.metadata, **table_metadata(store, run, written.version, lineage)}
-            metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
+            # Routed rows come out on a quarantine's output when it alone is selected: its
+            # table's query writes them all the same.
+            routed = isinstance(obj, RoutedRows)
+            run = resolve_table_run(context, self.settings(), _routing_table(context) if routed else None)
+            self._report(context, run.table, self._write(context, obj, run))
+            for quarantine in run.written[1:] if routed else ():
+                if _reported_here(context, quarantine):
+                    report = self._write(context, QuarantineOf(run.table.key),
+                                         resolve_table_run(context, self.settings(), quarantine.key))
+                    self._report(context, quarantine, report)
+
+    def _write(self, context: dg.OutputContext, obj: Any, run: TableRun) -> dict[str, Any]:
+        """Write ``obj`` as ``run`` says; the metadata reporting the table."""
+        handler, writes = _handler_for(obj, run.table)
+        lineage = derived_lineage(obj, run, context.log)  # from the plan, before the query starts
+        store = self.store()
+        # A table this write creates is named in the session's catalog after it (the next
+        # step's `spark.read.table` and SQL find it); the others are there already.
+        new_tables = [t.table_name for t in run.written if run.full_refresh or not store.exists(str(t.path))]
+        started = time.monotonic()
+        if writes:
+            with table_locks(run.root, run.lock_names, timeout_seconds=self.lock_timeout_seconds,
+                             holder=run.lock_holder):
+                if run.full_refresh:
+                    for table in run.written:
+                        full_refresh(store, table)
+                    context.log.info(f"Full refresh of {run.table.table_name}: cleared its table, "
+                                     "checkpoint and stored schema")
+                try:
+                    written = handler(obj, run, store, context.log)
+                except Exception as exc:
+                    _log_failure(run, store, exc, context.log)
+                    raise
+            fault_point("asset.materialized")
+        else:
+            written = handler(obj, run, store, context.log)
+        drop_temp_views(self.spark.spark_session)
+        if new_tables:
+            register_tables(self.spark.spark_session, self.settings(), new_tables)
+        metadata = {**written.metadata, **table_metadata(store, run, written.version, lineage)}
+        metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
+        return metadata
+
+    @staticmethod
+    def _report(context: dg.OutputContext, table: TableRef, metadata: dict[str, Any]) -> None:
+        """Report ``table`` as written by this step: as the output's own materialization, or
+        as one logged here for a table of the step it yields no output for."""
+        if table.key == context.asset_key:
             context.add_output_metadata(metadata)
+        else:
+            context.log_event(dg.AssetMaterialization(table.key, metadata=metadata))
 
     # -- reading ------------------------------------------------------------------------------
     def load_input(self, context: dg.InputContext) -> DataFrame | MissingTable:
@@ -134,6 +156,21 @@ def _log_failure(run: TableRun, store: TableStore, error: Exception, log: Any) -
         record_failure(run, store, error)
     except Exception as exc:  # noqa: BLE001 - the table's own failure is the one to report
         log.warning(f"{run.table.table_name}: could not log the failed batch in the event log: {exc}")
+
+
+def _routing_table(context: dg.OutputContext) -> dg.AssetKey | None:
+    """The table whose query writes this output's rows, when this output is a quarantine."""
+    table = (context.definition_metadata or {}).get(QUARANTINE_FOR)
+    return dg.AssetKey(str(table).split(".")) if table else None
+
+
+def _reported_here(context: dg.OutputContext, table: TableRef) -> bool:
+    """Whether this output reports ``table``, one its query wrote: it is the output's own, or
+    one the step yields no output for (a routed table selected without its quarantine: the
+    query wrote both all the same); else its own output, later in the step, reports it."""
+    step_asset = context.step_context.assets_def
+    assert step_asset is not None  # routed rows are an asset's output
+    return table.key == context.asset_key or table.key not in step_asset.keys
 
 
 def _consumer_metadata(context: dg.InputContext) -> dict[str, Any]:

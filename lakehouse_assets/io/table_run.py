@@ -57,6 +57,11 @@ class TableRef:
         """``layer.name``, as commands and messages name the table."""
         return f"{self.layer}.{self.name}"
 
+    @property
+    def key(self) -> dg.AssetKey:
+        """The table's asset key, ``[layer, name]``."""
+        return dg.AssetKey([self.layer, self.name])
+
     @classmethod
     def of(cls, key: dg.AssetKey, settings: LakehouseSettings) -> TableRef:
         """The table of an asset key ``[layer, name]``."""
@@ -126,10 +131,17 @@ class TableRun:
         return f"{who} writing {self.table.table_name}"
 
 
-def resolve_table_run(context: dg.OutputContext, settings: LakehouseSettings) -> TableRun:
-    """The :class:`TableRun` of the output ``context`` describes."""
+def resolve_table_run(context: dg.OutputContext, settings: LakehouseSettings,
+                      key: dg.AssetKey | None = None) -> TableRun:
+    """The :class:`TableRun` of the output ``context`` describes, or of another asset ``key``
+    of its step (the other table of a routed table's pair)."""
     config = TableRunConfig(**(_op_config(context) or {}))
-    return table_run_of(context.asset_key, context.definition_metadata or {}, config, settings, _run_id(context))
+    if key is None or key == context.asset_key:
+        return table_run_of(context.asset_key, context.definition_metadata or {}, config, settings, _run_id(context))
+    step_asset = context.step_context.assets_def
+    assert step_asset is not None  # only an asset's output has tables beside its own
+    spec = step_asset.specs_by_key[key]
+    return table_run_of(key, spec.metadata or {}, config, settings, _run_id(context))
 
 
 def table_run_of(

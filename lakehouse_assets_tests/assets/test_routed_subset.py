@@ -1,0 +1,48 @@
+"""A routed table selected alone, or its quarantine alone: the one query still writes both,
+each batch whole, and the run reports both as materialized."""
+
+from __future__ import annotations
+
+import pytest
+
+from lakehouse_assets.reliability.invariants import check_bronze_routed
+from lakehouse_assets.simulator import land
+from lakehouse_assets_tests.assets.pipeline import materialization_metadata, materialize
+from lakehouse_assets_tests.assets.test_quarantine import LANDING_OPTIONS, assert_nothing_lost
+
+UPSTREAM = ["bronze/recordings", "silver/patients"]
+PAIR = {"silver/recordings_enriched", "silver/recordings_quarantine"}
+
+
+@pytest.mark.slow
+def test_selecting_either_table_of_a_routed_pair_writes_and_reports_both(spark, settings):
+    landed = land(settings.root / "landing", files=2, **LANDING_OPTIONS)
+    assert landed.counts.bad > 0
+    materialize(UPSTREAM)
+
+    result = materialize(["silver/recordings_enriched"])
+
+    # One step wrote both tables (the UI shows the pair as one), and both are materialized.
+    assert {event.step_key for event in result.get_asset_materialization_events()} == {"silver__recordings_enriched"}
+    run = materialization_metadata(result)
+    assert set(run) == PAIR
+    bronze, silver, quarantined = assert_nothing_lost(settings)
+    assert (bronze, silver, quarantined) == (landed.counts.total, landed.counts.good, landed.counts.bad)
+    assert run["silver/recordings_quarantine"]["rows_written"] == landed.counts.bad
+    assert run["silver/recordings_quarantine"]["dagster/row_count"] == quarantined
+    assert run["silver/recordings_enriched"]["dagster/row_count"] == silver
+    assert check_bronze_routed(settings).ok
+
+    more = land(settings.root / "landing", files=1, **LANDING_OPTIONS)
+    materialize(["bronze/recordings"])
+
+    run = materialization_metadata(materialize(["silver/recordings_quarantine"]))
+
+    assert set(run) == PAIR
+    bronze, silver, quarantined = assert_nothing_lost(settings)
+    assert bronze == landed.counts.total + more.counts.total
+    assert quarantined == landed.counts.bad + more.counts.bad
+    assert run["silver/recordings_quarantine"]["rows_written"] == more.counts.bad
+    assert run["silver/recordings_enriched"]["expectations/rows_checked"] == more.counts.total
+    assert run["silver/recordings_enriched"]["dagster/row_count"] == silver
+    assert check_bronze_routed(settings).ok
