@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli.arguments import positive_int, table_name
 from lakehouse_assets.cli.errors import EXIT_OK
 from lakehouse_assets.cli.output import format_time, print_json, render_table
 from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.event_log import BatchEvent
 
 DEFAULT_LIMIT = 50
 
@@ -18,9 +21,17 @@ DESCRIPTION = """\
 Show the event log: one row per micro-batch per table (and per batch write), newest last:
 the run and query that ran it, the batch, the table version it committed, rows read, written
 and quarantined, what each expectation counted, when it started, how long it took, and
-whether it committed or failed (with the error). Read from the log with delta-rs; no Spark
-is started. The same rows are the table system.event_log for `lakehouse sql`.
+whether it committed or failed (with the error). A count of nothing shows 0: EXPECTATIONS
+FAILED is 0 for a batch whose rules all passed. "-" is a number that does not
+apply (QUARANTINED of a table without a quarantine, EXPECTATIONS FAILED of one without
+rules, BATCH of a batch write) or that nobody measured; --json gives it as null. Read from
+the log with delta-rs; no Spark is started. The same rows are the table system.event_log for
+`lakehouse sql`.
 """
+
+# What the table shows for a value the event does not have (null in the log and the JSON).
+_NO_VALUE = "-"
+_NUMBERS = ("BATCH", "VERSION", "INPUT", "OUTPUT", "QUARANTINED", "MS")
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -54,9 +65,24 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     print(render_table(
         ["RUN", "TABLE", "BATCH", "VERSION", "INPUT", "OUTPUT", "QUARANTINED", "EXPECTATIONS FAILED",
          "STARTED", "MS", "STATUS", "ERROR"],
-        [[(e.run_id or "")[:8], e.table, e.batch_id, e.table_version, e.input_rows, e.output_rows,
-          e.quarantined_rows, ", ".join(f"{x.name}={x.failed}" for x in e.expectations if x.failed) or None,
-          format_time(e.started_at), e.duration_ms, e.status, e.error] for e in shown]))
+        [[_shown(value) for value in ((e.run_id or "")[:8], e.table, e.batch_id, e.table_version, e.input_rows,
+                                      e.output_rows, e.quarantined_rows, _failed(e),
+                                      format_time(e.started_at) if e.started_at else None, e.duration_ms,
+                                      e.status, e.error)]
+         for e in shown],
+        right_align=_NUMBERS))
     if len(found) > len(shown):
         print(f"({len(shown)} newest of {len(found)} events; --limit N shows more)")
     return EXIT_OK
+
+
+def _failed(event: BatchEvent) -> str | None:
+    """The rows of the batch each rule failed (the rules that failed any); "0" when its rules
+    counted and none failed; None when no rule counted the batch."""
+    if not event.expectations:
+        return None
+    return ", ".join(f"{x.name}={x.failed}" for x in event.expectations if x.failed) or "0"
+
+
+def _shown(value: Any) -> Any:
+    return _NO_VALUE if value is None else value

@@ -6,6 +6,7 @@ agrees with the tables' own commits, is what the UI's metadata reports, is read 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 
 import dagster as dg
@@ -93,6 +94,28 @@ def test_the_event_log_adds_up_and_is_what_a_run_reports(spark, store, settings,
     counted = LakehouseTables(spark, settings).sql(
         "SELECT count(*) AS n FROM system.event_log WHERE table = 'bronze.recordings'").first()
     assert counted is not None and counted["n"] == len(read_events(log, table="bronze.recordings"))
+
+
+@pytest.mark.slow
+def test_lakehouse_events_shows_zero_for_a_count_of_nothing_and_a_dash_where_none_applies(spark, settings, capsys):
+    land(settings.root / "landing", files=1, **{**LANDING, "bad_rate": 0.0})
+    result = materialize(SEED_PIPELINE)
+
+    assert main(["events", "--run", result.run_id]) == 0
+
+    printed = capsys.readouterr().out
+    header, _, *lines = printed.splitlines()
+    columns = re.split(r"\s{2,}", header)
+    rows = {row["TABLE"]: row for row in (dict(zip(columns, re.split(r"\s{2,}", line.strip()), strict=True))
+                                          for line in lines)}
+    # Silver's rules counted every row and none failed; nothing went to its quarantine.
+    assert rows["silver.recordings_enriched"]["EXPECTATIONS FAILED"] == "0"
+    assert rows["silver.recordings_enriched"]["QUARANTINED"] == "0"
+    # Bronze has neither rules nor a quarantine; a batch write has no batch id.
+    assert rows["bronze.recordings"]["EXPECTATIONS FAILED"] == "-"
+    assert rows["bronze.recordings"]["QUARANTINED"] == "-"
+    assert rows["silver.patients"]["BATCH"] == "-"
+    assert "NULL" not in printed
 
 
 SOURCE = ["bronze", "ev_source"]
