@@ -5,6 +5,7 @@ a Delta commit and add up across a run's commits."""
 from __future__ import annotations
 
 import pytest
+from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import ExpectationFailedError, LakehouseError
 from lakehouse_assets.quality.expectations import (
@@ -15,7 +16,7 @@ from lakehouse_assets.quality.expectations import (
     counts_of_commits,
     enforce,
 )
-from lakehouse_assets.quality.quarantine import dropped_by, route
+from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, route, split_routed
 from lakehouse_assets.quality.rules import Severity, greater_than, not_null, sql_rule
 from lakehouse_assets.storage import CommitResult, DeltaSink
 
@@ -53,6 +54,28 @@ def test_routed_rows_count_a_drop_rule_by_the_reason_they_were_routed_by(spark):
     counts = enforce(routed, [POSITIVE, NAMED], "silver.readings", dropped_by=dropped_by())
 
     assert counts.failed == {"heartrate_positive": 2, "named": 2}
+
+
+def test_a_condition_that_is_null_for_a_row_fails_the_row(spark):
+    """Only TRUE passes (SQL's three-valued logic, as a WHERE clause keeps rows): a condition
+    NULL for a row drops it to the quarantine (ERROR), counts it (WARN), stops the batch (FAIL)."""
+    df = spark.createDataFrame([(1, 70.0, "ann"), (2, None, None)], SCHEMA)
+    above_zero, known, set_ = "heartrate > 0", "name IN ('ann', 'bob')", "heartrate >= 0"
+    null_for_row_2 = df.where("id = 2").select(*(F.expr(c).isNull() for c in (above_zero, known, set_))).first()
+    assert null_for_row_2 is not None and all(null_for_row_2), "each condition is NULL, not FALSE, for row 2"
+    drop = sql_rule("heartrate_above_zero", above_zero, columns=["heartrate"], severity=Severity.ERROR)
+    warn = sql_rule("name_known", known, columns=["name"], severity=Severity.WARN)
+    stop = sql_rule("heartrate_set", set_, columns=["heartrate"], severity=Severity.FAIL)
+
+    routed = route(df, [drop, warn])
+    passed, quarantined = split_routed(routed, passed_columns=["id"], quarantine_columns=["id"])
+
+    assert [row.id for row in passed.collect()] == [1]
+    assert [(row.id, row[QUARANTINE_REASON]) for row in quarantined.collect()] == [(2, "heartrate_above_zero")]
+    assert enforce(routed, [drop, warn], "silver.readings", dropped_by=dropped_by()).failed == {
+        "heartrate_above_zero": 1, "name_known": 1}
+    with pytest.raises(ExpectationFailedError, match="heartrate_set"):
+        enforce(df, [stop], "silver.readings")
 
 
 def test_a_rule_reading_a_column_the_rows_lack_is_named(spark):
