@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lakehouse_assets.reliability.invariants import check_bronze_routed
+from lakehouse_assets.reliability.flows import project_flows
+from lakehouse_assets.reliability.routed import check_routed
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import materialization_metadata, materialize
 from lakehouse_assets_tests.assets.test_quarantine import LANDING_OPTIONS, assert_nothing_lost
@@ -31,7 +32,7 @@ def test_selecting_either_table_of_a_routed_pair_writes_and_reports_both(spark, 
     assert run["silver/recordings_quarantine"]["rows_written"] == landed.counts.bad
     assert run["silver/recordings_quarantine"]["dagster/row_count"] == quarantined
     assert run["silver/recordings_enriched"]["dagster/row_count"] == silver
-    assert check_bronze_routed(settings).ok
+    assert check_routed(settings, project_flows()).ok
 
     more = land(settings.root / "landing", files=1, **LANDING_OPTIONS)
     materialize(["bronze/recordings"])
@@ -45,4 +46,4 @@ def test_selecting_either_table_of_a_routed_pair_writes_and_reports_both(spark, 
     assert run["silver/recordings_quarantine"]["rows_written"] == more.counts.bad
     assert run["silver/recordings_enriched"]["expectations/rows_checked"] == more.counts.total
     assert run["silver/recordings_enriched"]["dagster/row_count"] == silver
-    assert check_bronze_routed(settings).ok
+    assert check_routed(settings, project_flows()).ok
