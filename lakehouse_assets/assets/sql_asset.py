@@ -10,7 +10,10 @@ holding a streaming table and an ``AUTO CDC`` flow into it
 query over the tables by name in the run's session; the IO manager writes the result like
 any Python asset's, with the same metadata and checks. A table with a ``DROP ROW``
 expectation gets a quarantine table beside it, ``<layer>.<name>_quarantine``, as a Python
-routed table does.
+routed table does: its one streamed table is the asset's input, read by the query as a view
+(:mod:`lakehouse_assets.tables.sql_stream_view`), so the quarantine keeps each row as it came
+(to trace it to where it landed, and for a quarantine replay to run the query on it again),
+and the table keeps where each row landed (``_source_file``, ``_source_line``), as silver's does.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
 from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.auto_cdc import auto_cdc_table
@@ -33,9 +37,11 @@ from lakehouse_assets.assets.table_asset import (
     stream_from,
     table_asset,
 )
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity, sql_rule
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.tables import LakehouseTables
 from lakehouse_assets.tables.sql_aggregate import NotIncremental, incremental_aggregate
 from lakehouse_assets.tables.sql_auto_cdc import is_auto_cdc, parse_auto_cdc
 from lakehouse_assets.tables.sql_definition import (
@@ -48,6 +54,7 @@ from lakehouse_assets.tables.sql_definition import (
     parse_sql_definition,
 )
 from lakehouse_assets.tables.sql_lineage import column_lineage
+from lakehouse_assets.tables.sql_stream_view import SOURCE_ROW, over_stream_view
 
 #: Where the project's own SQL definitions live.
 SQL_FOLDER = Path(__file__).parent / "sql"
@@ -93,15 +100,18 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
 
     if any(rule.severity is Severity.ERROR for rule in rules):
         _check_can_drop(definition)
+        streamed = over_stream_view(definition, f"_lakehouse_stream_{layer}__{name}")
 
         @routed_table_asset(
             name=name, quarantine_name=name + QUARANTINE_SUFFIX, description=description,
-            quarantine_description=f"Rows {definition.table} dropped by its DROP ROW expectations, with the "
-            "names of those they failed.",
-            ins={}, deps=[table.split(".") for table in reads], **common)
-        def _routed_sql_table(spark: SparkResource) -> RoutedRows:
-            rows = query(spark)
-            return RoutedRows(rows=rows, passed_columns=rows.columns, quarantine_columns=rows.columns)
+            quarantine_description=f"Rows of {streamed.stream} that {definition.table} dropped by its DROP ROW "
+            "expectations, as they came (where they landed included), with the names of those they failed.",
+            ins={"stream": stream_from(streamed.stream.split("."))},
+            deps=[table.split(".") for table in reads if table != streamed.stream], **common)
+        def _routed_sql_table(stream: DataFrame) -> RoutedRows:
+            # The rows streamed in a run, or the quarantined ones a replay routes again.
+            stream.createOrReplaceTempView(streamed.view)
+            return routed_sql_rows(LakehouseTables(stream.sparkSession).sql(streamed.query), stream.columns)
 
         return _routed_sql_table
 
@@ -128,6 +138,21 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         return query(spark)
 
     return _sql_table
+
+
+def routed_sql_rows(rows: DataFrame, streamed_columns: Sequence[str]) -> RoutedRows:
+    """A routed SQL query's result (``rows``, with the streamed row as :data:`SOURCE_ROW`) as
+    its two tables keep it: the table, the query's columns and where each row landed; the
+    quarantine, the streamed row as it came (its ``streamed_columns``)."""
+    selected = [c for c in rows.columns if c != SOURCE_ROW]
+    named = {c.lower() for c in selected}
+    landed = [c for c in (SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN) if c in streamed_columns and c.lower() not in named]
+    return RoutedRows(rows=rows, passed_columns=[*selected, *[_streamed(c) for c in landed]],
+                      quarantine_columns=[_streamed(c) for c in streamed_columns])
+
+
+def _streamed(column: str) -> Column:
+    return F.col(f"{SOURCE_ROW}.`{column.replace('`', '``')}`").alias(column)
 
 
 def _incremental(definition: SqlDefinition, rules: Sequence[Rule]) -> tuple[str, IncrementalAggregate] | str:

@@ -31,6 +31,7 @@ from lakehouse_assets.assets.routed_table_asset import RoutedRows
 from lakehouse_assets.assets.table_asset import QUARANTINE_TABLE, STREAM_INPUT_KEY, TableRunConfig
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.io.table_run import TableRef, TableRun, table_run_of
 from lakehouse_assets.quality.duplicates import mark_duplicates
 from lakehouse_assets.quality.expectations import enforce
@@ -46,6 +47,7 @@ from lakehouse_assets.storage.event_log import (
     query_app_id,
 )
 from lakehouse_assets.storage.table_lock import table_locks
+from lakehouse_assets.tables.session_views import drop_temp_views
 
 # How long a replay waits for a run writing the table or its quarantine.
 _LOCK_TIMEOUT_SECONDS = 900.0
@@ -93,6 +95,7 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
         try:
             passed = _passing_now(asset, run, spark, store, held).persist()
             try:
+                identity = row_identity(run, passed.columns, held.columns)
                 moved = passed.count()
                 if moved == 0:
                     return ReplayResult(run.table.table_name, None, 0, held.count(), finished)
@@ -103,13 +106,14 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
                                      transaction=AppTransaction(REPLAY_APP, number), operation="QUARANTINE REPLAY",
                                      metadata={"lakehouse.replay.rows": str(moved)})
                 fault_point("replay.table_committed")
-                _remove_from_quarantine(store, spark, quarantine, passed.select(*ROW_IDENTITY), number)
+                _remove_from_quarantine(store, spark, quarantine, passed.select(*identity), number)
                 _log_replay(run, number, commit.version, moved, reevaluated)
                 return ReplayResult(run.table.table_name, number, moved, reevaluated - moved, finished)
             finally:
                 passed.unpersist()
         finally:
             held.unpersist()
+            drop_temp_views(spark)  # the asset body's, as the IO manager clears them after a run
 
 
 def _table_run(asset: dg.AssetsDefinition, settings: LakehouseSettings, run_id: str | None) -> TableRun:
@@ -143,6 +147,8 @@ def _route_with(asset: dg.AssetsDefinition, spark: SparkSession, store: TableSto
     inputs: dict[str, DataFrame] = {}
     for name, input_def in asset.node_def.input_dict.items():
         key = asset.node_keys_by_input_name[name]
+        if input_def.dagster_type.is_nothing:
+            continue  # a table the body reads by name (a SQL query's lookup), not an input
         if getattr(input_def, "input_manager_key", None) == STREAM_INPUT_KEY:
             inputs[name] = rows
         else:
@@ -153,6 +159,21 @@ def _route_with(asset: dg.AssetsDefinition, spark: SparkSession, store: TableSto
         if isinstance(output.value, RoutedRows):
             return output.value
     raise LakehouseError(f"Asset {asset.node_def.name} returned no routed rows to replay the quarantine with")
+
+
+def row_identity(run: TableRun, table_columns: Sequence[str], quarantine_columns: Sequence[str]) -> list[str]:
+    """How a moved row is known in both tables: the columns of :data:`ROW_IDENTITY` both keep
+    (each table passes them through as its row landed), where it landed at least: a routed
+    SQL table keeps ``_source_file`` and ``_source_line`` beside its query's columns."""
+    identity = [c for c in ROW_IDENTITY if c in table_columns and c in quarantine_columns]
+    lacking = [c for c in (SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN) if c not in identity]
+    if lacking:
+        assert run.quarantine is not None
+        raise LakehouseError(
+            f"Cannot replay the quarantine of {run.table.table_name}: {run.table.table_name} or "
+            f"{run.quarantine.table_name} lacks {', '.join(lacking)}, so a moved row could not be told apart in "
+            "both. Tables written before they kept where each row landed: `lakehouse reset` them to rebuild.")
+    return identity
 
 
 def _settings_of(run: TableRun) -> LakehouseSettings:
@@ -175,9 +196,12 @@ def _finish_pending(store: TableStore, spark: SparkSession, run: TableRun) -> in
         return None
     commit = next(e for e in store.history(table) if e.query == REPLAY_APP and e.batch_id == done_in_table)
     before = store.read(spark, table, version=commit.version - 1) if commit.version > 0 else None
-    moved = store.read(spark, table, version=commit.version).select(*ROW_IDENTITY)
+    after = store.read(spark, table, version=commit.version)
+    identity = row_identity(run, after.columns, store.read(spark, quarantine).columns
+                            if store.exists(quarantine) else after.columns)
+    moved = after.select(*identity)
     if before is not None:
-        moved = moved.exceptAll(before.select(*ROW_IDENTITY))
+        moved = moved.exceptAll(before.select(*identity))
     if pending:
         _remove_from_quarantine(store, spark, quarantine, moved, done_in_table)
     _log_replay(run, done_in_table, commit.version, moved.count(), None)

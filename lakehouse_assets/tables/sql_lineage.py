@@ -12,7 +12,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.lineage import lineage
 
-from lakehouse_assets.tables.sql_refs import tokens
+from lakehouse_assets.tables.sql_refs import stream_references
 
 
 def column_lineage(query: str, reads: list[str]) -> dict[str, list[tuple[str, str]]]:
@@ -47,16 +47,6 @@ def column_lineage(query: str, reads: list[str]) -> dict[str, list[tuple[str, st
 def _without_stream(query: str) -> str:
     """The query with ``STREAM(layer.table)`` / ``STREAM layer.table`` read as ``layer.table``
     (the same columns): sqlglot does not know Spark's STREAM."""
-    toks = tokens(query)
-    spans: list[tuple[int, int]] = []
-    for i, tok in enumerate(toks):
-        if not (tok.kind == "word" and tok.text.lower() == "stream" and i > 0
-                and toks[i - 1].kind == "word" and toks[i - 1].text.lower() in ("from", "join")):
-            continue
-        spans.append((tok.start, tok.end))
-        close = i + 5  # STREAM ( layer . name )
-        if i + 1 < len(toks) and toks[i + 1].text == "(" and close < len(toks) and toks[close].text == ")":
-            spans += [(toks[i + 1].start, toks[i + 1].end), (toks[close].start, toks[close].end)]
-    for start, end in sorted(spans, reverse=True):
-        query = query[:start] + " " + query[end:]
+    for ref in reversed(stream_references(query)):
+        query = query[:ref.start] + f" {ref.written} " + query[ref.end:]
     return query

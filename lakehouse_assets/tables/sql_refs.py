@@ -73,6 +73,34 @@ def referenced_tables(sql: str, layers: Collection[str]) -> list[tuple[str, bool
     return list(found.items())
 
 
+@dataclass(frozen=True)
+class StreamReference:
+    """``STREAM(layer.table)`` or ``STREAM layer.table`` after FROM or JOIN: where it is in
+    the text (``start`` to ``end``), the table (``layer.name``) and its name as written."""
+
+    start: int
+    end: int
+    table: str
+    written: str
+
+
+def stream_references(sql: str) -> list[StreamReference]:
+    """Every table ``sql`` reads as a stream, where it reads it, in the order written."""
+    toks = tokens(sql)
+    found = []
+    for i in range(1, len(toks)):
+        if not (_is_word(toks, i, "stream") and _is_word(toks, i - 1, "from", "join")):
+            continue
+        parenthesised = _is(toks, i + 1, "(")
+        at = i + 2 if parenthesised else i + 1
+        name = _two_part_name(toks, at)
+        last = at + 3 if parenthesised else at + 2
+        if name is None or (parenthesised and not _is(toks, last, ")")):
+            continue
+        found.append(StreamReference(toks[i].start, toks[last].end, name, sql[toks[at].start:toks[at + 2].end]))
+    return found
+
+
 def _two_part_name(toks: list[Token], i: int) -> str | None:
     if i + 2 >= len(toks) or not _is(toks, i + 1, "."):
         return None
