@@ -220,9 +220,9 @@ def _log_replay(run: TableRun, replay: int, version: int | None, moved: int, ree
 
 def _remove_from_quarantine(store: TableStore, spark: SparkSession, quarantine: str, moved: DataFrame,
                             replay: int) -> None:
-    """Delete the rows ``moved`` (their identities) from the quarantine, recording ``replay``."""
+    """Delete the rows ``moved`` (their identities: its columns) from the quarantine, recording ``replay``."""
     nothing = store.read(spark, quarantine).limit(0)
-    store.merge(nothing, quarantine, keys=ROW_IDENTITY, replacing=moved.select(*ROW_IDENTITY),
+    store.merge(nothing, quarantine, keys=moved.columns, replacing=moved,
                 transaction=AppTransaction(REPLAY_APP, replay), operation="QUARANTINE REPLAY")
 
 
