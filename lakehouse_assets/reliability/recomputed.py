@@ -42,7 +42,7 @@ def check_gold_recomputed(settings: LakehouseSettings, *, pending_ok: bool = Fal
                           flow: ReferenceGold = REFERENCE_GOLD) -> InvariantResult:
     """daily_patient_avg and device_counts equal their logic (lakehouse_assets.assets.gold)
     recomputed in batch from silver and bronze."""
-    result = InvariantResult(GOLD_RECOMPUTED, "each gold table equals a batch recomputation")
+    result = InvariantResult(GOLD_RECOMPUTED, "the reference gold tables equal a batch recomputation")
     if pending_ok:
         result.skipped = "gold may lag its sources while runs are pending"
         return result
