@@ -41,6 +41,25 @@ def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, ins
     )
 
 
+def materialize_alone(*assets: dg.AssetsDefinition, upstream: dg.AssetKey,
+                      raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
+    """Materialize ``assets`` (tables a test declares) with the project's IO managers, their
+    ``upstream`` table present as an external asset."""
+    from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
+    from lakehouse_assets.io import DeltaIOManager
+    from lakehouse_assets.spark import SparkResource
+
+    spark = SparkResource()
+    return dg.materialize(
+        [*assets, dg.AssetSpec(upstream).with_io_manager_key(IO_MANAGER_KEY)],
+        selection=[key for a in assets for key in a.keys],
+        resources={"spark": spark, IO_MANAGER_KEY: DeltaIOManager(spark=spark),
+                   STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream")},
+        instance=dg.DagsterInstance.ephemeral(),
+        raise_on_error=raise_on_error,
+    )
+
+
 def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
     """Per asset (``layer/name``), the metadata of its materialization in this run."""
     found = {}

@@ -17,12 +17,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse_assets.assets.sql_asset import sql_asset
-from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY, batch_from, table_asset
+from lakehouse_assets.assets.table_asset import batch_from, table_asset
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.contract import DescribedColumn
-from lakehouse_assets.spark import SparkResource
-from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
+from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize_alone
 
 EVENTS = ["bronze", "dt_events"]
 SCHEMA = "id BIGINT, visits INT, tag STRING, admitted TIMESTAMP, discharged TIMESTAMP"
@@ -50,15 +48,7 @@ AS SELECT id, {STAY_HOURS} AS length_of_stay_hours, visits FROM STREAM(bronze.dt
 
 
 def materialize(*assets: dg.AssetsDefinition, raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
-    spark = SparkResource()
-    return dg.materialize(
-        [*assets, dg.AssetSpec(EVENTS).with_io_manager_key(IO_MANAGER_KEY)],
-        selection=[key for a in assets for key in a.keys],
-        resources={"spark": spark, IO_MANAGER_KEY: DeltaIOManager(spark=spark),
-                   STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream")},
-        instance=dg.DagsterInstance.ephemeral(),
-        raise_on_error=raise_on_error,
-    )
+    return materialize_alone(*assets, upstream=EVENTS, raise_on_error=raise_on_error)
 
 
 def land(spark, store, settings, rows: list[tuple[Any, ...]]) -> None:

@@ -13,16 +13,14 @@ from pyspark.sql import DataFrame
 
 from lakehouse_assets.assets.bronze import bronze_table
 from lakehouse_assets.assets.sql_asset import sql_asset
-from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY, stream_from, table_asset
+from lakehouse_assets.assets.table_asset import stream_from, table_asset
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion import AutoLoaderOptions
-from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.rules import Severity, greater_than, not_null, null_or_empty
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.tables.sql_definition import SqlDefinitionError
-from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
+from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize_alone
 
 SCHEMA = "id BIGINT, value BIGINT, tag STRING"
 EVENTS = ["bronze", "ex_events"]
@@ -50,15 +48,7 @@ AS SELECT id, value, tag FROM STREAM(bronze.ex_events)
 
 
 def materialize(*assets: dg.AssetsDefinition, raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
-    spark = SparkResource()
-    return dg.materialize(
-        [*assets, dg.AssetSpec(EVENTS).with_io_manager_key(IO_MANAGER_KEY)],
-        selection=[key for a in assets for key in a.keys],
-        resources={"spark": spark, IO_MANAGER_KEY: DeltaIOManager(spark=spark),
-                   STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream")},
-        instance=dg.DagsterInstance.ephemeral(),
-        raise_on_error=raise_on_error,
-    )
+    return materialize_alone(*assets, upstream=EVENTS, raise_on_error=raise_on_error)
 
 
 def land(spark, store, settings, rows) -> None:
