@@ -83,9 +83,8 @@ def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[
             spark.sql(f"CREATE SCHEMA IF NOT EXISTS {quote(layer)} LOCATION {sql_literal(str(folder))}")
         elif local_path(schemas[layer]) != str(folder):
             spark.sql(f"ALTER SCHEMA {quote(layer)} SET LOCATION {sql_literal(str(folder))}")
-            for listed in spark.catalog.listTables(layer):
-                if listed.tableType == "EXTERNAL":
-                    spark.sql(f"DROP TABLE IF EXISTS {quote(layer)}.{quote(listed.name)}")
+            for external in _external_tables(spark, layer):
+                spark.sql(f"DROP TABLE IF EXISTS {quote(layer)}.{quote(external)}")
         else:
             present = {row.tableName for row in spark.sql(f"SHOW TABLES IN {quote(layer)}").collect()
                        if not row.isTemporary}
@@ -93,6 +92,16 @@ def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[
             if table_name not in present and _create(spark, settings, layer, table_name):
                 registered.append(f"{layer}.{table_name}")
     return registered
+
+
+def _external_tables(spark: SparkSession, layer: str) -> list[str]:
+    """The external tables of schema ``layer``, by the catalog's own record of each. Not by
+    ``listTables``: it loads each table, and one whose log no longer reads (another root's,
+    left damaged) comes back without a type, so it would stay registered, shadowing this
+    root's table of the same name."""
+    rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote(layer)} LIKE '*'").collect()
+    return [row.tableName for row in rows
+            if not row.isTemporary and "\nType: EXTERNAL\n" in f"\n{row.information}\n"]
 
 
 def _create(spark: SparkSession, settings: LakehouseSettings, layer: str, table: str) -> bool:

@@ -134,6 +134,19 @@ def test_a_table_written_later_and_another_lakehouse_are_found(tables, spark, st
     assert back.sql("SELECT id FROM gold.ids").collect() == [(1,)]
 
 
+def test_another_lakehouse_is_found_after_the_first_ones_table_was_damaged(tables, spark, store, tmp_path) -> None:
+    # The first lakehouse's bronze.readings can no longer be read: its first commit is garbled.
+    log = tables.settings.table_path("bronze", "readings") / "_delta_log"
+    first = min(log.glob("*.json"))
+    first.write_text(first.read_text() + "garbled\n")
+    other = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path / "other")})
+    store.write(spark.createDataFrame([(9, 1, 1.0)], "device_id BIGINT, mrn BIGINT, heartrate DOUBLE"),
+                str(other.table_path("bronze", "readings")))
+
+    # Still the other lakehouse's table by that name, not the damaged one left registered.
+    assert LakehouseTables(spark, other).sql("SELECT device_id FROM bronze.readings").collect() == [(9,)]
+
+
 def test_a_session_on_a_driver_that_holds_every_table_registers_nothing(tables, spark, store, settings) -> None:
     assert register_tables(spark, settings) == []
 
