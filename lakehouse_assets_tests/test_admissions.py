@@ -20,7 +20,7 @@ import lakehouse_assets_tests.admissions
 from lakehouse_assets.cli import main as lakehouse
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.reliability import check_all, declared_flows
-from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
+from lakehouse_assets.reliability.invariants import GOLD_RECOMPUTED, LANDED_ONCE, ROUTED
 from lakehouse_assets.settings import LakehouseSettings
 
 HEADER = "admission_id,ward,admitted,discharged"
@@ -83,7 +83,8 @@ def test_the_landing_sensor_carries_a_new_source_to_its_gold(materialized) -> No
 
     assert result.success
     assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} >= {
-        "bronze/admissions", "silver/admissions_clean", "silver/admissions_clean_quarantine", "gold/ward_stays"}
+        "bronze/admissions", "silver/admissions_clean", "silver/admissions_clean_quarantine", "gold/ward_stays",
+        "gold/ward_days"}
     clean = {r["admission_id"]: (r["ward"], r["length_of_stay_hours"]) for r in rows(settings, "silver", "admissions_clean")}
     assert clean == KEPT
     stays = {r["ward"]: (r["admissions"], r["mean_stay_hours"]) for r in rows(settings, "gold", "ward_stays")}
@@ -115,6 +116,7 @@ def test_verify_checks_a_new_source_and_fails_when_its_quarantine_loses_a_row(ma
     assert report.ok, report.summary()
     assert "bronze.admissions" in report.result(LANDED_ONCE).checked
     assert "silver.admissions_clean" in report.result(ROUTED).checked
+    assert "gold.ward_days" in report.result(GOLD_RECOMPUTED).checked
     # The command finds the package through LAKEHOUSE_ASSET_PACKAGES, as a user's would be.
     copy = tmp_path / "lakehouse"
     shutil.copytree(settings.root, copy)

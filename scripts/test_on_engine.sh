@@ -25,7 +25,8 @@ export LAKEHOUSE_SPARK_REMOTE
 # all with a source not landed: inputs of missing tables are read on the driver either way), expectations
 # (a FAIL raised in the engine's Python worker), AUTO CDC in both forms, the event log, row
 # provenance and quarantine replay (driver-side commits around reads the engine runs; a SQL table's, its
-# stream a temp view in the run's session), a killed run, and
+# stream a temp view in the run's session), a second source declared in a package of its own (its
+# landing sensor's run, checks, and verify recomputing its gold over the engine), a killed run, and
 # dagster dev from landing to gold (the sensors' path, run here only: the embedded pass covers
 # the UI's runs in e2e/test_ui.py).
 # Arguments replace the list (any pytest arguments).
@@ -53,6 +54,7 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/reliability/test_provenance.py::test_silver_and_quarantined_rows_are_traced_to_their_landed_line \
     lakehouse_assets_tests/io/test_replay.py::test_rows_that_pass_now_move_to_silver_once_whatever_crashes \
     lakehouse_assets_tests/io/test_replay_sql.py \
+    lakehouse_assets_tests/test_admissions.py \
     "lakehouse_assets_tests/reliability/test_killed_run_on_engine.py::test_a_run_killed_mid_query_is_followed_by_a_whole_run[silver.recordings_enriched]" \
     lakehouse_assets_tests/e2e/test_land_to_gold.py
 fi

@@ -32,6 +32,7 @@ from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
 from lakehouse_assets.assets.table_asset import (
     INCREMENTAL_AGGREGATE,
+    RECOMPUTED_BY,
     STREAMS_FROM,
     ColumnSource,
     stream_from,
@@ -54,6 +55,7 @@ from lakehouse_assets.tables.sql_definition import (
     parse_sql_definition,
 )
 from lakehouse_assets.tables.sql_lineage import column_lineage
+from lakehouse_assets.tables.sql_refs import batch_query
 from lakehouse_assets.tables.sql_stream_view import SOURCE_ROW, over_stream_view
 
 #: Where the project's own SQL definitions live.
@@ -121,6 +123,7 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
     elif incremental is not None:
         source_query, aggregate = incremental
         common["metadata"] = {**common["metadata"], INCREMENTAL_AGGREGATE: aggregate.as_metadata(),
+                              RECOMPUTED_BY: batch_query(definition.query),
                               "incremental": f"Yes: each batch's partial results merged by "
                                              f"{', '.join(aggregate.key_names)} into the groups it changes"}
 

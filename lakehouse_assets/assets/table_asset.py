@@ -60,6 +60,8 @@ AUTO_CDC = "lakehouse/auto_cdc"
 #: On a grouped table kept incrementally: what it groups by and measures (an
 #: IncrementalAggregate, as a dict).
 INCREMENTAL_AGGREGATE = "lakehouse/incremental_aggregate"
+#: On a table kept incrementally: the batch query its rows must equal (``lakehouse verify``).
+RECOMPUTED_BY = "lakehouse/recomputed_by"
 #: Delta table properties the table is created with (``delta.enableChangeDataFeed``, ...).
 TABLE_PROPERTIES = "lakehouse/table_properties"
 

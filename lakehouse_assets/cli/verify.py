@@ -1,7 +1,8 @@
 """``lakehouse verify``: check the exactly-once invariants on the tables as they are on disk.
 
-Read with delta-rs and pyarrow alone (no Spark; Dagster only to load the declarations), so it
-answers in seconds and judges the tables independently of the code that wrote them.
+Read with delta-rs and pyarrow (Dagster only to load the declarations; Spark only to run an
+incrementally kept table's query in batch), so it judges the tables independently of the code
+that wrote them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ Check that nothing was lost, duplicated or half-written:
 
   landed_once        every landed record is in its bronze table exactly once
   routed             for every routed table, source = table + quarantine, record for record
-  gold_recomputed    the reference gold tables equal a batch recomputation of their logic
+  gold_recomputed    every table kept incrementally equals its query run in batch (Spark)
   versions_whole     every Delta version of every table is whole, every data file of the
                      latest version exists with the row count its log states, and no
                      streaming batch is committed twice

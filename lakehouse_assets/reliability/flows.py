@@ -1,5 +1,6 @@
 """What the invariants check, read from the tables' declarations: which bronze table ingests
-which landing folder, and which table routes which source into itself and its quarantine.
+which landing folder, which table routes which source into itself and its quarantine, and
+which table kept incrementally must equal which batch query.
 
 Every table declared the way the reference tables are is checked as they are: nothing here
 names a table.
@@ -12,9 +13,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.discovery import package_assets, project_packages, table_specs
 from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
-from lakehouse_assets.assets.table_asset import QUARANTINE_TABLE, STREAMS_FROM
+from lakehouse_assets.assets.table_asset import INCREMENTAL_AGGREGATE, QUARANTINE_TABLE, RECOMPUTED_BY, STREAMS_FROM
 from lakehouse_assets.settings import LakehouseSettings
 
 
@@ -40,11 +42,22 @@ class Routing:
 
 
 @dataclass(frozen=True)
+class Recomputation:
+    """``table`` is kept incrementally, and must hold the rows ``query`` computes in batch from
+    the tables it reads, one per value of its ``keys``."""
+
+    table: str
+    keys: tuple[str, ...]
+    query: str
+
+
+@dataclass(frozen=True)
 class Flows:
     """The record flows of a lakehouse's declared tables."""
 
     ingestions: tuple[Ingestion, ...] = ()
     routings: tuple[Routing, ...] = ()
+    recomputations: tuple[Recomputation, ...] = ()
 
     def quarantine_of(self, table: str) -> list[str]:
         """The quarantine written by ``table``'s query, if it routes."""
@@ -54,7 +67,7 @@ class Flows:
 def declared_flows(assets: Iterable[Any]) -> Flows:
     """The flows the table assets among ``assets`` declare."""
     specs = table_specs(assets)
-    ingestions, routings = [], []
+    ingestions, routings, recomputations = [], [], []
     for table, spec in sorted(specs.items()):
         source = streamed_folder(spec.metadata)
         if source is not None:
@@ -64,7 +77,10 @@ def declared_flows(assets: Iterable[Any]) -> Flows:
         streams = spec.metadata.get(STREAMS_FROM) or []
         if QUARANTINE_TABLE in spec.metadata and len(streams) == 1:
             routings.append(Routing(table, str(spec.metadata[QUARANTINE_TABLE]), streams[0]))
-    return Flows(tuple(ingestions), tuple(routings))
+        if RECOMPUTED_BY in spec.metadata:
+            keys = IncrementalAggregate.from_metadata(spec.metadata[INCREMENTAL_AGGREGATE]).key_names
+            recomputations.append(Recomputation(table, tuple(keys), str(spec.metadata[RECOMPUTED_BY])))
+    return Flows(tuple(ingestions), tuple(routings), tuple(recomputations))
 
 
 def project_flows(settings: LakehouseSettings | None = None) -> Flows:

@@ -1,116 +1,94 @@
-"""The ``gold_recomputed`` invariant: each gold table equals a batch recomputation of its
-logic from its source table.
+"""The ``gold_recomputed`` invariant: every table kept incrementally equals a batch
+recomputation of its query.
 
-Checked for the reference pipeline's two incrementally kept gold tables, recomputed here in
-Python from the rows of their sources (the seeds' cells: a mean per patient and day, a count
-per device), so the check does not share the SQL or the merge code it judges. A table
-declared elsewhere is not recomputed yet: that needs its query run in batch.
+A grouped streaming table declared in SQL is kept incrementally: each batch's partial results
+are merged into the groups it changes (:mod:`lakehouse_assets.tables.sql_aggregate`). Its
+query run in batch over its sources as they stand (``STREAM(x)`` read as ``x``) must give the
+same groups. The recomputation is the declaration's own SQL, run by Spark; the incremental
+merge it judges plays no part, and the table's rows are read with the independent reader.
+Groups are matched by the aggregate's keys, numbers within a relative 1e-9 (a mean kept as a
+sum and a count is not bit for bit the mean of the rows).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from pyspark.sql import SparkSession
+
 from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability.flows import Flows, Recomputation
 from lakehouse_assets.reliability.reading import read_or_report, table_path
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.tables import LakehouseTables
 
 GOLD_RECOMPUTED = "gold_recomputed"
-_DAY = 86_400
 
 
-@dataclass(frozen=True)
-class ReferenceGold:
-    """The reference pipeline's gold tables and the tables they are computed from."""
-
-    bronze: str = "bronze.recordings"
-    silver: str = "silver.recordings_enriched"
-    daily_patient_avg: str = "gold.daily_patient_avg"
-    device_counts: str = "gold.device_counts"
-
-
-REFERENCE_GOLD = ReferenceGold()
-
-
-def check_gold_recomputed(settings: LakehouseSettings, *, pending_ok: bool = False,
-                          flow: ReferenceGold = REFERENCE_GOLD) -> InvariantResult:
-    """daily_patient_avg and device_counts equal their logic (lakehouse_assets.assets.gold)
-    recomputed in batch from silver and bronze."""
-    result = InvariantResult(GOLD_RECOMPUTED, "the reference gold tables equal a batch recomputation")
+def check_gold_recomputed(settings: LakehouseSettings, flows: Flows, spark: Callable[[], SparkSession], *,
+                          pending_ok: bool = False) -> InvariantResult:
+    """Each table of ``flows.recomputations`` holds what its query computes in batch now;
+    ``spark`` gives the session to run the queries in (asked for only when there is one to run)."""
+    result = InvariantResult(GOLD_RECOMPUTED, "every table kept incrementally equals a batch recomputation")
     if pending_ok:
-        result.skipped = "gold may lag its sources while runs are pending"
+        result.skipped = "a table may lag its sources while runs are pending"
         return result
-    checked = 0
-    silver_path = table_path(settings, flow.silver)
-    daily_path = table_path(settings, flow.daily_patient_avg)
-    if delta_files.is_table(silver_path):
-        checked += 1
-        silver = read_or_report(result, flow.silver, silver_path, ["mrn", "name", "time", "heartrate"])
-        gold = (read_or_report(result, flow.daily_patient_avg, daily_path, None)
-                if delta_files.is_table(daily_path) else None)
-        if silver is not None and (gold is not None or not delta_files.is_table(daily_path)):
-            _compare_daily(result, flow.daily_patient_avg, silver, gold)
-    bronze_path = table_path(settings, flow.bronze)
-    counts_path = table_path(settings, flow.device_counts)
-    if delta_files.is_table(bronze_path):
-        checked += 1
-        bronze = read_or_report(result, flow.bronze, bronze_path, ["device_id"])
-        gold = (read_or_report(result, flow.device_counts, counts_path, None)
-                if delta_files.is_table(counts_path) else None)
-        if bronze is not None and (gold is not None or not delta_files.is_table(counts_path)):
-            _compare_device_counts(result, flow.device_counts, bronze, gold)
-    if not checked:
-        result.skipped = "no source tables yet"
+    tables: LakehouseTables | None = None
+    for recomputation in flows.recomputations:
+        path = table_path(settings, recomputation.table)
+        if not delta_files.is_table(path):
+            continue
+        result.checked.append(recomputation.table)
+        actual = read_or_report(result, recomputation.table, path, None)
+        if actual is None:
+            continue
+        tables = tables or LakehouseTables(spark(), settings)
+        try:
+            expected = tables.sql(recomputation.query).toArrow()
+        except Exception as exc:  # noqa: BLE001 - a source that cannot be read is a finding, not a crash
+            result.add(recomputation.table, f"cannot recompute it: its query failed over its sources "
+                       f"({_spark_error(exc)})")
+            continue
+        _compare(result, recomputation, expected, actual)
+    if not result.checked:
+        result.skipped = "no table kept incrementally yet" if flows.recomputations else "no table kept incrementally"
     return result
 
 
-def _compare_daily(result: InvariantResult, table: str, silver: Any, gold: Any) -> None:
-    sums: dict[tuple[Any, ...], list[float]] = {}
-    for mrn, name, time, heartrate in delta_files.row_tuples(silver, ["mrn", "name", "time", "heartrate"]):
-        day = None if time is None else int(_utc(time).timestamp()) // _DAY * _DAY
-        acc = sums.setdefault((mrn, name, day), [0.0, 0])
-        if heartrate is not None:
-            acc[0] += heartrate
-            acc[1] += 1
-    expected = {k: (s / n if n else None) for k, (s, n) in sums.items()}
-    actual: dict[tuple[Any, ...], Any] = {}
-    duplicated = []
-    rows = delta_files.row_tuples(gold, ["mrn", "name", "date", "avg_heartrate"]) if gold is not None else ()
-    for mrn, name, date, avg in rows:
-        key = (mrn, name, None if date is None else int(_utc(date).timestamp()))
-        if key in actual:
-            duplicated.append(f"mrn={mrn} name={name!r} date={_day_text(key[2])}")
-        actual[key] = avg
-    _compare_groups(result, table, expected, actual, duplicated,
-                    lambda k: f"mrn={k[0]} name={k[1]!r} date={_day_text(k[2])}", "avg_heartrate")
+def _spark_error(exc: Exception) -> str:
+    """What failed, from a Spark error: its first line naming an error class (``[FAILED_READ_FILE...]``),
+    not py4j's "An error occurred while calling ..."."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    named = next((line for line in lines if line.startswith(("[", ": org.")) or "] " in line), None)
+    return (named or (lines[0] if lines else type(exc).__name__))[:400]
 
 
-def _compare_device_counts(result: InvariantResult, table: str, bronze: Any, gold: Any) -> None:
-    expected = dict(Counter(d for (d,) in delta_files.row_tuples(bronze, ["device_id"]) if d is not None))
-    actual: dict[tuple[Any, ...], Any] = {}
-    duplicated = []
-    rows = delta_files.row_tuples(gold, ["device_id", "total_recordings"]) if gold is not None else ()
-    for device_id, total in rows:
-        if device_id in actual:
-            duplicated.append(f"device_id={device_id}")
-        actual[device_id] = total
-    _compare_groups(result, table, expected, actual, duplicated, lambda k: f"device_id={k}", "total_recordings")
+def _compare(result: InvariantResult, recomputation: Recomputation, expected: Any, actual: Any) -> None:
+    table, keys = recomputation.table, list(recomputation.keys)
+    values = [c for c in expected.column_names if c not in keys]
+    missing_columns = [c for c in expected.column_names if c not in actual.column_names]
+    if missing_columns:
+        result.add(table, f"the table lacks the columns {missing_columns} its query computes")
+        return
+    recomputed = _groups(expected, keys, values)
+    held, duplicated = _groups(actual, keys, values), _duplicated(actual, keys)
 
+    def describe(key: tuple[Any, ...]) -> str:
+        return " ".join(f"{k}={v!r}" for k, v in zip(keys, key, strict=True))
 
-def _compare_groups(result: InvariantResult, table: str, expected: dict[Any, Any], actual: dict[Any, Any],
-                    duplicated: list[str], describe: Callable[[Any], str], value: str) -> None:
+    def shown(row: tuple[Any, ...]) -> str:
+        return ", ".join(f"{c}={v!r}" for c, v in zip(values, row, strict=True))
+
     if duplicated:
-        result.add(table, f"{len(duplicated)} groups appear more than once", duplicated)
-    missing = [describe(k) + f" {value}={expected[k]}" for k in expected if k not in actual]
-    extra = [describe(k) + f" {value}={actual[k]}" for k in actual if k not in expected]
-    wrong = [f"{describe(k)}: {value}={actual[k]}, recomputed {expected[k]}"
-             for k in expected if k in actual and not _close(actual[k], expected[k])]
+        result.add(table, f"{len(duplicated)} groups appear more than once", [describe(k) for k in duplicated])
+    missing = [f"{describe(k)}: {shown(v)}" for k, v in recomputed.items() if k not in held]
+    extra = [f"{describe(k)}: {shown(v)}" for k, v in held.items() if k not in recomputed]
+    wrong = [f"{describe(k)}: {shown(held[k])}, recomputed {shown(v)}"
+             for k, v in recomputed.items() if k in held and not _same(held[k], v)]
     if missing:
         result.add(table, f"{len(missing)} groups of the recomputation are missing", missing)
     if extra:
@@ -119,15 +97,38 @@ def _compare_groups(result: InvariantResult, table: str, expected: dict[Any, Any
         result.add(table, f"{len(wrong)} groups differ from the recomputation", wrong)
 
 
+def _groups(rows: Any, keys: list[str], values: list[str]) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    return {row[:len(keys)]: row[len(keys):] for row in _rows(rows, [*keys, *values])}
+
+
+def _rows(rows: Any, columns: list[str]) -> list[tuple[Any, ...]]:
+    """The rows' values, times in UTC (Spark hands them in the session's zone, Delta in UTC)."""
+    return [tuple(_utc(v) for v in row) for row in delta_files.row_tuples(rows, columns)]
+
+
+def _utc(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+    return value
+
+
+def _duplicated(rows: Any, keys: list[str]) -> list[tuple[Any, ...]]:
+    seen: set[tuple[Any, ...]] = set()
+    twice = []
+    for key in _rows(rows, keys):
+        if key in seen:
+            twice.append(key)
+        seen.add(key)
+    return twice
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return all(_close(x, y) for x, y in zip(a, b, strict=True))
+
+
 def _close(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
-    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
-
-
-def _utc(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-
-
-def _day_text(seconds: int | None) -> str:
-    return "null" if seconds is None else dt.datetime.fromtimestamp(seconds, dt.UTC).date().isoformat()
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-9)
+    return bool(a == b)

@@ -116,3 +116,11 @@ def _is(toks: list[Token], i: int, text: str) -> bool:
 
 def _is_word(toks: list[Token], i: int, *words: str) -> bool:
     return 0 <= i < len(toks) and toks[i].kind == "word" and toks[i].text.lower() in words
+
+
+def batch_query(sql: str) -> str:
+    """``sql`` reading every table it streams as the table stands (``STREAM(x)`` as ``x``): the
+    query a streaming table's rows are recomputed with in batch."""
+    for ref in reversed(stream_references(sql)):
+        sql = sql[:ref.start] + ref.written + sql[ref.end:]
+    return sql

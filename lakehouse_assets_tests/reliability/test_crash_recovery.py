@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakehouse_assets.reliability import check_all
-from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
+from lakehouse_assets.reliability.invariants import GOLD_RECOMPUTED, LANDED_ONCE, ROUTED
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.checkpoint import batch_ids
 from lakehouse_assets_tests.admissions_data import land_admissions
@@ -62,7 +62,8 @@ def test_runs_killed_at_every_point_lose_and_duplicate_nothing(tmp_path):
 #: a user would add it: the campaign runs its tables alone and checks them by their declarations.
 ADMISSIONS = CampaignSource(
     land=lambda landing, files, seed: land_admissions(landing / "admissions", files=files, seed=seed),
-    assets=("bronze/admissions", "silver/admissions_clean", "silver/admissions_clean_quarantine", "gold/ward_stays"),
+    assets=("bronze/admissions", "silver/admissions_clean", "silver/admissions_clean_quarantine", "gold/ward_stays",
+            "gold/ward_days"),
     packages=("lakehouse_assets_tests.admissions",),
 )
 
@@ -82,6 +83,7 @@ def test_runs_killed_over_a_second_source_lose_and_duplicate_nothing(tmp_path):
     report = check_all(harness.settings)
     assert "bronze.admissions" in report.result(LANDED_ONCE).checked
     assert "silver.admissions_clean" in report.result(ROUTED).checked
+    assert "gold.ward_days" in report.result(GOLD_RECOMPUTED).checked
 
 
 @pytest.mark.slow
