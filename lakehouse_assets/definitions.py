@@ -15,19 +15,18 @@ from lakehouse_assets.assets import maintenance
 from lakehouse_assets.assets.discovery import (
     declared_types,
     freshness_paths,
+    ingests_landed_files,
     package_assets,
+    package_contracts,
     project_packages,
-    reads_landed_files,
     table_specs,
 )
 from lakehouse_assets.assets.landing import landing_specs
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.io.replay import replay_job, routed_table_assets
-from lakehouse_assets.quality import bronze as bronze_contracts
-from lakehouse_assets.quality import gold as gold_contracts
-from lakehouse_assets.quality import silver as silver_contracts
 from lakehouse_assets.quality.checks import contract_checks
+from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.declared_schema import declared_schema_check
 from lakehouse_assets.quality.freshness import DEFAULT_MAX_LAG, freshness_check
 from lakehouse_assets.sensors.automation import automation_sensor
@@ -36,28 +35,20 @@ from lakehouse_assets.sensors.landing import landing_sensors
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 
-# Silver and gold checks block: a failing ERROR rule keeps downstream from building on it.
-REFERENCE_CHECKS = (
-    (bronze_contracts.RECORDINGS, False),
-    (silver_contracts.PATIENTS, True),
-    (silver_contracts.RECORDINGS_ENRICHED, True),
-    (silver_contracts.RECORDINGS_QUARANTINE, True),
-    (gold_contracts.DAILY_PATIENT_AVG, True),
-    (gold_contracts.DEVICE_COUNTS, True),
-)
 
-
-def table_checks(tables: Sequence[dg.AssetsDefinition]) -> list[dg.AssetChecksDefinition]:
-    """Each table's schema contract as checks: its Pandera contract's where it has one
-    (``REFERENCE_CHECKS``), else its declared column types (``declared_schema``). ERROR checks
-    block downstream, except on tables that read landed files (raw rows are silver's to judge)."""
+def table_checks(tables: Sequence[dg.AssetsDefinition],
+                 contracts: Sequence[Contract]) -> list[dg.AssetChecksDefinition]:
+    """Each table's schema contract as checks: its Pandera contract's where its package holds
+    one, else its declared column types (``declared_schema``). ERROR checks block downstream,
+    except on bronze tables (raw rows are silver's to judge)."""
     specs = table_specs(tables)
-    contracts = [contract_checks(contract, blocking=blocking) for contract, blocking in REFERENCE_CHECKS
-                 if contract.table in specs]
-    covered = {contract.table for contract, _ in REFERENCE_CHECKS}
-    declared = [declared_schema_check(table, types, blocking=not reads_landed_files(specs[table]))
-                for table, types in declared_types(tables).items() if table not in covered]
-    return [*contracts, *declared]
+    checked = [contract for contract in contracts if contract.table in specs]
+    covered = {contract.table for contract in checked}
+    return [
+        *(contract_checks(contract, blocking=not ingests_landed_files(specs[contract.table])) for contract in checked),
+        *(declared_schema_check(table, types, blocking=not ingests_landed_files(specs[table]))
+          for table, types in declared_types(tables).items() if table not in covered),
+    ]
 
 
 def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None = None) -> dg.Definitions:
@@ -75,7 +66,8 @@ def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None 
                  if condition is not None]
     return dg.Definitions(
         assets=[*landing_specs(tables), *tables],
-        asset_checks=[*table_checks(tables), *(freshness_check(path, DEFAULT_MAX_LAG) for path in paths)],
+        asset_checks=[*table_checks(tables, package_contracts(*packages)),
+                      *(freshness_check(path, DEFAULT_MAX_LAG) for path in paths)],
         sensors=[
             *landing_sensors(tables, minimum_interval_seconds=interval),
             automation_sensor(dg.AssetSelection.assets(*automated), minimum_interval_seconds=interval),

@@ -111,3 +111,20 @@ def test_a_package_that_cannot_be_imported_is_named(tmp_path) -> None:
         project_definitions(settings)
     with pytest.raises(ConfigurationError, match="importable Python packages"):
         LakehouseSettings.from_env({"LAKEHOUSE_ASSET_PACKAGES": "my-project/assets"})
+
+
+def test_the_contracts_an_asset_package_holds_are_found_and_checked(repository: dg.RepositoryDefinition) -> None:
+    from lakehouse_assets.assets.discovery import package_contracts
+
+    tables = {contract.table for contract in package_contracts(lakehouse_assets.assets)}
+    assert tables == {"bronze.recordings", "silver.patients", "silver.recordings_enriched",
+                      "silver.recordings_quarantine", "gold.daily_patient_avg", "gold.device_counts"}
+    graph = repository.asset_graph
+
+    def blocking(table: str, check: str) -> bool:
+        return graph.get_check_spec(dg.AssetCheckKey(key(table), check)).blocking
+
+    # Raw bronze rows are silver's to judge: bronze's checks never block; the others' do.
+    assert not blocking("bronze/recordings", "pandera_schema")
+    assert blocking("silver/patients", "pandera_schema")
+    assert blocking("silver/admissions_clean", DECLARED_SCHEMA_CHECK)

@@ -121,3 +121,6 @@ patient_changes = bronze_table(
     description="Changes to patient records (mrn, name, op, seq) as landed, with _rescued_data, "
     "_source_file and _ingested_at.",
 )
+
+#: The Pandera contract checked on bronze.recordings after each materialization.
+CONTRACTS = (contracts.RECORDINGS,)

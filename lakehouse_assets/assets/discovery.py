@@ -9,16 +9,18 @@ its declaration and are never listed by hand.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
+from lakehouse_assets.assets.landing import streamed_folder
 from lakehouse_assets.assets.table_asset import QUARANTINE_FOR, STREAMS_FROM
 from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.freshness import FreshnessPath
 
 
@@ -47,6 +49,26 @@ def package_assets(*packages: ModuleType) -> list[dg.AssetsDefinition]:
             if isinstance(loaded, dg.AssetsDefinition):
                 found.setdefault(id(loaded), loaded)
     return list(found.values())
+
+
+def package_contracts(*packages: ModuleType) -> list[Contract]:
+    """The Pandera contracts the modules of ``packages`` hold at their top level, alone or in
+    a tuple or list (``CONTRACTS = (...)``): each is checked on its table, found like the
+    tables themselves."""
+    found: dict[int, Contract] = {}
+    for package in packages:
+        for module in _modules(package):
+            for value in vars(module).values():
+                for item in value if isinstance(value, tuple | list) else (value,):
+                    if isinstance(item, Contract):
+                        found.setdefault(id(item), item)
+    return list(found.values())
+
+
+def _modules(package: ModuleType) -> Iterator[ModuleType]:
+    yield package
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        yield importlib.import_module(info.name)
 
 
 def table_specs(assets: Iterable[Any]) -> dict[str, dg.AssetSpec]:
@@ -97,9 +119,9 @@ def declared_types(assets: Iterable[Any]) -> dict[str, dict[str, str]]:
     return declared
 
 
-def reads_landed_files(spec: dg.AssetSpec) -> bool:
-    """Whether the table reads a landing folder itself (a bronze, a lookup loaded from files)."""
-    return bool(spec.metadata.get(LANDING_FOLDERS))
+def ingests_landed_files(spec: dg.AssetSpec) -> bool:
+    """Whether the table is a bronze table: it streams a landing folder, raw rows and all."""
+    return streamed_folder(spec.metadata) is not None
 
 
 def streamed_by(assets: Iterable[Any]) -> dict[str, list[str]]:

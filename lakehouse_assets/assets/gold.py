@@ -27,7 +27,6 @@ from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
 from lakehouse_assets.quality import gold as contracts
-from lakehouse_assets.quality.freshness import FreshnessPath
 from lakehouse_assets.storage import StreamOptions
 
 #: How late a recording may arrive, in event time, and still count in its window.
@@ -36,14 +35,8 @@ HEARTRATE_WINDOW = "5 minutes"
 
 daily_patient_avg = sql_asset(SQL_FOLDER / "daily_patient_avg.sql")
 device_counts = sql_asset(SQL_FOLDER / "device_counts.sql")
-
-#: How each gold table's rows come from landed files: what its data_freshness check follows.
-FRESHNESS_PATHS = (
-    FreshnessPath("gold.daily_patient_avg", ("silver.recordings_enriched", "bronze.recordings"), "recordings"),
-    FreshnessPath("gold.device_counts", ("bronze.recordings",), "recordings"),
-    FreshnessPath("gold.heartrate_5min", ("silver.recordings_enriched", "bronze.recordings"), "recordings"),
-    FreshnessPath("gold.patient_changes", ("silver.patients_current", "bronze.patient_changes"), "patient_changes"),
-)
+#: The Pandera contracts checked on these tables after each materialization.
+CONTRACTS = (contracts.DAILY_PATIENT_AVG, contracts.DEVICE_COUNTS)
 
 
 @table_asset(layer="gold", ins={"recordings": stream_from(["silver", "recordings_enriched"])},

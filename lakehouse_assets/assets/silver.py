@@ -29,6 +29,8 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 
+#: The Pandera contracts checked on these tables after each materialization.
+CONTRACTS = (contracts.PATIENTS, contracts.RECORDINGS_ENRICHED, contracts.RECORDINGS_QUARANTINE)
 PATIENTS_SCHEMA = "mrn BIGINT, name STRING"
 # The bronze `time` (Unix seconds) while the rules read the parsed timestamp as `time`.
 BRONZE_TIME = "_bronze_time"
