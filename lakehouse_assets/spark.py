@@ -73,7 +73,8 @@ def build_spark_session(
     for key, value in REQUIRED_CONF.items():
         if not key.startswith("spark.hadoop."):
             spark.conf.set(key, value)
-    spark.sparkContext.setLogLevel("WARN")
+    if not is_connect_session(spark):  # an engine's session started elsewhere has no JVM here
+        spark.sparkContext.setLogLevel("WARN")
     return spark
 
 
