@@ -37,7 +37,7 @@ run: $(INSTALLED)
 ## Lint and type-check: ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and mypy (strict, the whole
 ## package). Settings in pyproject.toml.
 lint: $(INSTALLED)
-	$(BIN)/ruff check lakehouse_assets lakehouse_assets_tests benchmarks scripts
+	$(BIN)/ruff check lakehouse_assets lakehouse_assets_tests benchmarks scripts examples
 	$(BIN)/mypy
 
 ## Run the whole test suite, slow end-to-end tests included, embedded and then on a Spark Connect engine,

@@ -7,6 +7,7 @@ run, and paths are read from the environment when a run or sensor tick needs the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 import dagster as dg
@@ -25,6 +26,7 @@ from lakehouse_assets.assets.landing import landing_specs
 from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.io.replay import replay_job, routed_table_assets
+from lakehouse_assets.pipelines.assets import pipeline_assets
 from lakehouse_assets.quality.checks import contract_checks
 from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.declared_schema import declared_schema_check
@@ -51,14 +53,18 @@ def table_checks(tables: Sequence[dg.AssetsDefinition],
     ]
 
 
-def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None = None) -> dg.Definitions:
-    """The Definitions of the tables declared in ``packages`` (every module under them): each
-    table's landing folder, landing sensor, automation, checks and replay job come from its
-    declaration. Nothing here starts Spark or reads the lakehouse."""
+def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None = None,
+                      pipelines: Sequence[Path] = ()) -> dg.Definitions:
+    """The Definitions of the tables declared in ``packages`` (every module under them) and
+    in the Spark Declarative Pipelines folders ``pipelines``: each table's landing folder,
+    landing sensor, automation, checks and replay job come from its declaration. Nothing here
+    starts Spark or reads the lakehouse."""
     spark = SparkResource()
+    settings = settings or LakehouseSettings.from_env()
     # The one setting read when definitions load: Dagster needs a sensor's interval up front.
-    interval = (settings or LakehouseSettings.from_env()).sensor_interval_seconds
-    tables = package_assets(*packages)
+    interval = settings.sensor_interval_seconds
+    tables = [*package_assets(*packages),
+              *(asset for folder in pipelines for asset in pipeline_assets(folder, settings))]
     # Each table at most 5 minutes behind the newest landed record it is made from (data
     # time): checked after each materialization, and by the freshness sensor between runs.
     paths = freshness_paths(tables)
@@ -85,9 +91,10 @@ def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None 
 
 
 def project_definitions(settings: LakehouseSettings) -> dg.Definitions:
-    """The project's own tables (``lakehouse_assets.assets``) and those of the packages
-    ``LAKEHOUSE_ASSET_PACKAGES`` names."""
-    return build_definitions(*project_packages(settings.asset_packages), settings=settings)
+    """The project's own tables (``lakehouse_assets.assets``), those of the packages
+    ``LAKEHOUSE_ASSET_PACKAGES`` names, and those of the pipelines ``LAKEHOUSE_PIPELINES`` names."""
+    return build_definitions(*project_packages(settings.asset_packages), settings=settings,
+                             pipelines=settings.pipelines)
 
 
 defs = project_definitions(LakehouseSettings.from_env())

@@ -57,6 +57,8 @@ class LakehouseSettings:
     delta_jars: Path = DEFAULT_DELTA_JARS
     #: Python packages of table assets loaded beside the project's own (``LAKEHOUSE_ASSET_PACKAGES``).
     asset_packages: tuple[str, ...] = ()
+    #: Spark Declarative Pipelines / Lakeflow project folders loaded as assets (``LAKEHOUSE_PIPELINES``).
+    pipelines: tuple[Path, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LakehouseSettings:
@@ -64,7 +66,8 @@ class LakehouseSettings:
         object of Spark settings), ``LAKEHOUSE_SENSOR_INTERVAL`` (seconds),
         ``LAKEHOUSE_SPARK_REMOTE`` (a Spark Connect URL), ``LAKEHOUSE_ENGINE_PORT``,
         ``LAKEHOUSE_DELTA_JARS`` (the folder of Delta Lake's jars) and
-        ``LAKEHOUSE_ASSET_PACKAGES`` (importable package names, separated by commas)."""
+        ``LAKEHOUSE_ASSET_PACKAGES`` (importable package names, separated by commas) and
+        ``LAKEHOUSE_PIPELINES`` (pipeline project folders, separated by ``:``)."""
         env = os.environ if environ is None else environ
         root = Path(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT).expanduser().resolve()
         conf_text = env.get("LAKEHOUSE_SPARK_CONF", "").strip()
@@ -104,6 +107,8 @@ class LakehouseSettings:
             engine_port=int(port_text),
             delta_jars=Path(env.get("LAKEHOUSE_DELTA_JARS") or DEFAULT_DELTA_JARS).expanduser().resolve(),
             asset_packages=_package_names(env.get("LAKEHOUSE_ASSET_PACKAGES", "")),
+            pipelines=tuple(Path(folder).expanduser().resolve()
+                            for folder in env.get("LAKEHOUSE_PIPELINES", "").split(os.pathsep) if folder.strip()),
         )
 
     def layer_path(self, layer: str) -> Path:

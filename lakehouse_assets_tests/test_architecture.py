@@ -17,7 +17,7 @@ LAYERS: list[set[str]] = [
     {"storage", "engine", "simulator"},
     {"streaming", "spark", "tables", "cdc", "aggregates"},
     {"ingestion", "quality"},
-    {"assets", "sensors", "reliability"},
+    {"assets", "sensors", "reliability", "pipelines"},
     {"io"},
     {"definitions", "cli", "__init__"},
 ]

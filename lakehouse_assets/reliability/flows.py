@@ -17,6 +17,7 @@ from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.discovery import package_assets, project_packages, table_specs
 from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
 from lakehouse_assets.assets.table_asset import INCREMENTAL_AGGREGATE, QUARANTINE_TABLE, RECOMPUTED_BY, STREAMS_FROM
+from lakehouse_assets.pipelines.assets import pipeline_assets
 from lakehouse_assets.settings import LakehouseSettings
 
 
@@ -85,8 +86,12 @@ def declared_flows(assets: Iterable[Any]) -> Flows:
 
 def project_flows(settings: LakehouseSettings | None = None) -> Flows:
     """The flows of the project's tables: its own (``lakehouse_assets.assets``) and, with
-    ``settings``, those of the packages ``LAKEHOUSE_ASSET_PACKAGES`` names."""
-    return _package_flows(settings.asset_packages if settings else ())
+    ``settings``, those of the packages ``LAKEHOUSE_ASSET_PACKAGES`` names and of the
+    pipelines ``LAKEHOUSE_PIPELINES`` names."""
+    if settings is None or not settings.pipelines:
+        return _package_flows(settings.asset_packages if settings else ())
+    return declared_flows([*package_assets(*project_packages(settings.asset_packages)),
+                           *(asset for folder in settings.pipelines for asset in pipeline_assets(folder, settings))])
 
 
 @cache

@@ -267,13 +267,23 @@ def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlCons
             f"{source}: {table}: CONSTRAINT {name} ends with {' '.join(rest)!r}; write ON VIOLATION DROP ROW, "
             "ON VIOLATION FAIL UPDATE, or nothing (keep and count failing rows)")
     try:
-        parsed = sqlglot.parse_one(condition_sql, dialect="spark")
+        columns = condition_columns(condition_sql)
+    except SqlDefinitionError as exc:
+        raise SqlDefinitionError(f"{source}: {table}: CONSTRAINT {name}'s condition {exc}") from exc
+    return SqlConstraint(name, condition_sql, columns, actions[tuple(rest)])
+
+
+def condition_columns(condition: str) -> tuple[str, ...]:
+    """The columns an expectation's SQL ``condition`` reads; refuses one that does not parse
+    or reads no column."""
+    try:
+        parsed = sqlglot.parse_one(condition, dialect="spark")
     except SqlglotError as exc:
-        raise SqlDefinitionError(f"{source}: {table}: CONSTRAINT {name}'s condition does not parse: {exc}") from exc
+        raise SqlDefinitionError(f"does not parse: {exc}") from exc
     columns = tuple(sorted({c.name for c in parsed.find_all(exp.Column)}))
     if not columns:
-        raise SqlDefinitionError(f"{source}: {table}: CONSTRAINT {name}'s condition reads no column")
-    return SqlConstraint(name, condition_sql, columns, actions[tuple(rest)])
+        raise SqlDefinitionError("reads no column")
+    return columns
 
 
 def _depths(toks: list[Token]) -> list[int]:

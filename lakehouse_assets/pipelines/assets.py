@@ -1,0 +1,271 @@
+"""A pipeline folder as table assets: each stored dataset one asset ``<schema>/<name>``, made
+by the same declarations as the project's own tables, so the IO manager, the checks, the
+quarantine, the sensors and ``lakehouse verify`` treat it as they treat those.
+
+- a streaming table reading landed files with ``cloudFiles`` is a bronze table (Auto
+  Loader, its landing folder's sensor);
+- a streaming table is an append stream with its own checkpoint; one with ``expect_or_drop``
+  expectations writes the rows failing them to ``<schema>/<name>_quarantine``, with the
+  names of the expectations as the reason;
+- a materialized view is recomputed whole by each run;
+- a temporary view is no asset: its function is inlined into the flows reading it, and its
+  reads become theirs.
+
+Nothing here runs a Spark job: the files are imported and their flows' reads read from
+their source (:mod:`.reads`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from lakehouse_assets.assets.automation import downstream_of_new_data
+from lakehouse_assets.assets.bronze import landing_source
+from lakehouse_assets.assets.landing import LandingFolder
+from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
+from lakehouse_assets.assets.sql_asset import QUARANTINE_SUFFIX, expectation
+from lakehouse_assets.assets.table_asset import STREAMS_FROM, IncrementalSource, table_asset
+from lakehouse_assets.pipelines.graph import DatasetKind, PipelineDataset, PipelineRegistry
+from lakehouse_assets.pipelines.python_api import load_python_file
+from lakehouse_assets.pipelines.reads import FileRead, FlowReads, TableRead, flow_reads
+from lakehouse_assets.pipelines.session import PipelineRun, PipelineSession, running
+from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, load_project
+from lakehouse_assets.quality.contract import DescribedColumn
+from lakehouse_assets.quality.rules import Rule, Severity
+from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
+from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.storage import type_sql
+from lakehouse_assets.tables.sql_definition import SqlConstraint, SqlDefinitionError, condition_columns
+from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
+
+#: Definition metadata: the pipeline a table comes from.
+PIPELINE = "lakehouse/pipeline"
+CODE_REFERENCES = "dagster/code_references"
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedPipeline:
+    """A pipeline folder, loaded: its project, its datasets by table, and what each reads
+    (a temporary view's reads folded into its readers')."""
+
+    project: PipelineProject
+    session: PipelineSession
+    datasets: Mapping[str, PipelineDataset]
+    reads: Mapping[str, FlowReads]
+
+    @property
+    def views(self) -> dict[str, PipelineDataset]:
+        """The temporary views, by name."""
+        return {t: d for t, d in self.datasets.items() if d.kind is DatasetKind.temporary_view}
+
+
+def load_pipeline(folder: Path) -> LoadedPipeline:
+    """Import the pipeline in ``folder`` and read what each of its flows reads."""
+    project = load_project(folder)
+    session = PipelineSession(project)
+    registry = PipelineRegistry(project)
+    for file in project.files:
+        if file.suffix == ".py":
+            load_python_file(file, registry, session)
+        else:
+            registry.register_sql(file.read_text(encoding="utf-8"), file)
+    datasets = registry.finished()
+    direct = {table: flow_reads(dataset.flow.func, project) for table, dataset in datasets.items()}
+    return LoadedPipeline(project, session, datasets, {table: _through_views(table, direct, datasets)
+                                                       for table in datasets})
+
+
+def _through_views(table: str, direct: Mapping[str, FlowReads], datasets: Mapping[str, PipelineDataset],
+                   seen: tuple[str, ...] = ()) -> FlowReads:
+    if table in seen:
+        raise PipelineError(f"{datasets[table].location}: {' -> '.join([*seen, table])} reads itself")
+    tables: list[TableRead] = []
+    files = list(direct[table].files)
+    for read in direct[table].tables:
+        view = datasets.get(read.table)
+        if view is None or view.kind is not DatasetKind.temporary_view:
+            tables.append(read)
+            continue
+        inlined = _through_views(read.table, direct, datasets, (*seen, table))
+        tables.extend(inlined.tables)
+        files.extend(inlined.files)
+    return FlowReads(tuple(tables), tuple(files))
+
+
+def pipeline_assets(folder: Path, settings: LakehouseSettings) -> list[dg.AssetsDefinition]:
+    """The table assets of the pipeline in ``folder``, with their quarantines."""
+    pipeline = load_pipeline(folder)
+    return [_asset(pipeline, dataset, settings) for dataset in pipeline.datasets.values()
+            if dataset.kind is not DatasetKind.temporary_view]
+
+
+def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: LakehouseSettings) -> dg.AssetsDefinition:
+    reads = pipeline.reads[dataset.table]
+    layer, name = dataset.table.split(".")
+    streamed = [read.table for read in reads.tables if read.streamed]
+    folders = [_landing_folder(read, pipeline.project, settings) for read in reads.files]
+    streams = any(read.streamed for read in reads.tables) or any(read.streamed for read in reads.files)
+    if dataset.kind is DatasetKind.materialized_view and streams:
+        raise PipelineError(f"{dataset.location}: the materialized view {dataset.table} reads a stream; a materialized "
+                            "view reads its sources as they stand (spark.read), a streaming table reads streams")
+    if dataset.kind is DatasetKind.streaming_table and not streams:
+        raise PipelineError(f"{dataset.location}: the streaming table {dataset.table} reads no stream, so it has "
+                            "nothing to read incrementally; read its source with spark.readStream, or make it a "
+                            "materialized view")
+    rules = [_rule(dataset, e.name, e.condition, e.on_violation) for e in dataset.expectations]
+    metadata: dict[str, Any] = {PIPELINE: pipeline.project.name, STREAMS_FROM: sorted(set(streamed)),
+                                CODE_REFERENCES: _code_reference(dataset)}
+    for folder in folders:
+        metadata.update(folder.metadata())
+    deps = sorted({*(read.table for read in reads.tables), *(f"{LANDING_DIR}.{f.source}" for f in folders)})
+    description = dataset.comment or (dataset.flow.func.__doc__ or "").strip() or \
+        f"The {dataset.kind} {name} of pipeline {pipeline.project.name}."
+    common: dict[str, Any] = dict(
+        layer=layer, name=name, description=description, deps=[dep.split(".") for dep in deps],
+        columns=_columns(dataset), table_properties=dataset.table_properties or None, expectations=rules,
+        metadata=metadata,
+        # A table reading landed files runs when its landing sensor sees new ones.
+        automation_condition=None if folders else downstream_of_new_data())
+    build = _flow_frame(pipeline, dataset)
+    if any(rule.severity is Severity.ERROR for rule in rules):
+        if folders or dataset.kind is not DatasetKind.streaming_table:
+            raise PipelineError(
+                f"{dataset.location}: {dataset.table} drops rows (expect_or_drop) but is "
+                f"{'fed by landed files' if folders else 'recomputed whole'}; rows are dropped into a quarantine by "
+                "a streaming table reading another table: move the expectation there, or use expect / expect_or_fail")
+        return _routed(common, build)
+    if any(read.cloud_files for read in reads.files):
+        if len(reads.files) != 1 or reads.tables:
+            raise PipelineError(f"{dataset.location}: {dataset.table} reads cloudFiles and other sources; Auto Loader "
+                                "feeds a table of its own: read one landing folder per table")
+
+        @table_asset(output_mode="append", merge_schema=True, **common)
+        def _ingested(spark: SparkResource) -> IncrementalSource:
+            return _auto_loader_source(spark.spark_session, build)
+
+        return _ingested
+
+    @table_asset(output_mode="append", write_mode="overwrite", **common)
+    def _dataset(spark: SparkResource) -> DataFrame:
+        return build(spark.spark_session).frame
+
+    return _dataset
+
+
+def _routed(common: dict[str, Any], build: Callable[[SparkSession], _Built]) -> dg.AssetsDefinition:
+    layer, name = common.pop("layer"), common.pop("name")
+    metadata = common.pop("metadata")
+    table_properties = common.pop("table_properties")
+
+    @routed_table_asset(
+        layer=layer, name=name, quarantine_name=name + QUARANTINE_SUFFIX, ins={},
+        quarantine_description=f"Rows {layer}.{name} dropped by its expect_or_drop expectations, with the names of "
+        "those they failed.", metadata=metadata, table_properties=table_properties, **common)
+    def _routed_dataset(spark: SparkResource) -> RoutedRows:
+        frame = build(spark.spark_session).frame
+        return RoutedRows(rows=frame, passed_columns=frame.columns, quarantine_columns=frame.columns)
+
+    return _routed_dataset
+
+
+@dataclasses.dataclass(frozen=True)
+class _Built:
+    frame: DataFrame
+    run: PipelineRun
+
+
+def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset) -> Callable[[SparkSession], _Built]:
+    """How a run gets the dataset's DataFrame: its flow's function, called with the run's
+    session behind the pipeline's ``spark``, its ``spark_conf`` set."""
+    flow = dataset.flow
+    expected_streaming = dataset.kind is DatasetKind.streaming_table
+
+    def build(spark: SparkSession) -> _Built:
+        for key, value in flow.spark_conf.items():
+            spark.conf.set(key, value)
+        run = PipelineRun(spark, dataset.table, pipeline.views, LakehouseSettings.from_env(), pipeline.session)
+        with running(run):
+            frame = flow.func()
+        if not isinstance(frame, DataFrame):
+            raise PipelineError(f"{flow.location}: the function of {dataset.table} returned "
+                                f"{type(frame).__name__}, not a DataFrame")
+        if frame.isStreaming != expected_streaming:
+            raise PipelineError(f"{flow.location}: {dataset.table} is a {dataset.kind} but its function returned a "
+                                f"{'streaming' if frame.isStreaming else 'batch'} DataFrame")
+        return _Built(frame, run)
+
+    return build
+
+
+def _auto_loader_source(spark: SparkSession, build: Callable[[SparkSession], _Built]) -> IncrementalSource:
+    """A flow reading cloudFiles as the IO manager runs a bronze table: rebuilt (the flow
+    called again) when the stored schema evolves, skipped when nothing new has landed."""
+    first = build(spark)
+    source = landing_source(spark, first.run.loaders[0], dg.get_dagster_logger())
+    pending = [first.frame]
+
+    def frame() -> DataFrame:
+        return pending.pop() if pending else build(spark).frame
+
+    return dataclasses.replace(source, build=frame)
+
+
+def _landing_folder(read: FileRead, project: PipelineProject, settings: LakehouseSettings) -> LandingFolder:
+    """The landing folder a flow reads files from; it must be one under the lakehouse's
+    landing root, for its sensor and ``lakehouse verify`` to find."""
+    path = Path(read.path.removeprefix("file:"))
+    path = (path if path.is_absolute() else project.folder / path).resolve()
+    landing = settings.root / LANDING_DIR
+    if path.parent != landing:
+        raise PipelineError(
+            f"{read.location}: the flow reads files at {path}, outside the lakehouse's landing folders "
+            f"({landing}/<source>); land them in one (set the path in the pipeline's configuration) so that "
+            "its sensor and verify see them")
+    options = {k.removeprefix("cloudFiles.").lower(): v.lower() for k, v in read.options.items()}
+    return LandingFolder(path.name, read.format, streamed=read.streamed,
+                         header=options.get("header") == "true", multi_line=options.get("multiline") == "true")
+
+
+def _code_reference(dataset: PipelineDataset) -> dg.CodeReferencesMetadataValue:
+    """Where the dataset is defined, for the UI's code link."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", dg.BetaWarning)  # code references are beta in Dagster 1.13
+        return dg.CodeReferencesMetadataValue(code_references=[dg.LocalFileCodeReference(
+            file_path=str(dataset.location.file), line_number=dataset.location.line or 1,
+            label=f"{dataset.kind} {dataset.table}")])
+
+
+def _rule(dataset: PipelineDataset, name: str, condition: str, on_violation: Any) -> Rule:
+    check_name = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
+    if not check_name or not check_name[0].isalpha():
+        check_name = f"expect_{check_name}"
+    try:
+        columns = condition_columns(condition)
+    except SqlDefinitionError as exc:
+        raise PipelineError(f"{dataset.location}: {dataset.table}: expectation {name!r}: {exc}") from exc
+    return expectation(SqlConstraint(check_name, condition, columns, on_violation))
+
+
+def _columns(dataset: PipelineDataset) -> Sequence[DescribedColumn]:
+    """The columns the dataset's ``schema`` declares, with their types and comments."""
+    schema = dataset.schema
+    if schema is None:
+        return ()
+    if isinstance(schema, str):
+        try:
+            parsed = spark_type(f"STRUCT<{schema}>")
+        except UnknownTypeError as exc:
+            raise PipelineError(f"{dataset.location}: {dataset.table}: its schema {schema!r} is not a list of "
+                                f"Spark SQL columns (name TYPE, ...): {exc}") from exc
+        assert isinstance(parsed, StructType)
+        schema = parsed
+    return [DescribedColumn(f.name, str(f.metadata.get("comment", "")), type_sql(f.dataType)) for f in schema.fields]

@@ -1,0 +1,140 @@
+"""A pipeline's dataflow graph as its source files declare it: datasets, the flows that
+fill them, and their expectations. Filled by pyspark's own decorators (``@dp.table``, ...)
+through :class:`PipelineRegistry`, the graph element registry ``spark-pipelines`` would use,
+so nothing here runs a query: the files are imported, their functions kept for later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pyspark.pipelines.flow import AutoCdcFlow, Flow
+from pyspark.pipelines.graph_element_registry import GraphElementRegistry
+from pyspark.pipelines.output import MaterializedView, Output, Sink, StreamingTable, TemporaryView
+from pyspark.pipelines.source_code_location import SourceCodeLocation
+from pyspark.sql.types import StructType
+
+from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
+from lakehouse_assets.tables.sql_definition import OnViolation
+
+#: Where a function's expectations are kept, by the ``@dp.expect*`` decorators under ``@dp.table``.
+EXPECTATIONS_ATTRIBUTE = "__lakehouse_expectations__"
+
+
+class DatasetKind(StrEnum):
+    """What a pipeline dataset is."""
+
+    streaming_table = "streaming table"
+    materialized_view = "materialized view"
+    temporary_view = "temporary view"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """``@dp.expect(name, condition)`` and its kin: a SQL condition every row must meet, and
+    what a row failing it does."""
+
+    name: str
+    condition: str
+    on_violation: OnViolation
+
+
+@dataclass(frozen=True)
+class PipelineFlow:
+    """A query filling a dataset: the function returning its DataFrame."""
+
+    name: str
+    func: Callable[[], Any]
+    location: SourceLocation
+    spark_conf: dict[str, str]
+
+
+@dataclass
+class PipelineDataset:
+    """A dataset of the pipeline: ``table`` is ``schema.name``."""
+
+    table: str
+    kind: DatasetKind
+    location: SourceLocation
+    comment: str | None = None
+    schema: StructType | str | None = None
+    table_properties: dict[str, str] = field(default_factory=dict)
+    flows: list[PipelineFlow] = field(default_factory=list)
+    expectations: list[Expectation] = field(default_factory=list)
+
+    @property
+    def flow(self) -> PipelineFlow:
+        """The one flow filling the dataset."""
+        return self.flows[0]
+
+
+def location(where: SourceCodeLocation) -> SourceLocation:
+    """pyspark's source location as the lakehouse's."""
+    return SourceLocation(Path(where.filename), where.line_number)
+
+
+_KINDS = {MaterializedView: DatasetKind.materialized_view, StreamingTable: DatasetKind.streaming_table,
+          TemporaryView: DatasetKind.temporary_view}
+
+
+class PipelineRegistry(GraphElementRegistry):
+    """Collects what a pipeline's files register, by table name (``schema.name``)."""
+
+    def __init__(self, project: PipelineProject) -> None:
+        self.project = project
+        self.datasets: dict[str, PipelineDataset] = {}
+
+    def register_output(self, output: Output) -> None:
+        where = location(output.source_code_location)
+        if isinstance(output, Sink):
+            raise PipelineError(
+                f"{where}: sink {output.name!r} (format {output.format!r}) writes outside the lakehouse, which "
+                "the asset graph does not map; keep the pipeline's tables here and export from one of them")
+        kind = _KINDS.get(type(output))
+        if kind is None:
+            raise PipelineError(f"{where}: {type(output).__name__} {output.name!r} is not a dataset this graph maps")
+        table = self.project.qualified(output.name, where)
+        if table in self.datasets:
+            raise PipelineError(f"{where}: {table} is defined twice (first at {self.datasets[table].location})")
+        if kind is not DatasetKind.temporary_view:
+            assert isinstance(output, MaterializedView | StreamingTable)
+            for argument in ("partition_cols", "cluster_by", "format"):
+                if getattr(output, argument):
+                    raise PipelineError(
+                        f"{where}: {table} sets {argument}={getattr(output, argument)!r}, which the lakehouse does not "
+                        "map yet (its tables are unpartitioned Delta tables); remove it to run the pipeline here")
+        self.datasets[table] = PipelineDataset(
+            table=table, kind=kind, location=where, comment=output.comment,
+            schema=getattr(output, "schema", None), table_properties=dict(getattr(output, "table_properties", {})))
+
+    def register_flow(self, flow: Flow) -> None:
+        where = location(flow.source_code_location)
+        table = self.project.qualified(flow.target, where)
+        dataset = self.datasets.get(table)
+        if dataset is None:
+            raise PipelineError(f"{where}: flow {flow.name!r} writes to {table}, which no dataset of the pipeline "
+                                "defines; declare it first (dp.create_streaming_table)")
+        if dataset.flows:
+            raise PipelineError(
+                f"{where}: flow {flow.name!r} is a second flow into {table} (the first at {dataset.flow.location}); "
+                "several flows into one table (append_flow) are not mapped yet")
+        dataset.flows.append(PipelineFlow(flow.name, flow.func, where, dict(flow.spark_conf)))
+        dataset.expectations.extend(getattr(flow.func, EXPECTATIONS_ATTRIBUTE, ()))
+
+    def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
+        raise PipelineError(f"{location(flow.source_code_location)}: create_auto_cdc_flow into {flow.target!r} is "
+                            "not mapped yet")
+
+    def register_sql(self, sql_text: str, file_path: Path) -> None:
+        raise PipelineError(f"{file_path}: SQL pipeline files are not mapped yet")
+
+    def finished(self) -> dict[str, PipelineDataset]:
+        """The datasets, each checked to have its query."""
+        for dataset in self.datasets.values():
+            if not dataset.flows:
+                raise PipelineError(f"{dataset.location}: {dataset.table} is declared but no flow fills it")
+        return self.datasets

@@ -1,0 +1,154 @@
+"""Loading a pipeline's Python files unchanged: ``from pyspark import pipelines as dp``
+(or Lakeflow's ``import dlt``) and its decorators, with Databricks' extensions.
+
+While a file is imported, ``pyspark.pipelines`` and ``dlt`` are one module holding pyspark's
+own API (``table``, ``materialized_view``, ``temporary_view``, ``create_streaming_table``,
+``append_flow``, ...) and what Lakeflow adds: the expectations (``expect``,
+``expect_or_drop``, ``expect_or_fail``, ``expect_all*``), ``read`` / ``read_stream``, and the
+older names (``view``, ``create_target_table``, ``apply_changes``). Both names are put back
+afterwards, so an installed package named ``dlt`` is shadowed only while a pipeline file is
+imported. The file's own references keep the module, so its functions find ``dp.read`` when
+they run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pyspark
+import pyspark.pipelines as sdp
+from pyspark.pipelines.graph_element_registry import graph_element_registration_context
+
+from lakehouse_assets.pipelines.graph import EXPECTATIONS_ATTRIBUTE, Expectation, PipelineRegistry
+from lakehouse_assets.pipelines.session import PipelineSession, active_run
+from lakehouse_assets.pipelines.spec import PipelineError
+from lakehouse_assets.tables.sql_definition import OnViolation
+
+_MODULE = "pyspark.pipelines"
+_LEGACY_MODULE = "dlt"
+
+
+def _expecting(on_violation: OnViolation, expectations: Mapping[str, str]) -> Callable[[Any], Any]:
+    def decorate(func: Any) -> Any:
+        if not callable(func):
+            raise PipelineError(
+                f"@expect... decorates a dataset's function: put it below @dp.table (it was given {func!r})")
+        declared = [Expectation(name, condition, on_violation) for name, condition in expectations.items()]
+        # Decorators apply from the bottom up: keep the order they are written in.
+        setattr(func, EXPECTATIONS_ATTRIBUTE, [*declared, *getattr(func, EXPECTATIONS_ATTRIBUTE, [])])
+        return func
+    return decorate
+
+
+def expect(name: str, condition: str) -> Callable[[Any], Any]:
+    """Rows failing ``condition`` are kept, and counted."""
+    return _expecting(OnViolation.warn, {name: condition})
+
+
+def expect_or_drop(name: str, condition: str) -> Callable[[Any], Any]:
+    """Rows failing ``condition`` go to the table's quarantine, with ``name`` as the reason."""
+    return _expecting(OnViolation.drop_row, {name: condition})
+
+
+def expect_or_fail(name: str, condition: str) -> Callable[[Any], Any]:
+    """A row failing ``condition`` fails the update."""
+    return _expecting(OnViolation.fail_update, {name: condition})
+
+
+def expect_all(expectations: Mapping[str, str]) -> Callable[[Any], Any]:
+    """:func:`expect` for each ``{name: condition}``."""
+    return _expecting(OnViolation.warn, expectations)
+
+
+def expect_all_or_drop(expectations: Mapping[str, str]) -> Callable[[Any], Any]:
+    """:func:`expect_or_drop` for each ``{name: condition}``."""
+    return _expecting(OnViolation.drop_row, expectations)
+
+
+def expect_all_or_fail(expectations: Mapping[str, str]) -> Callable[[Any], Any]:
+    """:func:`expect_or_fail` for each ``{name: condition}``."""
+    return _expecting(OnViolation.fail_update, expectations)
+
+
+def read(name: str) -> Any:
+    """Lakeflow's ``dlt.read(name)``: the dataset as it stands."""
+    return active_run(f"read({name!r})").session.read_dataset(name, streaming=False)
+
+
+def read_stream(name: str) -> Any:
+    """Lakeflow's ``dlt.read_stream(name)``: the dataset as a stream."""
+    return active_run(f"read_stream({name!r})").session.read_dataset(name, streaming=True)
+
+
+def _lakeflow_module() -> ModuleType:
+    module = ModuleType(_MODULE, sdp.__doc__)
+    for name in sdp.__all__:
+        setattr(module, name, getattr(sdp, name))
+    extensions: dict[str, Any] = dict(
+        expect=expect, expect_or_drop=expect_or_drop, expect_or_fail=expect_or_fail, expect_all=expect_all,
+        expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail, read=read,
+        read_stream=read_stream,
+        # Lakeflow's older names.
+        view=sdp.temporary_view, create_target_table=sdp.create_streaming_table,
+        apply_changes=sdp.create_auto_cdc_flow)
+    for name, value in extensions.items():
+        setattr(module, name, value)
+    module.__all__ = [*sdp.__all__, *extensions]  # type: ignore[attr-defined]
+    return module
+
+
+LAKEFLOW = _lakeflow_module()
+
+
+@contextmanager
+def _lakeflow_names() -> Iterator[None]:
+    """``pyspark.pipelines`` and ``dlt`` as :data:`LAKEFLOW` while a pipeline file is imported."""
+    saved = {name: sys.modules.get(name) for name in (_MODULE, _LEGACY_MODULE)}
+    sys.modules[_MODULE] = sys.modules[_LEGACY_MODULE] = LAKEFLOW
+    pyspark.pipelines = LAKEFLOW  # `from pyspark import pipelines` reads the attribute
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        pyspark.pipelines = sdp
+
+
+def load_python_file(path: Path, registry: PipelineRegistry, session: PipelineSession) -> ModuleType:
+    """Import the pipeline file at ``path`` with ``spark`` defined as ``session``, its
+    datasets registered in ``registry``. An error in the file stops the load naming it."""
+    module_name = f"lakehouse_pipeline.{registry.project.name}.{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise PipelineError(f"{path}: cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    module.__dict__["spark"] = session
+    with graph_element_registration_context(registry), _lakeflow_names():
+        try:
+            spec.loader.exec_module(module)
+        except PipelineError:
+            raise
+        except Exception as exc:
+            line = _line_in(exc, path)
+            raise PipelineError(f"{path}{f':{line}' if line else ''}: loading the pipeline file failed: "
+                                f"{type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _line_in(exc: BaseException, path: Path) -> int | None:
+    tb = exc.__traceback__
+    line = None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename) == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

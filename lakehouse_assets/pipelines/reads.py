@@ -1,0 +1,211 @@
+"""What a pipeline's Python flow reads, found in its source without running it: the
+datasets (``spark.read.table``, ``spark.readStream.table``, ``spark.table``, ``dp.read``,
+``dp.read_stream``) and the landed files (``spark.readStream.format("cloudFiles")...load(path)``,
+``spark.read.csv(path)``, ...). They are the asset's upstream: known when the definitions
+load, before any table exists, with no Spark job.
+
+A name or path is an expression of the file's own values (constants, ``os.environ[...]``,
+``spark.conf.get(...)`` of the spec's configuration, the function's simple assignments), and
+is evaluated as such. What the graph cannot map (a Kafka source, ``dbutils``, a
+``writeStream`` inside a flow) stops the load, naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakehouse_assets.pipelines.python_api import LAKEFLOW
+from lakehouse_assets.pipelines.session import PipelineSession
+from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
+
+#: File formats a flow may read, as a landing folder.
+FILE_FORMATS = ("json", "csv", "parquet")
+CLOUD_FILES = "cloudfiles"
+_READERS = {"read": False, "readStream": True}
+_DATASET_READS = {"read": False, "read_stream": True}
+# What Databricks offers and Spark does not: refused by name wherever a flow uses it.
+_DATABRICKS_ONLY = ("dbutils", "display")
+_UNMAPPED_CALLS = {"writeStream": "writes a stream itself", "foreachBatch": "writes each batch itself",
+                   "saveAsTable": "writes a table itself", "insertInto": "writes a table itself"}
+
+
+@dataclass(frozen=True)
+class TableRead:
+    """A dataset or table a flow reads, as ``schema.name``; ``streamed`` when as a stream."""
+
+    table: str
+    streamed: bool
+    location: SourceLocation
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """Files a flow reads at ``path``: with Auto Loader (``cloud_files``), as a plain file
+    stream, or in batch; ``options`` as given to the reader."""
+
+    path: str
+    format: str
+    streamed: bool
+    cloud_files: bool
+    options: Mapping[str, str]
+    location: SourceLocation
+
+
+@dataclass(frozen=True)
+class FlowReads:
+    """Everything one flow reads."""
+
+    tables: tuple[TableRead, ...]
+    files: tuple[FileRead, ...]
+
+
+def flow_reads(func: Callable[..., Any], project: PipelineProject) -> FlowReads:
+    """What the flow ``func`` (a dataset's function, from a file of ``project``) reads."""
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+    except (OSError, TypeError) as exc:
+        raise PipelineError(f"{getattr(func, '__qualname__', func)}: its source cannot be read ({exc}), so what it "
+                            "reads cannot be known before it runs") from exc
+    file = Path(inspect.getsourcefile(func) or "<unknown>")
+    offset = func.__code__.co_firstlineno - 1
+    tree = ast.parse(source)
+    values = _values(func, tree, file)
+    tables: list[TableRead] = []
+    files: list[FileRead] = []
+    for node in ast.walk(tree):
+        where = SourceLocation(file, getattr(node, "lineno", 0) + offset)
+        if isinstance(node, ast.Name) and node.id in _DATABRICKS_ONLY and node.id not in values:
+            raise PipelineError(f"{where}: {node.id} is Databricks' own and has no counterpart here; read with "
+                                "spark.read / spark.readStream instead")
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        if node.func.attr in _UNMAPPED_CALLS:
+            raise PipelineError(f"{where}: the flow {_UNMAPPED_CALLS[node.func.attr]} ({node.func.attr}); a flow "
+                                "returns its DataFrame and the asset graph writes it")
+        chain = _chain(node)
+        if chain is None:
+            continue
+        root, calls = chain
+        bound = values.get(root)
+        if bound is LAKEFLOW and len(calls) == 1 and calls[0][0] in _DATASET_READS and calls[0][1] is not None:
+            name = _argument(calls[0][1], 0, "name", values, where)
+            tables.append(TableRead(project.qualified(str(name), where), _DATASET_READS[calls[0][0]], where))
+            continue
+        if not isinstance(bound, PipelineSession) or not calls:
+            continue
+        if calls[0][0] == "table" and len(calls) == 1:
+            tables.append(TableRead(project.qualified(str(_argument(node, 0, "tableName", values, where)), where),
+                                    False, where))
+            continue
+        if calls[0][0] == "sql" and len(calls) == 1:
+            raise PipelineError(f"{where}: spark.sql inside a Python flow is not mapped yet; read datasets with "
+                                "spark.read.table / spark.readStream.table")
+        if calls[0][0] not in _READERS or calls[0][1] is not None:
+            continue
+        read = _reader_call(calls, values, where, project)
+        if isinstance(read, TableRead):
+            tables.append(read)
+        elif read is not None:
+            files.append(read)
+    return FlowReads(tuple(tables), tuple(files))
+
+
+def _reader_call(calls: list[tuple[str, ast.Call | None]], values: Mapping[str, Any], where: SourceLocation,
+                 project: PipelineProject) -> TableRead | FileRead | None:
+    """``spark.read...`` / ``spark.readStream...`` up to the call saying what is read."""
+    streamed = _READERS[calls[0][0]]
+    source_format: str | None = None
+    options: dict[str, str] = {}
+    for method, call in calls[1:]:
+        if call is None:
+            return None
+        if method == "format":
+            source_format = str(_argument(call, 0, "source", values, where))
+            if source_format.lower() not in (CLOUD_FILES, *FILE_FORMATS):
+                raise PipelineError(
+                    f"{where}: the flow reads format {source_format!r}, which the asset graph does not map: land "
+                    "the data as files (json, csv, parquet) and read them with cloudFiles, or read a lakehouse table")
+        elif method == "option":
+            options[str(_argument(call, 0, "key", values, where))] = str(_argument(call, 1, "value", values, where))
+        elif method == "options":
+            options.update({kw.arg: str(_evaluate(kw.value, values, where)) for kw in call.keywords if kw.arg})
+        elif method == "table":
+            name = str(_argument(call, 0, "tableName", values, where))
+            return TableRead(project.qualified(name, where), streamed, where)
+        elif method == "load" or method in FILE_FORMATS:
+            path = str(_argument(call, 0, "path", values, where))
+            fmt = method if method in FILE_FORMATS else (source_format or "")
+            cloud_files = fmt.lower() == CLOUD_FILES
+            if cloud_files:
+                fmt = options.get("cloudFiles.format", "")
+            if fmt not in FILE_FORMATS:
+                raise PipelineError(f"{where}: the flow reads {path} as {fmt or 'an unnamed format'}; read json, csv "
+                                    "or parquet (cloudFiles.format for Auto Loader)")
+            options.update({kw.arg: str(_evaluate(kw.value, values, where)) for kw in call.keywords if kw.arg})
+            return FileRead(path, fmt, streamed, cloud_files, options, where)
+    return None
+
+
+def _chain(node: ast.Call) -> tuple[str, list[tuple[str, ast.Call | None]]] | None:
+    """``root.a(...).b.c(...)`` as ``("root", [("a", call), ("b", None), ("c", call)])``."""
+    calls: list[tuple[str, ast.Call | None]] = []
+    current: ast.expr = node
+    while True:
+        if isinstance(current, ast.Call) and isinstance(current.func, ast.Attribute):
+            calls.append((current.func.attr, current))
+            current = current.func.value
+        elif isinstance(current, ast.Attribute):
+            calls.append((current.attr, None))
+            current = current.value
+        elif isinstance(current, ast.Name):
+            return current.id, list(reversed(calls))
+        else:
+            return None
+
+
+def _argument(call: ast.Call, position: int, keyword: str, values: Mapping[str, Any], where: SourceLocation) -> Any:
+    node = next((kw.value for kw in call.keywords if kw.arg == keyword), None)
+    if node is None and len(call.args) > position:
+        node = call.args[position]
+    if node is None:
+        raise PipelineError(f"{where}: the call gives no {keyword}")
+    return _evaluate(node, values, where)
+
+
+def _evaluate(node: ast.expr, values: Mapping[str, Any], where: SourceLocation) -> Any:
+    try:
+        return eval(compile(ast.Expression(node), str(where.file), "eval"), dict(values))  # noqa: S307
+    except PipelineError:
+        raise
+    except Exception as exc:
+        raise PipelineError(
+            f"{where}: {ast.unparse(node)} cannot be known before the flow runs ({type(exc).__name__}: {exc}); "
+            "write it with the file's constants, os.environ or spark.conf.get of the pipeline's configuration, so "
+            "that what the flow reads is known when the pipeline loads") from exc
+
+
+def _values(func: Callable[..., Any], tree: ast.Module, file: Path) -> dict[str, Any]:
+    """The names a flow's arguments may use: the file's globals, the function's closure, and
+    its simple assignments, in order (those that cannot be evaluated now are left out)."""
+    values: dict[str, Any] = dict(func.__globals__)
+    closure = func.__closure__ or ()
+    for name, cell in zip(func.__code__.co_freevars, closure, strict=True):
+        try:
+            values[name] = cell.cell_contents
+        except ValueError:
+            continue
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.FunctionDef) else []
+    for statement in body:
+        if isinstance(statement, ast.Assign) and all(isinstance(t, ast.Name) for t in statement.targets):
+            try:
+                value = eval(compile(ast.Expression(statement.value), str(file), "eval"), dict(values))  # noqa: S307
+            except Exception:  # a value known only when the flow runs: not a name or path
+                continue
+            values.update({target.id: value for target in statement.targets if isinstance(target, ast.Name)})
+    return values

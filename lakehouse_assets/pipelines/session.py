@@ -1,0 +1,211 @@
+"""The ``spark`` a pipeline's code sees, as ``spark-pipelines`` gives its files one.
+
+Its functions run when their table is materialized, never when the files are loaded
+(:class:`PipelineSession` answers only ``spark.conf.get`` then, from the spec's
+``configuration``). In a run it is the run's own session, with the pipeline's ways of
+reading:
+
+- ``spark.read.table(name)`` / ``spark.readStream.table(name)`` (and ``dp.read``,
+  ``dp.read_stream``) resolve ``name`` as the pipeline does (:meth:`PipelineProject.qualified`);
+  a temporary view of the pipeline is its function's DataFrame, inlined into its reader;
+- ``spark.readStream.format("cloudFiles")...load(path)`` is the lakehouse's Auto Loader
+  (:class:`~lakehouse_assets.ingestion.AutoLoader`), its stored schema and checkpoint the
+  table's own, and the run restarts it as its schema evolves;
+- anything else is the session's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from lakehouse_assets.ingestion import AutoLoader, AutoLoaderOptions
+from lakehouse_assets.pipelines.graph import PipelineDataset
+from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject
+from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
+from lakehouse_assets.storage import type_sql
+
+CLOUD_FILES = "cloudfiles"
+
+
+@dataclass
+class PipelineRun:
+    """One flow being built in a run: the run's session, the table the flow fills, the
+    pipeline's temporary views, and the Auto Loader it reads (once it has)."""
+
+    spark: SparkSession
+    table: str
+    views: Mapping[str, PipelineDataset]
+    settings: LakehouseSettings
+    session: PipelineSession
+    loaders: list[AutoLoader] = field(default_factory=list)
+
+
+_RUN: ContextVar[PipelineRun | None] = ContextVar("lakehouse_pipeline_run", default=None)
+
+
+@contextmanager
+def running(run: PipelineRun) -> Iterator[PipelineRun]:
+    """Make ``run`` what every pipeline session of this context reads through."""
+    token = _RUN.set(run)
+    try:
+        yield run
+    finally:
+        _RUN.reset(token)
+
+
+def active_run(what: str) -> PipelineRun:
+    """The run building a flow; ``what`` the pipeline's code asked for, for the message."""
+    run = _RUN.get()
+    if run is None:
+        raise PipelineError(
+            f"a pipeline's code asked for {what} outside a run: a pipeline file may not read data while it "
+            "is loaded (only spark.conf.get); read inside the function of a dataset")
+    return run
+
+
+def lakehouse_configuration(settings: LakehouseSettings) -> dict[str, str]:
+    """What the lakehouse adds to every pipeline's configuration: where it keeps its tables
+    (``lakehouse.root``) and where files land (``lakehouse.landing``)."""
+    return {"lakehouse.root": str(settings.root), "lakehouse.landing": str(settings.root / LANDING_DIR)}
+
+
+class PipelineConf:
+    """``spark.conf``: the spec's ``configuration`` first, then the lakehouse's
+    (:func:`lakehouse_configuration`), then the session's settings."""
+
+    def __init__(self, project: PipelineProject) -> None:
+        self._project = project
+
+    def get(self, key: str, default: Any = ...) -> Any:
+        """The pipeline's setting ``key`` (SDP hands the spec's configuration to the session)."""
+        if key in self._project.configuration:
+            return self._project.configuration[key]
+        run = _RUN.get()
+        lakehouse = lakehouse_configuration(run.settings if run is not None else LakehouseSettings.from_env())
+        if key in lakehouse:
+            return lakehouse[key]
+        if run is not None:
+            return run.spark.conf.get(key) if default is ... else run.spark.conf.get(key, default)
+        if default is not ...:
+            return default
+        raise PipelineError(f"{self._project.spec_file}: the pipeline's code reads spark.conf.get({key!r}), which "
+                            "its configuration does not set; add it under configuration:")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(active_run(f"spark.conf.{name}").spark.conf, name)
+
+
+class PipelineReader:
+    """``spark.read`` / ``spark.readStream``: the calls made on it recorded, played on the
+    session's reader when a terminal call (``table``, ``load``, ``json``, ...) says what is read."""
+
+    def __init__(self, session: PipelineSession, streaming: bool) -> None:
+        self._session = session
+        self._streaming = streaming
+        self._format: str | None = None
+        self._options: dict[str, Any] = {}
+        self._schema: StructType | str | None = None
+
+    def format(self, source: str) -> PipelineReader:
+        self._format = source
+        return self
+
+    def option(self, key: str, value: Any) -> PipelineReader:
+        self._options[key] = value
+        return self
+
+    def options(self, **options: Any) -> PipelineReader:
+        self._options.update(options)
+        return self
+
+    def schema(self, schema: StructType | str) -> PipelineReader:
+        self._schema = schema
+        return self
+
+    def table(self, name: str) -> DataFrame:
+        """The dataset or table ``name`` as the pipeline names it."""
+        return self._session.read_dataset(name, self._streaming, self._options)
+
+    def load(self, path: str | None = None, format: str | None = None, **options: Any) -> DataFrame:
+        self._format = format or self._format
+        self._options.update(options)
+        if (self._format or "").lower() == CLOUD_FILES:
+            if not self._streaming or path is None:
+                raise PipelineError("cloudFiles is read with spark.readStream.format('cloudFiles')...load(path)")
+            return self._session.auto_loader(path, self._options, self._schema)
+        reader = self._reader()
+        frame: DataFrame = reader.load(path) if path is not None else reader.load()
+        return frame
+
+    def _reader(self) -> Any:
+        spark = active_run("spark.read").spark
+        reader: Any = spark.readStream if self._streaming else spark.read
+        if self._format:
+            reader = reader.format(self._format)
+        if self._schema is not None:
+            reader = reader.schema(self._schema)
+        return reader.options(**{k: str(v) for k, v in self._options.items()})
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        # json(path), csv(path), parquet(path), ...: the session's reader with what was recorded.
+        return getattr(self._reader(), name)  # type: ignore[no-any-return]
+
+
+class PipelineSession:
+    """The ``spark`` global of a pipeline's Python files."""
+
+    def __init__(self, project: PipelineProject) -> None:
+        self._project = project
+        self.conf = PipelineConf(project)
+
+    @property
+    def read(self) -> PipelineReader:
+        return PipelineReader(self, streaming=False)
+
+    @property
+    def readStream(self) -> PipelineReader:  # noqa: N802 (pyspark's name)
+        return PipelineReader(self, streaming=True)
+
+    def table(self, name: str) -> DataFrame:
+        """``spark.table(name)``: the dataset as it stands."""
+        return self.read_dataset(name, streaming=False)
+
+    def read_dataset(self, name: str, streaming: bool, options: Mapping[str, Any] | None = None) -> DataFrame:
+        """The dataset ``name`` as the pipeline names it: a temporary view's DataFrame, else the
+        table, as it stands or (``streaming``) as a stream of what it gains."""
+        run = active_run(f"the table {name}")
+        table = self._project.qualified(name)
+        view = run.views.get(table)
+        if view is not None:
+            with running(run):
+                frame: DataFrame = view.flow.func()
+                return frame
+        reader: Any = run.spark.readStream if streaming else run.spark.read
+        return reader.options(**{k: str(v) for k, v in (options or {}).items()}).table(table)  # type: ignore[no-any-return]
+
+    def auto_loader(self, path: str, options: Mapping[str, Any], schema: StructType | str | None) -> DataFrame:
+        """``cloudFiles`` at ``path``: the lakehouse's Auto Loader, its schema stored and its
+        files tracked as the table's own."""
+        run = active_run(f"cloudFiles at {path}")
+        given = {k: v for k, v in options.items() if k.lower() != "cloudfiles.schemalocation"}
+        if schema is not None:
+            # A schema given to Auto Loader fixes its columns' types: the same as hinting every one.
+            ddl = schema if isinstance(schema, str) else ", ".join(
+                f"`{f.name}` {type_sql(f.dataType)}" for f in schema.fields)
+            given["cloudFiles.schemaHints"] = ddl
+        layer, name = run.table.split(".")
+        loader = AutoLoader(source_dir=path, options=AutoLoaderOptions.from_options(given),
+                            schema_location=str(run.settings.schema_path(layer, name)),
+                            checkpoint_location=str(run.settings.checkpoint_path(layer, name)))
+        run.loaders.append(loader)
+        return loader.stream(run.spark)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(active_run(f"spark.{name}").spark, name)

@@ -1,0 +1,99 @@
+"""The reference pipeline written as Lakeflow Python (examples/reference_lakeflow_python),
+loaded through LAKEHOUSE_PIPELINES and run through Dagster from its landing sensors, beside
+the project's own reference tables on the same landed files: its tables equal theirs, its
+quarantine says why, and verify's invariants hold for both."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+import lakehouse_assets.assets
+from lakehouse_assets.definitions import build_definitions
+from lakehouse_assets.reliability import check_all, declared_flows
+from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.simulator import land
+from lakehouse_assets_tests.assets.pipeline import delta_rows
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "reference_lakeflow_python"
+ENRICHED = ["device_id", "mrn", "name", "time", "heartrate"]
+
+
+def settle(landing: Path) -> None:
+    """Every landed file as landed a minute ago: settled, so a sensor's first tick announces it."""
+    settled = time.time() - 60
+    for path in landing.rglob("*"):
+        os.utime(path, (settled, settled))
+
+
+def run_landing_sensors(definitions: dg.Definitions, instance: dg.DagsterInstance) -> list[dg.ExecuteInProcessResult]:
+    """Each landing sensor's tick, and the run it requests, patients first."""
+    repository = definitions.get_repository_def()
+    results = []
+    for source in ("patients", "recordings"):
+        sensor = repository.get_sensor_def(f"landing_{source}_sensor")
+        tick = sensor.evaluate_tick(dg.build_sensor_context(definitions=definitions, instance=instance))
+        for request in tick.run_requests or []:
+            results.append(dg.materialize(
+                [*(definitions.assets or []), *(definitions.asset_checks or [])],
+                selection=list(request.asset_selection or []), resources=dict(definitions.resources or {}),
+                instance=instance, raise_on_error=True, tags=request.tags))
+    return results
+
+
+@pytest.fixture(scope="module")
+def lakeflow(spark, tmp_path_factory) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
+    """Reference data landed (bad records included), then what the landing sensors request,
+    with the Lakeflow pipeline loaded beside the project's tables (read only)."""
+    root = tmp_path_factory.mktemp("lakeflow_python") / "lakehouse"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAKEHOUSE_ROOT", str(root))
+        settings = LakehouseSettings.from_env()
+        land(settings.root / "landing", files=3, records_per_file=300, bad_rate=0.05)
+        settle(settings.root / "landing")
+        definitions = build_definitions(lakehouse_assets.assets, settings=settings, pipelines=[EXAMPLE])
+        results = run_landing_sensors(definitions, dg.DagsterInstance.ephemeral())
+        yield settings, definitions, results
+
+
+@pytest.mark.slow
+def test_the_lakeflow_pipelines_tables_equal_the_native_ones(lakeflow) -> None:
+    settings, _, results = lakeflow
+
+    assert all(result.success for result in results)
+    built = {e.asset_key.to_user_string() for r in results for e in r.get_asset_materialization_events()}
+    assert built >= {"default/recordings_bronze", "default/patients", "default/recordings_enriched",
+                     "default/recordings_enriched_quarantine", "default/daily_patient_avg", "default/device_counts"}
+    pairs = [(("default", "recordings_enriched"), ("silver", "recordings_enriched"), ENRICHED),
+             (("default", "daily_patient_avg"), ("gold", "daily_patient_avg"), ["mrn", "name", "date", "avg_heartrate"]),
+             (("default", "device_counts"), ("gold", "device_counts"), ["device_id", "total_recordings"])]
+    for lakeflow_table, native_table, columns in pairs:
+        ours = delta_rows(settings, *lakeflow_table, columns)
+        assert ours, lakeflow_table
+        assert ours == delta_rows(settings, *native_table, columns), lakeflow_table
+    quarantined = delta_rows(settings, "default", "recordings_enriched_quarantine", ["_quarantine_reason"])
+    native = delta_rows(settings, "silver", "recordings_quarantine", ["_quarantine_reason"])
+    assert len(quarantined) == len(native) > 0
+    # Each dropped row names the expectations it failed, as written in the pipeline's file.
+    assert {rule for (reason,) in quarantined for rule in reason.split(",")} <= {
+        "known_patient", "mrn_positive", "heartrate_positive", "heartrate_in_range", "time_plausible"}
+
+
+@pytest.mark.slow
+def test_the_lakeflow_pipelines_checks_run_and_its_tables_hold_verifys_invariants(lakeflow) -> None:
+    settings, definitions, results = lakeflow
+
+    evaluations = {(e.asset_key.to_user_string(), e.check_name): e.passed
+                   for r in results for e in r.get_asset_check_evaluations()}
+    assert evaluations[("default/recordings_enriched", "data_freshness")]
+    assert evaluations[("default/recordings_bronze", "data_freshness")]
+    report = check_all(settings, flows=declared_flows(definitions.assets or []))
+    assert report.ok, report.summary()
+    assert "default.recordings_bronze" in report.result(LANDED_ONCE).checked
+    assert "default.recordings_enriched" in report.result(ROUTED).checked
