@@ -118,9 +118,8 @@ def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: Lakehou
         raise PipelineError(f"{dataset.location}: the materialized view {dataset.table} reads a stream; a materialized "
                             "view reads its sources as they stand (spark.read), a streaming table reads streams")
     if dataset.kind is DatasetKind.streaming_table and not streams:
-        raise PipelineError(f"{dataset.location}: the streaming table {dataset.table} reads no stream, so it has "
-                            "nothing to read incrementally; read its source with spark.readStream, or make it a "
-                            "materialized view")
+        # Lakeflow's @dlt.table over a batch query is a materialized view: recomputed whole.
+        dataset = dataclasses.replace(dataset, kind=DatasetKind.materialized_view)
     rules = [_rule(dataset, e.name, e.condition, e.on_violation) for e in dataset.expectations]
     metadata: dict[str, Any] = {PIPELINE: pipeline.project.name, STREAMS_FROM: sorted(set(streamed)),
                                 CODE_REFERENCES: _code_reference(dataset)}

@@ -135,20 +135,22 @@ def load_python_file(path: Path, registry: PipelineRegistry, session: PipelineSe
     with graph_element_registration_context(registry), _lakeflow_names():
         try:
             spec.loader.exec_module(module)
-        except PipelineError:
-            raise
+        except PipelineError as exc:
+            if str(exc).startswith(str(path)) or str(exc).startswith(str(registry.project.spec_file)):
+                raise
+            raise PipelineError(f"{_where(exc, path)}: {exc}") from exc
         except Exception as exc:
-            line = _line_in(exc, path)
-            raise PipelineError(f"{path}{f':{line}' if line else ''}: loading the pipeline file failed: "
+            raise PipelineError(f"{_where(exc, path)}: loading the pipeline file failed: "
                                 f"{type(exc).__name__}: {exc}") from exc
     return module
 
 
-def _line_in(exc: BaseException, path: Path) -> int | None:
+def _where(exc: BaseException, path: Path) -> str:
+    """``path:line``, the line of ``path`` the error was raised under."""
     tb = exc.__traceback__
     line = None
     while tb is not None:
         if Path(tb.tb_frame.f_code.co_filename) == path:
             line = tb.tb_lineno
         tb = tb.tb_next
-    return line
+    return f"{path}:{line}" if line else str(path)

@@ -79,10 +79,11 @@ def flow_reads(func: Callable[..., Any], project: PipelineProject) -> FlowReads:
     tables: list[TableRead] = []
     files: list[FileRead] = []
     for node in ast.walk(tree):
-        where = SourceLocation(file, getattr(node, "lineno", 0) + offset)
         if isinstance(node, ast.Name) and node.id in _DATABRICKS_ONLY and node.id not in values:
-            raise PipelineError(f"{where}: {node.id} is Databricks' own and has no counterpart here; read with "
-                                "spark.read / spark.readStream instead")
+            raise PipelineError(f"{SourceLocation(file, node.lineno + offset)}: {node.id} is Databricks' own and has "
+                                "no counterpart here; read with spark.read / spark.readStream instead")
+    for node in ast.walk(tree):
+        where = SourceLocation(file, getattr(node, "lineno", 0) + offset)
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
         if node.func.attr in _UNMAPPED_CALLS:

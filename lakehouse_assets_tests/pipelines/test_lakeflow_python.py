@@ -19,7 +19,7 @@ from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import delta_rows
+from lakehouse_assets_tests.assets.pipeline import delta_rows, expected_outputs, spark_rows
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "reference_lakeflow_python"
 ENRICHED = ["device_id", "mrn", "name", "time", "heartrate"]
@@ -97,3 +97,41 @@ def test_the_lakeflow_pipelines_checks_run_and_its_tables_hold_verifys_invariant
     assert report.ok, report.summary()
     assert "default.recordings_bronze" in report.result(LANDED_ONCE).checked
     assert "default.recordings_enriched" in report.result(ROUTED).checked
+
+
+@pytest.mark.slow
+def test_the_benchmarks_sdp_pipeline_loads_unchanged_and_computes_the_courses_tables(spark, tmp_path,
+                                                                                    monkeypatch) -> None:
+    from benchmarks.contenders import Workspace, sdp
+
+    workspace = Workspace(tmp_path)
+    sdp.prepare(workspace)  # the contender's own folder: its spec, its file copied as it is
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(workspace.root))
+    monkeypatch.setenv("BENCH_SDP_LANDING", str(workspace.landing))
+    settings = LakehouseSettings.from_env()
+    land(workspace.landing, files=2, records_per_file=200)
+    definitions = build_definitions(settings=settings, pipelines=[sdp.project(workspace)])
+
+    result = dg.materialize([*(definitions.assets or []), *(definitions.asset_checks or [])],
+                            selection="*", resources=dict(definitions.resources or {}),
+                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=True)
+
+    assert result.success
+    expected = expected_outputs(spark, workspace.landing)
+    for table, columns in (("recordings_enriched", ENRICHED), ("daily_patient_avg", ["mrn", "name", "date",
+                                                                                     "avg_heartrate"])):
+        assert delta_rows(settings, "default", table, columns) == spark_rows(expected[table], columns), table
+
+
+@pytest.mark.slow
+def test_materialize_all_over_a_pipeline_with_nothing_landed_is_green_and_builds_nothing(tmp_path,
+                                                                                        monkeypatch) -> None:
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(tmp_path / "lakehouse"))
+    definitions = build_definitions(settings=LakehouseSettings.from_env(), pipelines=[EXAMPLE])
+
+    result = dg.materialize([*(definitions.assets or []), *(definitions.asset_checks or [])],
+                            selection="*", resources=dict(definitions.resources or {}),
+                            instance=dg.DagsterInstance.ephemeral(), raise_on_error=True)
+
+    assert result.success
+    assert result.get_asset_materialization_events() == []

@@ -1,0 +1,189 @@
+"""Loading a pipeline folder: the assets its datasets become, with no Spark started; Lakeflow's
+older `import dlt` names; temporary views inlined; and a clear refusal, naming the file and
+the line, of what the asset graph cannot map."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from lakehouse_assets.pipelines.assets import pipeline_assets
+from lakehouse_assets.pipelines.spec import PipelineError
+from lakehouse_assets.settings import LakehouseSettings
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "reference_lakeflow_python"
+SPEC = "name: {name}\nlibraries:\n  - glob:\n      include: transformations/**\n"
+
+
+def pipeline(folder: Path, source: str, *, name: str = "p", file: str = "flows.py") -> Path:
+    """A pipeline folder holding one source file."""
+    (folder / "transformations").mkdir(parents=True, exist_ok=True)
+    (folder / "spark-pipeline.yml").write_text(SPEC.format(name=name))
+    (folder / "transformations" / file).write_text(textwrap.dedent(source))
+    return folder
+
+
+def specs(assets: list[dg.AssetsDefinition]) -> dict[str, dg.AssetSpec]:
+    return {spec.key.to_user_string(): spec for asset in assets for spec in asset.specs}
+
+
+def test_loading_a_pipeline_starts_no_spark_and_names_each_dataset(tmp_path) -> None:
+    # A fresh interpreter: the test session's own SparkSession would hide one started by the load.
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from pyspark import SparkContext
+        from lakehouse_assets.pipelines.assets import pipeline_assets
+        from lakehouse_assets.settings import LakehouseSettings
+        assets = pipeline_assets(Path({str(EXAMPLE)!r}), LakehouseSettings.from_env())
+        assert SparkContext._active_spark_context is None
+        print(sorted(spec.key.to_user_string() for asset in assets for spec in asset.specs))
+    """)
+    env = {"LAKEHOUSE_ROOT": str(tmp_path / "lakehouse"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(sorted([
+        "default/daily_patient_avg", "default/device_counts", "default/patients", "default/recordings_bronze",
+        "default/recordings_enriched", "default/recordings_enriched_quarantine"]))
+
+
+def test_a_datasets_upstream_description_and_code_location_come_from_its_source(settings) -> None:
+    found = specs(pipeline_assets(EXAMPLE, settings))
+
+    enriched = found["default/recordings_enriched"]
+    assert {dep.asset_key.to_user_string() for dep in enriched.deps} == {"default/recordings_bronze", "default/patients"}
+    assert enriched.metadata["lakehouse/streams_from"] == ["default.recordings_bronze"]
+    assert enriched.description.startswith("Recordings of known patients")
+    [reference] = enriched.metadata["dagster/code_references"].code_references
+    assert reference.file_path.endswith("recordings.py") and reference.line_number > 1
+    bronze = found["default/recordings_bronze"]
+    assert {dep.asset_key.to_user_string() for dep in bronze.deps} == {"landing/recordings"}
+    assert bronze.metadata["lakehouse/landing_folders"]["recordings"]["streamed"] is True
+    patients = found["default/patients"]
+    assert patients.metadata["lakehouse/landing_folders"]["patients"] == {
+        "format": "csv", "description": None, "streamed": False, "header": True, "multi_line": False}
+    assert found["default/recordings_enriched_quarantine"].metadata["lakehouse/quarantine_for"] == \
+        "default.recordings_enriched"
+
+
+LEGACY = """
+    import dlt
+    from pyspark.sql import functions as F
+
+    @dlt.view
+    def raw_changes():
+        return dlt.read_stream("source_table")
+
+    @dlt.table(name="clean")
+    @dlt.expect_all_or_drop({"has key": "id IS NOT NULL", "positive": "value > 0"})
+    @dlt.expect_or_fail("no overflow", "value < 1000000")
+    def clean_table():
+        return dlt.read_stream("raw_changes").withColumn("doubled", F.col("value") * 2)
+
+    @dlt.table
+    def totals():
+        return dlt.read("clean").groupBy("id").count()
+"""
+
+
+def test_lakeflows_older_dlt_names_load_and_an_installed_dlt_package_is_left_alone(tmp_path, settings,
+                                                                                    monkeypatch) -> None:
+    installed = tmp_path / "site" / "dlt"
+    installed.mkdir(parents=True)
+    (installed / "__init__.py").write_text("WHO = 'the installed dlt'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    sys.modules.pop("dlt", None)
+
+    found = specs(pipeline_assets(pipeline(tmp_path / "legacy", LEGACY), settings))
+
+    import dlt
+    assert dlt.WHO == "the installed dlt"
+    assert set(found) == {"default/clean", "default/clean_quarantine", "default/totals"}
+    clean = found["default/clean"]
+    # The view is inlined: clean reads what raw_changes reads, as a stream.
+    assert {dep.asset_key.to_user_string() for dep in clean.deps} == {"default/source_table"}
+    assert clean.metadata["lakehouse/streams_from"] == ["default.source_table"]
+    expectations = {e["name"]: e["on_violation"] for e in clean.metadata["lakehouse/expectations"]}
+    assert expectations == {"has_key": "drop row", "positive": "drop row", "no_overflow": "fail update"}
+    assert {dep.asset_key.to_user_string() for dep in found["default/totals"].deps} == {"default/clean"}
+
+
+@pytest.mark.parametrize(("source", "refused"), [
+    ("""
+     from pyspark import pipelines as dp
+
+     @dp.table
+     def events():
+         return spark.readStream.format("kafka").option("subscribe", "t").load()
+     """, "format 'kafka'"),
+    ("""
+     from pyspark import pipelines as dp
+
+     dp.create_sink("out", format="kafka", options={"topic": "t"})
+     """, "sink 'out'"),
+    ("""
+     from pyspark import pipelines as dp
+
+     @dp.materialized_view
+     def secrets():
+         return spark.read.table(dbutils.secrets.get("s", "k"))
+     """, "dbutils is Databricks' own"),
+    ("""
+     from pyspark import pipelines as dp
+
+     @dp.materialized_view(partition_cols=["day"])
+     def daily():
+         return spark.read.table("events")
+     """, "partition_cols"),
+    ("""
+     from pyspark import pipelines as dp
+
+     @dp.table
+     def raw():
+         return spark.readStream.format("cloudFiles").option("cloudFiles.format", "json").load("/elsewhere/raw")
+     """, "outside the lakehouse's landing folders"),
+    ("""
+     from pyspark import pipelines as dp
+
+     @dp.materialized_view
+     def configured():
+         return spark.read.table(spark.conf.get("source_table"))
+     """, "spark.conf.get('source_table')"),
+    ("""
+     from pyspark import pipelines as dp
+
+     @dp.expect("positive", "value > 0")
+     @dp.table
+     def upside_down():
+         return spark.readStream.table("events")
+     """, "put it below @dp.table"),
+], ids=["kafka", "sink", "dbutils", "partition_cols", "outside_landing", "unset_configuration", "expect_above"])
+def test_what_cannot_be_mapped_stops_the_load_naming_the_file_and_line(tmp_path, settings, source, refused) -> None:
+    folder = pipeline(tmp_path / "refused", source)
+
+    with pytest.raises(PipelineError) as raised:
+        pipeline_assets(folder, settings)
+
+    message = str(raised.value)
+    assert refused in message
+    assert str(folder / "transformations" / "flows.py") in message or "spark-pipeline.yml" in message
+    if "spark-pipeline.yml" not in message:
+        assert f"flows.py:{_line_of(source, refused)}" in message
+
+
+def _line_of(source: str, refused: str) -> int:
+    """The line of the construct a refusal names (the decorator's line for a dataset's arguments)."""
+    lines = textwrap.dedent(source).splitlines()
+    needles = {"format 'kafka'": "kafka", "sink 'out'": "create_sink", "dbutils is Databricks' own": "dbutils",
+               "partition_cols": "partition_cols", "outside the lakehouse's landing folders": "load(",
+               "put it below @dp.table": "@dp.expect"}
+    return next(number for number, line in enumerate(lines, start=1) if needles[refused] in line)
+
+
+def test_a_pipeline_folder_without_a_spec_is_refused_naming_it(tmp_path) -> None:
+    with pytest.raises(PipelineError, match="must hold one pipeline spec"):
+        pipeline_assets(tmp_path, LakehouseSettings.from_env())
