@@ -28,12 +28,14 @@ import dagster as dg
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
+from lakehouse_assets.assets.auto_cdc import auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.bronze import landing_source
 from lakehouse_assets.assets.landing import LandingFolder
 from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
 from lakehouse_assets.assets.sql_asset import QUARANTINE_SUFFIX, expectation
 from lakehouse_assets.assets.table_asset import STREAMS_FROM, IncrementalSource, table_asset
+from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.pipelines.graph import DatasetKind, PipelineDataset, PipelineRegistry
 from lakehouse_assets.pipelines.python_api import load_python_file
 from lakehouse_assets.pipelines.reads import FileRead, FlowReads, TableRead, flow_reads
@@ -79,9 +81,17 @@ def load_pipeline(folder: Path) -> LoadedPipeline:
         else:
             registry.register_sql(file.read_text(encoding="utf-8"), file)
     datasets = registry.finished()
-    direct = {table: flow_reads(dataset.flow.func, project) for table, dataset in datasets.items()}
+    direct = {table: _reads(dataset, project) for table, dataset in datasets.items()}
     return LoadedPipeline(project, session, datasets, {table: _through_views(table, direct, datasets)
                                                        for table in datasets})
+
+
+def _reads(dataset: PipelineDataset, project: PipelineProject) -> FlowReads:
+    """What the dataset's flow reads: an AUTO CDC flow its change feed, a Python flow what its source reads."""
+    flow = dataset.flow
+    if flow.source is not None:
+        return FlowReads((TableRead(flow.source, True, flow.location),), ())
+    return flow_reads(flow.func, project)
 
 
 def _through_views(table: str, direct: Mapping[str, FlowReads], datasets: Mapping[str, PipelineDataset],
@@ -135,6 +145,8 @@ def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: Lakehou
         # A table reading landed files runs when its landing sensor sees new ones.
         automation_condition=None if folders else downstream_of_new_data())
     build = _flow_frame(pipeline, dataset)
+    if dataset.flow.auto_cdc is not None:
+        return _auto_cdc(common, dataset.flow.auto_cdc, build)
     if any(rule.severity is Severity.ERROR for rule in rules):
         if folders or dataset.kind is not DatasetKind.streaming_table:
             raise PipelineError(
@@ -158,6 +170,18 @@ def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: Lakehou
         return build(spark.spark_session).frame
 
     return _dataset
+
+
+def _auto_cdc(common: dict[str, Any], spec: AutoCdc, build: Callable[[SparkSession], _Built]) -> dg.AssetsDefinition:
+    @auto_cdc_table(keys=spec.keys, sequence_by=spec.sequence_by, stored_as_scd_type=spec.stored_as_scd_type,
+                    apply_as_deletes=spec.apply_as_deletes, apply_as_truncates=spec.apply_as_truncates,
+                    except_column_list=spec.except_column_list, column_list=spec.column_list,
+                    track_history_column_list=spec.track_history_column_list,
+                    track_history_except_column_list=spec.track_history_except_column_list, **common)
+    def _changes_applied(spark: SparkResource) -> DataFrame:
+        return build(spark.spark_session).frame
+
+    return _changes_applied
 
 
 def _routed(common: dict[str, Any], build: Callable[[SparkSession], _Built]) -> dg.AssetsDefinition:

@@ -18,6 +18,7 @@ from pyspark.pipelines.output import MaterializedView, Output, Sink, StreamingTa
 from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql.types import StructType
 
+from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
 from lakehouse_assets.tables.sql_definition import OnViolation
 
@@ -45,12 +46,16 @@ class Expectation:
 
 @dataclass(frozen=True)
 class PipelineFlow:
-    """A query filling a dataset: the function returning its DataFrame."""
+    """A query filling a dataset: the function returning its DataFrame. ``auto_cdc`` is how
+    an AUTO CDC flow applies the change feed the function returns; ``source`` the table it
+    streams the feed from (what a Python flow reads is read from its source instead)."""
 
     name: str
     func: Callable[[], Any]
     location: SourceLocation
     spark_conf: dict[str, str]
+    auto_cdc: AutoCdc | None = None
+    source: str | None = None
 
 
 @dataclass
@@ -126,8 +131,25 @@ class PipelineRegistry(GraphElementRegistry):
         dataset.expectations.extend(getattr(flow.func, EXPECTATIONS_ATTRIBUTE, ()))
 
     def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
-        raise PipelineError(f"{location(flow.source_code_location)}: create_auto_cdc_flow into {flow.target!r} is "
-                            "not mapped yet")
+        # pyspark's own create_auto_cdc_flow; the Lakeflow module a pipeline file sees has the
+        # lakehouse's (pipelines/auto_cdc.py), which calls register_change_flow.
+        raise PipelineError(f"{location(flow.source_code_location)}: create_auto_cdc_flow into {flow.target!r} "
+                            "was called outside a pipeline file the lakehouse loads")
+
+    def register_change_flow(self, name: str, target: str, source: str, spec: AutoCdc, where: SourceLocation,
+                             feed: Callable[[str], Any]) -> None:
+        """An AUTO CDC flow: the change feed streamed from ``source`` (``feed(table)`` reads it)
+        applied to ``target`` as ``spec`` says."""
+        table = self.project.qualified(target, where)
+        dataset = self.datasets.get(table)
+        if dataset is None or dataset.kind is not DatasetKind.streaming_table:
+            raise PipelineError(f"{where}: the AUTO CDC flow {name!r} applies changes to {table}, which must be "
+                                "declared first with dp.create_streaming_table")
+        if dataset.flows:
+            raise PipelineError(f"{where}: {table} already has a flow (at {dataset.flow.location}); an AUTO CDC "
+                                "table is kept by its one AUTO CDC flow")
+        changes = self.project.qualified(source, where)
+        dataset.flows.append(PipelineFlow(name, lambda: feed(changes), where, {}, auto_cdc=spec, source=changes))
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:
         raise PipelineError(f"{file_path}: SQL pipeline files are not mapped yet")

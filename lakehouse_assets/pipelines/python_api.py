@@ -25,6 +25,7 @@ import pyspark
 import pyspark.pipelines as sdp
 from pyspark.pipelines.graph_element_registry import graph_element_registration_context
 
+from lakehouse_assets.pipelines.auto_cdc import create_auto_cdc_flow, create_auto_cdc_from_snapshot_flow
 from lakehouse_assets.pipelines.graph import EXPECTATIONS_ATTRIBUTE, Expectation, PipelineRegistry
 from lakehouse_assets.pipelines.session import PipelineSession, active_run
 from lakehouse_assets.pipelines.spec import PipelineError
@@ -94,12 +95,14 @@ def _lakeflow_module() -> ModuleType:
         expect=expect, expect_or_drop=expect_or_drop, expect_or_fail=expect_or_fail, expect_all=expect_all,
         expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail, read=read,
         read_stream=read_stream,
+        create_auto_cdc_flow=create_auto_cdc_flow,
+        create_auto_cdc_from_snapshot_flow=create_auto_cdc_from_snapshot_flow,
         # Lakeflow's older names.
         view=sdp.temporary_view, create_target_table=sdp.create_streaming_table,
-        apply_changes=sdp.create_auto_cdc_flow)
+        apply_changes=create_auto_cdc_flow, apply_changes_from_snapshot=create_auto_cdc_from_snapshot_flow)
     for name, value in extensions.items():
         setattr(module, name, value)
-    module.__all__ = [*sdp.__all__, *extensions]  # type: ignore[attr-defined]
+    module.__all__ = sorted({*sdp.__all__, *extensions})  # type: ignore[attr-defined]
     return module
 
 

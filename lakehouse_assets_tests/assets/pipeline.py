@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,13 +72,15 @@ def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dic
     return found
 
 
-def delta_rows(settings: LakehouseSettings, layer: str, name: str, columns: Sequence[str]) -> list[tuple]:
-    """A table's rows as read by delta-rs alone, sorted: the independent reader."""
+def delta_rows(settings: LakehouseSettings, layer: str, name: str, columns: Sequence[str],
+               key: Callable[[tuple], Any] | None = None) -> list[tuple]:
+    """A table's rows as read by delta-rs alone, sorted (by ``key``: ``repr`` for rows holding
+    nulls): the independent reader."""
     path = settings.table_path(layer, name)
     # An explicit local file system: delta-rs' default one can crash the process at exit.
     dataset = DeltaTable(str(path)).to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem()))
     table = dataset.to_table(columns=list(columns))
-    return sorted(_normalise(table))
+    return sorted(_normalise(table), key=key)
 
 
 def spark_rows(df: DataFrame, columns: Sequence[str]) -> list[tuple]:

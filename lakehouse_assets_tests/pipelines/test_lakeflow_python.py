@@ -18,7 +18,7 @@ from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.simulator import land
+from lakehouse_assets.simulator import land, land_patient_changes
 from lakehouse_assets_tests.assets.pipeline import delta_rows, expected_outputs, spark_rows
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "reference_lakeflow_python"
@@ -36,7 +36,7 @@ def run_landing_sensors(definitions: dg.Definitions, instance: dg.DagsterInstanc
     """Each landing sensor's tick, and the run it requests, patients first."""
     repository = definitions.get_repository_def()
     results = []
-    for source in ("patients", "recordings"):
+    for source in ("patients", "recordings", "patient_changes"):
         sensor = repository.get_sensor_def(f"landing_{source}_sensor")
         tick = sensor.evaluate_tick(dg.build_sensor_context(definitions=definitions, instance=instance))
         for request in tick.run_requests or []:
@@ -56,6 +56,7 @@ def lakeflow(spark, tmp_path_factory) -> Iterator[tuple[LakehouseSettings, dg.De
         patch.setenv("LAKEHOUSE_ROOT", str(root))
         settings = LakehouseSettings.from_env()
         land(settings.root / "landing", files=3, records_per_file=300, bad_rate=0.05)
+        land_patient_changes(settings.root / "landing", files=2, changes_per_file=30)
         settle(settings.root / "landing")
         definitions = build_definitions(lakehouse_assets.assets, settings=settings, pipelines=[EXAMPLE])
         results = run_landing_sensors(definitions, dg.DagsterInstance.ephemeral())
@@ -72,11 +73,15 @@ def test_the_lakeflow_pipelines_tables_equal_the_native_ones(lakeflow) -> None:
                      "default/recordings_enriched_quarantine", "default/daily_patient_avg", "default/device_counts"}
     pairs = [(("default", "recordings_enriched"), ("silver", "recordings_enriched"), ENRICHED),
              (("default", "daily_patient_avg"), ("gold", "daily_patient_avg"), ["mrn", "name", "date", "avg_heartrate"]),
-             (("default", "device_counts"), ("gold", "device_counts"), ["device_id", "total_recordings"])]
+             (("default", "device_counts"), ("gold", "device_counts"), ["device_id", "total_recordings"]),
+             # AUTO CDC: dp.create_auto_cdc_flow, SCD types 1 and 2.
+             (("default", "patients_current"), ("silver", "patients_current"), ["mrn", "name"]),
+             (("default", "patients_history"), ("silver", "patients_history"),
+              ["mrn", "name", "__START_AT", "__END_AT"])]
     for lakeflow_table, native_table, columns in pairs:
-        ours = delta_rows(settings, *lakeflow_table, columns)
+        ours = delta_rows(settings, *lakeflow_table, columns, key=repr)
         assert ours, lakeflow_table
-        assert ours == delta_rows(settings, *native_table, columns), lakeflow_table
+        assert ours == delta_rows(settings, *native_table, columns, key=repr), lakeflow_table
     quarantined = delta_rows(settings, "default", "recordings_enriched_quarantine", ["_quarantine_reason"])
     native = delta_rows(settings, "silver", "recordings_quarantine", ["_quarantine_reason"])
     assert len(quarantined) == len(native) > 0

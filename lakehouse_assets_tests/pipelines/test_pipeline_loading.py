@@ -47,7 +47,8 @@ def test_loading_a_pipeline_starts_no_spark_and_names_each_dataset(tmp_path) -> 
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(sorted([
-        "default/daily_patient_avg", "default/device_counts", "default/patients", "default/recordings_bronze",
+        "default/daily_patient_avg", "default/device_counts", "default/patient_changes_bronze", "default/patients",
+        "default/patients_current", "default/patients_history", "default/recordings_bronze",
         "default/recordings_enriched", "default/recordings_enriched_quarantine"]))
 
 
@@ -161,7 +162,19 @@ def test_lakeflows_older_dlt_names_load_and_an_installed_dlt_package_is_left_alo
      def upside_down():
          return spark.readStream.table("events")
      """, "put it below @dp.table"),
-], ids=["kafka", "sink", "dbutils", "partition_cols", "outside_landing", "unset_configuration", "expect_above"])
+    ("""
+     from pyspark import pipelines as dp
+
+     dp.create_streaming_table("current")
+     dp.create_auto_cdc_from_snapshot_flow(target="current", source="snapshots", keys=["id"])
+     """, "create_auto_cdc_from_snapshot_flow into 'current'"),
+    ("""
+     import dlt
+
+     dlt.apply_changes(target="current", source="changes", keys=["id"], sequence_by="seq")
+     """, "must be declared first with dp.create_streaming_table"),
+], ids=["kafka", "sink", "dbutils", "partition_cols", "outside_landing", "unset_configuration", "expect_above",
+        "cdc_from_snapshot", "cdc_without_table"])
 def test_what_cannot_be_mapped_stops_the_load_naming_the_file_and_line(tmp_path, settings, source, refused) -> None:
     folder = pipeline(tmp_path / "refused", source)
 
@@ -180,8 +193,29 @@ def _line_of(source: str, refused: str) -> int:
     lines = textwrap.dedent(source).splitlines()
     needles = {"format 'kafka'": "kafka", "sink 'out'": "create_sink", "dbutils is Databricks' own": "dbutils",
                "partition_cols": "partition_cols", "outside the lakehouse's landing folders": "load(",
-               "put it below @dp.table": "@dp.expect"}
+               "put it below @dp.table": "@dp.expect",
+               "create_auto_cdc_from_snapshot_flow into 'current'": "from_snapshot",
+               "must be declared first with dp.create_streaming_table": "apply_changes"}
     return next(number for number, line in enumerate(lines, start=1) if needles[refused] in line)
+
+
+def test_an_auto_cdc_flow_is_an_auto_cdc_table_reading_its_change_feed(tmp_path, settings) -> None:
+    folder = pipeline(tmp_path / "cdc", """
+        from pyspark import pipelines as dp
+
+        dp.create_streaming_table("customers", comment="The customers as they are now")
+        dp.create_auto_cdc_flow(target="customers", source="raw.customer_changes", keys=["id"], sequence_by="ts",
+                                apply_as_deletes="op = 'D'", except_column_list=["op", "ts"], stored_as_scd_type=2)
+    """)
+
+    [customers] = specs(pipeline_assets(folder, settings)).values()
+
+    assert customers.key.to_user_string() == "default/customers"
+    assert {dep.asset_key.to_user_string() for dep in customers.deps} == {"raw/customer_changes"}
+    assert customers.metadata["lakehouse/auto_cdc"]["keys"] == ["id"]
+    assert customers.metadata["lakehouse/auto_cdc"]["stored_as_scd_type"] == 2
+    assert customers.metadata["lakehouse/auto_cdc"]["apply_as_deletes"] == "op = 'D'"
+    assert customers.description == "The customers as they are now"
 
 
 def test_a_pipeline_folder_without_a_spec_is_refused_naming_it(tmp_path) -> None:
