@@ -33,6 +33,8 @@ CHECKPOINTS_DIR = "_checkpoints"
 SCHEMAS_DIR = "_schemas"
 ENGINE_DIR = "_engine"
 LANDING_DIR = "landing"
+# Under a table's checkpoint: one checkpoint per append flow, for a table several flows fill.
+FLOWS_DIR = "flows"
 # The machinery's own tables (the event log) are named ``system.<name>`` and kept in ``_system``,
 # apart from the medallion layers.
 SYSTEM_LAYER = "system"

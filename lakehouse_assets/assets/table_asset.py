@@ -100,6 +100,25 @@ class IncrementalSource:
 
 
 @dataclass(frozen=True)
+class AppendFlow:
+    """One query appending to a table: its name (its checkpoint's) and how to build its
+    streaming DataFrame."""
+
+    name: str
+    build: Callable[[], DataFrame]
+
+
+@dataclass(frozen=True)
+class AppendFlows:
+    """What a table filled by several append flows returns (Lakeflow's ``@dp.append_flow``):
+    each flow runs as a query of its own, with its own checkpoint, into the one table."""
+
+    flows: tuple[AppendFlow, ...]
+    # The asset's expectations (WARN and FAIL), filled in from its declaration.
+    expectations: tuple[Rule, ...] = ()
+
+
+@dataclass(frozen=True)
 class ColumnSource:
     """An upstream column an output column is computed from (for column lineage)."""
 
@@ -216,7 +235,7 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, .
                 yield dg.Output(TableKept(verdict.reason))
             return
         returned = fn(*args, **kwargs)
-        if isinstance(returned, IncrementalSource):
+        if isinstance(returned, IncrementalSource | AppendFlows):
             returned = dataclasses.replace(returned, expectations=rules)
         elif isinstance(returned, DataFrame) and rules:
             returned = ExpectedRows(returned, rules)

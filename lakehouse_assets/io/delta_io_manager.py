@@ -22,6 +22,7 @@ from lakehouse_assets.assets.nothing_to_read import MissingTable, TableKept
 from lakehouse_assets.assets.routed_table_asset import QuarantineOf, RoutedRows
 from lakehouse_assets.assets.table_asset import (
     QUARANTINE_FOR,
+    AppendFlows,
     ExpectedRows,
     IncrementalSource,
     stream_options_of,
@@ -32,6 +33,7 @@ from lakehouse_assets.errors import LakehouseError, TableNotFoundError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.io.events import record_failure
 from lakehouse_assets.io.handlers.batch import write_batch
+from lakehouse_assets.io.handlers.flows import write_flows
 from lakehouse_assets.io.handlers.ingestion import write_ingestion
 from lakehouse_assets.io.handlers.kept import report_kept
 from lakehouse_assets.io.handlers.quarantine import report_quarantine
@@ -194,6 +196,8 @@ def _handler_for(obj: Any, table: TableRef) -> tuple[Handler, bool]:
         return write_routed, True
     if isinstance(obj, IncrementalSource):
         return write_ingestion, True
+    if isinstance(obj, AppendFlows):
+        return write_flows, True
     if isinstance(obj, SnapshotSource):
         return write_snapshots, True
     if isinstance(obj, ExpectedRows):

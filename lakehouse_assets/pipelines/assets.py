@@ -21,6 +21,7 @@ import dataclasses
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,15 @@ from lakehouse_assets.assets.bronze import landing_source
 from lakehouse_assets.assets.landing import LandingFolder
 from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
 from lakehouse_assets.assets.sql_asset import QUARANTINE_SUFFIX, expectation
-from lakehouse_assets.assets.table_asset import STREAMS_FROM, IncrementalSource, table_asset
+from lakehouse_assets.assets.table_asset import (
+    STREAMS_FROM,
+    AppendFlow,
+    AppendFlows,
+    IncrementalSource,
+    table_asset,
+)
 from lakehouse_assets.cdc import AutoCdc
-from lakehouse_assets.pipelines.graph import DatasetKind, PipelineDataset, PipelineRegistry
+from lakehouse_assets.pipelines.graph import DatasetKind, PipelineDataset, PipelineFlow, PipelineRegistry
 from lakehouse_assets.pipelines.python_api import load_python_file
 from lakehouse_assets.pipelines.reads import FileRead, FlowReads, TableRead, flow_reads
 from lakehouse_assets.pipelines.session import PipelineRun, PipelineSession, running
@@ -87,11 +94,15 @@ def load_pipeline(folder: Path) -> LoadedPipeline:
 
 
 def _reads(dataset: PipelineDataset, project: PipelineProject) -> FlowReads:
-    """What the dataset's flow reads: an AUTO CDC flow its change feed, a Python flow what its source reads."""
-    flow = dataset.flow
-    if flow.source is not None:
-        return FlowReads((TableRead(flow.source, True, flow.location),), ())
-    return flow_reads(flow.func, project)
+    """What the dataset's flows read: an AUTO CDC flow its change feed, a Python flow what its source reads."""
+    tables: list[TableRead] = []
+    files: list[FileRead] = []
+    for flow in dataset.flows:
+        reads = (FlowReads((TableRead(flow.source, True, flow.location),), ()) if flow.source is not None
+                 else flow_reads(flow.func, project))
+        tables.extend(reads.tables)
+        files.extend(reads.files)
+    return FlowReads(tuple(tables), tuple(files))
 
 
 def _through_views(table: str, direct: Mapping[str, FlowReads], datasets: Mapping[str, PipelineDataset],
@@ -144,9 +155,11 @@ def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: Lakehou
         metadata=metadata,
         # A table reading landed files runs when its landing sensor sees new ones.
         automation_condition=None if folders else downstream_of_new_data())
-    build = _flow_frame(pipeline, dataset)
+    build = _flow_frame(pipeline, dataset, dataset.flow)
     if dataset.flow.auto_cdc is not None:
         return _auto_cdc(common, dataset.flow.auto_cdc, build)
+    if len(dataset.flows) > 1:
+        return _append_flows(pipeline, dataset, common, reads)
     if any(rule.severity is Severity.ERROR for rule in rules):
         if folders or dataset.kind is not DatasetKind.streaming_table:
             raise PipelineError(
@@ -184,6 +197,27 @@ def _auto_cdc(common: dict[str, Any], spec: AutoCdc, build: Callable[[SparkSessi
     return _changes_applied
 
 
+def _append_flows(pipeline: LoadedPipeline, dataset: PipelineDataset, common: dict[str, Any],
+                  reads: FlowReads) -> dg.AssetsDefinition:
+    """A streaming table filled by several flows, each its own query and checkpoint."""
+    unmapped = [what for what, found in (
+        ("drops rows (expect_or_drop)", any(rule.severity is Severity.ERROR for rule in common["expectations"])),
+        ("reads landed files", bool(reads.files))) if found]
+    if unmapped:
+        raise PipelineError(f"{dataset.location}: {dataset.table} is filled by {len(dataset.flows)} flows and "
+                            f"{' and '.join(unmapped)}, which is not mapped yet for several flows: give each source "
+                            "a streaming table of its own and append from those")
+    builds = {flow.name: _flow_frame(pipeline, dataset, flow) for flow in dataset.flows}
+
+    @table_asset(output_mode="append", **common)
+    def _flows(spark: SparkResource) -> AppendFlows:
+        session = spark.spark_session
+        return AppendFlows(tuple(AppendFlow(name, partial(lambda b: b(session).frame, build))
+                                 for name, build in builds.items()))
+
+    return _flows
+
+
 def _routed(common: dict[str, Any], build: Callable[[SparkSession], _Built]) -> dg.AssetsDefinition:
     layer, name = common.pop("layer"), common.pop("name")
     metadata = common.pop("metadata")
@@ -206,10 +240,10 @@ class _Built:
     run: PipelineRun
 
 
-def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset) -> Callable[[SparkSession], _Built]:
-    """How a run gets the dataset's DataFrame: its flow's function, called with the run's
-    session behind the pipeline's ``spark``, its ``spark_conf`` set."""
-    flow = dataset.flow
+def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset,
+                flow: PipelineFlow) -> Callable[[SparkSession], _Built]:
+    """How a run gets the DataFrame of one of the dataset's flows: its function, called with
+    the run's session behind the pipeline's ``spark``, its ``spark_conf`` set."""
     expected_streaming = dataset.kind is DatasetKind.streaming_table
 
     def build(spark: SparkSession) -> _Built:

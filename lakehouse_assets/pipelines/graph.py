@@ -73,7 +73,7 @@ class PipelineDataset:
 
     @property
     def flow(self) -> PipelineFlow:
-        """The one flow filling the dataset."""
+        """The first flow filling the dataset (most have one)."""
         return self.flows[0]
 
 
@@ -123,10 +123,14 @@ class PipelineRegistry(GraphElementRegistry):
         if dataset is None:
             raise PipelineError(f"{where}: flow {flow.name!r} writes to {table}, which no dataset of the pipeline "
                                 "defines; declare it first (dp.create_streaming_table)")
-        if dataset.flows:
+        if dataset.flows and (dataset.kind is not DatasetKind.streaming_table or dataset.flow.auto_cdc is not None):
             raise PipelineError(
                 f"{where}: flow {flow.name!r} is a second flow into {table} (the first at {dataset.flow.location}); "
-                "several flows into one table (append_flow) are not mapped yet")
+                f"a {'table kept by AUTO CDC' if dataset.flows[0].auto_cdc else dataset.kind} is filled by its one "
+                "query; append flows go into streaming tables")
+        if any(existing.name == flow.name for existing in dataset.flows):
+            raise PipelineError(f"{where}: {table} already has a flow named {flow.name!r}; name each flow (its "
+                                "checkpoint is its own)")
         dataset.flows.append(PipelineFlow(flow.name, flow.func, where, dict(flow.spark_conf)))
         dataset.expectations.extend(getattr(flow.func, EXPECTATIONS_ATTRIBUTE, ()))
 
@@ -146,8 +150,8 @@ class PipelineRegistry(GraphElementRegistry):
             raise PipelineError(f"{where}: the AUTO CDC flow {name!r} applies changes to {table}, which must be "
                                 "declared first with dp.create_streaming_table")
         if dataset.flows:
-            raise PipelineError(f"{where}: {table} already has a flow (at {dataset.flow.location}); an AUTO CDC "
-                                "table is kept by its one AUTO CDC flow")
+            raise PipelineError(f"{where}: {table} already has a flow (at {dataset.flow.location}); a table kept "
+                                "by AUTO CDC is kept by its one AUTO CDC flow")
         changes = self.project.qualified(source, where)
         dataset.flows.append(PipelineFlow(name, lambda: feed(changes), where, {}, auto_cdc=spec, source=changes))
 

@@ -31,6 +31,8 @@ _READERS = {"read": False, "readStream": True}
 _DATASET_READS = {"read": False, "read_stream": True}
 # What Databricks offers and Spark does not: refused by name wherever a flow uses it.
 _DATABRICKS_ONLY = ("dbutils", "display")
+# How deep a flow's calls to its file's own functions are followed.
+_MAX_HELPER_DEPTH = 3
 _UNMAPPED_CALLS = {"writeStream": "writes a stream itself", "foreachBatch": "writes each batch itself",
                    "saveAsTable": "writes a table itself", "insertInto": "writes a table itself"}
 
@@ -65,8 +67,10 @@ class FlowReads:
     files: tuple[FileRead, ...]
 
 
-def flow_reads(func: Callable[..., Any], project: PipelineProject) -> FlowReads:
-    """What the flow ``func`` (a dataset's function, from a file of ``project``) reads."""
+def flow_reads(func: Callable[..., Any], project: PipelineProject, arguments: Mapping[str, Any] | None = None,
+               depth: int = 0) -> FlowReads:
+    """What the flow ``func`` (a dataset's function, from a file of ``project``) reads, and
+    what the functions of its own file it calls read (given the ``arguments`` of the call)."""
     try:
         source = textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError) as exc:
@@ -75,9 +79,12 @@ def flow_reads(func: Callable[..., Any], project: PipelineProject) -> FlowReads:
     file = Path(inspect.getsourcefile(func) or "<unknown>")
     offset = func.__code__.co_firstlineno - 1
     tree = ast.parse(source)
-    values = _values(func, tree, file)
+    values = _values(func, tree, arguments or {})
     tables: list[TableRead] = []
     files: list[FileRead] = []
+    for called in _helpers_called(tree, func, values, project, depth):
+        tables.extend(called.tables)
+        files.extend(called.files)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in _DATABRICKS_ONLY and node.id not in values:
             raise PipelineError(f"{SourceLocation(file, node.lineno + offset)}: {node.id} is Databricks' own and has "
@@ -115,6 +122,28 @@ def flow_reads(func: Callable[..., Any], project: PipelineProject) -> FlowReads:
         elif read is not None:
             files.append(read)
     return FlowReads(tuple(tables), tuple(files))
+
+
+def _helpers_called(tree: ast.Module, func: Callable[..., Any], values: Mapping[str, Any], project: PipelineProject,
+                    depth: int) -> list[FlowReads]:
+    """What the functions of the flow's own file that it calls read: a flow building its
+    reader in a helper (``def landed(source): return spark.readStream...``) reads what it reads."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            continue
+        helper = values.get(node.func.id)
+        if (not inspect.isfunction(helper) or helper is func or depth >= _MAX_HELPER_DEPTH
+                or helper.__module__ != func.__module__):
+            continue
+        try:
+            bound = inspect.signature(helper).bind(
+                *[_value_of(a, values) for a in node.args],
+                **{kw.arg: _value_of(kw.value, values) for kw in node.keywords if kw.arg})
+        except Exception:  # arguments known only when the flow runs: the helper's reads must not need them
+            bound = None
+        found.append(flow_reads(helper, project, bound.arguments if bound else {}, depth + 1))
+    return found
 
 
 def _reader_call(calls: list[tuple[str, ast.Call | None]], values: Mapping[str, Any], where: SourceLocation,
@@ -179,9 +208,14 @@ def _argument(call: ast.Call, position: int, keyword: str, values: Mapping[str, 
     return _evaluate(node, values, where)
 
 
+def _value_of(node: ast.expr, values: Mapping[str, Any]) -> Any:
+    """``node`` evaluated over the flow's known ``values`` (the file's own code, run as its import ran it)."""
+    return eval(compile(ast.Expression(node), "<pipeline>", "eval"), dict(values))  # noqa: S307
+
+
 def _evaluate(node: ast.expr, values: Mapping[str, Any], where: SourceLocation) -> Any:
     try:
-        return eval(compile(ast.Expression(node), str(where.file), "eval"), dict(values))  # noqa: S307
+        return _value_of(node, values)
     except PipelineError:
         raise
     except Exception as exc:
@@ -191,9 +225,10 @@ def _evaluate(node: ast.expr, values: Mapping[str, Any], where: SourceLocation) 
             "that what the flow reads is known when the pipeline loads") from exc
 
 
-def _values(func: Callable[..., Any], tree: ast.Module, file: Path) -> dict[str, Any]:
-    """The names a flow's arguments may use: the file's globals, the function's closure, and
-    its simple assignments, in order (those that cannot be evaluated now are left out)."""
+def _values(func: Callable[..., Any], tree: ast.Module, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The names a flow's arguments may use: the file's globals, the function's closure, the
+    ``arguments`` it is called with (a helper's), and its simple assignments, in order (those
+    that cannot be evaluated now are left out)."""
     values: dict[str, Any] = dict(func.__globals__)
     closure = func.__closure__ or ()
     for name, cell in zip(func.__code__.co_freevars, closure, strict=True):
@@ -201,11 +236,12 @@ def _values(func: Callable[..., Any], tree: ast.Module, file: Path) -> dict[str,
             values[name] = cell.cell_contents
         except ValueError:
             continue
+    values.update(arguments)
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.FunctionDef) else []
     for statement in body:
         if isinstance(statement, ast.Assign) and all(isinstance(t, ast.Name) for t in statement.targets):
             try:
-                value = eval(compile(ast.Expression(statement.value), str(file), "eval"), dict(values))  # noqa: S307
+                value = _value_of(statement.value, values)
             except Exception:  # a value known only when the flow runs: not a name or path
                 continue
             values.update({target.id: value for target in statement.targets if isinstance(target, ast.Name)})

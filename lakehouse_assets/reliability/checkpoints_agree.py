@@ -8,7 +8,7 @@ from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.flows import Flows
 from lakehouse_assets.reliability.reading import table_path
 from lakehouse_assets.reliability.report import InvariantResult
-from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
+from lakehouse_assets.settings import CHECKPOINTS_DIR, FLOWS_DIR, LakehouseSettings
 from lakehouse_assets.storage.discovery import discover_tables
 
 CHECKPOINTS_AGREE = "checkpoints_agree"
@@ -24,14 +24,18 @@ def check_checkpoints_agree(settings: LakehouseSettings, flows: Flows) -> Invari
 
     result = InvariantResult(CHECKPOINTS_AGREE, "checkpoints and tables agree")
     base = settings.root / CHECKPOINTS_DIR
-    folders = sorted(p for p in base.glob("*/*") if p.is_dir() and not p.name.startswith(".")) if base.is_dir() else []
+    # A table's query keeps <layer>/<name>; a table filled by several append flows, one
+    # checkpoint per flow under it (<layer>/<name>/flows/<flow>).
+    folders = sorted(p for pattern in ("*/*", f"*/*/{FLOWS_DIR}/*") for p in base.glob(pattern)
+                     if p.is_dir() and not p.name.startswith(".") and p.name != FLOWS_DIR) if base.is_dir() else []
     if not folders:
         result.skipped = "no checkpoints yet"
         return result
     store = DeltaTableStore()
     writers = _tables_by_query(settings)
     for folder in folders:
-        name = f"{folder.parent.name}.{folder.name}"
+        layer, table = folder.relative_to(base).parts[:2]
+        name = f"{layer}.{table}"
         try:
             state = Checkpoint(str(folder), name).state()
         except CorruptCheckpointError as exc:
@@ -41,6 +45,8 @@ def check_checkpoints_agree(settings: LakehouseSettings, flows: Flows) -> Invari
             continue
         tables = dict.fromkeys([name, *flows.quarantine_of(name), *writers.get(state.query_id or "", [])])
         for table in tables:
+            if table not in result.checked:
+                result.checked.append(table)
             try:
                 Checkpoint(str(folder), name).validate([str(table_path(settings, table))], store)
             except CheckpointMismatchError as exc:
