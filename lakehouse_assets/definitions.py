@@ -84,7 +84,8 @@ def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None 
             IO_MANAGER_KEY: DeltaIOManager(spark=spark),
             STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream"),
         },
-        jobs=[maintenance.maintenance_job, *[replay_job(asset) for asset in routed_table_assets(tables).values()]],
+        jobs=[maintenance.maintenance_job,
+              *[replay_job(asset) for asset in routed_table_assets(tables, replayable=True).values()]],
         schedules=[maintenance.maintenance_schedule],
         executor=dg.in_process_executor,
     )

@@ -33,6 +33,7 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.io.table_run import TableRef, TableRun, table_run_of
+from lakehouse_assets.pipelines.assets import PIPELINE
 from lakehouse_assets.quality.duplicates import mark_duplicates
 from lakehouse_assets.quality.expectations import enforce
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, route, split_routed
@@ -65,14 +66,16 @@ class ReplayResult:
     finished_earlier: int | None = None
 
 
-def routed_table_assets(assets: Sequence[Any]) -> dict[str, dg.AssetsDefinition]:
-    """The routed table assets among ``assets``, by the name of the table they route to."""
+def routed_table_assets(assets: Sequence[Any], *, replayable: bool = False) -> dict[str, dg.AssetsDefinition]:
+    """The routed table assets among ``assets``, by the name of the table they route to (only
+    those a replay can route again, with ``replayable``)."""
     found = {}
     for asset in assets:
         if not isinstance(asset, dg.AssetsDefinition):
             continue
         for key in asset.keys:
-            if (asset.metadata_by_key.get(key) or {}).get(QUARANTINE_TABLE):
+            metadata = asset.metadata_by_key.get(key) or {}
+            if metadata.get(QUARANTINE_TABLE) and not (replayable and metadata.get(PIPELINE)):
                 found[".".join(key.path)] = asset
     return found
 
@@ -83,6 +86,11 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
     exactly once, under both tables' write locks."""
     run = _table_run(asset, settings, run_id)
     assert run.quarantine is not None  # found by its quarantine table
+    if any((asset.metadata_by_key.get(key) or {}).get(PIPELINE) for key in asset.keys):
+        raise LakehouseError(
+            f"{run.table.table_name} comes from a Lakeflow pipeline, whose quarantine holds its flow's output rows, "
+            "not its input: replaying them is not supported yet. Fix the rule or the data, then `lakehouse reset "
+            f"{run.table.table_name}` and materialize it again to route every row anew.")
     table, quarantine = str(run.table.path), str(run.quarantine.path)
     with table_locks(run.root, run.lock_names, timeout_seconds=_LOCK_TIMEOUT_SECONDS,
                      holder=f"the quarantine replay of {run.table.table_name}"):

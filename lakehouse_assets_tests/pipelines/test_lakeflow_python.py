@@ -15,6 +15,7 @@ import pytest
 
 import lakehouse_assets.assets
 from lakehouse_assets.definitions import build_definitions
+from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
 from lakehouse_assets.settings import LakehouseSettings
@@ -140,3 +141,16 @@ def test_materialize_all_over_a_pipeline_with_nothing_landed_is_green_and_builds
 
     assert result.success
     assert result.get_asset_materialization_events() == []
+
+
+@pytest.mark.slow
+def test_a_pipelines_quarantine_is_not_replayed_but_refused_with_the_way_out(lakeflow, spark) -> None:
+    from lakehouse_assets.io.replay import replay_quarantine, routed_table_assets
+    from lakehouse_assets.storage import DeltaTableStore
+
+    settings, definitions, _ = lakeflow
+    routed = routed_table_assets(list(definitions.assets or []))
+    assert "default.recordings_enriched" not in routed_table_assets(list(definitions.assets or []), replayable=True)
+
+    with pytest.raises(LakehouseError, match="lakehouse reset default.recordings_enriched"):
+        replay_quarantine(routed["default.recordings_enriched"], spark, settings, DeltaTableStore())
