@@ -29,7 +29,7 @@ import dagster as dg
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
-from lakehouse_assets.assets.auto_cdc import auto_cdc_table
+from lakehouse_assets.assets.auto_cdc import auto_cdc_from_snapshot_table, auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.bronze import landing_source
 from lakehouse_assets.assets.landing import LandingFolder
@@ -43,6 +43,8 @@ from lakehouse_assets.assets.table_asset import (
     table_asset,
 )
 from lakehouse_assets.cdc import AutoCdc
+from lakehouse_assets.cdc.snapshots import SnapshotSource
+from lakehouse_assets.pipelines.auto_cdc import snapshots_of
 from lakehouse_assets.pipelines.graph import DatasetKind, PipelineDataset, PipelineFlow, PipelineRegistry
 from lakehouse_assets.pipelines.python_api import load_python_file
 from lakehouse_assets.pipelines.reads import FileRead, FlowReads, TableRead, flow_reads
@@ -98,8 +100,9 @@ def _reads(dataset: PipelineDataset, project: PipelineProject) -> FlowReads:
     tables: list[TableRead] = []
     files: list[FileRead] = []
     for flow in dataset.flows:
-        reads = (FlowReads((TableRead(flow.source, True, flow.location),), ()) if flow.source is not None
-                 else flow_reads(flow.func, project))
+        # A change feed is streamed; a table snapshotted is read as it stands.
+        reads = (FlowReads((TableRead(flow.source, flow.snapshot is None, flow.location),), ())
+                 if flow.source is not None else flow_reads(flow.func, project))
         tables.extend(reads.tables)
         files.extend(reads.files)
     return FlowReads(tuple(tables), tuple(files))
@@ -132,9 +135,10 @@ def pipeline_assets(folder: Path, settings: LakehouseSettings) -> list[dg.Assets
 def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: LakehouseSettings) -> dg.AssetsDefinition:
     reads = pipeline.reads[dataset.table]
     layer, name = dataset.table.split(".")
-    streamed = [read.table for read in reads.tables if read.streamed]
     folders = [_landing_folder(read, pipeline.project, settings) for read in reads.files]
     streams = any(read.streamed for read in reads.tables) or any(read.streamed for read in reads.files)
+    if dataset.flow.snapshot is not None:
+        return _from_snapshots(pipeline, dataset, _common(pipeline, dataset, reads, folders, []))
     if dataset.kind is DatasetKind.materialized_view and streams:
         raise PipelineError(f"{dataset.location}: the materialized view {dataset.table} reads a stream; a materialized "
                             "view reads its sources as they stand (spark.read), a streaming table reads streams")
@@ -142,19 +146,7 @@ def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: Lakehou
         # Lakeflow's @dlt.table over a batch query is a materialized view: recomputed whole.
         dataset = dataclasses.replace(dataset, kind=DatasetKind.materialized_view)
     rules = [_rule(dataset, e.name, e.condition, e.on_violation) for e in dataset.expectations]
-    metadata: dict[str, Any] = {PIPELINE: pipeline.project.name, STREAMS_FROM: sorted(set(streamed)),
-                                CODE_REFERENCES: _code_reference(dataset)}
-    for folder in folders:
-        metadata.update(folder.metadata())
-    deps = sorted({*(read.table for read in reads.tables), *(f"{LANDING_DIR}.{f.source}" for f in folders)})
-    description = dataset.comment or (dataset.flow.func.__doc__ or "").strip() or \
-        f"The {dataset.kind} {name} of pipeline {pipeline.project.name}."
-    common: dict[str, Any] = dict(
-        layer=layer, name=name, description=description, deps=[dep.split(".") for dep in deps],
-        columns=_columns(dataset), table_properties=dataset.table_properties or None, expectations=rules,
-        metadata=metadata,
-        # A table reading landed files runs when its landing sensor sees new ones.
-        automation_condition=None if folders else downstream_of_new_data())
+    common = _common(pipeline, dataset, reads, folders, rules)
     build = _flow_frame(pipeline, dataset, dataset.flow)
     if dataset.flow.auto_cdc is not None:
         return _auto_cdc(common, dataset.flow.auto_cdc, build)
@@ -195,6 +187,44 @@ def _auto_cdc(common: dict[str, Any], spec: AutoCdc, build: Callable[[SparkSessi
         return build(spark.spark_session).frame
 
     return _changes_applied
+
+
+def _common(pipeline: LoadedPipeline, dataset: PipelineDataset, reads: FlowReads, folders: Sequence[LandingFolder],
+            rules: Sequence[Rule]) -> dict[str, Any]:
+    """What every kind of dataset declares alike: its key, description, upstream, columns,
+    properties, expectations, and metadata (its pipeline, streams, landing folders, code)."""
+    layer, name = dataset.table.split(".")
+    metadata: dict[str, Any] = {PIPELINE: pipeline.project.name,
+                                STREAMS_FROM: sorted({read.table for read in reads.tables if read.streamed}),
+                                CODE_REFERENCES: _code_reference(dataset)}
+    for folder in folders:
+        metadata.update(folder.metadata())
+    deps = sorted({*(read.table for read in reads.tables), *(f"{LANDING_DIR}.{f.source}" for f in folders)})
+    description = dataset.comment or (dataset.flow.func.__doc__ or "").strip() or \
+        f"The {dataset.kind} {name} of pipeline {pipeline.project.name}."
+    return dict(
+        layer=layer, name=name, description=description, deps=[dep.split(".") for dep in deps],
+        columns=_columns(dataset), table_properties=dataset.table_properties or None, expectations=list(rules),
+        metadata=metadata,
+        # A table reading landed files runs when its landing sensor sees new ones.
+        automation_condition=None if folders else downstream_of_new_data())
+
+
+def _from_snapshots(pipeline: LoadedPipeline, dataset: PipelineDataset, common: dict[str, Any]) -> dg.AssetsDefinition:
+    """A table kept AUTO CDC FROM SNAPSHOT."""
+    flow = dataset.flow
+    assert flow.snapshot is not None
+    common.pop("expectations")
+
+    @auto_cdc_from_snapshot_table(keys=flow.snapshot.keys, stored_as_scd_type=flow.snapshot.stored_as_scd_type,  # type: ignore[arg-type]
+                                  track_history_column_list=flow.snapshot.track_history_column_list, **common)
+    def _snapshots_applied(spark: SparkResource) -> SnapshotSource:
+        settings = LakehouseSettings.from_env()
+        run = PipelineRun(spark.spark_session, dataset.table, pipeline.views, settings, pipeline.session)
+        with running(run):
+            return snapshots_of(flow, spark.spark_session, settings)
+
+    return _snapshots_applied
 
 
 def _append_flows(pipeline: LoadedPipeline, dataset: PipelineDataset, common: dict[str, Any],

@@ -7,17 +7,22 @@ starts nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from pyspark.pipelines.graph_element_registry import get_active_graph_element_registry
 from pyspark.pipelines.source_code_location import get_caller_source_code_location
+from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_assets.cdc import AutoCdc
+from lakehouse_assets.cdc.snapshots import Snapshot, SnapshotSource
 from lakehouse_assets.errors import ConfigurationError
-from lakehouse_assets.pipelines.graph import PipelineRegistry, location
+from lakehouse_assets.pipelines.graph import PipelineFlow, PipelineRegistry, SnapshotFlow, location
 from lakehouse_assets.pipelines.session import active_run
 from lakehouse_assets.pipelines.spec import PipelineError, SourceLocation
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage import DeltaTableStore
 
 
 def create_auto_cdc_flow(
@@ -58,11 +63,55 @@ def _change_feed(table: str) -> Any:
     return active_run(f"the changes of {table}").session.read_dataset(table, streaming=True)
 
 
-def create_auto_cdc_from_snapshot_flow(target: str, source: Any, *_: Any, **__: Any) -> None:
-    """Not mapped yet: refused where it is called."""
+def create_auto_cdc_from_snapshot_flow(
+    target: str, source: str | Callable[[Any], tuple[DataFrame, int] | None], keys: Sequence[str],
+    stored_as_scd_type: int | str = 1, track_history_column_list: Sequence[str] | None = None,
+    track_history_except_column_list: Sequence[str] | None = None, name: str | None = None,
+) -> None:
+    """``target`` kept from full snapshots of ``source``: a table (a snapshot at each of its
+    versions) or a function ``next_snapshot_and_version(latest_version)`` returning the next
+    ``(DataFrame, version)`` after ``latest_version`` (None: the first), or None when there is none."""
     where = location(get_caller_source_code_location(stacklevel=1))
-    raise PipelineError(f"{where}: create_auto_cdc_from_snapshot_flow into {target!r} is not mapped yet; the project's "
-                        "auto_cdc_from_snapshot_table declares the same in Python")
+    if track_history_except_column_list is not None:
+        raise PipelineError(f"{where}: create_auto_cdc_from_snapshot_flow(track_history_except_column_list=...) is "
+                            "not mapped; name the tracked columns with track_history_column_list")
+    if int(stored_as_scd_type) not in (1, 2) or not keys or not all(isinstance(k, str) for k in keys):
+        raise PipelineError(f"{where}: create_auto_cdc_from_snapshot_flow into {target!r} takes keys as column names "
+                            "and stored_as_scd_type 1 or 2")
+    spec = SnapshotFlow(tuple(keys), int(stored_as_scd_type),
+                        tuple(track_history_column_list) if track_history_column_list is not None else None)
+    _registry(where).register_snapshot_flow(name or target, target, source, spec, where)
+
+
+#: How many snapshots one run takes from a ``next_snapshot_and_version`` function at most.
+MAX_SNAPSHOTS = 10_000
+
+
+def snapshots_of(flow: PipelineFlow, spark: SparkSession, settings: LakehouseSettings) -> SnapshotSource:
+    """The snapshots an AUTO CDC FROM SNAPSHOT flow offers this run (called inside the run's
+    pipeline context): its source table as it stands, at its current version, or every
+    ``(DataFrame, version)`` its function gives, in order (the table skips those it holds)."""
+    if flow.source is not None:
+        # Every version of the table is offered: the one before the first new one is what
+        # that one's changes are computed from; those the table holds are skipped unread.
+        table = flow.source
+        current = DeltaTableStore().version(str(settings.table_path(*table.split("."))))
+        return SnapshotSource(table, [
+            Snapshot(version, partial(_table_version, spark, table, version), f"{table} version {version}")
+            for version in range(0 if current is None else current + 1)])
+    snapshots: list[Snapshot] = []
+    latest: int | None = None
+    while (offered := flow.func(latest)) is not None:
+        frame, version = offered
+        if latest is not None and version <= latest:
+            raise PipelineError(f"{flow.location}: the snapshot function of flow {flow.name!r} gave version {version} "
+                                f"after {latest}; versions must increase")
+        snapshots.append(Snapshot(version, partial(_given, frame), f"snapshot {version}"))
+        latest = version
+        if len(snapshots) > MAX_SNAPSHOTS:
+            raise PipelineError(f"{flow.location}: the snapshot function of flow {flow.name!r} gave more than "
+                                f"{MAX_SNAPSHOTS} snapshots; does it return None when there is no next one?")
+    return SnapshotSource(flow.name, snapshots)
 
 
 def _registry(where: SourceLocation) -> PipelineRegistry:
@@ -70,3 +119,11 @@ def _registry(where: SourceLocation) -> PipelineRegistry:
     if not isinstance(registry, PipelineRegistry):
         raise PipelineError(f"{where}: AUTO CDC flows are registered while the lakehouse loads a pipeline")
     return registry
+
+
+def _given(frame: DataFrame) -> DataFrame:
+    return frame
+
+
+def _table_version(spark: SparkSession, table: str, version: int) -> DataFrame:
+    return spark.read.option("versionAsOf", version).table(table)

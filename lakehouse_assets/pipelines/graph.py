@@ -45,17 +45,29 @@ class Expectation:
 
 
 @dataclass(frozen=True)
+class SnapshotFlow:
+    """AUTO CDC FROM SNAPSHOT: the table kept from full snapshots, by ``keys``; its function
+    (the flow's) is Lakeflow's ``next_snapshot_and_version``, or the flow's ``source`` table
+    is the snapshot, taken at each of its versions."""
+
+    keys: tuple[str, ...]
+    stored_as_scd_type: int
+    track_history_column_list: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
 class PipelineFlow:
     """A query filling a dataset: the function returning its DataFrame. ``auto_cdc`` is how
     an AUTO CDC flow applies the change feed the function returns; ``source`` the table it
     streams the feed from (what a Python flow reads is read from its source instead)."""
 
     name: str
-    func: Callable[[], Any]
+    func: Callable[..., Any]
     location: SourceLocation
     spark_conf: dict[str, str]
     auto_cdc: AutoCdc | None = None
     source: str | None = None
+    snapshot: SnapshotFlow | None = None
 
 
 @dataclass
@@ -154,6 +166,21 @@ class PipelineRegistry(GraphElementRegistry):
                                 "by AUTO CDC is kept by its one AUTO CDC flow")
         changes = self.project.qualified(source, where)
         dataset.flows.append(PipelineFlow(name, lambda: feed(changes), where, {}, auto_cdc=spec, source=changes))
+
+    def register_snapshot_flow(self, name: str, target: str, source: str | Callable[..., Any], spec: SnapshotFlow,
+                               where: SourceLocation) -> None:
+        """An AUTO CDC FROM SNAPSHOT flow into ``target``: ``source`` a table (snapshotted at each
+        of its versions) or Lakeflow's ``next_snapshot_and_version`` function."""
+        table = self.project.qualified(target, where)
+        dataset = self.datasets.get(table)
+        if dataset is None or dataset.kind is not DatasetKind.streaming_table or dataset.flows:
+            raise PipelineError(f"{where}: the AUTO CDC FROM SNAPSHOT flow {name!r} keeps {table}, which must be "
+                                "declared with dp.create_streaming_table and kept by this flow alone")
+        if isinstance(source, str):
+            snapshotted = self.project.qualified(source, where)
+            dataset.flows.append(PipelineFlow(name, lambda: None, where, {}, source=snapshotted, snapshot=spec))
+        else:
+            dataset.flows.append(PipelineFlow(name, source, where, {}, snapshot=spec))
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:
         raise PipelineError(f"{file_path}: SQL pipeline files are not mapped yet")

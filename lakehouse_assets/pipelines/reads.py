@@ -162,9 +162,10 @@ def _reader_call(calls: list[tuple[str, ast.Call | None]], values: Mapping[str, 
                     f"{where}: the flow reads format {source_format!r}, which the asset graph does not map: land "
                     "the data as files (json, csv, parquet) and read them with cloudFiles, or read a lakehouse table")
         elif method == "option":
-            options[str(_argument(call, 0, "key", values, where))] = str(_argument(call, 1, "value", values, where))
+            options[str(_argument(call, 0, "key", values, where))] = _option(call.args[1:2] or [
+                kw.value for kw in call.keywords if kw.arg == "value"], values)
         elif method == "options":
-            options.update({kw.arg: str(_evaluate(kw.value, values, where)) for kw in call.keywords if kw.arg})
+            options.update({kw.arg: _option([kw.value], values) for kw in call.keywords if kw.arg})
         elif method == "table":
             name = str(_argument(call, 0, "tableName", values, where))
             return TableRead(project.qualified(name, where), streamed, where)
@@ -206,6 +207,15 @@ def _argument(call: ast.Call, position: int, keyword: str, values: Mapping[str, 
     if node is None:
         raise PipelineError(f"{where}: the call gives no {keyword}")
     return _evaluate(node, values, where)
+
+
+def _option(nodes: list[ast.expr], values: Mapping[str, Any]) -> str:
+    """A reader option's value as text, or ``?`` when it is known only as the flow runs
+    (``versionAsOf`` of a version the flow computes): options say how, not what, a flow reads."""
+    try:
+        return str(_value_of(nodes[0], values))
+    except Exception:  # noqa: BLE001 - any value the flow computes itself
+        return "?"
 
 
 def _value_of(node: ast.expr, values: Mapping[str, Any]) -> Any:

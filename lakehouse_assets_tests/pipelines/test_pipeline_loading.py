@@ -166,8 +166,9 @@ def test_lakeflows_older_dlt_names_load_and_an_installed_dlt_package_is_left_alo
      from pyspark import pipelines as dp
 
      dp.create_streaming_table("current")
-     dp.create_auto_cdc_from_snapshot_flow(target="current", source="snapshots", keys=["id"])
-     """, "create_auto_cdc_from_snapshot_flow into 'current'"),
+     dp.create_auto_cdc_from_snapshot_flow(target="current", source="snapshots", keys=["id"],
+                                           track_history_except_column_list=["note"])
+     """, "track_history_except_column_list=...) is not mapped"),
     ("""
      import dlt
 
@@ -194,7 +195,7 @@ def _line_of(source: str, refused: str) -> int:
     needles = {"format 'kafka'": "kafka", "sink 'out'": "create_sink", "dbutils is Databricks' own": "dbutils",
                "partition_cols": "partition_cols", "outside the lakehouse's landing folders": "load(",
                "put it below @dp.table": "@dp.expect",
-               "create_auto_cdc_from_snapshot_flow into 'current'": "from_snapshot",
+               "track_history_except_column_list=...) is not mapped": "from_snapshot",
                "must be declared first with dp.create_streaming_table": "apply_changes"}
     return next(number for number, line in enumerate(lines, start=1) if needles[refused] in line)
 
