@@ -165,18 +165,20 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
     return SqlDefinition(source, kind, table, comment, query, reads, constraints, properties, columns)
 
 
-def table_elements(table: str, toks: list[Token], at: int, source: str,
-                   sql: str) -> tuple[tuple[SqlConstraint, ...], tuple[SqlColumn, ...], int]:
+def table_elements(table: str, toks: list[Token], at: int, source: str, sql: str, *,
+                   typed_columns: bool = False) -> tuple[tuple[SqlConstraint, ...], tuple[SqlColumn, ...], int]:
     """The expectations and described columns in the parentheses opening at token ``at``
     after ``table``'s name (``toks`` of the definition's text ``sql``), and the index of the
-    token after them."""
-    close = _closing(toks, at)
+    token after them. With ``typed_columns`` (a pipeline's column list, Lakeflow's
+    ``name TYPE [COMMENT '...']``) each column gives its type and may leave out its comment."""
+    close = closing_parenthesis(toks, at)
     if close is None:
         raise SqlDefinitionError(f"{source}: the parenthesis after {table} is never closed")
-    items = _split_commas(toks[at + 1:close])
+    items = split_commas(toks[at + 1:close])
     constraints = tuple(_constraint(table, item, source, sql) for item in items
                         if item[0].text.lower() == "constraint")
-    columns = tuple(_column(table, item, source, sql) for item in items if item[0].text.lower() != "constraint")
+    columns = tuple(_column(table, item, source, sql, typed_columns) for item in items
+                    if item[0].text.lower() != "constraint")
     for what, names in (("a CONSTRAINT", [c.name.lower() for c in constraints]),
                         ("a column", [c.name.lower() for c in columns])):
         if len(set(names)) != len(names):
@@ -184,23 +186,34 @@ def table_elements(table: str, toks: list[Token], at: int, source: str,
     return constraints, columns, close + 1
 
 
-def _column(table: str, toks: list[Token], source: str, sql: str) -> SqlColumn:
-    """One ``name [type] COMMENT '...'``."""
+def _column(table: str, toks: list[Token], source: str, sql: str, typed: bool = False) -> SqlColumn:
+    """One ``name [type] COMMENT '...'`` (``typed``: ``name type [COMMENT '...']``)."""
     text = sql[toks[0].start:toks[-1].end]
     words = [t.text.lower() for t in toks]
-    if (toks[0].name is None or len(toks) < 3 or words[-2] != "comment" or toks[-1].kind != "string"
-            or "comment" in words[:-2]):
+    commented = len(toks) >= 3 and words[-2] == "comment" and toks[-1].kind == "string"
+    if typed and not commented and toks[0].name is not None and len(toks) >= 2 and "comment" not in words:
+        written_type = sql[toks[1].start:toks[-1].end].lower()
+        _check_type(table, str(toks[0].name), written_type, source)
+        return SqlColumn(str(toks[0].name), written_type, "")
+    if typed and commented and len(toks) < 4:
+        raise SqlDefinitionError(f"{source}: {table}: column {toks[0].text} has no type; write name TYPE "
+                                 "[COMMENT '...'] (a Spark SQL type such as BIGINT, STRING, DOUBLE)")
+    if (toks[0].name is None or not commented or "comment" in words[:-2]):
         raise SqlDefinitionError(
             f"{source}: {table} declares {text!r} in its parentheses; a SQL table takes expectations there "
             "(CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | ON VIOLATION FAIL UPDATE]) and "
             "column descriptions (name [type] COMMENT '...'); its columns come from its query")
     written_type = sql[toks[1].start:toks[-3].end].lower() if len(toks) > 3 else ""
     if written_type:
-        try:
-            spark_type(written_type)
-        except UnknownTypeError as exc:
-            raise SqlDefinitionError(f"{source}: {table}: column {toks[0].name}: {exc}") from exc
-    return SqlColumn(str(toks[0].name), written_type, _unquoted(toks[-1]))
+        _check_type(table, str(toks[0].name), written_type, source)
+    return SqlColumn(str(toks[0].name), written_type, unquoted(toks[-1]))
+
+
+def _check_type(table: str, column: str, written_type: str, source: str) -> None:
+    try:
+        spark_type(written_type)
+    except UnknownTypeError as exc:
+        raise SqlDefinitionError(f"{source}: {table}: column {column}: {exc}") from exc
 
 
 def table_clauses(toks: list[Token], at: int, source: str,
@@ -214,28 +227,28 @@ def table_clauses(toks: list[Token], at: int, source: str,
         if toks[at].text.lower() == "comment":
             if at + 1 >= len(toks) or toks[at + 1].kind != "string" or comment is not None:
                 raise SqlDefinitionError(f"{source}: {table}: COMMENT must be followed by a quoted string, once")
-            comment = _unquoted(toks[at + 1])
+            comment = unquoted(toks[at + 1])
             at += 2
             continue
-        close = _closing(toks, at + 1) if at + 1 < len(toks) and toks[at + 1].text == "(" else None
+        close = closing_parenthesis(toks, at + 1) if at + 1 < len(toks) and toks[at + 1].text == "(" else None
         if close is None:
             raise SqlDefinitionError(f"{source}: {table}: TBLPROPERTIES must be followed by (key = value, ...)")
-        for item in _split_commas(toks[at + 2:close]):
+        for item in split_commas(toks[at + 2:close]):
             equals = next((i for i, t in enumerate(item) if t.text == "="), None)
             if equals is None or equals == 0 or equals != len(item) - 2:
                 written = " ".join(t.text for t in item)
                 raise SqlDefinitionError(
                     f"{source}: {table}: TBLPROPERTIES takes key = value pairs (found {written!r}), e.g. "
                     "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
-            key = "".join(_unquoted(t) for t in item[:equals])
+            key = "".join(unquoted(t) for t in item[:equals])
             if key in properties:
                 raise SqlDefinitionError(f"{source}: {table}: TBLPROPERTIES sets {key} twice")
-            properties[key] = _unquoted(item[-1])
+            properties[key] = unquoted(item[-1])
         at = close + 1
     return comment, tuple(properties.items()), at
 
 
-def _unquoted(tok: Token) -> str:
+def unquoted(tok: Token) -> str:
     """A string or back-quoted token's text, unquoted (Spark's escapes: \\' is ')."""
     if tok.kind == "string":
         return re.sub(r"\\(.)", r"\1", tok.text[1:-1])
@@ -250,7 +263,7 @@ def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlCons
     shape = ("CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | ON VIOLATION FAIL UPDATE]")
     if len(toks) < 4 or toks[1].name is None or words[2] != "expect" or toks[3].text != "(":
         raise SqlDefinitionError(f"{source}: {table}: {text!r} is not an expectation: write {shape}")
-    close = _closing(toks, 3)
+    close = closing_parenthesis(toks, 3)
     if close is None or close == 4:
         raise SqlDefinitionError(f"{source}: {table}: the condition of {toks[1].name} is empty or unclosed")
     name = str(toks[1].name)
@@ -298,13 +311,13 @@ def _depths(toks: list[Token]) -> list[int]:
     return depths
 
 
-def _closing(toks: list[Token], at: int) -> int | None:
+def closing_parenthesis(toks: list[Token], at: int) -> int | None:
     """The index of the parenthesis closing the one at ``at``."""
     depths = _depths(toks)
     return next((i for i in range(at + 1, len(toks)) if toks[i].text == ")" and depths[i] == depths[at]), None)
 
 
-def _split_commas(toks: list[Token]) -> list[list[Token]]:
+def split_commas(toks: list[Token]) -> list[list[Token]]:
     """``toks`` split at the commas outside parentheses."""
     items: list[list[Token]] = [[]]
     for tok, depth in zip(toks, _depths(toks), strict=True):
