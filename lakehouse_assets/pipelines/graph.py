@@ -183,7 +183,10 @@ class PipelineRegistry(GraphElementRegistry):
             dataset.flows.append(PipelineFlow(name, source, where, {}, snapshot=spec))
 
     def register_sql(self, sql_text: str, file_path: Path) -> None:
-        raise PipelineError(f"{file_path}: SQL pipeline files are not mapped yet")
+        # Imported here: the SQL files register through this registry (a cycle at import time).
+        from lakehouse_assets.pipelines.sql_files import register_sql_file
+
+        register_sql_file(self, sql_text, file_path)
 
     def finished(self) -> dict[str, PipelineDataset]:
         """The datasets, each checked to have its query."""

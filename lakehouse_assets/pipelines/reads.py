@@ -18,7 +18,7 @@ import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from lakehouse_assets.pipelines.python_api import LAKEFLOW
 from lakehouse_assets.pipelines.session import PipelineSession
@@ -67,10 +67,20 @@ class FlowReads:
     files: tuple[FileRead, ...]
 
 
+@runtime_checkable
+class DeclaredReads(Protocol):
+    """A flow that says what it reads (a SQL file's query, whose reads were found as it loaded)."""
+
+    @property
+    def reads(self) -> FlowReads: ...
+
+
 def flow_reads(func: Callable[..., Any], project: PipelineProject, arguments: Mapping[str, Any] | None = None,
                depth: int = 0) -> FlowReads:
     """What the flow ``func`` (a dataset's function, from a file of ``project``) reads, and
     what the functions of its own file it calls read (given the ``arguments`` of the call)."""
+    if isinstance(func, DeclaredReads):
+        return func.reads
     try:
         source = textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError) as exc:
