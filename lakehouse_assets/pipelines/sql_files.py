@@ -111,7 +111,7 @@ def _statements(toks: list[Token]) -> list[list[Token]]:
 def _register(registry: PipelineRegistry, text: str, toks: list[Token], file: Path, state: _FileState) -> None:
     words = [tok.text.lower() if tok.kind == "word" else tok.text for tok in toks]
     where = SourceLocation(file, text.count("\n", 0, toks[0].start) + 1)
-    written = " ".join(words[:6])
+    written = " ".join(tok.text for tok in toks[:6])
     if words[0] == "set":
         equals = words.index("=") if "=" in words else -1
         if equals < 2 or equals == len(words) - 1:
@@ -140,7 +140,7 @@ def _register(registry: PipelineRegistry, text: str, toks: list[Token], file: Pa
     what = words[at] if at < len(words) else ""
     construct = " ".join(["CREATE", *[m.upper() for m in modifiers], what.upper()])
     if what == "flow":
-        cdc = "auto" in words and "cdc" in words or "apply" in words and "changes" in words
+        cdc = ("auto" in words and "cdc" in words) or ("apply" in words and "changes" in words)
         raise PipelineError(f"{where}: {construct} ... AS {'AUTO CDC INTO' if cdc else 'INSERT INTO ... BY NAME'} "
                             "is not mapped yet; fill the table with its own query (CREATE STREAMING TABLE ... AS)")
     if what == "sink":
@@ -154,7 +154,8 @@ def _register(registry: PipelineRegistry, text: str, toks: list[Token], file: Pa
 
 
 def _kind(modifiers: set[str], what: str) -> type[Output] | None:
-    if what == "table" and modifiers <= {"streaming", "live", "private"}:
+    # Legacy TEMPORARY tables were kept out of the catalog but still stored: stored here.
+    if what == "table" and modifiers <= {"streaming", "live", "private", "temporary"}:
         return StreamingTable if "streaming" in modifiers else MaterializedView if "live" in modifiers else None
     if what == "view" and modifiers in ({"materialized"}, {"materialized", "private"}):
         return MaterializedView

@@ -43,13 +43,15 @@ def test_each_statement_is_a_dataset_with_its_kind_names_resolved_as_the_pipelin
           FROM per_id JOIN silver.known k ON k.id = per_id.id, `sch`.`raw` r
           WHERE per_id.id IN (SELECT id FROM gold.listed);
         CREATE OR REFRESH STREAMING TABLE latest AS SELECT * FROM recent;
+        CREATE TEMPORARY LIVE TABLE kept AS SELECT * FROM sch.raw;
         CREATE MATERIALIZED VIEW lookup AS SELECT * FROM read_files('${lakehouse.landing}/lookup', format => 'csv', header => true, schema => 'id BIGINT, name STRING')
         """)
 
     kinds = {table: dataset.kind for table, dataset in loaded.datasets.items()}
     assert kinds == {"sch.raw": DatasetKind.streaming_table, "sch.clean": DatasetKind.streaming_table,
                      "sch.recent": DatasetKind.temporary_view, "other.counts": DatasetKind.materialized_view,
-                     "sch.latest": DatasetKind.streaming_table, "sch.lookup": DatasetKind.materialized_view}
+                     "sch.latest": DatasetKind.streaming_table, "sch.kept": DatasetKind.materialized_view,
+                     "sch.lookup": DatasetKind.materialized_view}
     assert tables(loaded, "sch.clean") == [("sch.raw", True)]
     # The WITH's name is no table; EXTRACT's FROM reads none; a comma join and a subquery do.
     assert tables(loaded, "other.counts") == [("sch.clean", False), ("silver.known", False), ("sch.raw", False),
@@ -116,7 +118,7 @@ def test_configuration_is_substituted_and_a_missing_key_is_refused(tmp_path) -> 
     ("CREATE MATERIALIZED VIEW t CLUSTER BY (d) AS SELECT * FROM s", "CLUSTER BY"),
     ("CREATE VIEW t AS SELECT * FROM s", "CREATE VIEW is not a dataset the asset graph maps"),
     ("CREATE TABLE t AS SELECT * FROM s", "CREATE TABLE is not a dataset the asset graph maps"),
-    ("DROP TABLE t", "'drop table t' is not a statement"),
+    ("DROP TABLE t", "'DROP TABLE t' is not a statement"),
     ("CREATE MATERIALIZED VIEW t AS SELECT * FROM STREAM(s)", "a materialized view reads its sources as they stand"),
     ("CREATE MATERIALIZED VIEW t AS SELECT * FROM read_files('/x')", "read_files reads format not given"),
     ("CREATE MATERIALIZED VIEW t AS SELECT * FROM read_files('/x', format => 'avro')", "read_files reads format avro"),
