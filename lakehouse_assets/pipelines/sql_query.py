@@ -37,6 +37,8 @@ from lakehouse_assets.tables.sql_definition import closing_parenthesis, split_co
 from lakehouse_assets.tables.sql_refs import Token
 
 READ_FILES = "read_files"
+#: Lakeflow's older Auto Loader in SQL: ``cloud_files(path, format[, map(key, value, ...)])``, a stream.
+CLOUD_FILES = "cloud_files"
 #: Functions only Databricks has, each with what to do instead.
 DATABRICKS_ONLY = {
     "read_kafka": "land the records as files and read them with STREAM read_files(...)",
@@ -44,7 +46,6 @@ DATABRICKS_ONLY = {
     "read_pubsub": "land the records as files and read them with STREAM read_files(...)",
     "read_pulsar": "land the records as files and read them with STREAM read_files(...)",
     "read_statestore": "read the state another way, or drop the query",
-    "cloud_files": "write STREAM read_files(path, format => ..., ...) instead (Lakeflow's current spelling)",
     "secret": "pass the value through the pipeline's configuration (${key})",
     "try_secret": "pass the value through the pipeline's configuration (${key})",
     "vector_search": "compute it in a Python flow",
@@ -158,8 +159,8 @@ def _stream_and_files(text: str, toks: list[Token], project: PipelineProject, wh
         if _word(tok, "stream") and follows_from:
             parenthesised = i + 1 < len(toks) and toks[i + 1].text == "("
             at = i + 2 if parenthesised else i + 1
-            if at < len(toks) and _word(toks[at], READ_FILES):
-                files, last = _read_files(text, toks, at, True, where)
+            if at < len(toks) and _word(toks[at], READ_FILES, CLOUD_FILES):
+                files, last = _files_call(text, toks, at, True, where)
             else:
                 name, last = _name(toks, at)
                 if name is None:
@@ -172,23 +173,38 @@ def _stream_and_files(text: str, toks: list[Token], project: PipelineProject, wh
             claimed.add(at)
             table = None if files else project.qualified(str(name), where(tok))
             found.append(_Reference(tok.start, toks[last].end, where(tok), table, True, files))
-        elif _word(tok, READ_FILES) and i + 1 < len(toks) and toks[i + 1].text == "(" and i not in claimed:
+        elif _word(tok, READ_FILES, CLOUD_FILES) and i + 1 < len(toks) and toks[i + 1].text == "(" \
+                and i not in claimed:
             if not follows_from:
-                raise PipelineError(f"{where(tok)}: read_files(...) is read after FROM or JOIN (STREAM read_files "
+                raise PipelineError(f"{where(tok)}: {tok.text}(...) is read after FROM or JOIN (STREAM read_files "
                                     "for a stream), as a table")
-            files, last = _read_files(text, toks, i, False, where)
+            files, last = _files_call(text, toks, i, _word(tok, CLOUD_FILES), where)
             found.append(_Reference(tok.start, toks[last].end, where(tok), files=files))
     return found
 
 
-def _read_files(text: str, toks: list[Token], at: int, streamed: bool, where: Any) -> tuple[FileRead, int]:
-    """``read_files('path', key => value, ...)`` at token ``at``, and the index of its ``)``."""
+def _files_call(text: str, toks: list[Token], at: int, streamed: bool, where: Any) -> tuple[FileRead, int]:
+    """``read_files('path', key => value, ...)`` or ``cloud_files('path', 'format', map(...))``
+    at token ``at``, and the index of its ``)``."""
+    function = toks[at].text
     close = closing_parenthesis(toks, at + 1) if at + 1 < len(toks) and toks[at + 1].text == "(" else None
     if close is None:
-        raise PipelineError(f"{where(toks[at])}: read_files( is never closed")
+        raise PipelineError(f"{where(toks[at])}: {function}( is never closed")
     arguments = split_commas(toks[at + 2:close])
     if not arguments or len(arguments[0]) != 1 or arguments[0][0].kind != "string":
-        raise PipelineError(f"{where(toks[at])}: read_files takes the files' path first, as a quoted string")
+        raise PipelineError(f"{where(toks[at])}: {function} takes the files' path first, as a quoted string")
+    options = _cloud_files_options(text, arguments, where) if _word(toks[at], CLOUD_FILES) \
+        else _named_options(text, arguments, where)
+    fmt = next((v for k, v in options.items() if k.lower() == "format"), "").lower()
+    if fmt not in FILE_FORMATS:
+        raise PipelineError(f"{where(toks[at])}: {function} reads format {fmt or 'not given'}; give format => "
+                            f"{', '.join(repr(f) for f in FILE_FORMATS)}")
+    rest = {k: v for k, v in options.items() if k.lower() != "format"}
+    return FileRead(unquoted(arguments[0][0]), fmt, streamed, streamed, rest, where(toks[at])), close
+
+
+def _named_options(text: str, arguments: list[list[Token]], where: Any) -> dict[str, str]:
+    """``read_files``' options after its path: ``name => value``."""
     options: dict[str, str] = {}
     for argument in arguments[1:]:
         if (len(argument) != 4 or argument[0].name is None or argument[1].text != "=" or argument[2].text != ">"
@@ -198,12 +214,26 @@ def _read_files(text: str, toks: list[Token], at: int, streamed: bool, where: An
                                 f"{written!r})")
         value = argument[3]
         options[str(argument[0].name)] = unquoted(value) if value.kind == "string" else value.text.lower()
-    fmt = next((v for k, v in options.items() if k.lower() == "format"), "").lower()
-    if fmt not in FILE_FORMATS:
-        raise PipelineError(f"{where(toks[at])}: read_files reads format {fmt or 'not given'}; give format => "
-                            f"{', '.join(repr(f) for f in FILE_FORMATS)}")
-    rest = {k: v for k, v in options.items() if k.lower() != "format"}
-    return FileRead(unquoted(arguments[0][0]), fmt, streamed, streamed, rest, where(toks[at])), close
+    return options
+
+
+def _cloud_files_options(text: str, arguments: list[list[Token]], where: Any) -> dict[str, str]:
+    """``cloud_files``' arguments after its path: the format, then ``map('key', 'value', ...)``."""
+    if len(arguments) < 2 or len(arguments[1]) != 1 or arguments[1][0].kind != "string":
+        raise PipelineError(f"{where(arguments[0][0])}: cloud_files takes the files' format second, as a quoted "
+                            "string")
+    options = {"format": unquoted(arguments[1][0])}
+    if len(arguments) == 2:
+        return options
+    given = arguments[2]
+    pairs = split_commas(given[2:-1]) if len(arguments) == 3 and len(given) > 3 and _word(given[0], "map") \
+        and given[1].text == "(" and given[-1].text == ")" else []
+    if not pairs or len(pairs) % 2 or any(len(p) != 1 or p[0].kind != "string" for p in pairs):
+        written = text[given[0].start:arguments[-1][-1].end]
+        raise PipelineError(f"{where(given[0])}: cloud_files takes its options as map('key', 'value', ...) (found "
+                            f"{written!r})")
+    options.update({unquoted(k[0]): unquoted(v[0]) for k, v in zip(pairs[::2], pairs[1::2], strict=True)})
+    return options
 
 
 def _name(toks: list[Token], at: int) -> tuple[str | None, int]:

@@ -44,6 +44,7 @@ def test_each_statement_is_a_dataset_with_its_kind_names_resolved_as_the_pipelin
           WHERE per_id.id IN (SELECT id FROM gold.listed);
         CREATE OR REFRESH STREAMING TABLE latest AS SELECT * FROM recent;
         CREATE TEMPORARY LIVE TABLE kept AS SELECT * FROM sch.raw;
+        CREATE STREAMING LIVE TABLE legacy AS SELECT * FROM cloud_files("${lakehouse.landing}/old", "csv", map("cloudFiles.header", "true"));
         CREATE MATERIALIZED VIEW lookup AS SELECT * FROM read_files('${lakehouse.landing}/lookup', format => 'csv', header => true, schema => 'id BIGINT, name STRING')
         """)
 
@@ -51,6 +52,7 @@ def test_each_statement_is_a_dataset_with_its_kind_names_resolved_as_the_pipelin
     assert kinds == {"sch.raw": DatasetKind.streaming_table, "sch.clean": DatasetKind.streaming_table,
                      "sch.recent": DatasetKind.temporary_view, "other.counts": DatasetKind.materialized_view,
                      "sch.latest": DatasetKind.streaming_table, "sch.kept": DatasetKind.materialized_view,
+                     "sch.legacy": DatasetKind.streaming_table,
                      "sch.lookup": DatasetKind.materialized_view}
     assert tables(loaded, "sch.clean") == [("sch.raw", True)]
     # The WITH's name is no table; EXTRACT's FROM reads none; a comma join and a subquery do.
@@ -63,6 +65,9 @@ def test_each_statement_is_a_dataset_with_its_kind_names_resolved_as_the_pipelin
     assert raw == FileRead(str(landing / "events"), "json", True, True,
                            {"schemaHints": "id BIGINT", "inferColumnTypes": "true"}, raw.location)
     assert raw.location.line == 3
+    (legacy,) = loaded.reads["sch.legacy"].files
+    assert (legacy.path, legacy.format, legacy.streamed, legacy.cloud_files, legacy.options) == (
+        str(landing / "old"), "csv", True, True, {"cloudFiles.header": "true"})
     (lookup,) = loaded.reads["sch.lookup"].files
     assert (lookup.format, lookup.streamed, lookup.cloud_files, lookup.options["header"]) == ("csv", False, False, "true")
     assert loaded.datasets["other.counts"].location.line == 6
@@ -113,7 +118,7 @@ def test_configuration_is_substituted_and_a_missing_key_is_refused(tmp_path) -> 
     ("CREATE STREAMING TABLE t AS SELECT * FROM STREAM read_kafka(bootstrapServers => 'h:9092')", "read_kafka(...) is a Databricks-only function"),
     ("CREATE MATERIALIZED VIEW t AS SELECT ai_query('m', text) AS a FROM s", "ai_query(...) is a Databricks-only function"),
     ("CREATE MATERIALIZED VIEW t AS SELECT secret('scope', 'key') AS k FROM s", "secret(...) is a Databricks-only function"),
-    ("CREATE STREAMING TABLE t AS SELECT * FROM STREAM(cloud_files('/x', 'json'))", "cloud_files(...) is a Databricks-only function"),
+    ("CREATE STREAMING TABLE t AS SELECT * FROM cloud_files('/x', 'json', 3)", "cloud_files takes its options as map('key', 'value', ...)"),
     ("CREATE MATERIALIZED VIEW t PARTITIONED BY (d) AS SELECT * FROM s", "PARTITIONED BY"),
     ("CREATE MATERIALIZED VIEW t CLUSTER BY (d) AS SELECT * FROM s", "CLUSTER BY"),
     ("CREATE VIEW t AS SELECT * FROM s", "CREATE VIEW is not a dataset the asset graph maps"),
