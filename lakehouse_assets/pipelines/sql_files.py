@@ -7,7 +7,7 @@ one is.
   VIEW`` (legacy ``LIVE TABLE``) and ``TEMPORARY [LIVE] VIEW`` (legacy ``LIVE VIEW``), with
   their column list (``name TYPE [COMMENT '...']``), ``CONSTRAINT name EXPECT (condition) [ON
   VIOLATION DROP ROW | FAIL UPDATE]``, ``COMMENT`` and ``TBLPROPERTIES``, then ``AS`` and the
-  query (:mod:`.sql_query`);
+  query (:mod:`.sql_query`: ``STREAM read_files`` is the Auto Loader, as ``cloudFiles`` in Python);
 - ``SET key = value``: a Spark setting of the flows after it in the file;
 - ``USE SCHEMA name``: the schema of the names after it written without one (``USE CATALOG`` is
   accepted: catalogs are dropped, as in :meth:`~.spec.PipelineProject.qualified`);

@@ -10,7 +10,8 @@ Spark's SQL does not know; so the query runs as written, with its references rep
 - a temporary view of the pipeline by its DataFrame, inlined as a Python flow's is;
 - ``STREAM read_files(path, format => ..., ...)`` by the lakehouse's Auto Loader reading the
   landing folder ``path``, as ``cloudFiles`` in Python (its schema stored, each file once);
-  ``read_files`` without ``STREAM`` by a plain batch read of the folder's files.
+  ``read_files`` without ``STREAM`` by a plain batch read of the folder's files; Lakeflow's
+  older ``cloud_files(path, format, map('key', 'value', ...))`` is the Auto Loader stream too.
 
 The tables are found by sqlglot in the query with its ``STREAM ...`` and ``read_files(...)``
 masked by names of the same length, so every position still points into the file. What the
