@@ -55,11 +55,11 @@ def create_auto_cdc_flow(
                        track_history_except_column_list=track_history_except_column_list)
     except ConfigurationError as exc:
         raise PipelineError(f"{where}: create_auto_cdc_flow into {target!r}: {exc}") from exc
-    _registry(where).register_change_flow(name or target, target, source, spec, where, _change_feed)
+    _registry(where).register_change_flow(name or target, target, source, spec, where, change_feed)
 
 
-def _change_feed(table: str) -> Any:
-    """The changes streamed from ``table`` in the run building the flow."""
+def change_feed(table: str) -> Any:
+    """The changes streamed from ``table`` in the run building an AUTO CDC flow."""
     return active_run(f"the changes of {table}").session.read_dataset(table, streaming=True)
 
 

@@ -14,9 +14,13 @@ one is.
 - ``${key}`` anywhere outside comments: the pipeline's configuration, or the lakehouse's
   (``lakehouse.landing``, ``lakehouse.root``).
 
-Everything else stops the load, naming the file, the line and the construct: ``CREATE
-FLOW`` and ``AUTO CDC`` / ``APPLY CHANGES`` (not mapped yet), sinks, persisted views,
-partitioning and clustering clauses, Databricks-only functions.
+- ``CREATE FLOW name AS INSERT INTO table BY NAME query``: an append flow into a streaming
+  table (its own query and checkpoint); ``CREATE FLOW name AS AUTO CDC INTO table FROM
+  STREAM(changes) KEYS (...) SEQUENCE BY ...``: the project's AUTO CDC, as in Python.
+
+Everything else stops the load, naming the file, the line and the construct: ``APPLY
+CHANGES INTO``, ``INSERT INTO ONCE``, sinks, persisted views, partitioning and clustering
+clauses, Databricks-only functions.
 """
 
 from __future__ import annotations
@@ -31,10 +35,12 @@ from pyspark.pipelines.output import MaterializedView, Output, StreamingTable, T
 from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql.types import StructField, StructType
 
+from lakehouse_assets.pipelines.auto_cdc import change_feed
 from lakehouse_assets.pipelines.graph import EXPECTATIONS_ATTRIBUTE, Expectation, PipelineRegistry
 from lakehouse_assets.pipelines.session import PipelineConf
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
 from lakehouse_assets.pipelines.sql_query import sql_flow
+from lakehouse_assets.tables.sql_auto_cdc import parse_auto_cdc_flow
 from lakehouse_assets.tables.sql_definition import (
     SqlColumn,
     SqlConstraint,
@@ -128,7 +134,8 @@ def _register(registry: PipelineRegistry, text: str, toks: list[Token], file: Pa
             return
         raise PipelineError(f"{where}: {written!r} is not mapped; write USE SCHEMA name or USE CATALOG name")
     if words[:2] == ["apply", "changes"]:
-        raise PipelineError(f"{where}: APPLY CHANGES INTO (AUTO CDC) is not mapped yet for SQL pipeline files")
+        raise PipelineError(f"{where}: APPLY CHANGES INTO (the older AUTO CDC) is not mapped; write it as CREATE "
+                            "FLOW name AS AUTO CDC INTO table FROM STREAM(changes) KEYS (...) SEQUENCE BY column ...")
     if words[0] != "create":
         raise PipelineError(f"{where}: {written!r} is not a statement a pipeline's SQL file may hold; write CREATE "
                             "STREAMING TABLE, CREATE MATERIALIZED VIEW or CREATE TEMPORARY VIEW ... AS query")
@@ -139,10 +146,9 @@ def _register(registry: PipelineRegistry, text: str, toks: list[Token], file: Pa
         at += 1
     what = words[at] if at < len(words) else ""
     construct = " ".join(["CREATE", *[m.upper() for m in modifiers], what.upper()])
-    if what == "flow":
-        cdc = ("auto" in words and "cdc" in words) or ("apply" in words and "changes" in words)
-        raise PipelineError(f"{where}: {construct} ... AS {'AUTO CDC INTO' if cdc else 'INSERT INTO ... BY NAME'} "
-                            "is not mapped yet; fill the table with its own query (CREATE STREAMING TABLE ... AS)")
+    if what == "flow" and at == 1:
+        _register_flow(registry, text, toks, words, where, state)
+        return
     if what == "sink":
         raise PipelineError(f"{where}: {construct} writes outside the lakehouse, which the asset graph does not "
                             "map; keep the pipeline's tables here and export from one of them")
@@ -151,6 +157,39 @@ def _register(registry: PipelineRegistry, text: str, toks: list[Token], file: Pa
         raise PipelineError(f"{where}: {construct} is not a dataset the asset graph maps; write CREATE STREAMING "
                             "TABLE, CREATE MATERIALIZED VIEW or CREATE TEMPORARY VIEW")
     _register_dataset(registry, text, toks, at + 1, kind, where, state)
+
+
+def _register_flow(registry: PipelineRegistry, text: str, toks: list[Token], words: list[str],
+                   where: SourceLocation, state: _FileState) -> None:
+    """``CREATE FLOW name AS INSERT INTO table BY NAME query`` (an append flow: its own query and
+    checkpoint) or ``CREATE FLOW name AS AUTO CDC INTO table FROM STREAM(changes) KEYS ...``."""
+    shape = ("CREATE FLOW name AS INSERT INTO table BY NAME query, or CREATE FLOW name AS AUTO CDC INTO table "
+             "FROM STREAM(changes) KEYS (...) SEQUENCE BY column ...")
+    if len(toks) < 6 or toks[2].name is None or words[3] != "as":
+        raise PipelineError(f"{where}: a flow is written {shape}")
+    if words[4:7] == ["auto", "cdc", "into"]:
+        def name_at(statement: list[Token], at: int, source: str) -> tuple[str, int]:
+            name, after = _dataset_name(statement, at, where)
+            return state.project.qualified(name, where), after
+        try:
+            flow, target, changes, spec = parse_auto_cdc_flow(toks, text, str(where), name_at)
+        except SqlDefinitionError as exc:
+            raise PipelineError(str(exc).replace("An AUTO CDC table is written", "A flow is written")) from exc
+        registry.register_change_flow(flow, target, changes, spec, where, change_feed)
+        return
+    if words[4:6] != ["insert", "into"]:
+        raise PipelineError(f"{where}: CREATE FLOW {toks[2].text} AS {' '.join(words[4:6]).upper()} is not mapped; "
+                            f"a flow is written {shape}")
+    if len(words) > 6 and words[6] == "once":
+        raise PipelineError(f"{where}: INSERT INTO ONCE (a backfill run once) is not mapped; a flow here runs "
+                            "incrementally on every update")
+    target, at = _dataset_name(toks, 6, where)
+    if words[at:at + 2] != ["by", "name"] or at + 2 >= len(toks):
+        raise PipelineError(f"{where}: the flow {toks[2].text} must insert BY NAME, then its query: {shape}")
+    location = SourceCodeLocation(str(where.file), where.line)
+    query = sql_flow(text, toks[at + 2:], state.project, where.file)
+    registry.register_flow(Flow(name=str(toks[2].name), target=state.project.qualified(target, where),
+                                spark_conf=dict(state.spark_conf), source_code_location=location, func=query))
 
 
 def _kind(modifiers: set[str], what: str) -> type[Output] | None:

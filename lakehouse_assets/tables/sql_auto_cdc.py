@@ -21,6 +21,7 @@ in parentheses or ``* EXCEPT (...)``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lakehouse_assets.cdc import AutoCdc
@@ -47,6 +48,9 @@ SHAPE = ("CREATE OR REFRESH STREAMING TABLE layer.name [(column [type] COMMENT '
          "TRUNCATE WHEN condition] SEQUENCE BY column [COLUMNS (columns) | COLUMNS * EXCEPT (columns)] "
          "[STORED AS SCD TYPE 1 | 2] [TRACK HISTORY ON (columns) | TRACK HISTORY ON * EXCEPT (columns)]")
 
+
+#: Reads a table's name at a statement's token: the name, and the index of the token after it.
+TableAt = Callable[[list[Token], int, str], tuple[str, int]]
 
 @dataclass(frozen=True)
 class SqlAutoCdc:
@@ -78,9 +82,19 @@ def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
     if len(statements) != 2:
         raise _error(source, f"it holds {len(statements)} statement(s); an AUTO CDC table is two, ended by ';'")
     table, comment, properties, described = _streaming_table(statements[0], text, source)
-    flow, target, changes_from, clauses = _flow(statements[1], source)
+    flow, target, changes_from, spec = parse_auto_cdc_flow(statements[1], text, source)
     if target.lower() != table.lower():
         raise _error(source, f"the flow writes {target}, but the file creates {table}")
+    return SqlAutoCdc(source, table, comment, flow, changes_from, spec, properties, described)
+
+
+def parse_auto_cdc_flow(toks: list[Token], text: str, source: str,
+                        table_at: TableAt | None = None) -> tuple[str, str, str, AutoCdc]:
+    """``CREATE FLOW name AS AUTO CDC INTO table FROM STREAM(changes) KEYS (...) ...`` (the
+    statement's tokens ``toks`` of ``text``): the flow's name, its target, the table it streams
+    changes from, and how they apply. ``table_at`` reads a table name at a token (the project's
+    ``layer.name`` by default; a pipeline's names as the pipeline resolves them)."""
+    flow, target, changes_from, clauses = _flow(toks, source, table_at)
     for required in ("keys", "sequence"):
         if required not in clauses:
             raise _error(source, f"the flow has no {'KEYS' if required == 'keys' else 'SEQUENCE BY'} clause")
@@ -104,7 +118,7 @@ def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
                        track_history_column_list=track, track_history_except_column_list=track_except)
     except ConfigurationError as exc:
         raise _error(source, str(exc)) from exc
-    return SqlAutoCdc(source, table, comment, flow, changes_from, spec, properties, described)
+    return flow, target, changes_from, spec
 
 
 def _statements(toks: list[Token]) -> list[list[Token]]:
@@ -122,8 +136,7 @@ def _streaming_table(toks: list[Token], text: str, source: str
     words = [t.text.lower() for t in toks]
     if words[:5] != ["create", "or", "refresh", "streaming", "table"]:
         raise _error(source, "the first statement must be CREATE OR REFRESH STREAMING TABLE layer.name")
-    table = _table_at(toks, 5, source)
-    at = 8
+    table, at = _table_at(toks, 5, source)
     columns: tuple[SqlColumn, ...] = ()
     if at < len(toks) and toks[at].text == "(":
         constraints, columns, at = table_elements(table, toks, at, source, text)
@@ -137,18 +150,22 @@ def _streaming_table(toks: list[Token], text: str, source: str
     return table, comment, properties, columns
 
 
-def _flow(toks: list[Token], source: str) -> tuple[str, str, str, dict[str, list[Token]]]:
+def _flow(toks: list[Token], source: str,
+          table_at: TableAt | None = None) -> tuple[str, str, str, dict[str, list[Token]]]:
+    table_at = table_at or _table_at
     words = [t.text.lower() for t in toks]
     if len(words) < 8 or words[:2] != ["create", "flow"] or words[3:7] != ["as", "auto", "cdc", "into"]:
         raise _error(source, "the second statement must be CREATE FLOW name AS AUTO CDC INTO layer.name ...")
-    flow, target = str(toks[2].name), _table_at(toks, 7, source)
-    at = 10
-    if words[at:at + 3] != ["from", "stream", "("] or at + 7 > len(toks) or toks[at + 6].text != ")":
+    flow = str(toks[2].name)
+    target, at = table_at(toks, 7, source)
+    if words[at:at + 3] != ["from", "stream", "("]:
         raise _error(source, "the flow must read its changes FROM STREAM(layer.table)")
-    changes_from = _table_at(toks, at + 3, source)
+    changes_from, at = table_at(toks, at + 3, source)
+    if at >= len(toks) or toks[at].text != ")":
+        raise _error(source, "the flow must read its changes FROM STREAM(layer.table)")
     clauses: dict[str, list[Token]] = {}
     current: str | None = None
-    at += 7
+    at += 1
     while at < len(toks):
         clause = next(((name, len(lead)) for lead, name in _CLAUSES.items()
                        if tuple(words[at:at + len(lead)]) == lead), None)
@@ -166,11 +183,11 @@ def _flow(toks: list[Token], source: str) -> tuple[str, str, str, dict[str, list
     return flow, target, changes_from, clauses
 
 
-def _table_at(toks: list[Token], at: int, source: str) -> str:
+def _table_at(toks: list[Token], at: int, source: str) -> tuple[str, int]:
     name = "".join(t.text for t in toks[at:at + 3])
     if not _TABLE.fullmatch(name) or name.split(".")[0].lower() not in SQL_LAYERS:
         raise _error(source, f"a table must be named layer.name in bronze, silver or gold (found {name!r})")
-    return name
+    return name, at + 3
 
 
 def _names(toks: list[Token], source: str, clause: str, *, parenthesised: bool = True) -> list[str]:

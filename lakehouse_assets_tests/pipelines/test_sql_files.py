@@ -111,9 +111,11 @@ def test_configuration_is_substituted_and_a_missing_key_is_refused(tmp_path) -> 
 
 
 @pytest.mark.parametrize("statement, says", [
-    ("CREATE FLOW f AS INSERT INTO t BY NAME SELECT * FROM STREAM(s)", "CREATE FLOW ... AS INSERT INTO ... BY NAME is not mapped yet"),
-    ("CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (id) SEQUENCE BY seq", "AUTO CDC INTO is not mapped yet"),
-    ("APPLY CHANGES INTO LIVE.t FROM STREAM(s) KEYS (id) SEQUENCE BY seq", "APPLY CHANGES INTO (AUTO CDC) is not mapped yet"),
+    ("CREATE FLOW f AS INSERT INTO t BY NAME SELECT * FROM STREAM(s)", "which no dataset of the pipeline defines"),
+    ("CREATE FLOW f AS INSERT INTO ONCE t BY NAME SELECT * FROM s", "INSERT INTO ONCE (a backfill run once) is not mapped"),
+    ("CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (id) SEQUENCE BY seq", "must be declared first"),
+    ("CREATE FLOW f AS AUTO CDC INTO ok FROM STREAM(s) SEQUENCE BY seq", "the flow has no KEYS clause"),
+    ("APPLY CHANGES INTO LIVE.t FROM STREAM(s) KEYS (id) SEQUENCE BY seq", "APPLY CHANGES INTO (the older AUTO CDC) is not mapped"),
     ("CREATE SINK k OPTIONS (kafka.bootstrap.servers = 'h:9092')", "CREATE SINK writes outside the lakehouse"),
     ("CREATE STREAMING TABLE t AS SELECT * FROM STREAM read_kafka(bootstrapServers => 'h:9092')", "read_kafka(...) is a Databricks-only function"),
     ("CREATE MATERIALIZED VIEW t AS SELECT ai_query('m', text) AS a FROM s", "ai_query(...) is a Databricks-only function"),
@@ -139,6 +141,28 @@ def test_what_cannot_be_mapped_stops_the_load_naming_file_line_and_construct(tmp
     assert f"{tmp_path / 'sql' / 'flows.sql'}:3" in message
     assert says in message
     assert "\n" not in message
+
+
+def test_create_flow_appends_into_a_streaming_table_or_applies_changes_auto_cdc(tmp_path) -> None:
+    loaded = pipeline(tmp_path, """
+        CREATE STREAMING TABLE visits COMMENT 'Visits of every clinic';
+        CREATE FLOW from_a AS INSERT INTO visits BY NAME SELECT id, 'a' AS clinic FROM STREAM(bronze.clinic_a);
+        CREATE FLOW from_b AS INSERT INTO LIVE.visits BY NAME SELECT id, 'b' AS clinic FROM STREAM bronze.clinic_b;
+        CREATE OR REFRESH STREAMING TABLE customers;
+        CREATE FLOW customers_cdc AS AUTO CDC INTO customers FROM STREAM(bronze.customer_changes)
+          KEYS (id) APPLY AS DELETE WHEN op = 'D' SEQUENCE BY ts COLUMNS * EXCEPT (op, ts) STORED AS SCD TYPE 2
+        """)
+
+    visits = loaded.datasets["sch.visits"]
+    assert [flow.name for flow in visits.flows] == ["from_a", "from_b"]
+    assert tables(loaded, "sch.visits") == [("bronze.clinic_a", True), ("bronze.clinic_b", True)]
+    customers = loaded.datasets["sch.customers"].flow
+    assert customers.name == "customers_cdc" and customers.source == "bronze.customer_changes"
+    assert customers.auto_cdc is not None
+    assert (customers.auto_cdc.keys, customers.auto_cdc.sequence_by, customers.auto_cdc.stored_as_scd_type,
+            customers.auto_cdc.apply_as_deletes, customers.auto_cdc.except_column_list) == (
+        ("id",), "ts", 2, "op = 'D'", ("op", "ts"))
+    assert tables(loaded, "sch.customers") == [("bronze.customer_changes", True)]
 
 
 def test_a_dataset_defined_twice_across_files_is_refused(tmp_path) -> None:
