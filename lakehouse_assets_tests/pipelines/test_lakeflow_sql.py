@@ -17,7 +17,7 @@ from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.simulator import land
+from lakehouse_assets.simulator import land, land_patient_changes
 from lakehouse_assets_tests.assets.pipeline import delta_rows
 from lakehouse_assets_tests.pipelines.test_lakeflow_python import ENRICHED, run_landing_sensors, settle
 
@@ -34,6 +34,7 @@ def lakeflow_sql(spark, tmp_path_factory) -> Iterator[tuple[LakehouseSettings, d
         patch.setenv("LAKEHOUSE_ROOT", str(root))
         settings = LakehouseSettings.from_env()
         land(settings.root / "landing", files=3, records_per_file=300, bad_rate=0.05)
+        land_patient_changes(settings.root / "landing", files=2, changes_per_file=30)
         settle(settings.root / "landing")
         definitions = build_definitions(lakehouse_assets.assets, settings=settings, pipelines=[EXAMPLE])
         results = run_landing_sensors(definitions, dg.DagsterInstance.ephemeral())
@@ -51,11 +52,14 @@ def test_the_sql_pipelines_tables_equal_the_native_ones(lakeflow_sql) -> None:
         "daily_patient_avg", "device_counts")}
     pairs = [("recordings_enriched", ("silver", "recordings_enriched"), ENRICHED),
              ("daily_patient_avg", ("gold", "daily_patient_avg"), ["mrn", "name", "date", "avg_heartrate"]),
-             ("device_counts", ("gold", "device_counts"), ["device_id", "total_recordings"])]
+             ("device_counts", ("gold", "device_counts"), ["device_id", "total_recordings"]),
+             # CREATE FLOW ... AS AUTO CDC INTO, SCD types 1 and 2.
+             ("patients_current", ("silver", "patients_current"), ["mrn", "name"]),
+             ("patients_history", ("silver", "patients_history"), ["mrn", "name", "__START_AT", "__END_AT"])]
     for name, native_table, columns in pairs:
-        ours = delta_rows(settings, SCHEMA, name, columns)
+        ours = delta_rows(settings, SCHEMA, name, columns, key=repr)
         assert ours, name
-        assert ours == delta_rows(settings, *native_table, columns), name
+        assert ours == delta_rows(settings, *native_table, columns, key=repr), name
     quarantined = delta_rows(settings, SCHEMA, "recordings_enriched_quarantine", ["_quarantine_reason"])
     native = delta_rows(settings, "silver", "recordings_quarantine", ["_quarantine_reason"])
     assert len(quarantined) == len(native) > 0
