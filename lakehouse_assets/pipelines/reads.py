@@ -122,8 +122,10 @@ def flow_reads(func: Callable[..., Any], project: PipelineProject, arguments: Ma
                                     False, where))
             continue
         if calls[0][0] == "sql" and len(calls) == 1:
-            raise PipelineError(f"{where}: spark.sql inside a Python flow is not mapped yet; read datasets with "
-                                "spark.read.table / spark.readStream.table")
+            query = _sql_flow(str(_argument(node, 0, "sqlQuery", values, where)), project, where)
+            tables.extend(query.reads.tables)
+            files.extend(query.reads.files)
+            continue
         if calls[0][0] not in _READERS or calls[0][1] is not None:
             continue
         read = _reader_call(calls, values, where, project)
@@ -154,6 +156,17 @@ def _helpers_called(tree: ast.Module, func: Callable[..., Any], values: Mapping[
             bound = None
         found.append(flow_reads(helper, project, bound.arguments if bound else {}, depth + 1))
     return found
+
+
+def _sql_flow(query: str, project: PipelineProject, where: SourceLocation) -> Any:
+    """``spark.sql(query)`` in a flow, read as a SQL file's query is."""
+    from lakehouse_assets.pipelines.sql_query import sql_flow  # the SQL flows build on this module's reads
+    from lakehouse_assets.tables.sql_refs import tokens
+
+    toks = tokens(query)
+    if not toks:
+        raise PipelineError(f"{where}: spark.sql is given no query")
+    return sql_flow(query, toks, project, where.file)
 
 
 def _reader_call(calls: list[tuple[str, ast.Call | None]], values: Mapping[str, Any], where: SourceLocation,

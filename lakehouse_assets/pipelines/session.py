@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -176,6 +177,20 @@ class PipelineSession:
     def table(self, name: str) -> DataFrame:
         """``spark.table(name)``: the dataset as it stands."""
         return self.read_dataset(name, streaming=False)
+
+    def sql(self, query: str, args: Any = None, **frames: Any) -> DataFrame:
+        """``spark.sql(query)`` in a flow: run as a pipeline's SQL file runs its queries (names
+        resolved as the pipeline's, ``STREAM(...)``, ``read_files``, views inlined); with
+        ``args`` or DataFrames to substitute, the session's own."""
+        run = active_run("spark.sql")
+        if args is not None or frames:
+            frame: DataFrame = run.spark.sql(query, args, **frames)
+            return frame
+        from lakehouse_assets.pipelines.sql_query import sql_flow  # SQL flows build on this module
+        from lakehouse_assets.tables.sql_refs import tokens
+
+        flow: DataFrame = sql_flow(query, tokens(query), self._project, Path("<spark.sql>"))()
+        return flow
 
     def read_dataset(self, name: str, streaming: bool, options: Mapping[str, Any] | None = None) -> DataFrame:
         """The dataset ``name`` as the pipeline names it: a temporary view's DataFrame, else the
