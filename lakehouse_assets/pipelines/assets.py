@@ -79,11 +79,12 @@ class LoadedPipeline:
         return {t: d for t, d in self.datasets.items() if d.kind is DatasetKind.temporary_view}
 
 
-def load_pipeline(folder: Path) -> LoadedPipeline:
-    """Import the pipeline in ``folder`` and read what each of its flows reads."""
+def load_pipeline(folder: Path, settings: LakehouseSettings) -> LoadedPipeline:
+    """Import the pipeline in ``folder`` for the lakehouse ``settings`` (what its files read
+    with ``spark.conf.get`` as they load) and read what each of its flows reads."""
     project = load_project(folder)
-    session = PipelineSession(project)
-    registry = PipelineRegistry(project)
+    session = PipelineSession(project, settings)
+    registry = PipelineRegistry(project, settings)
     for file in project.files:
         if file.suffix == ".py":
             load_python_file(file, registry, session)
@@ -127,7 +128,7 @@ def _through_views(table: str, direct: Mapping[str, FlowReads], datasets: Mappin
 
 def pipeline_assets(folder: Path, settings: LakehouseSettings) -> list[dg.AssetsDefinition]:
     """The table assets of the pipeline in ``folder``, with their quarantines."""
-    pipeline = load_pipeline(folder)
+    pipeline = load_pipeline(folder, settings)
     return [_asset(pipeline, dataset, settings) for dataset in pipeline.datasets.values()
             if dataset.kind is not DatasetKind.temporary_view]
 

@@ -20,6 +20,7 @@ from pyspark.sql.types import StructType
 
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.tables.sql_definition import OnViolation
 
 #: Where a function's expectations are kept, by the ``@dp.expect*`` decorators under ``@dp.table``.
@@ -99,10 +100,12 @@ _KINDS = {MaterializedView: DatasetKind.materialized_view, StreamingTable: Datas
 
 
 class PipelineRegistry(GraphElementRegistry):
-    """Collects what a pipeline's files register, by table name (``schema.name``)."""
+    """Collects what a pipeline's files register, by table name (``schema.name``), as they
+    load for the lakehouse ``settings`` (what their ``${lakehouse.landing}`` names)."""
 
-    def __init__(self, project: PipelineProject) -> None:
+    def __init__(self, project: PipelineProject, settings: LakehouseSettings) -> None:
         self.project = project
+        self.settings = settings
         self.datasets: dict[str, PipelineDataset] = {}
 
     def register_output(self, output: Output) -> None:

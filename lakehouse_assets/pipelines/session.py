@@ -79,17 +79,19 @@ def lakehouse_configuration(settings: LakehouseSettings) -> dict[str, str]:
 
 class PipelineConf:
     """``spark.conf``: the spec's ``configuration`` first, then the lakehouse's
-    (:func:`lakehouse_configuration`), then the session's settings."""
+    (:func:`lakehouse_configuration`: the run's, or while the files load that of ``settings``),
+    then the session's settings."""
 
-    def __init__(self, project: PipelineProject) -> None:
+    def __init__(self, project: PipelineProject, settings: LakehouseSettings) -> None:
         self._project = project
+        self._settings = settings
 
     def get(self, key: str, default: Any = ...) -> Any:
         """The pipeline's setting ``key`` (SDP hands the spec's configuration to the session)."""
         if key in self._project.configuration:
             return self._project.configuration[key]
         run = _RUN.get()
-        lakehouse = lakehouse_configuration(run.settings if run is not None else LakehouseSettings.from_env())
+        lakehouse = lakehouse_configuration(run.settings if run is not None else self._settings)
         if key in lakehouse:
             return lakehouse[key]
         if run is not None:
@@ -160,11 +162,11 @@ class PipelineReader:
 
 
 class PipelineSession:
-    """The ``spark`` global of a pipeline's Python files."""
+    """The ``spark`` global of a pipeline's Python files, loaded for the lakehouse ``settings``."""
 
-    def __init__(self, project: PipelineProject) -> None:
+    def __init__(self, project: PipelineProject, settings: LakehouseSettings) -> None:
         self._project = project
-        self.conf = PipelineConf(project)
+        self.conf = PipelineConf(project, settings)
 
     @property
     def read(self) -> PipelineReader:

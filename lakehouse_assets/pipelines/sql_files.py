@@ -79,7 +79,7 @@ class _FileState:
 
 def register_sql_file(registry: PipelineRegistry, sql_text: str, file: Path) -> None:
     """Register the datasets the SQL file ``file`` (its text ``sql_text``) declares."""
-    text = _substituted(sql_text, file, PipelineConf(registry.project))
+    text = _substituted(sql_text, file, PipelineConf(registry.project, registry.settings))
     state = _FileState(registry.project, {})
     for statement in _statements(tokens(text)):
         _register(registry, text, statement, file, state)

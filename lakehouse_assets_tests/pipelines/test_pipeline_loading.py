@@ -222,3 +222,19 @@ def test_an_auto_cdc_flow_is_an_auto_cdc_table_reading_its_change_feed(tmp_path,
 def test_a_pipeline_folder_without_a_spec_is_refused_naming_it(tmp_path) -> None:
     with pytest.raises(PipelineError, match="must hold one pipeline spec"):
         pipeline_assets(tmp_path, LakehouseSettings.from_env())
+
+
+@pytest.mark.parametrize(("example", "bronze"), [(EXAMPLE, "default/recordings_bronze"),
+                                                 (EXAMPLE.with_name("reference_lakeflow_sql"),
+                                                  "lakeflow_sql/recordings_bronze")])
+def test_a_pipeline_loads_for_the_lakehouse_it_is_given_whatever_the_environment_names(tmp_path, monkeypatch,
+                                                                                      example, bronze) -> None:
+    # verify and the crash harness check a lakehouse their settings name, LAKEHOUSE_ROOT another:
+    # what a file reads as it loads (spark.conf.get("lakehouse.landing"), ${lakehouse.landing}
+    # in SQL) is the given one's.
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(tmp_path / "another"))
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path / "lakehouse")})
+
+    bronze = specs(pipeline_assets(example, settings))[bronze]
+
+    assert {dep.asset_key.to_user_string() for dep in bronze.deps} == {"landing/recordings"}

@@ -23,7 +23,7 @@ def pipeline(folder: Path, sql: str, configuration: str = "") -> LoadedPipeline:
         f"name: p\nschema: sch\n{configuration}libraries:\n  - glob:\n      include: sql/**\n")
     (folder / "sql").mkdir(exist_ok=True)
     (folder / "sql" / "flows.sql").write_text(textwrap.dedent(sql))
-    return load_pipeline(folder)
+    return load_pipeline(folder, LakehouseSettings.from_env())  # the root a test sets in the environment
 
 
 def tables(loaded: LoadedPipeline, table: str) -> list[tuple[str, bool]]:
