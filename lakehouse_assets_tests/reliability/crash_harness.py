@@ -38,7 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lakehouse_assets.faults import ENV_VAR as FAULT_ENV_VAR
-from lakehouse_assets.reliability import InvariantReport, check_all
+from lakehouse_assets.reliability import Flows, InvariantReport, check_all
+from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
@@ -46,6 +47,9 @@ from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
 SEED_ENV_VAR = "LAKEHOUSE_CRASH_SEED"
 RANDOM_KILL = "random"
 ENGINE_KILL = "engine"
+# A kill as soon as a file appears: a checkpoint's offsets for a query that Delta's own
+# streaming sink writes, which no fault point reaches.
+FILE_KILL = "file"
 # The fault points in the order a run meets them, then kills at a random moment.
 KINDS = ("batch.started", "delta.files_written", "delta.committed", "asset.materialized", RANDOM_KILL)
 # On a Spark Connect engine the sink runs in the engine's Python workers, where the run's
@@ -159,12 +163,32 @@ def _land_recordings(landing: Path, files: int, seed: int) -> tuple[int, int]:
 class CampaignSource:
     """What a campaign lands between runs, and which tables its runs materialize: ``land``
     lands files under the landing folder given (returning how many files and records);
-    ``assets`` selects the tables (none: the seeds' pipeline), declared in the project or in
-    ``packages`` (``LAKEHOUSE_ASSET_PACKAGES``)."""
+    ``assets`` selects the tables (none: the seeds' pipeline), declared in the project, in
+    ``packages`` (``LAKEHOUSE_ASSET_PACKAGES``) or in the pipeline folders ``pipelines``
+    (``LAKEHOUSE_PIPELINES``)."""
 
     land: Callable[[Path, int, int], tuple[int, int]]
     assets: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
+    pipelines: tuple[Path, ...] = ()
+
+    def flows(self, settings: LakehouseSettings) -> Flows:
+        """The flows of the tables the runs materialize: those ``assets`` selects, else every
+        table the project declares (the seeds' pipeline among them). A table left out, reading
+        the same landing folder, would count the landed files as lost."""
+        declared = project_flows(settings)
+        if not self.assets:
+            return declared
+        tables = {asset.replace("/", ".") for asset in self.assets}
+        return Flows(tuple(i for i in declared.ingestions if i.bronze in tables),
+                     tuple(r for r in declared.routings if r.table in tables),
+                     tuple(r for r in declared.recomputations if r.table in tables))
+
+    def environment(self) -> dict[str, str]:
+        """The variables declaring the source's tables, for the runs and for the invariants:
+        set, or emptied, whatever the harness's own environment says."""
+        return {"LAKEHOUSE_ASSET_PACKAGES": ",".join(self.packages),
+                "LAKEHOUSE_PIPELINES": os.pathsep.join(str(folder) for folder in self.pipelines)}
 
 
 #: The reference recordings (5% bad records) through the seeds' pipeline.
@@ -181,13 +205,14 @@ class CrashHarness:
         harness's lakehouse on that port (see :meth:`start_engine`), whose driver runs on
         ``spark_master`` (default local), and campaigns kill the engine too. ``source`` says
         what is landed and run (by default the reference recordings and the seeds' pipeline);
-        the invariants are checked for every table its declarations put in a flow."""
+        the invariants are checked for every table of its runs that its declarations put in a
+        flow (:meth:`CampaignSource.flows`)."""
         self.work_dir = work_dir
         self.root = work_dir / "lakehouse"
         self.root.mkdir(parents=True, exist_ok=True)
         self.source = source
-        self.settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root),
-                                                    "LAKEHOUSE_ASSET_PACKAGES": ",".join(source.packages)})
+        self.settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root), **source.environment()})
+        self.flows = source.flows(self.settings)
         self.engine_port = engine_port
         self.spark_master = spark_master
         self.kinds = ENGINE_KINDS if engine_port is not None else KINDS
@@ -261,12 +286,13 @@ class CrashHarness:
         self.summary.landed_records += landed_records
 
     def run_child(self, kind: str, *, hit: int | None = None, delay: float | None = None,
-                  kill_on_line: str | None = None, assets: Sequence[str] = ()) -> RunOutcome:
+                  kill_on_line: str | None = None, kill_on_path: Path | None = None,
+                  assets: Sequence[str] = ()) -> RunOutcome:
         """Run the seeds' graph (or ``assets``) in a child process group, and arm ``kind:hit``, or kill after
-        ``delay`` seconds or as soon as its log shows ``kill_on_line``, or neither for a clean
-        run. What is killed is the run's process group, or with ``kind`` "engine" the engine
-        it is attached to: then the run must fail by itself, naming the engine, and the
-        engine is started again, as `lakehouse engine start` would."""
+        ``delay`` seconds, or as soon as its log shows ``kill_on_line`` or the file ``kill_on_path``
+        exists, or neither for a clean run. What is killed is the run's process group, or with
+        ``kind`` "engine" the engine it is attached to: then the run must fail by itself, naming
+        the engine, and the engine is started again, as `lakehouse engine start` would."""
         self.runs += 1
         engine_killed = False
         env = self._child_env()
@@ -283,7 +309,10 @@ class CrashHarness:
             try:
                 try:
                     if kill_on_line is not None:
-                        _wait_for_line(child, log_path, kill_on_line, started)
+                        line = kill_on_line
+                        _wait_until(child, lambda: line in log_path.read_text(errors="replace"), started)
+                    if kill_on_path is not None:
+                        _wait_until(child, kill_on_path.exists, started)
                     child.wait(timeout=delay if delay is not None else _CHILD_TIMEOUT_SECONDS)
                 except subprocess.TimeoutExpired:
                     if kind != ENGINE_KILL:
@@ -352,7 +381,7 @@ class CrashHarness:
         self.summary.engine_restart_seconds.append(self.start_engine())
 
     def check(self, after: str, *, pending_ok: bool) -> InvariantReport:
-        report = check_all(self.settings, pending_ok=pending_ok)
+        report = check_all(self.settings, pending_ok=pending_ok, flows=self.flows)
         self.summary.checks.append(CheckRecord(after, pending_ok, report.ok, report.summary()))
         if not report.ok:
             self.log(f"INVARIANTS BROKEN after {after}:\n{report.summary()}")
@@ -376,7 +405,7 @@ class CrashHarness:
             PYTHONPATH=os.pathsep.join(p for p in (str(_CHECKOUT), env.get("PYTHONPATH", "")) if p),
             TMPDIR=str(tmp),
             LAKEHOUSE_SPARK_CONF=self._spark_conf(),
-            LAKEHOUSE_ASSET_PACKAGES=",".join(self.source.packages),
+            **self.source.environment(),
         )
         if self.engine_port is not None:
             # The harness's own engine (otherwise the runs go where this process's
@@ -405,16 +434,18 @@ class CrashHarness:
             return f"random kill after {outcome.delay:.1f}s" if outcome.delay is not None else "kill on a log line"
         if outcome.kind == ENGINE_KILL:
             return f"engine killed after {outcome.delay:.1f}s" if outcome.delay is not None else "engine killed on a log line"
+        if outcome.kind == FILE_KILL:
+            return "kill on a file appearing"
         if outcome.kind == "clean":
             return "clean run"
         return f"{FAULT_ENV_VAR}={outcome.kind}:{outcome.hit}"
 
 
-def _wait_for_line(child: subprocess.Popen, log_path: Path, line: str, started: float) -> None:
-    """Return once the child's log shows ``line`` (raising TimeoutExpired, so the caller
-    kills it), or once the child has ended without it."""
+def _wait_until(child: subprocess.Popen, seen: Callable[[], bool], started: float) -> None:
+    """Raise TimeoutExpired as soon as ``seen()`` (the child's log shows a line, a file
+    exists), so the caller kills the child; return once the child has ended without it."""
     while child.poll() is None:
-        if line in log_path.read_text(errors="replace"):
+        if seen():
             raise subprocess.TimeoutExpired(child.args, time.monotonic() - started)
         if time.monotonic() - started > _CHILD_TIMEOUT_SECONDS:
             return
