@@ -36,6 +36,9 @@ from lakehouse_assets.assets.table_asset import (
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
 
+#: On a routed table's compute function: the rules routing its rows, for whoever runs its
+#: transformation outside Dagster (``lakehouse export-sdp``'s flows).
+ROUTING_RULES_ATTRIBUTE = "__lakehouse_routing_rules__"
 
 @dataclass(frozen=True)
 class RoutedRows:
@@ -141,6 +144,7 @@ def routed_table_asset(
                 yield dg.Output(QuarantineOf(main_key), output_name=quarantine_output)
 
         functools.update_wrapper(_routed, fn)
+        setattr(_routed, ROUTING_RULES_ATTRIBUTE, tuple(expectations))
         untyped_inputs(_routed, fn)
         _with_context(_routed)
         return dg.multi_asset(

@@ -18,6 +18,7 @@ from lakehouse_assets.cli import (
     copy_into,
     engine,
     events,
+    export_sdp,
     history,
     land,
     optimize,
@@ -72,7 +73,7 @@ Run `{PROG} COMMAND --help` for the options of a command.
 """
 
 _SUBCOMMANDS = (land, copy_into, status, history, events, trace, show, sql, shell, reset, repair, verify, optimize,
-                vacuum, quarantine, engine, upgrade)
+                vacuum, quarantine, engine, upgrade, export_sdp)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,310 @@
+"""The project's asset graph as a Spark Declarative Pipelines project (``lakehouse export-sdp``):
+``spark-pipeline.yml`` and one file per table under ``transformations/``, for pyspark's own
+``spark-pipelines run``. What open-source SDP can express is exported; every table left out
+is listed with why, never skipped silently.
+
+- a bronze table (Auto Loader over ``landing/<source>``): a streaming table reading the folder
+  with Spark's own file source (OSS SDP has no cloudFiles), the schema the lakehouse stores;
+- a SQL table: its SQL as OSS SDP takes it; a streaming table grouping at its top level as a
+  materialized view (SDP streams append only); tables with expectations that drop rows or fail
+  the update are left out (OSS SDP has no CONSTRAINT ... EXPECT);
+- a Python table: a flow calling the asset's own transformation
+  (:func:`~lakehouse_assets.pipelines.sdp_flow.flow`) on its inputs read by name; a routed
+  table keeps its passing rows only, its quarantine is left out;
+- AUTO CDC tables, quarantines, and tables whose transformation needs resources, are left out;
+  a flow reading one reads the lakehouse's own Delta table by path.
+
+Nothing here starts Spark: the definitions, their metadata and the Delta logs (delta-rs) say it all.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, cast
+
+import dagster as dg
+
+from lakehouse_assets.assets.discovery import ingests_landed_files, table_specs
+from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
+from lakehouse_assets.assets.sql_asset import SQL_TEXT
+from lakehouse_assets.assets.table_asset import (
+    AUTO_CDC,
+    COLUMN_TYPES,
+    OUTPUT_MODE,
+    QUARANTINE_FOR,
+    QUARANTINE_TABLE,
+    STREAM_OPTIONS,
+    STREAMS_FROM,
+)
+from lakehouse_assets.ingestion.columns import (
+    INGESTED_AT_COLUMN,
+    METADATA_COLUMNS,
+    RESCUED_DATA_COLUMN,
+    SOURCE_FILE_COLUMN,
+    SOURCE_LINE_COLUMN,
+)
+from lakehouse_assets.pipelines import export_files as files
+from lakehouse_assets.pipelines.assets import PIPELINE
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark_conf import DELTA_CONF, REQUIRED_CONF, delta_jars
+from lakehouse_assets.storage import StreamOptions, type_sql
+from lakehouse_assets.tables.sql_definition import OnViolation, SqlTableKind, parse_sql_definition
+from lakehouse_assets.tables.sql_refs import batch_query
+
+STREAMING_TABLE = "streaming table"
+MATERIALIZED_VIEW = "materialized view"
+SPEC_FILE = "spark-pipeline.yml"
+# The flows' session settings: SQL settings only (a flow sets them on its session and refuses
+# static ones), Delta's catalog included.
+_FLOW_CONF_KEYS = ("spark.sql.", "spark.databricks.delta.")
+# The ingestion's own columns on a bronze table, as a flow over Spark's file source fills them.
+_INGESTION_COLUMNS = {RESCUED_DATA_COLUMN: 'F.lit(None).cast("string")',
+                      SOURCE_FILE_COLUMN: 'F.col("_metadata.file_path")',
+                      SOURCE_LINE_COLUMN: 'F.lit(None).cast("bigint")',
+                      INGESTED_AT_COLUMN: "F.current_timestamp()"}
+# Static settings: the command line's, and no more of them than spark-pipelines keeps (pyspark
+# 4.2 passes them to its Connect server in chunks of ten and keeps the last chunk only; six
+# are its own, and --jars counts twice).
+_STATIC_CONF = {"spark.sql.extensions": DELTA_CONF["spark.sql.extensions"], "spark.sql.catalogImplementation": "hive"}
+
+
+@dataclass(frozen=True)
+class Exported:
+    """A table the SDP project defines: as what, in which file, and what differs."""
+
+    table: str
+    kind: str
+    file: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A table the SDP project does not define, and why."""
+
+    table: str
+    reason: str
+
+
+@dataclass
+class SdpExport:
+    """An SDP project, ready to write: its files by path in the folder, and the report."""
+
+    folder: Path
+    files: dict[str, str] = field(default_factory=dict)
+    exported: list[Exported] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)
+
+
+def spark_pipelines_command(settings: LakehouseSettings, spec: Path | str = SPEC_FILE) -> list[str]:
+    """``spark-pipelines run`` with Delta Lake's jars and the static settings SDP needs."""
+    jars = ",".join(str(path) for path in delta_jars(settings.delta_jars))
+    argv = ["spark-pipelines", "--jars", jars]
+    for key, value in _STATIC_CONF.items():
+        argv += ["--conf", f"{key}={value}"]
+    return [*argv, "run", "--spec", str(spec)]
+
+
+def plan_export(folder: Path, assets: Iterable[Any], packages: Sequence[ModuleType],
+                settings: LakehouseSettings) -> SdpExport:
+    """The SDP project of ``assets`` (the project's definitions), whose Python tables are
+    found by name in the modules of ``packages``, to be written in ``folder``."""
+    assets = [a for a in assets if isinstance(a, dg.AssetsDefinition)]
+    specs = table_specs(assets)
+    owners = {spec.metadata["table"]: asset for asset in assets for spec in asset.specs if "table" in spec.metadata}
+    names = _module_names(packages)
+    decisions = {table: _reason_left_out(spec.metadata) for table, spec in specs.items()}
+    exported = {table for table, reason in decisions.items() if reason is None}
+    while True:
+        # A table left out changes how its readers read it (by path), or leaves them out too:
+        # again until no exported table turns out to be left out.
+        export = SdpExport(folder.resolve())
+        for table in sorted(specs):
+            reason = decisions[table] or _export_table(export, table, specs[table], owners[table], names, exported,
+                                                       settings)
+            if reason is not None:
+                export.left_out.append(LeftOut(table, reason))
+        newly_left_out = exported & {o.table for o in export.left_out}
+        if not newly_left_out:
+            break
+        exported -= newly_left_out
+    schemas = sorted({e.table.split(".")[0] for e in export.exported})
+    export.files["transformations/_schemas.py"] = files.schemas_file(schemas)
+    export.files[SPEC_FILE] = files.spec_file(folder=export.folder, configuration=_configuration(settings))
+    command = spark_pipelines_command(settings)
+    export.files["run.sh"] = files.run_script(command, {"PYSPARK_PYTHON": "${PYSPARK_PYTHON:-python3}"})
+    export.files["README.md"] = files.readme(
+        exported=[(e.table, e.kind, e.file) for e in export.exported],
+        left_out=[(o.table, o.reason) for o in export.left_out], command=command)
+    return export
+
+
+def write_export(export: SdpExport) -> list[Path]:
+    """Write the project's files (the folder is created if need be); the paths written."""
+    written = []
+    for relative, text in sorted(export.files.items()):
+        path = export.folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        if relative.endswith(".sh"):
+            path.chmod(0o755)
+        written.append(path)
+    return written
+
+
+def _configuration(settings: LakehouseSettings) -> dict[str, str]:
+    conf = {k: v for k, v in {**REQUIRED_CONF, **DELTA_CONF}.items()
+            if k.startswith(_FLOW_CONF_KEYS) and k not in _STATIC_CONF}
+    return {files.LANDING_CONF: str(settings.root / "landing"), files.ROOT_CONF: str(settings.root), **conf}
+
+
+def _reason_left_out(metadata: Mapping[str, Any]) -> str | None:
+    """Why a table cannot be a dataset at all, from its declaration alone."""
+    if PIPELINE in metadata:
+        return f"loaded from the SDP pipeline {metadata[PIPELINE]!r}, whose folder is an SDP project already"
+    if QUARANTINE_FOR in metadata:
+        return (f"the quarantine of {metadata[QUARANTINE_FOR]}: OSS SDP has no expect_or_drop and no second "
+                "output of a flow, so the rows its rules refuse are filtered out, not kept")
+    if AUTO_CDC in metadata:
+        return "an AUTO CDC table: OSS SDP has no AUTO CDC (create_auto_cdc_flow and its SQL are Databricks' own)"
+    return None
+
+
+def _export_table(export: SdpExport, table: str, spec: dg.AssetSpec, asset: dg.AssetsDefinition,
+                  names: Mapping[dg.AssetKey, tuple[str, str]], exported: set[str],
+                  settings: LakehouseSettings) -> str | None:
+    """Add ``table``'s file to ``export``; None, or why it is left out."""
+    if ingests_landed_files(spec):
+        return _export_bronze(export, table, spec, settings)
+    if SQL_TEXT in spec.metadata:
+        return _export_sql(export, table, spec, exported)
+    return _export_python(export, table, spec, asset, names, exported, settings)
+
+
+def _export_bronze(export: SdpExport, table: str, spec: dg.AssetSpec, settings: LakehouseSettings) -> str | None:
+    source = cast(str, streamed_folder(spec.metadata))
+    folder = spec.metadata[LANDING_FOLDERS][source]
+    if not settings.landing_path(source).is_dir():
+        return (f"nothing has landed in landing/{source} yet, and Spark's file source refuses a folder that does "
+                "not exist; land files, then export again")
+    schema = stored_schema(settings, table) or {
+        k: v for k, v in (spec.metadata.get(COLUMN_TYPES) or {}).items() if k not in METADATA_COLUMNS}
+    if not schema:
+        return ("its schema is not known yet: it declares no column types and has no table; materialize it once "
+                "(or declare its columns), then export again")
+    options = {k: "true" for k, on in (("header", folder.get("header")), ("multiLine", folder.get("multi_line"))) if on}
+    path = f"transformations/{table}.py"
+    export.files[path] = files.bronze_file(
+        table=table, description=spec.description or table, source=source, file_format=folder["format"],
+        schema=", ".join(f"`{c}` {t}" for c, t in schema.items()), options=options,
+        metadata_columns=_INGESTION_COLUMNS)
+    export.exported.append(Exported(table, STREAMING_TABLE, path, "Spark's own file source; "
+                                    f"{RESCUED_DATA_COLUMN} and {SOURCE_LINE_COLUMN} are NULL."))
+    return None
+
+
+def stored_schema(settings: LakehouseSettings, table: str) -> dict[str, str]:
+    """The table's columns and Spark SQL types as its Delta log has them, the ingestion's own
+    columns aside; empty when there is no table."""
+    from lakehouse_assets.storage import DeltaTableStore
+
+    if not _has_table(settings, table):
+        return {}
+    schema = DeltaTableStore().schema(str(settings.table_path(*table.split("."))))
+    return {f.name: type_sql(f.dataType) for f in schema.fields if f.name not in METADATA_COLUMNS}
+
+
+def _has_table(settings: LakehouseSettings, table: str) -> bool:
+    return (settings.table_path(*table.split(".")) / "_delta_log").is_dir()
+
+
+def _export_sql(export: SdpExport, table: str, spec: dg.AssetSpec, exported: set[str]) -> str | None:
+    sql_path = Path(str(getattr(spec.metadata.get("lakehouse/sql_file"), "path", "")))
+    definition = parse_sql_definition(sql_path.read_text(encoding="utf-8"), source=str(sql_path))
+    enforced = [c.name for c in definition.constraints if c.on_violation is not OnViolation.warn]
+    if enforced:
+        return (f"its expectations {enforced} drop rows or fail the update, and OSS SDP has no CONSTRAINT ... "
+                "EXPECT; exporting its query alone would keep rows the lakehouse refuses")
+    missing = [t for t, _ in definition.reads if t not in exported]
+    if missing:
+        return f"its SQL reads {missing}, which are not exported (see their reasons)"
+    notes = [f"{sql_path.name}'s expectations {[c.name for c in definition.constraints]} (warn only) are not "
+             "declared: OSS SDP has no CONSTRAINT ... EXPECT."] if definition.constraints else []
+    query, kind = definition.query, SqlTableKind(definition.kind).value
+    if definition.complete:
+        query, kind = batch_query(query), "MATERIALIZED VIEW"
+        notes.append("A streaming table grouping at its top level in the lakehouse: a materialized view here, "
+                     "since OSS SDP streams append only.")
+    path = f"transformations/{table}.sql"
+    export.files[path] = files.sql_file(table=table, kind=kind, comment=_sql_string(definition.comment),
+                                        query=query, notes=notes)
+    export.exported.append(Exported(table, kind.lower(), path, " ".join(notes)))
+    return None
+
+
+def _sql_string(text: str | None) -> str | None:
+    return text.replace("\\", "\\\\").replace("'", "\\'") if text else None
+
+
+def _export_python(export: SdpExport, table: str, spec: dg.AssetSpec, asset: dg.AssetsDefinition,
+                   names: Mapping[dg.AssetKey, tuple[str, str]], exported: set[str],
+                   settings: LakehouseSettings) -> str | None:
+    if spec.key not in names:
+        return "defined outside the asset packages' modules (not a top-level name a flow can import)"
+    module, attribute = names[spec.key]
+    fn = getattr(cast(Any, asset.op.compute_fn).decorated_fn, "__wrapped__", None)
+    if fn is None:
+        return "not declared with table_asset or routed_table_asset: its transformation cannot be called alone"
+    by_input = {name: ".".join(key.path) for name, key in asset.keys_by_input_name.items()}
+    needs = [p for p in inspect.signature(fn).parameters if p not in by_input]
+    if needs:
+        return (f"its transformation takes {needs}, not only its input tables: an SDP flow is given no resources "
+                "(it reads what it needs itself); a flow reading it reads the lakehouse's own table")
+    absent = [u for u in by_input.values() if u not in exported and not _has_table(settings, u)]
+    if absent:
+        return f"it reads {absent}, which neither the export nor the lakehouse has (not exported, never built)"
+    streams = set(spec.metadata.get(STREAMS_FROM) or [])
+    stream_options = spec.metadata.get(STREAM_OPTIONS) or {}
+    streaming = bool(streams) and spec.metadata.get(OUTPUT_MODE, "append") == "append"
+    inputs = {}
+    for parameter, upstream in by_input.items():
+        streamed = streaming and upstream in streams
+        options = StreamOptions(**stream_options.get(upstream, {})).reader_options() if streamed else {}
+        inputs[parameter] = files.read_expression(upstream, streamed=streamed, exported=upstream in exported,
+                                                  options=options)
+    notes = [f"{u} is read from the lakehouse's own Delta table: it is not exported."
+             for u in by_input.values() if u not in exported]
+    if QUARANTINE_TABLE in spec.metadata:
+        notes.append(f"A routed table: only its passing rows (its routing rules as a filter, duplicates dropped); "
+                     f"{spec.metadata[QUARANTINE_TABLE]} is not exported.")
+    if streams and not streaming:
+        notes.append(f"Kept in {spec.metadata.get(OUTPUT_MODE)} mode in the lakehouse: a materialized view here, "
+                     "recomputed whole from its inputs read in batch.")
+    path = f"transformations/{table}.py"
+    export.files[path] = files.python_file(
+        table=table, description=spec.description or table, streaming=streaming, module=module, attribute=attribute,
+        inputs=inputs, column_types=spec.metadata.get(COLUMN_TYPES) or {}, note=" ".join(notes))
+    export.exported.append(Exported(table, STREAMING_TABLE if streaming else MATERIALIZED_VIEW, path, " ".join(notes)))
+    return None
+
+
+def _module_names(packages: Sequence[ModuleType]) -> dict[dg.AssetKey, tuple[str, str]]:
+    """The keys of each asset defined at the top level of a module of ``packages``, with its
+    module and name (the definitions hold copies of these, with their checks)."""
+    import importlib
+    import pkgutil
+
+    found: dict[dg.AssetKey, tuple[str, str]] = {}
+    for package in packages:
+        modules = [package, *(importlib.import_module(info.name)
+                              for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."))]
+        for module in modules:
+            for attribute, value in vars(module).items():
+                if isinstance(value, dg.AssetsDefinition):
+                    for key in value.keys:
+                        found.setdefault(key, (module.__name__, attribute))
+    return found
