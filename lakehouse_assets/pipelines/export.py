@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any, cast
 
 import dagster as dg
+from pyspark.sql.types import StructType
 
 from lakehouse_assets.assets.discovery import ingests_landed_files, table_specs
 from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
@@ -61,6 +62,8 @@ SPEC_FILE = "spark-pipeline.yml"
 # The flows' session settings: SQL settings only (a flow sets them on its session and refuses
 # static ones), Delta's catalog included.
 _FLOW_CONF_KEYS = ("spark.sql.", "spark.databricks.delta.")
+# DataFrame methods Spark Connect's planner resolves against their input as it plans them.
+_UNPLANNABLE = ("withWatermark", "dropDuplicates", "dropDuplicatesWithinWatermark")
 # The ingestion's own columns on a bronze table, as a flow over Spark's file source fills them.
 _INGESTION_COLUMNS = {RESCUED_DATA_COLUMN: 'F.lit(None).cast("string")',
                       SOURCE_FILE_COLUMN: 'F.col("_metadata.file_path")',
@@ -210,12 +213,25 @@ def _export_bronze(export: SdpExport, table: str, spec: dg.AssetSpec, settings: 
 def stored_schema(settings: LakehouseSettings, table: str) -> dict[str, str]:
     """The table's columns and Spark SQL types as its Delta log has them, the ingestion's own
     columns aside; empty when there is no table."""
+    schema = _table_schema(settings, table)
+    return {f.name: type_sql(f.dataType) for f in schema.fields if f.name not in METADATA_COLUMNS} if schema else {}
+
+
+def _table_schema(settings: LakehouseSettings, table: str) -> StructType | None:
+    """The schema of the lakehouse's ``table`` as its Delta log has it; None when never built."""
     from lakehouse_assets.storage import DeltaTableStore
 
     if not _has_table(settings, table):
-        return {}
-    schema = DeltaTableStore().schema(str(settings.table_path(*table.split("."))))
-    return {f.name: type_sql(f.dataType) for f in schema.fields if f.name not in METADATA_COLUMNS}
+        return None
+    return DeltaTableStore().schema(str(settings.table_path(*table.split("."))))
+
+
+def _column_types(settings: LakehouseSettings, table: str, spec: dg.AssetSpec) -> dict[str, str]:
+    """The declared types a flow casts to: of the columns the table has, when it was built
+    (a flow cannot ask which columns its rows have: see :func:`.sdp_flow.flow`)."""
+    declared = dict(spec.metadata.get(COLUMN_TYPES) or {})
+    schema = _table_schema(settings, table)
+    return {c: t for c, t in declared.items() if c in schema.fieldNames()} if schema else declared
 
 
 def _has_table(settings: LakehouseSettings, table: str) -> bool:
@@ -264,6 +280,10 @@ def _export_python(export: SdpExport, table: str, spec: dg.AssetSpec, asset: dg.
     if needs:
         return (f"its transformation takes {needs}, not only its input tables: an SDP flow is given no resources "
                 "(it reads what it needs itself); a flow reading it reads the lakehouse's own table")
+    unplannable = _unplannable_calls(fn)
+    if unplannable:
+        return (f"its transformation calls {unplannable}, which Spark Connect's planner analyzes as the flow "
+                "registers, before the datasets it reads exist: SDP refuses the flow (TABLE_OR_VIEW_NOT_FOUND)")
     absent = [u for u in by_input.values() if u not in exported and not _has_table(settings, u)]
     if absent:
         return f"it reads {absent}, which neither the export nor the lakehouse has (not exported, never built)"
@@ -274,12 +294,14 @@ def _export_python(export: SdpExport, table: str, spec: dg.AssetSpec, asset: dg.
     for parameter, upstream in by_input.items():
         streamed = streaming and upstream in streams
         options = StreamOptions(**stream_options.get(upstream, {})).reader_options() if streamed else {}
+        schema = _table_schema(settings, upstream) if not options else None
         inputs[parameter] = files.read_expression(upstream, streamed=streamed, exported=upstream in exported,
-                                                  options=options)
+                                                  options=options, schema_json=schema.json() if schema else None)
     notes = [f"{u} is read from the lakehouse's own Delta table: it is not exported."
              for u in by_input.values() if u not in exported]
     if QUARANTINE_TABLE in spec.metadata:
-        notes.append(f"A routed table: only its passing rows (its routing rules as a filter, duplicates dropped); "
+        notes.append("A routed table: only its passing rows (its routing rules as a filter; a recording landed "
+                     "twice is kept twice, since dropDuplicates cannot be planned in an SDP flow); "
                      f"{spec.metadata[QUARANTINE_TABLE]} is not exported.")
     if streams and not streaming:
         notes.append(f"Kept in {spec.metadata.get(OUTPUT_MODE)} mode in the lakehouse: a materialized view here, "
@@ -287,9 +309,19 @@ def _export_python(export: SdpExport, table: str, spec: dg.AssetSpec, asset: dg.
     path = f"transformations/{table}.py"
     export.files[path] = files.python_file(
         table=table, description=spec.description or table, streaming=streaming, module=module, attribute=attribute,
-        inputs=inputs, column_types=spec.metadata.get(COLUMN_TYPES) or {}, note=" ".join(notes))
+        inputs=inputs, column_types=_column_types(settings, table, spec), note=" ".join(notes))
     export.exported.append(Exported(table, STREAMING_TABLE if streaming else MATERIALIZED_VIEW, path, " ".join(notes)))
     return None
+
+
+def _unplannable_calls(fn: Any) -> list[str]:
+    """The DataFrame methods ``fn``'s source calls that an SDP flow cannot register over a
+    dataset of the pipeline (found by trying pyspark 4.2's spark-pipelines)."""
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return []
+    return sorted({m for m in _UNPLANNABLE if f".{m}(" in source})
 
 
 def _module_names(packages: Sequence[ModuleType]) -> dict[dg.AssetKey, tuple[str, str]]:

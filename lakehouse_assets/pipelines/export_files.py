@@ -59,7 +59,7 @@ def python_file(*, table: str, description: str, streaming: bool, module: str, a
                           note=f"\n\n{note}" if note else "") + f'''
 from pyspark import pipelines as dp
 
-from lakehouse_assets.pipelines.sdp_flow import flow
+from lakehouse_assets.pipelines.sdp_flow import flow, with_schema
 
 ROOT = spark.conf.get("{ROOT_CONF}")  # noqa: F821 - spark-pipelines defines spark
 
@@ -73,15 +73,19 @@ def {_function(table)}():
 '''
 
 
-def read_expression(table: str, *, streamed: bool, exported: bool, options: Mapping[str, str]) -> str:
+def read_expression(table: str, *, streamed: bool, exported: bool, options: Mapping[str, str],
+                    schema_json: str | None) -> str:
     """How a flow reads ``table``: by name when the pipeline has it, else the lakehouse's own
-    Delta table by path (``ROOT``), as it stands."""
+    Delta table by path (``ROOT``), as it stands; with the schema it has (``schema_json``),
+    when known, so that reading its columns asks Spark nothing."""
     reader = "spark.readStream" if streamed else "spark.read"
     opts = "".join(f".option({k!r}, {v!r})" for k, v in options.items())
     if exported and not options:
-        return f"{reader}.table({table!r})"
-    layer, name = table.split(".")
-    return f'{reader}.format("delta"){opts}.load(ROOT + {"/" + layer + "/" + name!r})'
+        read = f"{reader}.table({table!r})"
+    else:
+        layer, name = table.split(".")
+        read = f'{reader}.format("delta"){opts}.load(ROOT + {"/" + layer + "/" + name!r})'
+    return f"with_schema({read}, {schema_json!r})" if schema_json else read
 
 
 def sql_file(*, table: str, kind: str, comment: str | None, query: str, notes: Sequence[str]) -> str:

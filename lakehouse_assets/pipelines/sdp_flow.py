@@ -3,13 +3,14 @@ transformation, run on the DataFrames the flow read by name, so ``spark-pipeline
 the project's code and not a copy of it.
 
 A routed table's rows are its passing rows only: open-source SDP has no quarantine (nor
-``expect_or_drop``), so the rows its routing rules refuse, and the duplicates it keeps out,
-are filtered away instead of kept in ``<table>_quarantine``.
+``expect_or_drop``), so the rows its routing rules refuse are filtered away instead of kept in
+``<table>_quarantine``; the duplicates it keeps out (``unique_by``) are kept.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable, Mapping
 from functools import reduce
 from typing import Any, cast
@@ -17,6 +18,7 @@ from typing import Any, cast
 import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from lakehouse_assets.assets.routed_table_asset import ROUTING_RULES_ATTRIBUTE, RoutedRows
 from lakehouse_assets.errors import LakehouseError
@@ -49,18 +51,29 @@ def flow(module: str, attribute: str, *, column_types: Mapping[str, str] | None 
     if not isinstance(rows, DataFrame):
         raise LakehouseError(f"{module}.{attribute} returned {type(returned).__name__}, not a DataFrame: "
                              "only transformations of tables can run as SDP flows")
+    # Cast by name, never by asking for the rows' columns: that is an analysis, which SDP
+    # refuses inside a query function (ATTEMPT_ANALYSIS_IN_PIPELINE_QUERY_FUNCTION).
     types = column_types or {}
-    return rows.select(*[F.col(f"`{c}`").cast(types[c]).alias(c) if c in types else F.col(f"`{c}`")
-                         for c in rows.columns])
+    return rows.withColumns({c: F.col(f"`{c}`").cast(t) for c, t in types.items()}) if types else rows
+
+
+def with_schema(df: DataFrame, schema_json: str) -> DataFrame:
+    """``df``, its schema known without asking Spark: the schema (as JSON) the lakehouse's table
+    has. SDP refuses any analysis inside a query function, and a transformation reading its
+    input's ``columns`` (silver's passes bronze's columns through) would ask for one; pyspark's
+    Connect DataFrame answers ``columns`` and ``schema`` from its ``_cached_schema`` when set."""
+    setattr(df, "_cached_schema", StructType.fromJson(json.loads(schema_json)))  # noqa: B010 - private
+    return df
 
 
 def passing_rows(routed: RoutedRows, rules: tuple[Rule, ...]) -> DataFrame:
-    """The rows a routed table keeps: those passing every rule that drops (ERROR), one per
-    ``unique_by`` values, with the table's columns."""
+    """The rows a routed table keeps: those passing every rule that drops (ERROR), with the
+    table's columns; its duplicates are not dropped (see below)."""
     dropping = [rule.condition() for rule in rules if rule.severity is Severity.ERROR]
     rows = routed.rows
     if dropping:
         rows = rows.where(reduce(lambda a, b: a & b, dropping))
-    if routed.unique_by:
-        rows = rows.dropDuplicates(list(routed.unique_by))
+    # Duplicates (``unique_by``) are kept: Spark Connect's planner analyzes the input of
+    # dropDuplicates(columns) as the flow registers, before the datasets it reads exist, and
+    # SDP fails the registration (TABLE_OR_VIEW_NOT_FOUND).
     return rows.select(*routed.passed_columns)
