@@ -20,6 +20,8 @@ Nothing here starts Spark: the definitions, their metadata and the Delta logs (d
 from __future__ import annotations
 
 import inspect
+import os
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,7 @@ from typing import Any, cast
 import dagster as dg
 from pyspark.sql.types import StructType
 
+import lakehouse_assets
 from lakehouse_assets.assets.discovery import ingests_landed_files, table_specs
 from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
 from lakehouse_assets.assets.sql_asset import SQL_TEXT
@@ -139,9 +142,14 @@ def plan_export(folder: Path, assets: Iterable[Any], packages: Sequence[ModuleTy
     export.files["transformations/_schemas.py"] = files.schemas_file(schemas)
     export.files[SPEC_FILE] = files.spec_file(folder=export.folder, configuration=_configuration(settings))
     command = spark_pipelines_command(settings)
-    export.files["run.sh"] = files.run_script(command, {"PYSPARK_PYTHON": "${PYSPARK_PYTHON:-python3}"})
+    # The flows import the project and its asset packages: this interpreter, this project, and
+    # the PYTHONPATH the export ran with.
+    python_path = os.pathsep.join(p for p in (str(Path(lakehouse_assets.__file__).resolve().parents[1]),
+                                              os.environ.get("PYTHONPATH", "")) if p)
+    export.files["run.sh"] = files.run_script(command, {"PYSPARK_PYTHON": f"${{PYSPARK_PYTHON:-{sys.executable}}}",
+                                                        "PYTHONPATH": f"{python_path}:${{PYTHONPATH:-}}"})
     export.files["README.md"] = files.readme(
-        exported=[(e.table, e.kind, e.file) for e in export.exported],
+        exported=[(e.table, e.kind, e.file, e.note) for e in export.exported],
         left_out=[(o.table, o.reason) for o in export.left_out], command=command)
     return export
 

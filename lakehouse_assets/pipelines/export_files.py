@@ -142,10 +142,10 @@ def _quoted(argument: str) -> str:
     return argument if all(c.isalnum() or c in "-_./=:," for c in argument) else f"'{argument}'"
 
 
-def readme(*, exported: Sequence[tuple[str, str, str]], left_out: Sequence[tuple[str, str]],
+def readme(*, exported: Sequence[tuple[str, str, str, str]], left_out: Sequence[tuple[str, str]],
            command: Sequence[str]) -> str:
     """README.md: what the folder holds, how to run it, and every table left out with why."""
-    rows = "\n".join(f"| {table} | {kind} | {file} |" for table, kind, file in exported)
+    rows = "\n".join(f"| {table} | {kind} | {file} | {note or '-'} |" for table, kind, file, note in exported)
     missing = "\n".join(f"- **{table}**: {why}" for table, why in left_out) or "- none"
     return f"""# The lakehouse's asset graph as a Spark Declarative Pipelines project
 
@@ -158,15 +158,23 @@ Run it from this folder with `./run.sh`, which is:
     {" ".join(_quoted(a) for a in command)}
 
 Delta Lake's jars go on the command line (`--jars`) with its SQL extension and the Hive catalog:
-those settings are static, and pyspark 4.2's spark-pipelines keeps only the last ten settings of
-its command line (its own six included), so no more are given there; the session settings are in
-`spark-pipeline.yml`'s `configuration`. The Python flows import `lakehouse_assets`: run with the
-project's virtual environment (`PYSPARK_PYTHON`) and the project on `PYTHONPATH`.
+those settings are static (a flow refuses them in the spec), and pyspark 4.2's spark-pipelines
+hands its command line's settings to its Connect server in chunks of ten and keeps only the last
+chunk (six are its own, `--jars` counts twice), so no more are given there; the session settings
+are in `spark-pipeline.yml`'s `configuration`. The Python flows import `lakehouse_assets` and call
+the tables' own transformations: `run.sh` sets `PYSPARK_PYTHON` to the interpreter that exported
+the project and puts the project on `PYTHONPATH`.
+
+OSS SDP creates no schemas and refuses `CREATE SCHEMA` in a pipeline file:
+`transformations/_schemas.py` runs it on a thread of its own, outside the registration context the
+refusal is keyed to. It also refuses any analysis inside a query function: each input of a Python
+flow carries the schema the lakehouse's table has, so a transformation reading `df.columns` asks
+Spark nothing.
 
 ## Exported
 
-| table | as | file |
-|---|---|---|
+| table | as | file | differs |
+|---|---|---|---|
 {rows}
 
 A streaming table of the lakehouse whose query groups at its top level is exported as a
