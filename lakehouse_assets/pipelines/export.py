@@ -109,7 +109,9 @@ class SdpExport:
 def spark_pipelines_command(settings: LakehouseSettings, spec: Path | str = SPEC_FILE) -> list[str]:
     """``spark-pipelines run`` with Delta Lake's jars and the static settings SDP needs."""
     jars = ",".join(str(path) for path in delta_jars(settings.delta_jars))
-    argv = ["spark-pipelines", "--jars", jars]
+    # The one beside this interpreter (the project's environment), else whichever is on PATH.
+    beside = Path(sys.executable).parent / "spark-pipelines"
+    argv = [str(beside) if beside.is_file() else "spark-pipelines", "--jars", jars]
     for key, value in _STATIC_CONF.items():
         argv += ["--conf", f"{key}={value}"]
     return [*argv, "run", "--spec", str(spec)]

@@ -60,7 +60,6 @@ def test_spark_pipelines_runs_the_export_and_its_tables_equal_the_lakehouses(spa
     write_export(export)
 
     command = spark_pipelines_command(settings, folder / "spark-pipeline.yml")
-    command[0] = str(Path(sys.executable).parent / "spark-pipelines")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
            "PYTHONPATH": os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS)
