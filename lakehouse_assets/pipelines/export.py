@@ -172,7 +172,8 @@ def write_export(export: SdpExport) -> list[Path]:
 def _configuration(settings: LakehouseSettings) -> dict[str, str]:
     conf = {k: v for k, v in {**REQUIRED_CONF, **DELTA_CONF}.items()
             if k.startswith(_FLOW_CONF_KEYS) and k not in _STATIC_CONF}
-    return {files.LANDING_CONF: str(settings.root / "landing"), files.ROOT_CONF: str(settings.root), **conf}
+    return {files.LANDING_CONF: str(settings.root / "landing"), files.ROOT_CONF: str(settings.root), **conf,
+            "spark.sql.sources.default": "delta"}
 
 
 def _reason_left_out(metadata: Mapping[str, Any]) -> str | None:

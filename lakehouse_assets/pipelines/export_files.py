@@ -41,7 +41,7 @@ SCHEMA = {schema!r}
 OPTIONS = {dict(options)!r}
 
 
-@dp.table(name={table!r}, format="delta", comment={_doc(description)!r})
+@dp.table(name={table!r}, comment={_doc(description)!r})
 def {_function(table)}():
     return (spark.readStream.format({file_format!r}).schema(SCHEMA).options(**OPTIONS)  # noqa: F821
             .load(LANDING + {"/" + source!r})
@@ -64,7 +64,7 @@ from lakehouse_assets.pipelines.sdp_flow import flow, with_schema
 ROOT = spark.conf.get("{ROOT_CONF}")  # noqa: F821 - spark-pipelines defines spark
 
 
-@{decorator}(name={table!r}, format="delta", comment={_doc(description)!r})
+@{decorator}(name={table!r}, comment={_doc(description)!r})
 def {_function(table)}():
     return flow(
         {module!r}, {attribute!r},{arguments}
@@ -90,11 +90,11 @@ def read_expression(table: str, *, streamed: bool, exported: bool, options: Mapp
 
 def sql_file(*, table: str, kind: str, comment: str | None, query: str, notes: Sequence[str]) -> str:
     """A SQL definition as OSS SDP takes it (``CREATE STREAMING TABLE`` / ``CREATE
-    MATERIALIZED VIEW``, ``USING delta``; Delta's name in lower case: SDP compares it with the
-    table's provider as written)."""
+    MATERIALIZED VIEW``). No ``USING``: the tables are Delta by the spec's
+    ``spark.sql.sources.default`` (see :func:`spec_file`)."""
     lines = [f"-- {table}: exported by `lakehouse export-sdp`.", *[f"-- {n}" for n in notes]]
     quoted = f"\nCOMMENT '{comment}'" if comment else ""
-    return "\n".join(lines) + f"\nCREATE {kind} {table}\nUSING delta{quoted}\nAS {query.strip()};\n"
+    return "\n".join(lines) + f"\nCREATE {kind} {table}{quoted}\nAS {query.strip()};\n"
 
 
 def schemas_file(schemas: Sequence[str]) -> str:
@@ -124,7 +124,13 @@ _thread.join()
 
 
 def spec_file(*, folder: Path, configuration: Mapping[str, str]) -> str:
-    """``spark-pipeline.yml``: its storage in the folder, every file under transformations/."""
+    """``spark-pipeline.yml``: its storage in the folder, every file under transformations/.
+
+    The datasets name no format: Delta is the session's default (``spark.sql.sources.default``
+    in ``configuration``). A dataset declared ``format="delta"`` (or ``USING delta``) is created,
+    but the next run fails on it: SDP sets the format as the table's ``provider`` property, which
+    Delta refuses to alter (DELTA_CANNOT_CHANGE_PROVIDER); ``USING DELTA`` in capitals fails the
+    first run (SDP compares the name with the table's provider as written)."""
     lines = [f"name: {PIPELINE_NAME}", f"storage: file://{folder / 'storage'}", "configuration:",
              *[f'  {key}: "{value}"' for key, value in configuration.items()],
              "libraries:", "  - glob:", "      include: transformations/**", ""]

@@ -83,7 +83,10 @@ def test_the_files_are_what_spark_pipelines_reads(landed: LakehouseSettings, tmp
     assert "spark.readStream.table('bronze.recordings')" in enriched
     assert "load(ROOT + '/silver/patients')" in enriched
     daily = (folder / "transformations" / "gold.daily_patient_avg.sql").read_text()
-    assert "CREATE MATERIALIZED VIEW gold.daily_patient_avg\nUSING delta" in daily
+    assert "CREATE MATERIALIZED VIEW gold.daily_patient_avg\nCOMMENT" in daily
+    # Delta by default, never by name: a second run would fail altering the table's provider.
+    assert spec.configuration["spark.sql.sources.default"] == "delta"
+    assert "USING" not in daily and "format=" not in enriched
     assert "STREAM(" not in daily and "FROM silver.recordings_enriched" in daily
     assert "--jars" in (folder / "run.sh").read_text()
 
