@@ -11,6 +11,7 @@ from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import CHECKPOINTS_AGREE
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.assets.pipeline import delta_rows
+from lakehouse_assets_tests.pipelines.reference import materialize_all
 from lakehouse_assets_tests.pipelines.test_pipeline_loading import pipeline
 
 FLOWS = """
@@ -58,16 +59,12 @@ def test_append_flows_fill_one_table_each_with_its_own_checkpoint_exactly_once(s
                 if isinstance(a, dg.AssetsDefinition) and dg.AssetKey(["default", "visits"]) in a.keys]
     assert {dep.to_user_string() for dep in visits.asset_deps[visits.key]} == {"default/clinic_a", "default/clinic_b"}
 
-    def materialize() -> dg.ExecuteInProcessResult:
-        return dg.materialize([*(definitions.assets or [])], selection="*", resources=dict(definitions.resources or {}),
-                              instance=dg.DagsterInstance.ephemeral(), raise_on_error=True)
-
     land(settings, "clinic_a", "1.json", range(0, 3))
     land(settings, "clinic_b", "1.json", range(10, 12))
-    first = materialize()
+    first = materialize_all(definitions)
     land(settings, "clinic_a", "2.json", range(3, 5))
-    materialize()
-    materialize()  # nothing new: each flow's checkpoint says so
+    materialize_all(definitions)
+    materialize_all(definitions)  # nothing new: each flow's checkpoint says so
 
     rows = delta_rows(settings, "default", "visits", ["clinic", "id"])
     assert rows == [("a", i) for i in range(5)] + [("b", i) for i in range(10, 12)]

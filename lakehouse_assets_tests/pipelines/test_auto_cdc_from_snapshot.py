@@ -4,12 +4,12 @@ project's AUTO CDC FROM SNAPSHOT keeps a table (SCD type 2 history, type 1 curre
 
 from __future__ import annotations
 
-import dagster as dg
 import pytest
 
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.assets.pipeline import delta_rows
+from lakehouse_assets_tests.pipelines.reference import asset_specs, materialize_all
 from lakehouse_assets_tests.pipelines.test_pipeline_loading import pipeline
 
 SNAPSHOTS = """
@@ -52,21 +52,16 @@ def test_snapshots_from_a_function_and_from_a_table_keep_history_and_current(spa
     monkeypatch.setenv("LAKEHOUSE_ROOT", str(tmp_path / "lakehouse"))
     settings = LakehouseSettings.from_env()
     definitions = build_definitions(settings=settings, pipelines=[pipeline(tmp_path / "snapshots", SNAPSHOTS)])
-    specs = {spec.key.to_user_string(): spec for a in definitions.assets or [] if isinstance(a, dg.AssetsDefinition)
-             for spec in a.specs}
+    specs = asset_specs(definitions)
     assert {d.asset_key.to_user_string() for d in specs["default/patient_history"].deps} == {"default/patient_snapshots"}
     assert {d.asset_key.to_user_string() for d in specs["default/patients_current"].deps} == {"default/patients_now"}
 
-    def materialize() -> None:
-        dg.materialize([*(definitions.assets or [])], selection="*", resources=dict(definitions.resources or {}),
-                       instance=dg.DagsterInstance.ephemeral(), raise_on_error=True)
-
     write(settings, "patient_snapshots", "snapshot,mrn,name\n1,1,Ann\n1,2,Bob\n2,1,Ann\n2,2,Rob\n2,3,Cy\n3,2,Rob\n")
     write(settings, "patients_now", "mrn,name\n1,Ann\n2,Bob\n")
-    materialize()
+    materialize_all(definitions)
     write(settings, "patients_now", "mrn,name\n2,Rob\n3,Cy\n")
-    materialize()
-    materialize()  # no new snapshot: nothing changes
+    materialize_all(definitions)
+    materialize_all(definitions)  # no new snapshot: nothing changes
 
     history = delta_rows(settings, "default", "patient_history", ["mrn", "name", "__START_AT", "__END_AT"], key=repr)
     assert history == sorted([(1, "Ann", 1, 3), (2, "Bob", 1, 2), (2, "Rob", 2, None), (3, "Cy", 2, 3)], key=repr)

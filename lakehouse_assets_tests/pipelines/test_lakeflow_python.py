@@ -5,63 +5,29 @@ quarantine says why, and verify's invariants hold for both."""
 
 from __future__ import annotations
 
-import os
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import dagster as dg
 import pytest
 
-import lakehouse_assets.assets
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.simulator import land, land_patient_changes
+from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import delta_rows, expected_outputs, spark_rows
+from lakehouse_assets_tests.pipelines.reference import ENRICHED, EXAMPLES, reference_run
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "reference_lakeflow_python"
-ENRICHED = ["device_id", "mrn", "name", "time", "heartrate"]
-
-
-def settle(landing: Path) -> None:
-    """Every landed file as landed a minute ago: settled, so a sensor's first tick announces it."""
-    settled = time.time() - 60
-    for path in landing.rglob("*"):
-        os.utime(path, (settled, settled))
-
-
-def run_landing_sensors(definitions: dg.Definitions, instance: dg.DagsterInstance) -> list[dg.ExecuteInProcessResult]:
-    """Each landing sensor's tick, and the run it requests, patients first."""
-    repository = definitions.get_repository_def()
-    results = []
-    for source in ("patients", "recordings", "patient_changes"):
-        sensor = repository.get_sensor_def(f"landing_{source}_sensor")
-        tick = sensor.evaluate_tick(dg.build_sensor_context(definitions=definitions, instance=instance))
-        for request in tick.run_requests or []:
-            results.append(dg.materialize(
-                [*(definitions.assets or []), *(definitions.asset_checks or [])],
-                selection=list(request.asset_selection or []), resources=dict(definitions.resources or {}),
-                instance=instance, raise_on_error=True, tags=request.tags))
-    return results
+EXAMPLE = EXAMPLES / "reference_lakeflow_python"
 
 
 @pytest.fixture(scope="module")
 def lakeflow(spark, tmp_path_factory) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
-    """Reference data landed (bad records included), then what the landing sensors request,
-    with the Lakeflow pipeline loaded beside the project's tables (read only)."""
-    root = tmp_path_factory.mktemp("lakeflow_python") / "lakehouse"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LAKEHOUSE_ROOT", str(root))
-        settings = LakehouseSettings.from_env()
-        land(settings.root / "landing", files=3, records_per_file=300, bad_rate=0.05)
-        land_patient_changes(settings.root / "landing", files=2, changes_per_file=30)
-        settle(settings.root / "landing")
-        definitions = build_definitions(lakehouse_assets.assets, settings=settings, pipelines=[EXAMPLE])
-        results = run_landing_sensors(definitions, dg.DagsterInstance.ephemeral())
-        yield settings, definitions, results
+    """Reference data landed, then what the landing sensors request, with the Lakeflow
+    pipeline loaded beside the project's tables (read only)."""
+    with reference_run(tmp_path_factory.mktemp("lakeflow_python") / "lakehouse", EXAMPLE) as ran:
+        yield ran
 
 
 @pytest.mark.slow

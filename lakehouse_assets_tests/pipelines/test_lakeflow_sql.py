@@ -6,39 +6,27 @@ quarantine says why, and verify's invariants hold for both."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import dagster as dg
 import pytest
 
-import lakehouse_assets.assets
 from lakehouse_assets.assets.table_asset import EXPECTATIONS
-from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.simulator import land, land_patient_changes
 from lakehouse_assets_tests.assets.pipeline import delta_rows
-from lakehouse_assets_tests.pipelines.test_lakeflow_python import ENRICHED, run_landing_sensors, settle
+from lakehouse_assets_tests.pipelines.reference import ENRICHED, EXAMPLES, reference_run
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "reference_lakeflow_sql"
+EXAMPLE = EXAMPLES / "reference_lakeflow_sql"
 SCHEMA = "lakeflow_sql"
 
 
 @pytest.fixture(scope="module")
 def lakeflow_sql(spark, tmp_path_factory) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
-    """Reference data landed (bad records included), then what the landing sensors request,
-    with the SQL pipeline loaded beside the project's tables."""
-    root = tmp_path_factory.mktemp("lakeflow_sql") / "lakehouse"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LAKEHOUSE_ROOT", str(root))
-        settings = LakehouseSettings.from_env()
-        land(settings.root / "landing", files=3, records_per_file=300, bad_rate=0.05)
-        land_patient_changes(settings.root / "landing", files=2, changes_per_file=30)
-        settle(settings.root / "landing")
-        definitions = build_definitions(lakehouse_assets.assets, settings=settings, pipelines=[EXAMPLE])
-        results = run_landing_sensors(definitions, dg.DagsterInstance.ephemeral())
-        yield settings, definitions, results
+    """Reference data landed, then what the landing sensors request, with the SQL pipeline
+    loaded beside the project's tables (read only)."""
+    with reference_run(tmp_path_factory.mktemp("lakeflow_sql") / "lakehouse", EXAMPLE) as ran:
+        yield ran
 
 
 @pytest.mark.slow

@@ -3,12 +3,12 @@ at load, its names resolved as the pipeline's, `STREAM(...)` incremental."""
 
 from __future__ import annotations
 
-import dagster as dg
 import pytest
 
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.assets.pipeline import delta_rows
+from lakehouse_assets_tests.pipelines.reference import asset_specs, materialize_all
 from lakehouse_assets_tests.pipelines.test_append_flows import land
 from lakehouse_assets_tests.pipelines.test_pipeline_loading import pipeline
 
@@ -36,20 +36,15 @@ def test_spark_sql_in_a_python_flow_reads_the_pipelines_names_incrementally(spar
     monkeypatch.setenv("LAKEHOUSE_ROOT", str(tmp_path / "lakehouse"))
     settings = LakehouseSettings.from_env()
     definitions = build_definitions(settings=settings, pipelines=[pipeline(tmp_path / "sql_flows", FLOWS)])
-    specs = {spec.key.to_user_string(): spec for a in definitions.assets or [] if isinstance(a, dg.AssetsDefinition)
-             for spec in a.specs}
+    specs = asset_specs(definitions)
     assert {d.asset_key.to_user_string() for d in specs["default/positive"].deps} == {"default/events"}
     assert specs["default/positive"].metadata["lakehouse/streams_from"] == ["default.events"]
     assert {d.asset_key.to_user_string() for d in specs["default/totals"].deps} == {"default/positive"}
 
-    def materialize() -> None:
-        dg.materialize([*(definitions.assets or [])], selection="*", resources=dict(definitions.resources or {}),
-                       instance=dg.DagsterInstance.ephemeral(), raise_on_error=True)
-
     land(settings, "events", "1.json", range(-1, 3))
-    materialize()
+    materialize_all(definitions)
     land(settings, "events", "2.json", range(3, 5))
-    materialize()
+    materialize_all(definitions)
 
     assert delta_rows(settings, "default", "positive", ["id"]) == [(1,), (2,), (3,), (4,)]
     assert delta_rows(settings, "default", "totals", ["n", "top"]) == [(4, 4)]
