@@ -32,6 +32,7 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+from lakehouse_assets.storage.layout import TableLayout
 from lakehouse_assets.storage.merge import in_range_of, matching_keys
 from lakehouse_assets.storage.sink import KeptTableSink
 
@@ -50,8 +51,9 @@ class AggregateTable:
     store: TableStore
     path: str
     spec: IncrementalAggregate
-    #: Delta table properties the table is created with (its state table has none).
-    properties: Mapping[str, str] = field(default_factory=dict)
+    #: The properties and partition or clustering columns the table is created with (its
+    #: state table has none).
+    layout: TableLayout = field(default_factory=TableLayout)
     #: The column types its definition declares, which its rows are cast to.
     declared: DeclaredTypes | None = None
 
@@ -86,7 +88,7 @@ class AggregateTable:
                     described = {**metadata, AGGREGATE_KEY: json.dumps(spec.as_metadata(), separators=(",", ":"))}
                     result = store.merge(spec.results(groups), self.path, keys=keys, within_range=time_keys,
                                          transaction=transaction, operation="AGGREGATE", metadata=described,
-                                         properties=self.properties, declared=self.declared)
+                                         layout=self.layout, declared=self.declared)
                 fault_point("aggregate.table_committed")
                 store.merge(groups, self.state_path, keys=keys, within_range=time_keys, transaction=transaction,
                             operation="AGGREGATE STATE", metadata=metadata)
@@ -118,4 +120,4 @@ class AggregateSink(KeptTableSink):
 
     @property
     def table(self) -> AggregateTable:
-        return AggregateTable(self.sink.store, self.sink.path, self.spec, self.sink.properties, self.sink.declared)
+        return AggregateTable(self.sink.store, self.sink.path, self.spec, self.sink.layout, self.sink.declared)

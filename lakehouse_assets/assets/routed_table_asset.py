@@ -23,13 +23,13 @@ from lakehouse_assets.assets.table_asset import (
     QUARANTINE_FOR,
     QUARANTINE_TABLE,
     SPARK_POOL,
-    TABLE_PROPERTIES,
     TRIGGER,
     ColumnSource,
     StreamInput,
     TableRunConfig,
     declared_columns,
     declared_expectations,
+    declared_layout,
     split_ins,
     untyped_inputs,
 )
@@ -81,6 +81,8 @@ def routed_table_asset(
     deps: Sequence[Sequence[str]] = (),
     metadata: Mapping[str, Any] | None = None,
     table_properties: Mapping[str, str] | None = None,
+    partitioned_by: Sequence[str] = (),
+    clustered_by: Sequence[str] = (),
 ) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
     """Like :func:`table_asset` for an append stream whose rows failing an ERROR expectation
     go to a quarantine table ``layer.quarantine_name``, with the names of the rules they
@@ -93,8 +95,9 @@ def routed_table_asset(
     A column the passing rows gain (one the body passes through from upstream) is added to
     the table with ``merge_schema`` (the default, as the seeds' ``mergeSchema``), else it
     stops the run naming it; the quarantine always takes new columns, so it stays lossless.
-    ``table_properties`` are the Delta table properties the table is created with; ``columns``
-    and ``quarantine_columns`` describe the two tables' columns."""
+    ``table_properties``, ``partitioned_by`` and ``clustered_by`` lay the table out as for
+    :func:`table_asset` (its quarantine is laid out by none); ``columns`` and
+    ``quarantine_columns`` describe the two tables' columns."""
 
     def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
         main_key = dg.AssetKey([layer, name])
@@ -106,8 +109,7 @@ def routed_table_asset(
             **declared_expectations(f"{layer}.{name}", expectations, can_drop=True),
             **declared_columns(columns), **(metadata or {}),
         }
-        if table_properties:
-            main_metadata[TABLE_PROPERTIES] = {str(k): str(v) for k, v in table_properties.items()}
+        main_metadata.update(declared_layout(f"{layer}.{name}", table_properties, partitioned_by, clustered_by))
         if column_lineage:
             main_metadata[COLUMN_LINEAGE] = {
                 column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()

@@ -87,6 +87,8 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         automation_condition=downstream_of_new_data(),
         expectations=rules,
         table_properties=dict(definition.properties),
+        partitioned_by=definition.partitioned_by,
+        clustered_by=definition.clustered_by,
         metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
                   "lakehouse/sql_file": dg.MetadataValue.path(str(path)),
                   STREAMS_FROM: [table for table, streamed in definition.reads if streamed]},
@@ -185,6 +187,8 @@ def _auto_cdc_asset(path: Path, text: str) -> dg.AssetsDefinition:
         automation_condition=downstream_of_new_data(),
         columns=described(cdc.columns),
         table_properties=dict(cdc.properties),
+        partitioned_by=cdc.partitioned_by,
+        clustered_by=cdc.clustered_by,
         metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
                   "lakehouse/sql_file": dg.MetadataValue.path(str(path))},
     )

@@ -24,7 +24,7 @@ from lakehouse_assets.assets.nothing_to_read import Keep, TableKept, log_skip, n
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity
-from lakehouse_assets.storage import OutputMode, StreamOptions, WriteMode, type_sql
+from lakehouse_assets.storage import OutputMode, StreamOptions, TableLayout, WriteMode, type_sql
 from lakehouse_assets.streaming import RestartPolicy, TriggerKind
 from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
 
@@ -64,6 +64,9 @@ INCREMENTAL_AGGREGATE = "lakehouse/incremental_aggregate"
 RECOMPUTED_BY = "lakehouse/recomputed_by"
 #: Delta table properties the table is created with (``delta.enableChangeDataFeed``, ...).
 TABLE_PROPERTIES = "lakehouse/table_properties"
+#: The columns the table is partitioned by (folders), or clustered by (Delta's liquid clustering).
+PARTITIONED_BY = "lakehouse/partitioned_by"
+CLUSTERED_BY = "lakehouse/clustered_by"
 
 
 class TableRunConfig(dg.Config):
@@ -194,6 +197,21 @@ def declared_expectations(table: str, rules: Sequence[Rule], *, can_drop: bool) 
          "columns": list(r.columns)} for r in rules]} if rules else {}
 
 
+def declared_layout(table: str, properties: Mapping[str, str] | None, partitioned_by: Sequence[str],
+                    clustered_by: Sequence[str]) -> dict[str, Any]:
+    """The definition metadata of the table's layout (:class:`~lakehouse_assets.storage.TableLayout`):
+    its Delta properties, and its partition or clustering columns; refuses both, naming ``table``."""
+    try:
+        TableLayout(dict(properties or {}), tuple(partitioned_by), tuple(clustered_by))
+    except LakehouseError as exc:
+        raise LakehouseError(f"{table}: {exc}") from None
+    return {
+        **({TABLE_PROPERTIES: {str(k): str(v) for k, v in properties.items()}} if properties else {}),
+        **({PARTITIONED_BY: [str(c) for c in partitioned_by]} if partitioned_by else {}),
+        **({CLUSTERED_BY: [str(c) for c in clustered_by]} if clustered_by else {}),
+    }
+
+
 def declared_columns(columns: Sequence[DescribedColumn], table: str | None = None) -> dict[str, Any]:
     """The declared columns as the UI's Columns table shows them before any run (their types,
     as Spark names the type a table stores, and descriptions), their descriptions for the IO
@@ -283,6 +301,8 @@ def table_asset(
     metadata: Mapping[str, Any] | None = None,
     expectations: Sequence[Rule] = (),
     table_properties: Mapping[str, str] | None = None,
+    partitioned_by: Sequence[str] = (),
+    clustered_by: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """Decorate a transformation that returns a Spark DataFrame as the table ``layer.name``.
 
@@ -293,7 +313,8 @@ def table_asset(
     docstring. ``expectations`` (WARN: keep and count; FAIL: fail the update) are enforced
     on every batch written, their counts reported with each materialization.
     ``table_properties`` are Delta table properties the table is created with, such as
-    ``{"delta.enableChangeDataFeed": "true"}`` to keep a change data feed of its updates.
+    ``{"delta.enableChangeDataFeed": "true"}`` to keep a change data feed of its updates;
+    ``partitioned_by`` or ``clustered_by`` (liquid clustering), the columns it is laid out by.
     ``columns`` describe the table's columns (a contract's ``described_columns()``); a column
     declared with a type is stored as that type, every write casting it where the cast keeps
     its values and refusing the write otherwise (:mod:`lakehouse_assets.storage.declared_types`). The
@@ -317,8 +338,8 @@ def table_asset(
             TIMEOUT_SECONDS: timeout_seconds,
             "table": f"{layer}.{table_name}",
         }
-        if table_properties:
-            definition_metadata[TABLE_PROPERTIES] = {str(k): str(v) for k, v in table_properties.items()}
+        definition_metadata.update(declared_layout(f"{layer}.{table_name}", table_properties, partitioned_by,
+                                                   clustered_by))
         if column_lineage:
             definition_metadata[COLUMN_LINEAGE] = {
                 column: [[source.table, source.column] for source in sources]

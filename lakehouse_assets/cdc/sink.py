@@ -41,6 +41,7 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+from lakehouse_assets.storage.layout import TableLayout
 from lakehouse_assets.storage.sink import KeptTableSink
 
 #: The folder, inside the table's folder, of the Delta table holding its state.
@@ -57,8 +58,9 @@ class AutoCdcTable:
     store: TableStore
     path: str
     spec: AutoCdc
-    #: Delta table properties the table is created with (its state table has none).
-    properties: Mapping[str, str] = field(default_factory=dict)
+    #: The properties and partition or clustering columns the table is created with (its
+    #: state table has none).
+    layout: TableLayout = field(default_factory=TableLayout)
     #: The column types its definition declares, which its rows are cast to.
     declared: DeclaredTypes | None = None
 
@@ -98,7 +100,7 @@ class AutoCdcTable:
             else:
                 result = store.merge(scd1_table_rows(effective, kept), path, keys=keys, replacing=changed_keys,
                                      transaction=transaction, operation="AUTO CDC", metadata=metadata,
-                                     properties=self.properties, declared=self.declared)
+                                     layout=self.layout, declared=self.declared)
             fault_point("cdc.table_committed")
             store.merge(scd1_state_rows(effective, self.spec), self.state_path, keys=keys, replacing=changed_keys,
                         transaction=transaction, operation="AUTO CDC STATE", metadata=metadata)
@@ -126,7 +128,7 @@ class AutoCdcTable:
                 every_event = fresh if applied is None else applied.unionByName(fresh)
                 result = store.merge(scd2_history(every_event, self.spec, kept, tracked), path,
                                      keys=self.spec.row_identity, replacing=changed_keys, transaction=transaction,
-                                     operation="AUTO CDC", metadata=metadata, properties=self.properties,
+                                     operation="AUTO CDC", metadata=metadata, layout=self.layout,
                                      declared=self.declared)
             fault_point("cdc.table_committed")
             store.write(scd2_state_rows(fresh), self.state_path, mode="append", transaction=transaction,
@@ -156,7 +158,7 @@ class AutoCdcSink(KeptTableSink):
 
     @property
     def table(self) -> AutoCdcTable:
-        return AutoCdcTable(self.sink.store, self.sink.path, self.spec, self.sink.properties, self.sink.declared)
+        return AutoCdcTable(self.sink.store, self.sink.path, self.spec, self.sink.layout, self.sink.declared)
 
 
 def _current_rows(store: TableStore, spark: SparkSession, path: str) -> DataFrame | None:

@@ -14,7 +14,7 @@ computes the same changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
 
@@ -26,6 +26,7 @@ from lakehouse_assets.cdc.sink import AutoCdcTable
 from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+from lakehouse_assets.storage.layout import TableLayout
 
 #: The columns of the change rows a snapshot makes: the snapshot's version and the operation.
 SNAPSHOT_VERSION = "__snapshot_version"
@@ -76,12 +77,12 @@ def snapshot_changes(snapshot: DataFrame, live: DataFrame | None, keys: Sequence
 
 
 def apply_snapshots(store: TableStore, path: str, spec: AutoCdc, snapshots: Sequence[Snapshot], source: str,
-                    metadata: dict[str, str], properties: Mapping[str, str] | None = None,
+                    metadata: dict[str, str], layout: TableLayout | None = None,
                     declared: DeclaredTypes | None = None) -> Iterator[tuple[Snapshot, CommitResult]]:
     """Apply the snapshots the table does not hold yet, in version order; yield each applied.
-    The table is created with the Delta table ``properties``, its rows cast to the
+    The table is created with ``layout``, its rows cast to the
     ``declared`` column types."""
-    table = AutoCdcTable(store, path, spec, dict(properties or {}), declared)
+    table = AutoCdcTable(store, path, spec, layout or TableLayout(), declared)
     app_id = f"snapshots:{source}"
     held = store.committed_batch(table.state_path, app_id) if store.exists(table.state_path) else None
     previous: Snapshot | None = None

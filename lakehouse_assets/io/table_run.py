@@ -19,6 +19,7 @@ import dagster as dg
 from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.table_asset import (
     AUTO_CDC,
+    CLUSTERED_BY,
     COLUMN_DESCRIPTIONS,
     COLUMN_LINEAGE,
     COLUMN_TYPES,
@@ -26,6 +27,7 @@ from lakehouse_assets.assets.table_asset import (
     MERGE_KEYS,
     MERGE_SCHEMA,
     OUTPUT_MODE,
+    PARTITIONED_BY,
     QUARANTINE_TABLE,
     TABLE_PROPERTIES,
     TIMEOUT_SECONDS,
@@ -36,7 +38,7 @@ from lakehouse_assets.assets.table_asset import (
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeclaredTypes, OutputMode, TableStore, WriteMode
+from lakehouse_assets.storage import DeclaredTypes, OutputMode, TableLayout, TableStore, WriteMode
 from lakehouse_assets.streaming import Trigger
 from lakehouse_assets.tables.sql_types import spark_type
 
@@ -94,8 +96,8 @@ class TableRun:
     column_lineage: Mapping[str, Sequence[Sequence[str]]] | None
     #: How a change feed is applied, on an AUTO CDC table.
     auto_cdc: AutoCdc | None = None
-    #: Delta table properties the table is created with.
-    table_properties: Mapping[str, str] = field(default_factory=dict)
+    #: The properties and partition or clustering columns the table is created with.
+    layout: TableLayout = field(default_factory=TableLayout)
     #: How a grouped table is kept incrementally, merging each batch's partial results.
     aggregate: IncrementalAggregate | None = None
     #: ``{column: description}`` from the table's contract or its SQL's column comments.
@@ -170,7 +172,8 @@ def table_run_of(
         merge_schema=bool(spec.get(MERGE_SCHEMA, False)),
         column_lineage=spec.get(COLUMN_LINEAGE),
         auto_cdc=AutoCdc(**spec[AUTO_CDC]) if spec.get(AUTO_CDC) else None,
-        table_properties=dict(spec.get(TABLE_PROPERTIES) or {}),
+        layout=TableLayout(dict(spec.get(TABLE_PROPERTIES) or {}), tuple(spec.get(PARTITIONED_BY) or ()),
+                           tuple(spec.get(CLUSTERED_BY) or ())),
         aggregate=(IncrementalAggregate.from_metadata(spec[INCREMENTAL_AGGREGATE])
                    if spec.get(INCREMENTAL_AGGREGATE) else None),
         column_descriptions=dict(spec.get(COLUMN_DESCRIPTIONS) or {}),

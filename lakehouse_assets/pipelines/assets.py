@@ -193,7 +193,8 @@ def _auto_cdc(common: dict[str, Any], spec: AutoCdc, build: Callable[[SparkSessi
 def _common(pipeline: LoadedPipeline, dataset: PipelineDataset, reads: FlowReads, folders: Sequence[LandingFolder],
             rules: Sequence[Rule]) -> dict[str, Any]:
     """What every kind of dataset declares alike: its key, description, upstream, columns,
-    properties, expectations, and metadata (its pipeline, streams, landing folders, code)."""
+    layout (properties, partition or clustering columns), expectations, and metadata (its
+    pipeline, streams, landing folders, code)."""
     layer, name = dataset.table.split(".")
     metadata: dict[str, Any] = {PIPELINE: pipeline.project.name,
                                 STREAMS_FROM: sorted({read.table for read in reads.tables if read.streamed}),
@@ -205,7 +206,8 @@ def _common(pipeline: LoadedPipeline, dataset: PipelineDataset, reads: FlowReads
         f"The {dataset.kind} {name} of pipeline {pipeline.project.name}."
     return dict(
         layer=layer, name=name, description=description, deps=[dep.split(".") for dep in deps],
-        columns=_columns(dataset), table_properties=dataset.table_properties or None, expectations=list(rules),
+        columns=_columns(dataset), table_properties=dataset.table_properties or None,
+        partitioned_by=dataset.partitioned_by, clustered_by=dataset.clustered_by, expectations=list(rules),
         metadata=metadata,
         # A table reading landed files runs when its landing sensor sees new ones.
         automation_condition=None if folders else downstream_of_new_data())

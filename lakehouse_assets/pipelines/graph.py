@@ -81,6 +81,9 @@ class PipelineDataset:
     comment: str | None = None
     schema: StructType | str | None = None
     table_properties: dict[str, str] = field(default_factory=dict)
+    #: ``partition_cols`` / ``cluster_by``: the columns the table is laid out by.
+    partitioned_by: tuple[str, ...] = ()
+    clustered_by: tuple[str, ...] = ()
     flows: list[PipelineFlow] = field(default_factory=list)
     expectations: list[Expectation] = field(default_factory=list)
 
@@ -120,16 +123,21 @@ class PipelineRegistry(GraphElementRegistry):
         table = self.project.qualified(output.name, where)
         if table in self.datasets:
             raise PipelineError(f"{where}: {table} is defined twice (first at {self.datasets[table].location})")
+        partitioned_by: tuple[str, ...] = ()
+        clustered_by: tuple[str, ...] = ()
         if kind is not DatasetKind.temporary_view:
             assert isinstance(output, MaterializedView | StreamingTable)
-            for argument in ("partition_cols", "cluster_by", "format"):
-                if getattr(output, argument):
-                    raise PipelineError(
-                        f"{where}: {table} sets {argument}={getattr(output, argument)!r}, which the lakehouse does not "
-                        "map yet (its tables are unpartitioned Delta tables); remove it to run the pipeline here")
+            if output.format not in (None, "delta"):
+                raise PipelineError(f"{where}: {table} sets format={output.format!r}: the lakehouse's tables are "
+                                    "Delta tables; remove it (or write format='delta') to run the pipeline here")
+            partitioned_by, clustered_by = tuple(output.partition_cols or ()), tuple(output.cluster_by or ())
+            if partitioned_by and clustered_by:
+                raise PipelineError(f"{where}: {table} sets both partition_cols and cluster_by: Delta allows one "
+                                    "or the other; keep one of the two")
         self.datasets[table] = PipelineDataset(
             table=table, kind=kind, location=where, comment=output.comment,
-            schema=getattr(output, "schema", None), table_properties=dict(getattr(output, "table_properties", {})))
+            schema=getattr(output, "schema", None), table_properties=dict(getattr(output, "table_properties", {})),
+            partitioned_by=partitioned_by, clustered_by=clustered_by)
 
     def register_flow(self, flow: Flow) -> None:
         where = location(flow.source_code_location)

@@ -45,6 +45,7 @@ from lakehouse_assets.tables.sql_definition import (
     SqlColumn,
     SqlConstraint,
     SqlDefinitionError,
+    TableClauses,
     table_clauses,
     table_elements,
     unquoted,
@@ -57,8 +58,6 @@ _SUBSTITUTION = re.compile(r"\$\{([^}]*)\}")
 _MODIFIERS = ("streaming", "materialized", "temporary", "temp", "live", "private")
 #: Clauses a dataset may have that the lakehouse does not map, by their first word.
 _UNMAPPED_CLAUSES = {
-    "partitioned": "PARTITIONED BY (the lakehouse's tables are unpartitioned Delta tables)",
-    "cluster": "CLUSTER BY (the lakehouse's tables are not clustered)",
     "location": "LOCATION (the lakehouse keeps each table at $LAKEHOUSE_ROOT/<schema>/<name>)",
     "using": "USING (the lakehouse's tables are Delta tables)",
     "with": "WITH ROW FILTER (row filters are Unity Catalog's)",
@@ -213,7 +212,7 @@ def _register_dataset(registry: PipelineRegistry, text: str, toks: list[Token], 
     try:
         if at < len(toks) and toks[at].text == "(":
             constraints, columns, at = table_elements(table, toks, at, source, text, typed_columns=True)
-        comment, properties, at = table_clauses(toks, at, source, table)
+        clauses, at = table_clauses(toks, at, source, table)
     except SqlDefinitionError as exc:
         raise PipelineError(str(exc)) from exc
     word = toks[at].text.lower() if at < len(toks) else ""
@@ -225,23 +224,23 @@ def _register_dataset(registry: PipelineRegistry, text: str, toks: list[Token], 
                          for c in columns]) if columns else None
     output: Output
     if kind is TemporaryView:
-        output = TemporaryView(name=table, comment=comment, source_code_location=location)
+        output = TemporaryView(name=table, comment=clauses.comment, source_code_location=location)
     else:
-        output = kind(name=table, comment=comment, source_code_location=location,  # type: ignore[call-arg]
-                      table_properties=dict(properties), partition_cols=None, cluster_by=None, schema=schema,
-                      format=None)
+        output = kind(name=table, comment=clauses.comment, source_code_location=location,  # type: ignore[call-arg]
+                      table_properties=dict(clauses.properties), partition_cols=list(clauses.partitioned_by) or None,
+                      cluster_by=list(clauses.clustered_by) or None, schema=schema, format=None)
     if kind is StreamingTable and at == len(toks) and not constraints:
         registry.register_output(output)  # declared for flows into it (CREATE FLOW)
         return
     if word != "as":
         found = f"found {toks[at].text!r}" if at < len(toks) else "the statement ends"
-        raise PipelineError(f"{where}: {table}: AS and its query must follow its name, columns, COMMENT and "
-                            f"TBLPROPERTIES ({found})")
+        raise PipelineError(f"{where}: {table}: AS and its query must follow its name, columns, COMMENT, "
+                            f"TBLPROPERTIES, PARTITIONED BY and CLUSTER BY ({found})")
     if at + 1 >= len(toks):
         raise PipelineError(f"{where}: {table}: AS is followed by no query")
-    if kind is TemporaryView and (columns or constraints or properties):
-        raise PipelineError(f"{where}: the temporary view {table} declares columns, expectations or properties, "
-                            "which a view inlined into its readers does not keep; declare them on a table")
+    if kind is TemporaryView and (columns or constraints or clauses != TableClauses(clauses.comment)):
+        raise PipelineError(f"{where}: the temporary view {table} declares columns, expectations, properties or "
+                            "a layout, which a view inlined into its readers does not keep; declare them on a table")
     flow = sql_flow(text, toks[at + 1:], state.project, where.file)
     if kind is MaterializedView and any(read.streamed for read in flow.reads.tables):
         streams = ", ".join(f"STREAM({read.table})" for read in flow.reads.tables if read.streamed)

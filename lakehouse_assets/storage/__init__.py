@@ -22,6 +22,7 @@ from lakehouse_assets.storage.engine import (
     VacuumResult,
     WriteMode,
 )
+from lakehouse_assets.storage.layout import TableLayout
 from lakehouse_assets.storage.sink import DeltaSink, OutputMode, run_commits
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "SnapshotFile",
     "StreamOptions",
     "StreamReader",
+    "TableLayout",
     "TableSnapshot",
     "TableStore",
     "VacuumResult",

@@ -1,7 +1,8 @@
 """Fitting rows to a Delta table before they are written, the same for every way a table is
 written (a batch write, a merge, Delta's own streaming sink): the columns its definition
 declares a type for are cast to it first (:class:`DeclaredTypes`), so the declaration fixes
-the type the table is created with; then the table gets the properties it is declared with,
+the type the table is created with; then the table gets the layout it is declared with
+(:mod:`~lakehouse_assets.storage.layout`),
 a type that fits the table's is cast to it, a wider one is refused by name (or widened
 first where the table allows type widening), and new columns are added only when the write
 allows it. What fits is one rule for both steps (:func:`~lakehouse_assets.storage._schema.fits`)."""
@@ -17,6 +18,7 @@ from pyspark.sql import types as T
 from lakehouse_assets.storage._schema import WritePlan, plan_write, storable_rows, type_sql
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta_rs_snapshot import spark_schema
+from lakehouse_assets.storage.layout import TableLayout, fit_layout, table_ref
 from lakehouse_assets.storage.merge import quote
 
 #: The table property that lets a write widen a column's type (opt-in: not every reader
@@ -25,21 +27,22 @@ TYPE_WIDENING = "delta.enableTypeWidening"
 
 
 def conformed(df: DataFrame, path: str, table: DeltaTable | None, *, merge_schema: bool = False,
-              overwrite_schema: bool = False, properties: Mapping[str, str] | None = None,
+              overwrite_schema: bool = False, layout: TableLayout | None = None,
               declared: DeclaredTypes | None = None) -> tuple[DataFrame, WritePlan]:
     """``df``'s rows as the table at ``path`` (``table``; None before it exists) stores them,
     and the plan of the write: cast to the ``declared`` types first, then fitted to the
-    table's. The table is given the ``properties`` it lacks and widened where the plan says;
-    raises :class:`~lakehouse_assets.errors.SchemaMismatchError` naming the table, the column
-    and both types when the rows do not fit."""
+    table's. The table is given the ``layout`` (properties, clustering) it lacks, if one is
+    declared, and widened where the plan says; raises
+    :class:`~lakehouse_assets.errors.SchemaMismatchError` naming the table, the column and
+    both types when the rows do not fit."""
     if declared is not None:
         df = declared.fitted(df, path)
     spark = df.sparkSession
-    if table is not None:
-        _set_properties(spark, path, table, properties)
+    if table is not None and layout is not None:
+        fit_layout(spark, path, table, layout)
     current = spark_schema(table) if table is not None else None
     plan = plan_write(path, current, df.schema, merge_schema=merge_schema, overwrite_schema=overwrite_schema,
-                      type_widening=allows(table, TYPE_WIDENING, properties))
+                      type_widening=allows(table, TYPE_WIDENING, layout.properties if layout else None))
     if table is not None:
         _widen(spark, path, plan.widened)
     return storable_rows(df, plan.casts), plan
@@ -52,22 +55,8 @@ def allows(table: DeltaTable | None, feature: str, properties: Mapping[str, str]
     return any(str(source.get(feature, "false")).lower() == "true" for source in (configured, properties or {}))
 
 
-def table_ref(path: str) -> str:
-    """A path table in SQL: ``delta.`<path>```."""
-    return f"delta.{quote(path)}"
-
-
 def _widen(spark: SparkSession, path: str, widened: Mapping[str, T.DataType]) -> None:
     """Widen the table's columns to the types a batch brings (Delta's type widening), each in
     a commit of its own before the batch's."""
     for column, dtype in widened.items():
         spark.sql(f"ALTER TABLE {table_ref(path)} ALTER COLUMN {quote(column)} TYPE {type_sql(dtype)}")
-
-
-def _set_properties(spark: SparkSession, path: str, table: DeltaTable, properties: Mapping[str, str] | None) -> None:
-    """Give the table the ``properties`` it lacks (``ALTER TABLE ... SET TBLPROPERTIES``)."""
-    current = table.metadata().configuration or {}
-    missing = {k: v for k, v in (properties or {}).items() if str(current.get(k)).lower() != str(v).lower()}
-    if missing:
-        pairs = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
-        spark.sql(f"ALTER TABLE {table_ref(path)} SET TBLPROPERTIES ({pairs})")

@@ -27,7 +27,7 @@ from lakehouse_assets.storage import engine, maintenance
 from lakehouse_assets.storage._delta_log import read_commit
 from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._schema import type_sql
-from lakehouse_assets.storage.conform import allows, conformed, table_ref
+from lakehouse_assets.storage.conform import allows, conformed
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta_offsets import has_unread_data, tables_by_id
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
@@ -38,6 +38,7 @@ from lakehouse_assets.storage.engine import (
     StreamOptions,
     WriteMode,
 )
+from lakehouse_assets.storage.layout import TableLayout, create_table, recluster, table_ref
 from lakehouse_assets.storage.merge import MergePlan, merge_statement, quote
 
 # Custom commit metadata (in Delta's ``userMetadata``, as JSON): who wrote a version, so
@@ -145,7 +146,7 @@ class DeltaTableStore:
         transaction: AppTransaction | None = None,
         operation: str = "WRITE",
         metadata: Mapping[str, Any] | None = None,
-        properties: Mapping[str, str] | None = None,
+        layout: TableLayout | None = None,
         declared: DeclaredTypes | None = None,
     ) -> CommitResult:
         """Append to or overwrite the table in one commit; create it if it does not exist.
@@ -153,9 +154,9 @@ class DeltaTableStore:
         With ``transaction``, a batch the table already holds is skipped (Delta's
         ``txnAppId``/``txnVersion``), and the commit records the batch so a replay is
         skipped too; an empty batch still commits, so the table says which batch its query
-        reached. ``properties`` are table properties (``delta.*``) the table is created
-        with, or given if it lacks them; ``declared``, the column types its definition
-        declares, which the rows are cast to first.
+        reached. ``layout``: the properties and partition or clustering columns the table is
+        created with (properties and clustering are given to it if it lacks them); ``declared``,
+        the column types its definition declares, which the rows are cast to first.
         """
         if mode == "merge":
             raise LakehouseError(f"A merge into {path} needs its key columns: write it with merge(df, path, keys=...)")
@@ -166,8 +167,9 @@ class DeltaTableStore:
         if _already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
         rows, plan = conformed(df, path, table, merge_schema=merge_schema,
-                               overwrite_schema=mode == "overwrite" and overwrite_schema, properties=properties,
+                               overwrite_schema=mode == "overwrite" and overwrite_schema, layout=layout,
                                declared=declared)
+        table = self._created_first(rows, path, table, layout, by_stream=False)
         writer = rows.write.format("delta").mode(mode)
         if plan.new_columns:
             writer = writer.option("mergeSchema", "true")
@@ -175,17 +177,22 @@ class DeltaTableStore:
             writer = writer.option("overwriteSchema", "true")
         if transaction is not None:
             writer = writer.option("txnAppId", transaction.app_id).option("txnVersion", transaction.batch_id)
-        if table is None and properties:
-            writer = writer.options(**properties)
+        if layout is not None and table is None:
+            writer = layout.creating(writer)
+        elif layout is not None and mode == "overwrite":
+            writer = layout.overwriting(writer)
         writer = writer.option("userMetadata", _user_metadata(operation, transaction, metadata))
         before = table.version() if table is not None else None
         fault_point("delta.files_written")
         writer.save(path)
         fault_point("delta.committed")
-        return self._committed(path, after=before)
+        committed = self._committed(path, after=before)
+        if mode == "overwrite" and layout is not None and layout.clustered_by:
+            recluster(rows.sparkSession, path, layout)  # Delta's overwrite drops it
+        return committed
 
     def stream_writer(self, df: DataFrame, path: str, *, merge_schema: bool = False,
-                      properties: Mapping[str, str] | None = None,
+                      layout: TableLayout | None = None,
                       metadata: Mapping[str, Any] | None = None,
                       declared: DeclaredTypes | None = None) -> DataStreamWriter:
         """The streaming DataFrame ``df``'s writer into the table through Delta's own
@@ -194,12 +201,13 @@ class DeltaTableStore:
         id, batch id) and ``metadata``, the same text for every batch of the query."""
         path = str(path)
         table = self._open_for_write(path)
-        rows, plan = conformed(df, path, table, merge_schema=merge_schema, properties=properties, declared=declared)
+        rows, plan = conformed(df, path, table, merge_schema=merge_schema, layout=layout, declared=declared)
+        table = self._created_first(rows, path, table, layout, by_stream=True)
         writer = rows.writeStream.format("delta").option("path", path)
         if plan.new_columns:
             writer = writer.option("mergeSchema", "true")
-        if table is None and properties:
-            writer = writer.options(**properties)
+        if table is None and layout is not None:
+            writer = layout.creating(writer)
         return writer.option("userMetadata", json.dumps(dict(metadata or {}), separators=(",", ":"), default=str))
 
     def merge(
@@ -214,7 +222,7 @@ class DeltaTableStore:
         transaction: AppTransaction | None = None,
         operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
-        properties: Mapping[str, str] | None = None,
+        layout: TableLayout | None = None,
         declared: DeclaredTypes | None = None,
     ) -> CommitResult:
         """Upsert by ``keys`` with Delta's ``MERGE INTO``, in one commit: rows whose keys
@@ -222,7 +230,7 @@ class DeltaTableStore:
         batch lacks keep their values), the others inserted. With ``replacing`` (groups, by
         some key columns), the table's rows of those groups the batch has no row for are
         deleted. ``within_range``: columns bounding the search to the batch's range of them
-        (:mod:`~lakehouse_assets.storage.merge`). ``properties``, ``declared``: as :meth:`write`."""
+        (:mod:`~lakehouse_assets.storage.merge`). ``layout``, ``declared``: as :meth:`write`."""
         if not keys:
             raise LakehouseError(f"Merge into {path} needs at least one key column")
         path = str(path)
@@ -230,14 +238,14 @@ class DeltaTableStore:
         metadata = {**(metadata or {}), MERGE_KEYS: json.dumps(list(keys))}
         if table is None:
             return self.write(df, path, mode="append", transaction=transaction, operation=operation,
-                              metadata=metadata, properties=properties, declared=declared)
+                              metadata=metadata, layout=layout, declared=declared)
         if _already_committed(table, transaction):
             return CommitResult(path, None, skipped=True)
         missing = [k for k in keys if k not in df.columns]
         if missing:
             raise LakehouseError(f"Merge into {path}: key columns {missing} are not in the data ({df.columns})")
         spark = df.sparkSession
-        rows, plan = conformed(df, path, table, merge_schema=merge_schema, properties=properties, declared=declared)
+        rows, plan = conformed(df, path, table, merge_schema=merge_schema, layout=layout, declared=declared)
         if plan.new_columns:
             added = ", ".join(f"{quote(f.name)} {type_sql(f.dataType)}"
                               for f in plan.table_schema.fields if f.name in plan.new_columns)
@@ -272,6 +280,16 @@ class DeltaTableStore:
     # -- internals ----------------------------------------------------------------------------
     def _open(self, path: str, *, version: int | None = None) -> DeltaTable:
         return open_delta_table(path, version=version, storage_options=self._storage_options)
+
+    def _created_first(self, rows: DataFrame, path: str, table: DeltaTable | None, layout: TableLayout | None, *,
+                       by_stream: bool) -> DeltaTable | None:
+        """The table, created first when it is new and its writer cannot lay it out (Delta's
+        writers ignore a path's clustering, its streaming sink the table properties); else
+        ``table`` as it was."""
+        if table is not None or layout is None or not (layout.clustered_by or (by_stream and layout.properties)):
+            return table
+        create_table(rows.sparkSession, path, rows.schema, layout)
+        return self._open(path)
 
     def _open_for_write(self, path: str) -> DeltaTable | None:
         if self.exists(path):

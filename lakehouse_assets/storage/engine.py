@@ -17,6 +17,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.storage.declared_types import DeclaredTypes
+from lakehouse_assets.storage.layout import TableLayout
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -222,16 +223,17 @@ class TableStore(Protocol):
         transaction: AppTransaction | None = None,
         operation: str = "WRITE",
         metadata: Mapping[str, Any] | None = None,
-        properties: Mapping[str, str] | None = None,
+        layout: TableLayout | None = None,
         declared: DeclaredTypes | None = None,
     ) -> CommitResult:
-        """Append to or overwrite the table in one commit; ``properties`` are table
-        properties it is created with (or given, if it lacks them); the rows' columns are
-        cast to the ``declared`` types first."""
+        """Append to or overwrite the table in one commit; ``layout``: the properties and
+        partition or clustering columns it is created with (properties and clustering are
+        given to it if it lacks them); the rows' columns are cast to the ``declared`` types
+        first."""
         ...
 
     def stream_writer(self, df: DataFrame, path: str, *, merge_schema: bool = False,
-                      properties: Mapping[str, str] | None = None,
+                      layout: TableLayout | None = None,
                       metadata: Mapping[str, Any] | None = None,
                       declared: DeclaredTypes | None = None) -> DataStreamWriter:
         """The streaming DataFrame's writer into the table through the format's own
@@ -251,7 +253,7 @@ class TableStore(Protocol):
         transaction: AppTransaction | None = None,
         operation: str = "MERGE",
         metadata: Mapping[str, Any] | None = None,
-        properties: Mapping[str, str] | None = None,
+        layout: TableLayout | None = None,
         declared: DeclaredTypes | None = None,
     ) -> CommitResult:
         """Upsert rows by ``keys`` in one commit: update matches, insert the rest; with

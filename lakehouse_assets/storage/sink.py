@@ -31,6 +31,7 @@ from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry, TableStore
 from lakehouse_assets.storage.history import newest_first
+from lakehouse_assets.storage.layout import TableLayout
 
 OutputMode = Literal["append", "complete", "update"]
 
@@ -67,8 +68,8 @@ class DeltaSink:
     Output modes: ``append`` adds the batch's rows; ``complete`` replaces the table's
     contents with the batch atomically; ``update`` merges the batch into the table by
     ``keys``. ``run_id`` names the run in every commit (see :meth:`for_run`); the table is
-    created with the Delta table ``properties``, and each batch's columns are cast to the
-    ``declared`` types its definition gives them.
+    created with ``layout`` (properties, partition or clustering columns), and each batch's
+    columns are cast to the ``declared`` types its definition gives them.
     """
 
     store: TableStore
@@ -78,7 +79,7 @@ class DeltaSink:
     keys: Sequence[str] = ()
     merge_schema: bool = False
     run_id: str | None = None
-    properties: Mapping[str, str] = field(default_factory=dict)
+    layout: TableLayout = field(default_factory=TableLayout)
     declared: DeclaredTypes | None = None
 
     def __post_init__(self) -> None:
@@ -107,7 +108,7 @@ class DeltaSink:
         if self.output_mode == "update":
             result = self.store.merge(
                 batch_df, self.path, keys=self.keys, merge_schema=self.merge_schema, transaction=transaction,
-                metadata=metadata, properties=self.properties, declared=self.declared,
+                metadata=metadata, layout=self.layout, declared=self.declared,
             )
         else:
             result = self.store.write(
@@ -119,7 +120,7 @@ class DeltaSink:
                 transaction=transaction,
                 operation="STREAMING UPDATE",
                 metadata=metadata,
-                properties=self.properties,
+                layout=self.layout,
                 declared=self.declared,
             )
         if result.skipped:
@@ -170,7 +171,7 @@ class DeltaStreamSink:
     every batch of the query shares (output mode, run; Delta's sink fixes that text per
     query), not the batch's offsets: the event log keeps those. A query that ``reads_files``
     says so, for its checkpoint to be rebuilt from the files its table holds rows of. The
-    table is created with the Delta table ``properties``; rows are fitted to the
+    table is created with ``layout``; rows are fitted to the
     ``declared`` types and to the table as every write fits them (a type that fits cast to
     the column's, another refused by name).
     """
@@ -180,7 +181,7 @@ class DeltaStreamSink:
     merge_schema: bool = False
     reads_files: bool = False
     run_id: str | None = None
-    properties: Mapping[str, str] = field(default_factory=dict)
+    layout: TableLayout = field(default_factory=TableLayout)
     declared: DeclaredTypes | None = None
 
     @property
@@ -202,7 +203,7 @@ class DeltaStreamSink:
             metadata[READS_FILES_KEY] = "true"
         if self.run_id:
             metadata[RUN_KEY] = self.run_id
-        return self.store.stream_writer(df, self.path, merge_schema=self.merge_schema, properties=self.properties,
+        return self.store.stream_writer(df, self.path, merge_schema=self.merge_schema, layout=self.layout,
                                         metadata=metadata, declared=self.declared)
 
 

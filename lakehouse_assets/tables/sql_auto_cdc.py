@@ -30,6 +30,7 @@ from lakehouse_assets.tables.sql_definition import (
     SQL_LAYERS,
     SqlColumn,
     SqlDefinitionError,
+    TableClauses,
     table_clauses,
     table_elements,
 )
@@ -67,6 +68,9 @@ class SqlAutoCdc:
     properties: tuple[tuple[str, str], ...] = ()
     #: The columns described after the table's name (``name [type] COMMENT '...'``).
     columns: tuple[SqlColumn, ...] = ()
+    #: ``PARTITIONED BY`` / ``CLUSTER BY``: the columns it is laid out by.
+    partitioned_by: tuple[str, ...] = ()
+    clustered_by: tuple[str, ...] = ()
 
 
 def is_auto_cdc(text: str) -> bool:
@@ -81,11 +85,12 @@ def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
     statements = _statements(toks)
     if len(statements) != 2:
         raise _error(source, f"it holds {len(statements)} statement(s); an AUTO CDC table is two, ended by ';'")
-    table, comment, properties, described = _streaming_table(statements[0], text, source)
+    table, clauses, described = _streaming_table(statements[0], text, source)
     flow, target, changes_from, spec = parse_auto_cdc_flow(statements[1], text, source)
     if target.lower() != table.lower():
         raise _error(source, f"the flow writes {target}, but the file creates {table}")
-    return SqlAutoCdc(source, table, comment, flow, changes_from, spec, properties, described)
+    return SqlAutoCdc(source, table, clauses.comment, flow, changes_from, spec, clauses.properties, described,
+                      clauses.partitioned_by, clauses.clustered_by)
 
 
 def parse_auto_cdc_flow(toks: list[Token], text: str, source: str,
@@ -132,7 +137,7 @@ def _statements(toks: list[Token]) -> list[list[Token]]:
 
 
 def _streaming_table(toks: list[Token], text: str, source: str
-                     ) -> tuple[str, str | None, tuple[tuple[str, str], ...], tuple[SqlColumn, ...]]:
+                     ) -> tuple[str, TableClauses, tuple[SqlColumn, ...]]:
     words = [t.text.lower() for t in toks]
     if words[:5] != ["create", "or", "refresh", "streaming", "table"]:
         raise _error(source, "the first statement must be CREATE OR REFRESH STREAMING TABLE layer.name")
@@ -142,12 +147,12 @@ def _streaming_table(toks: list[Token], text: str, source: str
         constraints, columns, at = table_elements(table, toks, at, source, text)
         if constraints:
             raise _error(source, f"{table} declares expectations, which an AUTO CDC table does not take")
-    comment, properties, at = table_clauses(toks, at, source, table)
+    clauses, at = table_clauses(toks, at, source, table)
     if at < len(toks):
         rest = toks[at:]
-        raise _error(source, "only COMMENT and TBLPROPERTIES may follow the table's name "
-                             f"(found {text[rest[0].start:rest[-1].end]!r})")
-    return table, comment, properties, columns
+        raise _error(source, "only COMMENT, TBLPROPERTIES, PARTITIONED BY and CLUSTER BY may follow the "
+                             f"table's name (found {text[rest[0].start:rest[-1].end]!r})")
+    return table, clauses, columns
 
 
 def _flow(toks: list[Token], source: str,

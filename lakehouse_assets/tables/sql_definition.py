@@ -37,6 +37,7 @@ is the type the table stores the column as
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -107,6 +108,9 @@ class SqlDefinition:
     properties: tuple[tuple[str, str], ...] = ()
     #: The columns described in its parentheses, with their comments.
     columns: tuple[SqlColumn, ...] = ()
+    #: ``PARTITIONED BY`` / ``CLUSTER BY``: the columns it is laid out by.
+    partitioned_by: tuple[str, ...] = ()
+    clustered_by: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -150,9 +154,9 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
     columns: tuple[SqlColumn, ...] = ()
     if at < len(toks) and toks[at].text == "(":
         constraints, columns, at = table_elements(table, toks, at, source, text)
-    comment, properties, at = table_clauses(toks, at, source, table)
+    clauses, at = table_clauses(toks, at, source, table)
     if at >= len(words) or words[at] != "as":
-        raise fail(f"AS and the query must follow the table's name and comment (found {_near(toks, at)})")
+        raise fail(f"AS and the query must follow the table's name and clauses (found {_near(toks, at)})")
     query = text[toks[at].end:].strip().rstrip(";").strip()
     reads = tuple(referenced_tables(query, SQL_LAYERS))
     streams = [name for name, stream in reads if stream]
@@ -162,7 +166,8 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
     if kind is SqlTableKind.materialized_view and streams:
         raise fail(f"the materialized view {table} reads {', '.join(streams)} as a stream; a materialized "
                    "view reads tables as they stand: drop STREAM(...), or make it a STREAMING TABLE")
-    return SqlDefinition(source, kind, table, comment, query, reads, constraints, properties, columns)
+    return SqlDefinition(source, kind, table, clauses.comment, query, reads, constraints, clauses.properties, columns,
+                         clauses.partitioned_by, clauses.clustered_by)
 
 
 def table_elements(table: str, toks: list[Token], at: int, source: str, sql: str, *,
@@ -216,36 +221,88 @@ def _check_type(table: str, column: str, written_type: str, source: str) -> None
         raise SqlDefinitionError(f"{source}: {table}: column {column}: {exc}") from exc
 
 
-def table_clauses(toks: list[Token], at: int, source: str,
-                  table: str) -> tuple[str | None, tuple[tuple[str, str], ...], int]:
-    """The ``COMMENT '...'`` and ``TBLPROPERTIES (key = value, ...)`` clauses of ``table``
-    starting at token ``at``, in either order: the comment, the properties (keys and values
-    as written, quotes removed) and the index of the token after them."""
+@dataclass(frozen=True)
+class TableClauses:
+    """The clauses after a table's name and columns, in any order: ``COMMENT '...'``,
+    ``TBLPROPERTIES (key = value, ...)`` (keys and values as written, quotes removed),
+    ``PARTITIONED BY (column, ...)`` and ``CLUSTER BY (column, ...)``."""
+
+    comment: str | None = None
+    properties: tuple[tuple[str, str], ...] = ()
+    partitioned_by: tuple[str, ...] = ()
+    clustered_by: tuple[str, ...] = ()
+
+
+def table_clauses(toks: list[Token], at: int, source: str, table: str) -> tuple[TableClauses, int]:
+    """The :class:`TableClauses` of ``table`` starting at token ``at``, and the index of the
+    token after them."""
     comment: str | None = None
     properties: dict[str, str] = {}
-    while at < len(toks) and toks[at].text.lower() in ("comment", "tblproperties"):
-        if toks[at].text.lower() == "comment":
+    layout: dict[str, tuple[str, ...]] = {}
+    while at < len(toks):
+        word = toks[at].text.lower()
+        if word == "comment":
             if at + 1 >= len(toks) or toks[at + 1].kind != "string" or comment is not None:
                 raise SqlDefinitionError(f"{source}: {table}: COMMENT must be followed by a quoted string, once")
             comment = unquoted(toks[at + 1])
             at += 2
-            continue
-        close = closing_parenthesis(toks, at + 1) if at + 1 < len(toks) and toks[at + 1].text == "(" else None
-        if close is None:
-            raise SqlDefinitionError(f"{source}: {table}: TBLPROPERTIES must be followed by (key = value, ...)")
-        for item in split_commas(toks[at + 2:close]):
-            equals = next((i for i, t in enumerate(item) if t.text == "="), None)
-            if equals is None or equals == 0 or equals != len(item) - 2:
-                written = " ".join(t.text for t in item)
-                raise SqlDefinitionError(
-                    f"{source}: {table}: TBLPROPERTIES takes key = value pairs (found {written!r}), e.g. "
-                    "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
-            key = "".join(unquoted(t) for t in item[:equals])
-            if key in properties:
-                raise SqlDefinitionError(f"{source}: {table}: TBLPROPERTIES sets {key} twice")
-            properties[key] = unquoted(item[-1])
-        at = close + 1
-    return comment, tuple(properties.items()), at
+        elif word == "tblproperties":
+            close = _parenthesis_after(toks, at, source, table, "TBLPROPERTIES", "(key = value, ...)")
+            properties.update(_properties(toks[at + 2:close], source, table, properties))
+            at = close + 1
+        elif word in ("partitioned", "cluster") and at + 1 < len(toks) and toks[at + 1].text.lower() == "by":
+            clause = f"{word.upper()} BY"
+            if word == "cluster" and at + 2 < len(toks) and toks[at + 2].text.lower() in ("auto", "none"):
+                raise SqlDefinitionError(f"{source}: {table}: CLUSTER BY {toks[at + 2].text.upper()} is not "
+                                         "supported here: name the clustering columns, CLUSTER BY (column, ...)")
+            close = _parenthesis_after(toks, at + 1, source, table, clause, "(column, ...)")
+            if clause in layout:
+                raise SqlDefinitionError(f"{source}: {table}: {clause} is given twice")
+            layout[clause] = tuple(_column_name(item, source, table, clause)
+                                   for item in split_commas(toks[at + 3:close]))
+            at = close + 1
+        else:
+            break
+    clauses = TableClauses(comment, tuple(properties.items()), layout.get("PARTITIONED BY", ()),
+                           layout.get("CLUSTER BY", ()))
+    if clauses.partitioned_by and clauses.clustered_by:
+        raise SqlDefinitionError(f"{source}: {table} is both PARTITIONED BY and CLUSTER BY: Delta allows one "
+                                 "or the other; keep one of the two")
+    return clauses, at
+
+
+def _parenthesis_after(toks: list[Token], at: int, source: str, table: str, clause: str, shape: str) -> int:
+    """The index of the parenthesis closing the one after the clause's keyword at ``at``."""
+    close = closing_parenthesis(toks, at + 1) if at + 1 < len(toks) and toks[at + 1].text == "(" else None
+    if close is None:
+        raise SqlDefinitionError(f"{source}: {table}: {clause} must be followed by {shape}")
+    return close
+
+
+def _properties(items: list[Token], source: str, table: str, seen: Mapping[str, str]) -> dict[str, str]:
+    """``key = value`` pairs of a ``TBLPROPERTIES`` list."""
+    properties: dict[str, str] = {}
+    for item in split_commas(items):
+        equals = next((i for i, t in enumerate(item) if t.text == "="), None)
+        if equals is None or equals == 0 or equals != len(item) - 2:
+            written = " ".join(t.text for t in item)
+            raise SqlDefinitionError(
+                f"{source}: {table}: TBLPROPERTIES takes key = value pairs (found {written!r}), e.g. "
+                "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+        key = "".join(unquoted(t) for t in item[:equals])
+        if key in properties or key in seen:
+            raise SqlDefinitionError(f"{source}: {table}: TBLPROPERTIES sets {key} twice")
+        properties[key] = unquoted(item[-1])
+    return properties
+
+
+def _column_name(item: list[Token], source: str, table: str, clause: str) -> str:
+    """One column of a ``PARTITIONED BY`` / ``CLUSTER BY`` list: a plain name."""
+    if len(item) != 1 or item[0].kind == "string":
+        written = " ".join(t.text for t in item)
+        raise SqlDefinitionError(f"{source}: {table}: {clause} takes column names (found {written!r}); "
+                                 "a generated partition column is declared in the column list first")
+    return unquoted(item[0])
 
 
 def unquoted(tok: Token) -> str:

@@ -22,7 +22,7 @@ from lakehouse_assets.assets.table_asset import COLUMN_DESCRIPTIONS, ExpectedRow
 from lakehouse_assets.io.lineage import derived_lineage, kept_lineage
 from lakehouse_assets.io.table_run import table_run_of
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore, StreamOptions
+from lakehouse_assets.storage import DeltaTableStore, StreamOptions, TableLayout
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
@@ -47,7 +47,7 @@ def lakehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
     store = DeltaTableStore()
     for (layer, name), (schema, rows) in UPSTREAM.items():
         properties = {CHANGE_DATA_FEED: "true"} if name == "patients_current" else None
-        store.write(spark.createDataFrame(rows, schema), str(settings.table_path(layer, name)), properties=properties)
+        store.write(spark.createDataFrame(rows, schema), str(settings.table_path(layer, name)), layout=TableLayout(properties or {}))
     yield settings
 
 

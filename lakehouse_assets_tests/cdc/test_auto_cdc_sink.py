@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from lakehouse_assets.cdc import AutoCdc, AutoCdcSink
 from lakehouse_assets.cdc.sink import STATE_FOLDER
 from lakehouse_assets.errors import ConfigurationError, LakehouseError
-from lakehouse_assets.storage import DeltaSink, DeltaTableStore
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore, TableLayout
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets_tests.storage.helpers import drop_commit, write_checkpoint_metadata
 
@@ -37,7 +37,7 @@ def _sink(store: DeltaTableStore, tmp_path: Path, name: str, spec: AutoCdc,
     checkpoint = tmp_path / f"{name}_checkpoint"
     write_checkpoint_metadata(checkpoint)
     return AutoCdcSink(DeltaSink(store, str(tmp_path / name), str(checkpoint), output_mode="update",
-                                 keys=list(spec.keys), properties=properties or {}), spec)
+                                 keys=list(spec.keys), layout=TableLayout(properties or {})), spec)
 
 
 def _frame(spark: SparkSession, changes: Sequence[dict[str, Any]]) -> DataFrame:

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.cdc.sink import AutoCdcTable
-from lakehouse_assets.storage import AppTransaction, DeltaSink, DeltaTableStore, StreamOptions
+from lakehouse_assets.storage import AppTransaction, DeltaSink, DeltaTableStore, StreamOptions, TableLayout
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets.streaming import run_stream
 
@@ -25,7 +25,7 @@ def test_a_new_feed_query_starts_from_the_table_as_inserts_then_follows_changes(
     spark: SparkSession, store: DeltaTableStore, tmp_path: Path
 ) -> None:
     source, target, checkpoint = (str(tmp_path / n) for n in ("people", "changes", "checkpoint"))
-    store.write(spark.createDataFrame([(1, "ann"), (2, "bob")], SCHEMA), source, properties=FEED)
+    store.write(spark.createDataFrame([(1, "ann"), (2, "bob")], SCHEMA), source, layout=TableLayout(FEED))
     store.merge(spark.createDataFrame([(1, "ANN")], SCHEMA), source, keys=["id"])
 
     def stream() -> None:
@@ -53,7 +53,7 @@ def test_scd_type_2_history_closes_a_version_as_an_update(
 ) -> None:
     path = str(tmp_path / "history")
     table = AutoCdcTable(store, path, AutoCdc(keys=["id"], sequence_by="seq", stored_as_scd_type=2,
-                                              except_column_list=["seq"]), FEED)
+                                              except_column_list=["seq"]), TableLayout(FEED))
     changes = "id long, name string, seq long"
     table.apply(spark.createDataFrame([(1, "ann", 1), (2, "bob", 1)], changes), AppTransaction("cdc", 0), {})
     table.apply(spark.createDataFrame([(1, "Ann", 5)], changes), AppTransaction("cdc", 1), {})

@@ -136,10 +136,10 @@ def test_lakeflows_older_dlt_names_load_and_an_installed_dlt_package_is_left_alo
     ("""
      from pyspark import pipelines as dp
 
-     @dp.materialized_view(partition_cols=["day"])
+     @dp.materialized_view(partition_cols=["day"], cluster_by=["id"])
      def daily():
          return spark.read.table("events")
-     """, "partition_cols"),
+     """, "sets both partition_cols and cluster_by"),
     ("""
      from pyspark import pipelines as dp
 
@@ -174,7 +174,7 @@ def test_lakeflows_older_dlt_names_load_and_an_installed_dlt_package_is_left_alo
 
      dlt.apply_changes(target="current", source="changes", keys=["id"], sequence_by="seq")
      """, "must be declared first with dp.create_streaming_table"),
-], ids=["kafka", "sink", "dbutils", "partition_cols", "outside_landing", "unset_configuration", "expect_above",
+], ids=["kafka", "sink", "dbutils", "partitioned_and_clustered", "outside_landing", "unset_configuration", "expect_above",
         "cdc_from_snapshot", "cdc_without_table"])
 def test_what_cannot_be_mapped_stops_the_load_naming_the_file_and_line(tmp_path, settings, source, refused) -> None:
     folder = pipeline(tmp_path / "refused", source)
@@ -193,7 +193,7 @@ def _line_of(source: str, refused: str) -> int:
     """The line of the construct a refusal names (the decorator's line for a dataset's arguments)."""
     lines = textwrap.dedent(source).splitlines()
     needles = {"format 'kafka'": "kafka", "sink 'out'": "create_sink", "dbutils is Databricks' own": "dbutils",
-               "partition_cols": "partition_cols", "outside the lakehouse's landing folders": "load(",
+               "sets both partition_cols and cluster_by": "partition_cols", "outside the lakehouse's landing folders": "load(",
                "put it below @dp.table": "@dp.expect",
                "track_history_except_column_list=...) is not mapped": "from_snapshot",
                "must be declared first with dp.create_streaming_table": "apply_changes"}

@@ -73,7 +73,7 @@ def test_each_statement_is_a_dataset_with_its_kind_names_resolved_as_the_pipelin
     assert loaded.datasets["other.counts"].location.line == 6
 
 
-def test_columns_expectations_comment_properties_and_settings_are_the_datasets(tmp_path) -> None:
+def test_columns_expectations_comment_properties_layout_and_settings_are_the_datasets(tmp_path) -> None:
     loaded = pipeline(tmp_path, """
         SET spark.sql.shuffle.partitions = 4;
         USE SCHEMA silver_sql;
@@ -84,13 +84,14 @@ def test_columns_expectations_comment_properties_and_settings_are_the_datasets(t
           CONSTRAINT value_known EXPECT (value > 0) ON VIOLATION FAIL UPDATE,
           CONSTRAINT counted EXPECT (value < 100)
         )
-        COMMENT 'Readings, it\\'s said' TBLPROPERTIES (delta.enableChangeDataFeed = true)
+        COMMENT 'Readings, it\\'s said' CLUSTER BY (value, id) TBLPROPERTIES (delta.enableChangeDataFeed = true)
         AS SELECT id, value FROM STREAM(bronze.readings)
         """, configuration="configuration:\n  unused: x\n")
 
     dataset = loaded.datasets["silver_sql.readings"]
     assert dataset.comment == "Readings, it's said"
     assert dataset.table_properties == {"delta.enableChangeDataFeed": "true"}
+    assert (dataset.clustered_by, dataset.partitioned_by) == (("value", "id"), ())
     assert [(f.name, f.dataType.simpleString(), f.metadata.get("comment")) for f in dataset.schema.fields] == [
         ("id", "bigint", "The reading"), ("value", "double", None)]
     assert [(e.name, e.condition, e.on_violation) for e in dataset.expectations] == [
@@ -121,8 +122,10 @@ def test_configuration_is_substituted_and_a_missing_key_is_refused(tmp_path) -> 
     ("CREATE MATERIALIZED VIEW t AS SELECT ai_query('m', text) AS a FROM s", "ai_query(...) is a Databricks-only function"),
     ("CREATE MATERIALIZED VIEW t AS SELECT secret('scope', 'key') AS k FROM s", "secret(...) is a Databricks-only function"),
     ("CREATE STREAMING TABLE t AS SELECT * FROM cloud_files('/x', 'json', 3)", "cloud_files takes its options as map('key', 'value', ...)"),
-    ("CREATE MATERIALIZED VIEW t PARTITIONED BY (d) AS SELECT * FROM s", "PARTITIONED BY"),
-    ("CREATE MATERIALIZED VIEW t CLUSTER BY (d) AS SELECT * FROM s", "CLUSTER BY"),
+    ("CREATE MATERIALIZED VIEW t PARTITIONED BY (d) CLUSTER BY (e) AS SELECT * FROM s", "both PARTITIONED BY and CLUSTER BY"),
+    ("CREATE MATERIALIZED VIEW t CLUSTER BY AUTO AS SELECT * FROM s", "CLUSTER BY AUTO is not supported"),
+    ("CREATE MATERIALIZED VIEW t PARTITIONED BY (upper(d)) AS SELECT * FROM s", "PARTITIONED BY takes column names"),
+    ("CREATE MATERIALIZED VIEW t LOCATION '/x' AS SELECT * FROM s", "LOCATION"),
     ("CREATE VIEW t AS SELECT * FROM s", "CREATE VIEW is not a dataset the asset graph maps"),
     ("CREATE TABLE t AS SELECT * FROM s", "CREATE TABLE is not a dataset the asset graph maps"),
     ("DROP TABLE t", "'DROP TABLE t' is not a statement"),

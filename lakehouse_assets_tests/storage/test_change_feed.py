@@ -13,7 +13,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.storage import AppTransaction, DeltaSink, DeltaTableStore, StreamOptions
+from lakehouse_assets.storage import AppTransaction, DeltaSink, DeltaTableStore, StreamOptions, TableLayout
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets.streaming import run_stream
 
@@ -41,7 +41,7 @@ def merged(spark: SparkSession, store: DeltaTableStore, tmp_path_factory: pytest
     Tests only read it."""
     path = str(tmp_path_factory.mktemp("feed") / "people")
     store.write(spark.createDataFrame([(1, "ann"), (2, "bob"), (3, "cid")], SCHEMA).coalesce(1), path,
-                properties=FEED)
+                layout=TableLayout(FEED))
     store.merge(spark.createDataFrame([(2, "BOB"), (4, "dan")], SCHEMA), path, keys=["id"],
                 transaction=AppTransaction("q", 0))
     store.merge(spark.createDataFrame([(3, "cid")], SCHEMA), path, keys=["id"], transaction=AppTransaction("q", 1))

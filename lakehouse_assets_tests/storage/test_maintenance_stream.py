@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import VacuumRefusedError
-from lakehouse_assets.storage import DeltaSink, DeltaTableStore, StreamOptions
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore, StreamOptions, TableLayout
 from lakehouse_assets.storage.stream_readers import stream_readers
 from lakehouse_assets.streaming import StreamRun, run_stream
 
@@ -89,7 +89,7 @@ def test_the_stores_commits_write_a_log_checkpoint_every_interval(
     log = tmp_path / "events" / "_delta_log"
     for batch in range(6):
         store.write(spark.createDataFrame([(batch,)], "id long"), path,
-                    properties={"delta.checkpointInterval": "5"})
+                    layout=TableLayout({"delta.checkpointInterval": "5"}))
 
     checkpoints = sorted(p.name for p in log.glob("*.checkpoint.parquet"))
     assert checkpoints, f"no log checkpoint after 6 commits: {sorted(p.name for p in log.iterdir())}"

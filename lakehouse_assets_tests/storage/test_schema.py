@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from lakehouse_assets.errors import SchemaMismatchError
-from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.storage import DeltaTableStore, TableLayout
 from lakehouse_assets.storage._schema import fits, plan_write
 
 from .helpers import collected, fields, sort_rows
@@ -91,7 +91,7 @@ def test_a_table_with_type_widening_takes_the_wider_type(
 ) -> None:
     path = str(tmp_path / "widened")
     widening = {"delta.enableTypeWidening": "true"}
-    store.write(spark.createDataFrame([(1, Decimal("1.50"))], "n int, amount decimal(5,2)"), path, properties=widening)
+    store.write(spark.createDataFrame([(1, Decimal("1.50"))], "n int, amount decimal(5,2)"), path, layout=TableLayout(widening))
 
     store.write(spark.createDataFrame([(2**40, Decimal("12345.125"))], "n long, amount decimal(9,3)"), path)
     store.merge(spark.createDataFrame([(1, Decimal("2.000"))], "n long, amount decimal(9,3)"), path, keys=["n"])

@@ -58,11 +58,12 @@ def test_the_reference_history_is_an_auto_cdc_file() -> None:
 def test_columns_are_described_after_the_tables_name() -> None:
     parsed = parse_auto_cdc("""
         CREATE OR REFRESH STREAMING TABLE silver.people (id BIGINT COMMENT 'Who', name COMMENT 'Called')
-        TBLPROPERTIES (delta.enableChangeDataFeed = true);
+        TBLPROPERTIES (delta.enableChangeDataFeed = true) CLUSTER BY (id);
         CREATE FLOW f AS AUTO CDC INTO silver.people FROM STREAM(bronze.changes) KEYS (id) SEQUENCE BY seq
     """, "people.sql")
     assert [(c.name, c.type, c.comment) for c in parsed.columns] == [("id", "bigint", "Who"), ("name", "", "Called")]
     assert dict(parsed.properties) == {"delta.enableChangeDataFeed": "true"}
+    assert (parsed.clustered_by, parsed.partitioned_by) == (("id",), ())
 
 
 @pytest.mark.parametrize("text, message", [
@@ -85,8 +86,8 @@ def test_columns_are_described_after_the_tables_name() -> None:
      "FROM STREAM(bronze.c) KEYS (id) KEYS (id) SEQUENCE BY s", "repeats a clause"),
     ("CREATE OR REFRESH STREAMING TABLE silver.t; CREATE FLOW f AS AUTO CDC INTO silver.t "
      "FROM STREAM(bronze.c) KEYS (id) SEQUENCE BY s TRACK HISTORY ON (name)", "SCD type 2 tables only"),
-    ("CREATE OR REFRESH STREAMING TABLE silver.t PARTITIONED BY (id); CREATE FLOW f AS AUTO CDC INTO silver.t "
-     "FROM STREAM(bronze.c) KEYS (id) SEQUENCE BY s", "only COMMENT and TBLPROPERTIES may follow"),
+    ("CREATE OR REFRESH STREAMING TABLE silver.t LOCATION '/x'; CREATE FLOW f AS AUTO CDC INTO silver.t "
+     "FROM STREAM(bronze.c) KEYS (id) SEQUENCE BY s", "only COMMENT, TBLPROPERTIES, PARTITIONED BY and CLUSTER BY"),
 ])
 def test_a_malformed_definition_is_refused_by_name(text: str, message: str) -> None:
     with pytest.raises(SqlDefinitionError, match=rf"people\.sql: .*{message}"):

@@ -38,6 +38,20 @@ def test_table_properties_are_read_before_or_after_the_comment() -> None:
     assert definition.query == "SELECT * FROM STREAM(bronze.x)"
 
 
+def test_partition_and_clustering_columns_are_read_among_the_clauses() -> None:
+    partitioned = parse_sql_definition(
+        "CREATE OR REFRESH STREAMING TABLE silver.t PARTITIONED BY (day, `region`) COMMENT 'kept' "
+        "AS SELECT * FROM STREAM(bronze.x)", source="t.sql")
+    assert (partitioned.partitioned_by, partitioned.clustered_by, partitioned.comment) == (("day", "region"), (), "kept")
+    clustered = parse_sql_definition(
+        "CREATE OR REFRESH MATERIALIZED VIEW gold.t TBLPROPERTIES (delta.appendOnly = false) CLUSTER BY (mrn) "
+        "AS SELECT * FROM silver.x", source="t.sql")
+    assert (clustered.partitioned_by, clustered.clustered_by) == ((), ("mrn",))
+    with pytest.raises(SqlDefinitionError, match=r"t\.sql: silver\.t: PARTITIONED BY is given twice"):
+        parse_sql_definition("CREATE OR REFRESH STREAMING TABLE silver.t PARTITIONED BY (a) PARTITIONED BY (b) "
+                             "AS SELECT * FROM STREAM(bronze.x)", source="t.sql")
+
+
 def test_a_streaming_table_that_only_groups_in_a_subquery_appends() -> None:
     definition = parse_sql_definition(
         "CREATE OR REFRESH STREAMING TABLE silver.y AS SELECT * FROM STREAM(bronze.r) "

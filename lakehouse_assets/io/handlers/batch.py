@@ -28,11 +28,11 @@ def write_batch(output: ExpectedRows, run: TableRun, store: TableStore, log: Any
         metadata = commit_metadata(counts) if counts is not None else None
         if run.write_mode == "merge":
             commit = store.merge(df, path, keys=run.keys, merge_schema=run.merge_schema, metadata=metadata,
-                                 properties=run.table_properties, declared=run.declared)
+                                 layout=run.layout, declared=run.declared)
         else:
             commit = store.write(df, path, mode=run.write_mode, merge_schema=run.merge_schema,
                                  overwrite_schema=run.write_mode == "overwrite", metadata=metadata,
-                                 properties=run.table_properties, declared=run.declared)
+                                 layout=run.layout, declared=run.declared)
     finally:
         if rules:
             df.unpersist()

@@ -33,11 +33,11 @@ def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore,
     sink: RunSink
     if rules or run.output_mode != "append":
         table = DeltaSink(store, str(run.table.path), checkpoint, output_mode=run.output_mode, keys=run.keys,
-                          merge_schema=run.merge_schema, declared=run.declared)
+                          merge_schema=run.merge_schema, layout=run.layout, declared=run.declared)
         sink = expecting(table, rules, run.table.table_name)
     else:
         sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema, reads_files=True,
-                               declared=run.declared)
+                               layout=run.layout, declared=run.declared)
     query = run_query(run, source.build, sink, log, restart_when=source.restart_when, max_restarts=source.max_restarts)
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:

@@ -30,7 +30,7 @@ def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any)
     checkpoint = str(run.table.checkpoint)
     sink = QuarantineSink(
         passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.merge_schema,
-                         properties=run.table_properties, declared=run.declared),
+                         layout=run.layout, declared=run.declared),
         # The quarantine keeps refused rows as they came: a column new upstream is added to
         # it, never a reason to stop, or its rows would have nowhere to go.
         quarantine=DeltaSink(store, str(run.quarantine.path), checkpoint, merge_schema=True),

@@ -22,7 +22,7 @@ def write_snapshots(output: SnapshotSource, run: TableRun, store: TableStore, lo
                              "apply them: declare it with auto_cdc_from_snapshot_table(...)")
     applied = []
     for snapshot, commit in apply_snapshots(store, str(run.table.path), run.auto_cdc, output.snapshots,
-                                            output.source, {RUN_KEY: run.run_id or ""}, run.table_properties,
+                                            output.source, {RUN_KEY: run.run_id or ""}, run.layout,
                                             run.declared):
         log.info(f"{run.table.table_name}: applied snapshot {snapshot.version} ({snapshot.name}) "
                  f"as version {commit.version}")

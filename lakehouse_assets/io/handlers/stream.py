@@ -29,7 +29,7 @@ def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: An
     if run.output_mode == "append" and not rules and run.auto_cdc is None and run.aggregate is None:
         # Appends to one table, counting nothing per batch: Delta's own streaming sink.
         sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema,
-                               properties=run.table_properties, declared=run.declared)
+                               layout=run.layout, declared=run.declared)
     else:
         sink = expecting(_kept(run, store), rules, run.table.table_name)
     query = run_query(run, lambda: output.rows, sink, log)
@@ -41,7 +41,7 @@ def _kept(run: TableRun, store: TableStore) -> TableSink:
     merged by key, applied AUTO CDC, or aggregated incrementally."""
     delta = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
                       output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema,
-                      properties=run.table_properties, declared=run.declared)
+                      layout=run.layout, declared=run.declared)
     if run.auto_cdc is not None:
         return AutoCdcSink(delta, run.auto_cdc)
     if run.aggregate is not None:
