@@ -18,7 +18,7 @@ import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from lakehouse_assets.pipelines.python_api import LAKEFLOW
 from lakehouse_assets.pipelines.session import PipelineSession
@@ -133,7 +133,16 @@ def flow_reads(func: Callable[..., Any], project: PipelineProject, arguments: Ma
             tables.append(read)
         elif read is not None:
             files.append(read)
-    return FlowReads(tuple(tables), tuple(files))
+    return FlowReads(_distinct(tables), _distinct(files))
+
+
+Read = TypeVar("Read", TableRead, FileRead)
+
+
+def _distinct(reads: list[Read]) -> tuple[Read, ...]:
+    """``reads`` without repeats: the walk meets a read again in each call chained after it
+    (``...load(path).select(...)`` is a call holding the ``load``)."""
+    return tuple({repr(read): read for read in reads}.values())
 
 
 def _helpers_called(tree: ast.Module, func: Callable[..., Any], values: Mapping[str, Any], project: PipelineProject,
