@@ -27,7 +27,7 @@ export LAKEHOUSE_SPARK_REMOTE
 # provenance and quarantine replay (driver-side commits around reads the engine runs; a SQL table's, its
 # stream a temp view in the run's session), a second source declared in a package of its own (its
 # landing sensor's run, checks, and verify recomputing its gold over the engine), a Lakeflow Python
-# pipeline loaded through LAKEHOUSE_PIPELINES (its flows called with the run's Connect session behind
+# pipeline and its SQL twin loaded through LAKEHOUSE_PIPELINES (flows called with the run's Connect session behind
 # the pipeline's `spark`, cloudFiles as Auto Loader, expect_or_drop routing, AUTO CDC), a killed run, and
 # dagster dev from landing to gold (the sensors' path, run here only: the embedded pass covers
 # the UI's runs in e2e/test_ui.py).
@@ -57,7 +57,7 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/io/test_replay.py::test_rows_that_pass_now_move_to_silver_once_whatever_crashes \
     lakehouse_assets_tests/io/test_replay_sql.py \
     lakehouse_assets_tests/test_admissions.py \
-    lakehouse_assets_tests/pipelines/test_lakeflow_python.py \
+    lakehouse_assets_tests/pipelines/test_lakeflow_examples.py \
     "lakehouse_assets_tests/reliability/test_killed_run_on_engine.py::test_a_run_killed_mid_query_is_followed_by_a_whole_run[silver.recordings_enriched]" \
     lakehouse_assets_tests/e2e/test_land_to_gold.py
 fi

@@ -44,17 +44,17 @@ def run_landing_sensors(definitions: dg.Definitions, instance: dg.DagsterInstanc
 
 
 @contextmanager
-def reference_run(root: Path, example: Path) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
+def reference_run(root: Path, *examples: Path) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
     """Reference recordings (bad records included) and patient changes landed under ``root``,
-    then what the landing sensors request, with the pipeline ``example`` loaded beside the
-    project's own tables: the settings, the definitions and the runs' results."""
+    then what the landing sensors request, with the pipeline folders ``examples`` loaded beside
+    the project's own tables: the settings, the definitions and the runs' results."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LAKEHOUSE_ROOT", str(root))
         settings = LakehouseSettings.from_env()
         land(settings.root / "landing", files=3, records_per_file=300, bad_rate=0.05)
         land_patient_changes(settings.root / "landing", files=2, changes_per_file=30)
         settle(settings.root / "landing")
-        definitions = build_definitions(lakehouse_assets.assets, settings=settings, pipelines=[example])
+        definitions = build_definitions(lakehouse_assets.assets, settings=settings, pipelines=list(examples))
         yield settings, definitions, run_landing_sensors(definitions, dg.DagsterInstance.ephemeral())
 
 

@@ -1,7 +1,8 @@
-"""The reference pipeline written as Lakeflow Python (examples/reference_lakeflow_python),
-loaded through LAKEHOUSE_PIPELINES and run through Dagster from its landing sensors, beside
-the project's own reference tables on the same landed files: its tables equal theirs, its
-quarantine says why, and verify's invariants hold for both."""
+"""The reference pipeline written as Lakeflow Python (examples/reference_lakeflow_python) and
+as Lakeflow SQL (examples/reference_lakeflow_sql), both loaded through LAKEHOUSE_PIPELINES and
+run through Dagster from the landing sensors, beside the project's own reference tables on the
+same landed files (one run of the three, shared): each one's tables equal the native ones, its
+quarantine says why, and verify's invariants hold for all."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 import dagster as dg
 import pytest
 
+from lakehouse_assets.assets.table_asset import EXPECTATIONS
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.reliability import check_all, declared_flows
@@ -20,36 +22,40 @@ from lakehouse_assets_tests.assets.pipeline import delta_rows, expected_outputs,
 from lakehouse_assets_tests.pipelines.reference import ENRICHED, EXAMPLES, reference_run
 
 EXAMPLE = EXAMPLES / "reference_lakeflow_python"
+SQL_EXAMPLE = EXAMPLES / "reference_lakeflow_sql"
+#: Each example's schema: the Python one's is the spec's default, the SQL one's its own.
+SCHEMAS = {"python": "default", "sql": "lakeflow_sql"}
 
 
 @pytest.fixture(scope="module")
 def lakeflow(spark, tmp_path_factory) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
-    """Reference data landed, then what the landing sensors request, with the Lakeflow
-    pipeline loaded beside the project's tables (read only)."""
-    with reference_run(tmp_path_factory.mktemp("lakeflow_python") / "lakehouse", EXAMPLE) as ran:
+    """Reference data landed, then what the landing sensors request, with both Lakeflow
+    examples loaded beside the project's tables (read only)."""
+    with reference_run(tmp_path_factory.mktemp("lakeflow") / "lakehouse", EXAMPLE, SQL_EXAMPLE) as ran:
         yield ran
 
 
 @pytest.mark.slow
-def test_the_lakeflow_pipelines_tables_equal_the_native_ones(lakeflow) -> None:
+@pytest.mark.parametrize("schema", SCHEMAS.values(), ids=SCHEMAS.keys())
+def test_each_lakeflow_examples_tables_equal_the_native_ones(lakeflow, schema) -> None:
     settings, _, results = lakeflow
 
     assert all(result.success for result in results)
     built = {e.asset_key.to_user_string() for r in results for e in r.get_asset_materialization_events()}
-    assert built >= {"default/recordings_bronze", "default/patients", "default/recordings_enriched",
-                     "default/recordings_enriched_quarantine", "default/daily_patient_avg", "default/device_counts"}
-    pairs = [(("default", "recordings_enriched"), ("silver", "recordings_enriched"), ENRICHED),
-             (("default", "daily_patient_avg"), ("gold", "daily_patient_avg"), ["mrn", "name", "date", "avg_heartrate"]),
-             (("default", "device_counts"), ("gold", "device_counts"), ["device_id", "total_recordings"]),
-             # AUTO CDC: dp.create_auto_cdc_flow, SCD types 1 and 2.
-             (("default", "patients_current"), ("silver", "patients_current"), ["mrn", "name"]),
-             (("default", "patients_history"), ("silver", "patients_history"),
-              ["mrn", "name", "__START_AT", "__END_AT"])]
-    for lakeflow_table, native_table, columns in pairs:
-        ours = delta_rows(settings, *lakeflow_table, columns, key=repr)
-        assert ours, lakeflow_table
-        assert ours == delta_rows(settings, *native_table, columns, key=repr), lakeflow_table
-    quarantined = delta_rows(settings, "default", "recordings_enriched_quarantine", ["_quarantine_reason"])
+    assert built >= {f"{schema}/{name}" for name in (
+        "recordings_bronze", "patients", "recordings_enriched", "recordings_enriched_quarantine",
+        "daily_patient_avg", "device_counts")}
+    pairs = [("recordings_enriched", ("silver", "recordings_enriched"), ENRICHED),
+             ("daily_patient_avg", ("gold", "daily_patient_avg"), ["mrn", "name", "date", "avg_heartrate"]),
+             ("device_counts", ("gold", "device_counts"), ["device_id", "total_recordings"]),
+             # AUTO CDC (dp.create_auto_cdc_flow; CREATE FLOW ... AS AUTO CDC INTO), SCD types 1 and 2.
+             ("patients_current", ("silver", "patients_current"), ["mrn", "name"]),
+             ("patients_history", ("silver", "patients_history"), ["mrn", "name", "__START_AT", "__END_AT"])]
+    for name, native_table, columns in pairs:
+        ours = delta_rows(settings, schema, name, columns, key=repr)
+        assert ours, name
+        assert ours == delta_rows(settings, *native_table, columns, key=repr), name
+    quarantined = delta_rows(settings, schema, "recordings_enriched_quarantine", ["_quarantine_reason"])
     native = delta_rows(settings, "silver", "recordings_quarantine", ["_quarantine_reason"])
     assert len(quarantined) == len(native) > 0
     # Each dropped row names the expectations it failed, as written in the pipeline's file.
@@ -58,17 +64,37 @@ def test_the_lakeflow_pipelines_tables_equal_the_native_ones(lakeflow) -> None:
 
 
 @pytest.mark.slow
-def test_the_lakeflow_pipelines_checks_run_and_its_tables_hold_verifys_invariants(lakeflow) -> None:
+def test_the_examples_checks_run_and_their_tables_hold_verifys_invariants(lakeflow) -> None:
     settings, definitions, results = lakeflow
 
     evaluations = {(e.asset_key.to_user_string(), e.check_name): e.passed
                    for r in results for e in r.get_asset_check_evaluations()}
-    assert evaluations[("default/recordings_enriched", "data_freshness")]
-    assert evaluations[("default/recordings_bronze", "data_freshness")]
     report = check_all(settings, flows=declared_flows(definitions.assets or []))
     assert report.ok, report.summary()
-    assert "default.recordings_bronze" in report.result(LANDED_ONCE).checked
-    assert "default.recordings_enriched" in report.result(ROUTED).checked
+    for schema in SCHEMAS.values():
+        assert evaluations[(f"{schema}/recordings_enriched", "data_freshness")]
+        assert evaluations[(f"{schema}/recordings_bronze", "data_freshness")]
+        assert f"{schema}.recordings_bronze" in report.result(LANDED_ONCE).checked
+        assert f"{schema}.recordings_enriched" in report.result(ROUTED).checked
+
+
+@pytest.mark.slow
+def test_the_sql_examples_graph_comes_from_its_files(lakeflow) -> None:
+    _, definitions, _ = lakeflow
+    schema = SCHEMAS["sql"]
+
+    graph = dg.Definitions.merge(definitions).resolve_asset_graph()
+    enriched = graph.get(dg.AssetKey([schema, "recordings_enriched"]))
+    assert {key.to_user_string() for key in enriched.parent_keys} == {
+        f"{schema}/recordings_bronze", f"{schema}/patients"}
+    assert enriched.description.startswith("Recordings of known patients")
+    assert [(e["name"], e["on_violation"]) for e in enriched.metadata[EXPECTATIONS]] == [
+        *((name, "drop row") for name in ("known_patient", "mrn_positive", "heartrate_positive", "heartrate_in_range",
+                                           "time_plausible")), ("device_id_present", "warn")]
+    patients = graph.get(dg.AssetKey([schema, "patients"]))
+    columns = patients.metadata["dagster/column_schema"].columns
+    assert [(c.name, c.description) for c in columns] == [
+        ("mrn", "The medical record number of the patient"), ("name", "The name of the patient")]
 
 
 @pytest.mark.slow
