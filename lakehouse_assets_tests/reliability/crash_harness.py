@@ -459,6 +459,12 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def announce(line: str) -> None:
+    """``line`` straight to the terminal, past pytest's capture: a campaign's seed must be seen
+    even when the test passes, so that a campaign that found something can be repeated."""
+    print(line, file=sys.__stderr__, flush=True)
+
+
 def format_summary(summary: CrashSummary) -> str:
     """The campaign as Markdown: kills per point and per step, reruns, invariants, timings."""
     def seconds(values: list[float]) -> str:
