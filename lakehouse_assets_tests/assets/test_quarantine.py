@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import json
 
+import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
 from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.reliability.routed import check_routed
-from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import (
-    SEED_PIPELINE,
+    TO_SILVER,
     delta_rows,
     materialization_metadata,
     materialize,
 )
 from lakehouse_assets_tests.ingestion.helpers import json_lines
 from lakehouse_assets_tests.ingestion.helpers import land as land_file
-
-LANDING_OPTIONS = dict(records_per_file=400, bad_rate=0.05, seed=23, files_per_year=365)
 
 
 def quarantine_by_kind(settings) -> dict[str, int]:
@@ -52,11 +50,11 @@ def assert_nothing_lost(settings) -> tuple[int, int, int]:
 
 
 @pytest.mark.slow
-def test_bad_records_are_quarantined_with_reasons_across_incremental_runs(spark, settings):
-    landed = land(settings.root / "landing", files=3, **LANDING_OPTIONS)
+def test_bad_records_are_quarantined_with_reasons_across_incremental_runs(built):
+    settings, landed = built.settings, built.recordings
     assert landed.counts.bad > 0
-
-    run = materialization_metadata(materialize(SEED_PIPELINE))
+    # The build's first run took the landed files.
+    run = materialization_metadata(built.seeds_run.result)
 
     bronze, silver, quarantined = assert_nothing_lost(settings)
     assert bronze == landed.counts.total
@@ -70,8 +68,8 @@ def test_bad_records_are_quarantined_with_reasons_across_incremental_runs(spark,
         "other": 0,
     }
 
-    more = land(settings.root / "landing", files=2, **LANDING_OPTIONS)
-    run = materialization_metadata(materialize(SEED_PIPELINE))
+    more = built.land_recordings(files=2)
+    run = materialization_metadata(materialize(TO_SILVER))
 
     bronze, silver, quarantined = assert_nothing_lost(settings)
     assert bronze == landed.counts.total + more.counts.total
@@ -91,12 +89,11 @@ def test_bad_records_are_quarantined_with_reasons_across_incremental_runs(spark,
 
 
 @pytest.mark.slow
-def test_a_new_landed_field_flows_to_bronze_and_the_quarantine_and_gold_keeps_working(spark, settings):
+def test_a_new_landed_field_flows_to_bronze_and_the_quarantine_and_gold_keeps_working(built):
     """Issue 17's stuck graph: a field new in landed JSON reaches bronze in the same run, the
     quarantine (which keeps refused rows whole) gains the column, silver keeps its declared
     columns, gold goes on, and every landed record is still accounted for."""
-    land(settings.root / "landing", files=2, **LANDING_OPTIONS)
-    materialize(SEED_PIPELINE)
+    settings = built.settings
     silver_before = len(delta_rows(settings, "silver", "recordings_enriched", ["mrn"]))
     known_mrn = delta_rows(settings, "silver", "recordings_enriched", ["mrn"])[0][0]
     land_file(settings.landing_path("recordings"), "zz-with-spo2.json", json_lines([
@@ -104,7 +101,8 @@ def test_a_new_landed_field_flows_to_bronze_and_the_quarantine_and_gold_keeps_wo
         {"device_id": 901, "mrn": 1, "time": 1_700_000_001.0, "heartrate": 71.0, "spo2": 98.5},  # unknown patient
     ]))
 
-    run = materialization_metadata(materialize(SEED_PIPELINE))
+    device_counts = dg.AssetSelection.assets(dg.AssetKey(["gold", "device_counts"])).without_checks()
+    run = materialization_metadata(materialize(TO_SILVER | device_counts))
 
     assert sorted(r["spo2"] for r in table_rows(settings, "bronze", "recordings") if r["spo2"] is not None) == [97.5, 98.5]
     assert run["bronze/recordings"]["query_restarts"] == 1
@@ -117,20 +115,19 @@ def test_a_new_landed_field_flows_to_bronze_and_the_quarantine_and_gold_keeps_wo
 
 
 @pytest.mark.slow
-def test_a_file_landed_twice_and_a_resent_record_are_quarantined_as_duplicates(spark, settings):
+def test_a_file_landed_twice_and_a_resent_record_are_quarantined_as_duplicates(built):
     """Records landed twice reach silver once; every later copy is in the quarantine with the
     reason `duplicate` and the file it came from, and bronze = silver + quarantine holds."""
-    landed = land(settings.root / "landing", files=2, **{**LANDING_OPTIONS, "bad_rate": 0.0})
-    materialize(SEED_PIPELINE)
+    settings = built.settings
     silver_before = len(delta_rows(settings, "silver", "recordings_enriched", ["mrn"]))
-    first_file = landed.paths[0]
-    again = first_file.read_bytes()
+    # Only good records: a bad one is quarantined for what it is, not as a duplicate.
+    again = built.good_lines(file=1)
     land_file(settings.landing_path("recordings"), "zz-landed-again.json", again)
     resent = json.loads(again.splitlines()[0])
     new_reading = {**resent, "time": resent["time"] + 60, "device_id": 999_999}
     land_file(settings.landing_path("recordings"), "zz-resent.json", json_lines([resent, new_reading, new_reading]))
 
-    run = materialization_metadata(materialize(SEED_PIPELINE))
+    run = materialization_metadata(materialize(TO_SILVER))
 
     copies = len(again.splitlines()) + 2  # the file again, the re-sent record, the new reading's repeat
     assert len(delta_rows(settings, "silver", "recordings_enriched", ["mrn"])) == silver_before + 1

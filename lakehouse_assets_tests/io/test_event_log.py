@@ -19,14 +19,16 @@ from lakehouse_assets.cli import main
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.rules import Severity, not_null
 from lakehouse_assets.reliability.events_once import check_events_once
-from lakehouse_assets.simulator import land
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import AppTransaction, event_log
 from lakehouse_assets.storage.event_log import BatchEvent, event_log_path, read_events
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
-from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialization_metadata, materialize
-
-LANDING = dict(records_per_file=300, bad_rate=0.1, seed=23, files_per_year=365)
+from lakehouse_assets_tests.assets.pipeline import (
+    SEED_WITHOUT_CHECKS,
+    TO_SILVER,
+    materialization_metadata,
+    materialize,
+)
 
 
 def by_table(events: list[BatchEvent]) -> dict[str, list[BatchEvent]]:
@@ -37,9 +39,9 @@ def by_table(events: list[BatchEvent]) -> dict[str, list[BatchEvent]]:
 
 
 @pytest.mark.slow
-def test_the_event_log_adds_up_and_is_what_a_run_reports(spark, store, settings, capsys):
-    landed = land(settings.root / "landing", files=3, **LANDING)
-    result = materialize(SEED_PIPELINE)
+def test_the_event_log_adds_up_and_is_what_a_run_reports(spark, store, built, capsys):
+    # The reference lakehouse's first run took the landed files, bad records among them.
+    settings, landed, result = built.settings, built.recordings, built.seeds_run.result
     log = event_log_path(settings.root)
     events = by_table(read_events(log, run_id=result.run_id))
 
@@ -76,11 +78,11 @@ def test_the_event_log_adds_up_and_is_what_a_run_reports(spark, store, settings,
     # A run with nothing new logs no batch (the patients lookup is a batch write: rewritten
     # by every run, logged by table version); a run with new files logs only its batches.
     before = [e for e in read_events(log) if e.batch_id is not None]
-    again = materialize(SEED_PIPELINE)
+    again = materialize(SEED_WITHOUT_CHECKS)
     assert [e for e in read_events(log) if e.batch_id is not None] == before
     assert {e.table for e in read_events(log, run_id=again.run_id)} <= {"silver.patients"}
-    more = land(settings.root / "landing", files=1, **LANDING)
-    second = materialize(SEED_PIPELINE)
+    more = built.land_recordings(files=1)
+    second = materialize(SEED_WITHOUT_CHECKS)
     new_bronze = read_events(log, table="bronze.recordings", run_id=second.run_id)
     assert sum(e.input_rows or 0 for e in new_bronze) == more.counts.total
     assert check_events_once(settings).ok, check_events_once(settings).violations
@@ -97,9 +99,9 @@ def test_the_event_log_adds_up_and_is_what_a_run_reports(spark, store, settings,
 
 
 @pytest.mark.slow
-def test_lakehouse_events_shows_zero_for_a_count_of_nothing_and_a_dash_where_none_applies(spark, settings, capsys):
-    land(settings.root / "landing", files=1, **{**LANDING, "bad_rate": 0.0})
-    result = materialize(SEED_PIPELINE)
+def test_lakehouse_events_shows_zero_for_a_count_of_nothing_and_a_dash_where_none_applies(built, capsys):
+    built.land_recordings(files=1, bad_rate=0.0)
+    result = materialize(TO_SILVER | dg.AssetSelection.assets(dg.AssetKey(["silver", "patients"])).without_checks())
 
     assert main(["events", "--run", result.run_id]) == 0
 

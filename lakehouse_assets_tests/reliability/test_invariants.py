@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,29 +25,14 @@ from lakehouse_assets.reliability.invariants import (
 )
 from lakehouse_assets.reliability.landed import json_record_count
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
-
-LANDING = dict(records_per_file=150, bad_rate=0.05, seed=31)
-
-
-@pytest.fixture(scope="module")
-def sound_root(spark, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A lakehouse the whole graph built from two landed files (read only: copy it to corrupt it)."""
-    root = tmp_path_factory.mktemp("sound") / "lakehouse"
-    root.mkdir()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LAKEHOUSE_ROOT", str(root))
-        land(root / "landing", files=2, **LANDING)
-        materialize(SEED_PIPELINE)
-    yield root
+from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialize
 
 
 @pytest.fixture
-def lakehouse_copy(sound_root: Path, tmp_path: Path) -> LakehouseSettings:
-    copy = tmp_path / "lakehouse"
-    shutil.copytree(sound_root, copy)
-    return LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(copy)})
+def lakehouse_copy(built) -> LakehouseSettings:
+    """The reference lakehouse as built, the whole graph over landed bad records and patient
+    changes (a copy of its own: corrupt it at will)."""
+    return built.settings
 
 
 def violations(settings: LakehouseSettings, name: str, *, pending_ok: bool = False) -> list[str]:
@@ -57,12 +40,12 @@ def violations(settings: LakehouseSettings, name: str, *, pending_ok: bool = Fal
 
 
 @pytest.mark.slow
-def test_a_sound_lakehouse_keeps_every_invariant(sound_root, capsys):
-    report = check_all(LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(sound_root)}))
+def test_a_sound_lakehouse_keeps_every_invariant(lakehouse_copy, capsys):
+    report = check_all(lakehouse_copy)
 
     assert report.ok, report.summary()
     assert not [r.name for r in report.results if r.skipped]
-    assert lakehouse(["verify", "--root", str(sound_root)]) == 0
+    assert lakehouse(["verify", "--root", str(lakehouse_copy.root)]) == 0
     assert "FAILED" not in capsys.readouterr().out
 
 
@@ -183,13 +166,14 @@ def test_a_half_written_version_is_reported(lakehouse_copy):
 
 
 @pytest.mark.slow
-def test_logs_cleaned_past_their_retention_keep_every_invariant(spark, settings):
+def test_logs_cleaned_past_their_retention_keep_every_invariant(built):
     """Once commits are older than delta.logRetentionDuration, a log checkpoint lets delta-rs
     delete their files: the invariants that read the log check what it still holds, and do
     not mistake batches whose commit files are gone for batches never committed."""
-    for _ in range(2):  # two runs: every table has a first batch whose commit file can go
-        land(settings.root / "landing", files=1, **LANDING)
-        materialize(SEED_PIPELINE)
+    settings = built.settings
+    # A second run with new data: every table of the seeds has a first batch whose commit file can go.
+    built.land_recordings(files=1)
+    materialize(SEED_WITHOUT_CHECKS)
     month_ago = time.time() - 31 * 24 * 3600
     for log in sorted(settings.root.glob("**/_delta_log")):
         DeltaTable(str(log.parent)).create_checkpoint()
@@ -225,8 +209,8 @@ def test_a_checkpoint_behind_its_table_and_a_garbled_one_are_reported(lakehouse_
 
 
 @pytest.mark.slow
-def test_files_not_ingested_yet_fail_only_without_pending(lakehouse_copy):
-    new = land(lakehouse_copy.root / "landing", files=1, **LANDING)
+def test_files_not_ingested_yet_fail_only_without_pending(built, lakehouse_copy):
+    new = built.land_recordings(files=1)
 
     strict = violations(lakehouse_copy, LANDED_ONCE)
 
