@@ -24,14 +24,18 @@ RAW_SCHEMA = "device_id BIGINT, mrn BIGINT, time DOUBLE, heartrate DOUBLE"
 SEED_TABLES = ("bronze/recordings", "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
                "gold/daily_patient_avg", "gold/device_counts")
 SEED_PIPELINE = dg.AssetSelection.assets(*[dg.AssetKey(key.split("/")) for key in SEED_TABLES])
-#: The same tables without their checks (a quarter of a run's time): for tests that assert
-#: nothing of the checks, which have tests of their own.
-SEED_WITHOUT_CHECKS = SEED_PIPELINE.without_checks()
-#: The recordings from landing to silver and its quarantine (the lookup as it stands), without
-#: checks: for tests of what silver keeps and refuses.
-TO_SILVER = dg.AssetSelection.assets(
-    *[dg.AssetKey(key.split("/")) for key in ("bronze/recordings", "silver/recordings_enriched",
-                                              "silver/recordings_quarantine")]).without_checks()
+
+
+def tables(*keys: str) -> dg.AssetSelection:
+    """The tables ``layer/name`` without their checks (a quarter of a run's time): for tests
+    that assert nothing of the checks, which have tests of their own."""
+    return dg.AssetSelection.assets(*[dg.AssetKey(key.split("/")) for key in keys]).without_checks()
+
+
+SEED_WITHOUT_CHECKS = tables(*SEED_TABLES)
+#: The recordings from landing to silver and its quarantine (the lookup as it stands): for
+#: tests of what silver keeps and refuses.
+TO_SILVER = tables("bronze/recordings", "silver/recordings_enriched", "silver/recordings_quarantine")
 
 
 def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, instance: dg.DagsterInstance | None = None,

@@ -17,10 +17,7 @@ from lakehouse_assets.io.replay import replay_quarantine, routed_table_assets
 from lakehouse_assets.reliability import check_all
 from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.reliability.routed import check_routed
-from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
-
-LANDING = dict(records_per_file=300, bad_rate=0.15, seed=29, files_per_year=365)
+from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialize
 
 
 class Crash(Exception):
@@ -40,10 +37,8 @@ def rows(spark, store, settings, table: str) -> list:
 
 
 @pytest.mark.slow
-def test_rows_that_pass_now_move_to_silver_once_whatever_crashes(spark, store, settings, monkeypatch, capsys):
-    landing = settings.root / "landing"
-    land(landing, files=2, **LANDING)
-    materialize(SEED_PIPELINE)
+def test_rows_that_pass_now_move_to_silver_once_whatever_crashes(spark, store, built, monkeypatch, capsys):
+    settings, landing = built.settings, built.landing
     silver_before = len(rows(spark, store, settings, "silver.recordings_enriched"))
     waiting = quarantined_for_unknown_patient(rows(spark, store, settings, "silver.recordings_quarantine"))
     assert waiting, "the landing has recordings of unknown patients"
@@ -91,7 +86,7 @@ def test_rows_that_pass_now_move_to_silver_once_whatever_crashes(spark, store, s
     assert json.loads(capsys.readouterr().out)["moved"] == 0
     assert main(["quarantine", "replay", "gold.device_counts"]) == 1  # not a routed table
     # Gold takes them in; every invariant holds, the replays' event-log rows included.
-    materialize(SEED_PIPELINE)
+    materialize(SEED_WITHOUT_CHECKS)
     report = check_all(settings)
     assert report.ok, report.summary()
 

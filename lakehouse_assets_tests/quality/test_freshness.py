@@ -21,7 +21,7 @@ from lakehouse_assets.quality.freshness import (
 )
 from lakehouse_assets.sensors.freshness import scan_freshness
 from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
+from lakehouse_assets_tests.assets.pipeline import TO_SILVER, materialize
 
 LANDING = dict(records_per_file=100, bad_rate=0.0, seed=3, files_per_year=365)
 DAILY = FreshnessPath("gold.daily_patient_avg", ("silver.recordings_enriched", "bronze.recordings"), "recordings")
@@ -39,10 +39,9 @@ def check_result(path: FreshnessPath) -> dg.AssetCheckResult:
 
 
 @pytest.mark.slow
-def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(spark, store, settings):
-    landing = settings.root / "landing"
-    land(landing, files=2, **LANDING)
-    run = materialize(SEED_PIPELINE)
+def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(store, built):
+    # The reference lakehouse's first run: Materialize all over two landed files.
+    settings, run = built.settings, built.seeds_run.result
 
     # Every landed file is in both gold tables: fresh, with a check evaluated by the run.
     for path in (DAILY, DEVICES):
@@ -53,14 +52,15 @@ def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(spa
                  for e in run.get_asset_check_evaluations() if e.check_name == FRESHNESS_CHECK}
     # Every table streaming from landed files has the check, not gold alone.
     assert evaluated == {(table, FRESHNESS_CHECK): True for table in (
-        "bronze/recordings", "silver/recordings_enriched", "gold/daily_patient_avg", "gold/device_counts")}
+        "bronze/recordings", "silver/recordings_enriched", "gold/daily_patient_avg", "gold/device_counts",
+        "gold/heartrate_5min")}
 
     # A file that landed ten minutes ago reaches bronze and silver, not gold.
-    late = land(landing, files=1, **LANDING)
+    late = built.land_recordings(files=1)
     [late_file] = late.paths
     ten_minutes_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)).timestamp()
     os.utime(late_file, (ten_minutes_ago, ten_minutes_ago))
-    materialize(["bronze/recordings", "silver/recordings_enriched", "silver/recordings_quarantine"])
+    materialize(TO_SILVER)
 
     lag = lag_of(store, settings, DAILY)
     assert [os.path.basename(p) for p in lag.pending] == [late_file.name]

@@ -10,8 +10,7 @@ from collections import Counter
 
 import pytest
 
-from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, delta_rows, materialize
+from lakehouse_assets_tests.assets.pipeline import TO_SILVER, delta_rows, materialize
 from lakehouse_assets_tests.ingestion.helpers import land as land_file
 
 BAD_FILES: dict[str, bytes] = {
@@ -26,22 +25,25 @@ BAD_FILES: dict[str, bytes] = {
 
 
 @pytest.mark.slow
-def test_bad_content_is_quarantined_with_reasons_and_good_files_arrive_exactly_once(spark, settings):
-    landing = settings.root / "landing"
-    good = land(landing, files=2, records_per_file=200, bad_rate=0.0, seed=5)
+def test_bad_content_is_quarantined_with_reasons_and_good_files_arrive_exactly_once(built):
+    settings, landing = built.settings, built.landing
+    silver_before = len(delta_rows(settings, "silver", "recordings_enriched", ["mrn"]))
+    # A good file and the bad ones land together: one batch reads them all.
+    good = built.land_recordings(files=1, bad_rate=0.0)
     for name, content in BAD_FILES.items():
         land_file(landing / "recordings", name, content)
 
-    materialize(SEED_PIPELINE)
+    materialize(TO_SILVER)
 
     bronze = Counter(f for (f,) in delta_rows(settings, "bronze", "recordings", ["_source_file"]))
-    for landed in good.files:
+    for landed in (*built.recordings.files, *good.files):
         lines = landed.path.read_bytes().count(b"\n")
         assert bronze["file:" + str(landed.path)] == lines, landed.path.name
     silver = delta_rows(settings, "silver", "recordings_enriched", ["mrn"])
     quarantine = delta_rows(settings, "silver", "recordings_quarantine", ["_source_file", "_quarantine_reason", "_rescued_data"])
     assert sum(bronze.values()) == len(silver) + len(quarantine)
-    assert len(silver) == good.counts.total
+    assert len(silver) == silver_before + good.counts.total
+    quarantine = [row for row in quarantine if row[0].rsplit("/", 1)[-1] in BAD_FILES]
 
     by_file = Counter(source.rsplit("/", 1)[-1] for source, _, _ in quarantine)
     assert by_file["malformed.json"] == 3

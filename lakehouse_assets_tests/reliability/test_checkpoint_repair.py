@@ -16,17 +16,15 @@ from lakehouse_assets.errors import CorruptCheckpointError
 from lakehouse_assets.quality.freshness import FreshnessPath, data_lag
 from lakehouse_assets.reliability.invariants import check_all
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.simulator import land, land_patient_changes
 from lakehouse_assets.storage import DeltaSink
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.checkpoint import batch_ids
 from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
 from lakehouse_assets.storage.sink import OFFSETS_KEY
 from lakehouse_assets.streaming import run_stream
-from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, delta_rows, materialize
+from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, delta_rows, materialize
 from lakehouse_assets_tests.storage.helpers import drop_commit
 
-LANDING_OPTIONS = dict(records_per_file=150, bad_rate=0.05, seed=31, files_per_year=365)
 SILVER = ["silver/recordings_enriched", "silver/recordings_quarantine"]
 
 
@@ -65,12 +63,10 @@ def assert_invariants(settings: LakehouseSettings) -> None:
 
 
 @pytest.mark.slow
-def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(spark, settings, capsys):
-    landing = settings.root / "landing"
-    land(landing, files=2, **LANDING_OPTIONS)
-    materialize(SEED_PIPELINE)
-    land(landing, files=1, **LANDING_OPTIONS)
-    materialize(SEED_PIPELINE)
+def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(built, capsys):
+    settings = built.settings
+    built.land_recordings(files=1)  # a second batch in every checkpoint
+    materialize(SEED_WITHOUT_CHECKS)
     bronze = settings.checkpoint_path("bronze", "recordings")
     silver = settings.checkpoint_path("silver", "recordings_enriched")
     gold = settings.checkpoint_path("gold", "daily_patient_avg")
@@ -78,7 +74,7 @@ def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(spark, sett
     offsets.write_bytes(offsets.read_bytes()[:40])  # truncated
     latest(silver / "commits").write_bytes(b"v1\n{\"nextBatchWat\x00\xff")  # garbled
     (gold / "metadata").write_text("{not json")
-    land(landing, files=1, **LANDING_OPTIONS)
+    built.land_recordings(files=1)
 
     assert_stops_naming("bronze/recordings", bronze, "bronze.recordings", str(offsets), "damaged")
     assert_stops_naming(SILVER, silver, "silver.recordings_enriched", "commits", "damaged")
@@ -92,30 +88,28 @@ def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(spark, sett
     # Nothing deleted: each damaged checkpoint is kept beside the new one.
     assert any(p.name.startswith(".recordings.damaged-") for p in bronze.parent.iterdir())
 
-    materialize(SEED_PIPELINE)
+    materialize(SEED_WITHOUT_CHECKS)
     assert_invariants(settings)
 
 
 @pytest.mark.slow
-def test_checkpoints_behind_or_ahead_of_their_tables_stop_the_run_and_repair_resumes_it(spark, settings, capsys, tmp_path):
-    landing = settings.root / "landing"
-    land(landing, files=2, **LANDING_OPTIONS)
-    materialize(SEED_PIPELINE)
+def test_checkpoints_behind_or_ahead_of_their_tables_stop_the_run_and_repair_resumes_it(built, capsys, tmp_path):
+    settings = built.settings
     silver = settings.checkpoint_path("silver", "recordings_enriched")
     old_silver = tmp_path / "old_silver_checkpoint"
     shutil.copytree(silver, old_silver)
-    land(landing, files=1, **LANDING_OPTIONS)
-    materialize(SEED_PIPELINE)
+    built.land_recordings(files=1)
+    materialize(SEED_WITHOUT_CHECKS)
     # Behind: an older copy of silver's checkpoint put back.
     shutil.rmtree(silver)
     shutil.copytree(old_silver, silver)
     # Ahead: bronze rolled back by one commit (as a restore from an older backup would),
     # before anything downstream read that commit.
-    land(landing, files=1, **LANDING_OPTIONS)
+    built.land_recordings(files=1)
     materialize("bronze/recordings")
     log = settings.table_path("bronze", "recordings") / "_delta_log"
     drop_commit(max(log.glob("*.json")))
-    land(landing, files=1, **LANDING_OPTIONS)
+    built.land_recordings(files=1)
 
     assert_stops_naming(SILVER, silver, "silver.recordings_enriched", "is behind", "lost")
     bronze = settings.checkpoint_path("bronze", "recordings")
@@ -125,7 +119,7 @@ def test_checkpoints_behind_or_ahead_of_their_tables_stop_the_run_and_repair_res
     assert "Repaired" in repair("bronze.recordings", capsys)
     assert lakehouse(["repair", "bronze.recordings", "--check"]) == 0
 
-    materialize(SEED_PIPELINE)
+    materialize(SEED_WITHOUT_CHECKS)
     assert_invariants(settings)
 
 
@@ -152,11 +146,9 @@ PATIENT_CHANGES = FreshnessPath("gold.patient_changes", ("silver.patients_curren
 
 
 @pytest.mark.slow
-def test_a_table_appended_by_deltas_own_sink_is_followed_and_repaired_from_the_event_log(spark, store, settings, capsys):
-    landing = settings.root / "landing"
-    land_patient_changes(landing, files=2, changes_per_file=20, seed=7)
-    materialize(CHANGE_FLOW)
-    land_patient_changes(landing, files=1, changes_per_file=20, seed=7)
+def test_a_table_appended_by_deltas_own_sink_is_followed_and_repaired_from_the_event_log(store, built, capsys):
+    settings = built.settings
+    built.land_changes(files=1)  # the build's batch of gold.patient_changes, then this one
     materialize(CHANGE_FLOW)
     # gold.patient_changes appends each batch through Delta's own sink: its commits name the
     # query and batch and record no offsets; the event log holds them.
@@ -167,7 +159,7 @@ def test_a_table_appended_by_deltas_own_sink_is_followed_and_repaired_from_the_e
     assert {(e.query, e.batch_id) for e in batches} == set(logged)
     # What gold has read is known from them: fresh, then behind silver, then fresh again.
     assert data_lag(settings, store, PATIENT_CHANGES).pending == ()
-    land_patient_changes(landing, files=1, changes_per_file=20, seed=7)
+    built.land_changes(files=1)
     materialize(CHANGE_FLOW[:2])
     assert len(data_lag(settings, store, PATIENT_CHANGES).pending) == 1
 

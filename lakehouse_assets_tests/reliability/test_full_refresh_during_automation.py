@@ -11,11 +11,9 @@ from __future__ import annotations
 import pytest
 
 from lakehouse_assets.reliability.invariants import check_all
-from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialization_metadata, materialize
+from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialization_metadata, materialize
 from lakehouse_assets_tests.reliability.test_checkpoint_repair import failure_text
 
-LANDING_OPTIONS = dict(records_per_file=150, bad_rate=0.05, seed=41, files_per_year=365)
 DOWNSTREAM_OPS = ("silver__recordings_enriched", "gold__daily_patient_avg", "gold__device_counts")
 
 
@@ -24,12 +22,10 @@ def full_refresh(*ops: str) -> dict:
 
 
 @pytest.mark.slow
-def test_downstream_of_a_refreshed_table_stops_and_is_whole_after_refreshing_it(spark, settings):
-    landing = settings.root / "landing"
-    land(landing, files=2, **LANDING_OPTIONS)
-    materialize(SEED_PIPELINE)
+def test_downstream_of_a_refreshed_table_stops_and_is_whole_after_refreshing_it(built):
+    settings = built.settings
     materialize("bronze/recordings", run_config=full_refresh("bronze__recordings"))
-    land(landing, files=1, **LANDING_OPTIONS)
+    built.land_recordings(files=1)
 
     with pytest.raises(Exception) as info:
         materialize(["silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine"])
@@ -37,7 +33,7 @@ def test_downstream_of_a_refreshed_table_stops_and_is_whole_after_refreshing_it(
     assert "bronze.recordings" in text and "was recreated" in text
     assert "Full-refresh silver.recordings_enriched" in text and "lakehouse reset silver.recordings_enriched" in text
 
-    run = materialization_metadata(materialize(SEED_PIPELINE, run_config=full_refresh(*DOWNSTREAM_OPS)))
+    run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS, run_config=full_refresh(*DOWNSTREAM_OPS)))
 
     assert run["silver/recordings_quarantine"]["rows_written"] > 0  # the refresh keeps what it wrote
     report = check_all(settings)

@@ -13,11 +13,8 @@ from lakehouse_assets.cli import main
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.files import local_file_path
 from lakehouse_assets.reliability.provenance import RowTrace, trace_groups, trace_rows
-from lakehouse_assets.simulator import land
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
-from lakehouse_assets_tests.assets.pipeline import SEED_PIPELINE, materialize
-
-LANDING = dict(records_per_file=200, bad_rate=0.1, seed=41, files_per_year=365)
+from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialize
 
 
 def landed_line(trace: RowTrace) -> dict:
@@ -41,12 +38,10 @@ def assert_first_held_by(store, settings, trace: RowTrace) -> None:
 
 
 @pytest.mark.slow
-def test_silver_and_quarantined_rows_are_traced_to_their_landed_line(spark, store, settings, capsys):
-    landing = settings.root / "landing"
-    land(landing, files=2, **LANDING)
-    materialize(SEED_PIPELINE)
-    later = land(landing, files=1, **LANDING)
-    materialize(SEED_PIPELINE)
+def test_silver_and_quarantined_rows_are_traced_to_their_landed_line(spark, store, built, capsys):
+    settings = built.settings
+    later = built.land_recordings(files=1)
+    materialize(SEED_WITHOUT_CHECKS)
     tables = LakehouseTables(spark, settings)
     name = later.paths[0].name
 
