@@ -1,6 +1,6 @@
-"""Helpers of the CLI tests: run the installed command, make Delta tables and checkpoints.
+"""Helpers of the CLI tests: find the installed command, make Delta tables and checkpoints.
 
-Tables are made with ``deltalake.write_deltalake``, not Spark, so these tests start no JVM.
+Tables are made with ``deltalake.write_deltalake``, not Spark: making them starts no JVM.
 """
 
 from __future__ import annotations

@@ -55,9 +55,10 @@ def test_history_of_a_missing_table_names_it_and_what_exists(lakehouse: Runner, 
     assert "Traceback" not in result.stderr
 
 
-def test_history_through_python_dash_m(lakehouse: Runner, root: Path) -> None:
+def test_history_through_python_dash_m(lakehouse_process: Runner, root: Path) -> None:
+    # The entry point itself: a real `python -m lakehouse_assets.cli` process.
     make_history(root)
-    result = lakehouse("history", "silver.recordings_enriched", "--json", "--limit", "1", via="module")
+    result = lakehouse_process("history", "silver.recordings_enriched", "--json", "--limit", "1", via="module")
     assert result.code == 0, str(result)
     assert [h["version"] for h in json.loads(result.stdout)["history"]] == [2]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse_assets_tests.cli.helpers import Runner
+from lakehouse_assets_tests.cli.helpers import Runner, write_table
 
 SUBCOMMANDS = ["land", "status", "history", "show", "reset"]
 
@@ -32,10 +32,29 @@ def test_every_subcommand_has_help(lakehouse: Runner, name: str) -> None:
     assert result.stderr == ""
 
 
-def test_python_dash_m_is_the_same_command(lakehouse: Runner) -> None:
-    by_module = lakehouse("--help", via="module")
+def test_python_dash_m_is_the_same_command(lakehouse_process: Runner) -> None:
+    # Both real entry points, each in a process of its own: the console script and python -m.
+    by_module = lakehouse_process("--help", via="module")
     assert by_module.code == 0, by_module
-    assert by_module.stdout == lakehouse("--help").stdout
+    assert by_module.stdout == lakehouse_process("--help", via="script").stdout
+
+
+@pytest.mark.parametrize("args", [("status", "--json"), ("status",), ("history", "silver.patients", "--json"),
+                                  ("history", "silver.patient"), ("show", "silver.patients", "--limit", "x")],
+                         ids=" ".join)
+def test_the_console_script_does_what_the_in_process_runs_do(
+        lakehouse: Runner, lakehouse_process: Runner, root: Path, args: tuple[str, ...]) -> None:
+    """The real command, end to end through the console script, against the runs in this
+    process the other tests use: the same exit code, stdout and stderr, to the character."""
+    write_table(root, "silver.patients", {"mrn": [1, 2], "name": ["a", "b"]})
+    (root / "landing" / "recordings").mkdir(parents=True)
+
+    by_script = lakehouse_process(*args)
+    in_process = lakehouse(*args)
+
+    assert (in_process.code, in_process.stdout, in_process.stderr) == \
+        (by_script.code, by_script.stdout, by_script.stderr), f"{by_script}\n{in_process}"
+    assert by_script.stdout or by_script.stderr
 
 
 def test_no_subcommand_is_a_usage_error(lakehouse: Runner) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import pty
-import subprocess
 from pathlib import Path
 
 import dagster as dg
@@ -14,14 +13,7 @@ from pyspark.sql import DataFrame
 
 from lakehouse_assets.assets.discovery import streaming_downstream
 from lakehouse_assets.assets.table_asset import batch_from, stream_from, table_asset
-from lakehouse_assets_tests.cli.helpers import (
-    TIMEOUT_SECONDS,
-    Runner,
-    cli_env,
-    command,
-    write_checkpoint,
-    write_table,
-)
+from lakehouse_assets_tests.cli.helpers import Runner, write_checkpoint, write_table
 
 TABLE = "silver.recordings_enriched"
 
@@ -67,21 +59,23 @@ def test_reset_without_yes_and_without_a_terminal_refuses(lakehouse: Runner, roo
 
 
 @pytest.mark.parametrize(("answer", "code"), [(b"y\n", 0), (b"yes\n", 0), (b"n\n", 1), (b"\n", 1)])
-def test_reset_asks_on_a_terminal(root: Path, answer: bytes, code: int) -> None:
+def test_reset_asks_on_a_terminal(lakehouse: Runner, root: Path, answer: bytes, code: int) -> None:
     paths = make_lakehouse(root)
     leader, follower = pty.openpty()
-    process = subprocess.Popen([*command(), "reset", TABLE], stdin=follower, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=cli_env(root))
-    os.close(follower)
     os.write(leader, answer)  # the terminal keeps the line until the prompt reads it
-    stdout, stderr = process.communicate(timeout=TIMEOUT_SECONDS)
-    os.close(leader)
-    assert process.returncode == code, stderr
-    assert f"Reset {TABLE}? [y/N]".encode() in stderr
+    try:
+        # stdin is a real (pseudo-)terminal, as in an interactive shell; stdout and stderr are not.
+        with open(follower, encoding="utf-8") as terminal:
+            assert terminal.isatty()
+            result = lakehouse("reset", TABLE, stdin=terminal)
+    finally:
+        os.close(leader)
+    assert result.code == code, str(result)
+    assert f"Reset {TABLE}? [y/N]" in result.stderr
     assert paths["table"].exists() is (code != 0)
     assert paths["checkpoint"].exists() is (code != 0)
     if code:
-        assert b"Not reset: nothing was deleted." in stderr
+        assert "Not reset: nothing was deleted." in result.stderr
 
 
 def test_reset_of_nothing_fails_naming_the_paths(lakehouse: Runner, root: Path) -> None:

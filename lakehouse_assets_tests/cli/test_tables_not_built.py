@@ -21,12 +21,13 @@ TABLE = "bronze.patient_changes"
     ("reset", TABLE, "--yes"),
     ("sql", f"SELECT count(*) FROM {TABLE}"),  # starts Spark, then finds no such table
 ], ids=lambda args: args[0])
+@pytest.mark.usefixtures("spark")  # sql runs on the test session's SparkSession
 def test_a_command_on_a_table_not_built_yet_says_what_to_do_in_one_line(
         lakehouse: Runner, root: Path, args: tuple[str, ...]) -> None:
     result = lakehouse(*args)
 
     assert result.code == 1, str(result)
-    # Spark's own start-up lines may come first (sql); the command's error is one line.
+    # Spark's own lines may come first (sql: pyspark logs the failed query); the command's error is one line.
     errors = [line for line in result.stderr.splitlines() if line.startswith("lakehouse")]
     assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
     error = errors[0]
