@@ -39,10 +39,13 @@ TO_SILVER = tables("bronze/recordings", "silver/recordings_enriched", "silver/re
 
 
 def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, instance: dg.DagsterInstance | None = None,
-                run_config: dict[str, Any] | None = None) -> dg.ExecuteInProcessResult:
-    """Materialize assets of the project's own Definitions, as the UI would."""
-    from lakehouse_assets.definitions import defs
+                run_config: dict[str, Any] | None = None,
+                definitions: dg.Definitions | None = None) -> dg.ExecuteInProcessResult:
+    """Materialize assets of the project's own Definitions (or of ``definitions``: declared
+    packages and pipelines loaded beside them), as the UI would."""
+    from lakehouse_assets.definitions import defs as project
 
+    defs = definitions or project
     return dg.materialize(
         [*(defs.assets or []), *(defs.asset_checks or [])],
         selection=selection,
@@ -51,6 +54,14 @@ def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, ins
         run_config=run_config,
         raise_on_error=True,
     )
+
+
+def run_job(name: str, *, instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+    """Run the project's job ``name`` (e.g. a quarantine replay), as the UI would."""
+    from lakehouse_assets.definitions import defs
+
+    return defs.resolve_job_def(name).execute_in_process(instance=instance or dg.DagsterInstance.ephemeral(),
+                                                         resources=dict(defs.resources or {}))
 
 
 def materialize_alone(*assets: dg.AssetsDefinition, upstream: dg.AssetKey,

@@ -1,6 +1,10 @@
-"""The same code on a real Spark cluster: a standalone master and worker on loopback, an engine
-whose driver uses them, and the reference pipeline carried to gold through Dagster; every
-table equals what an embedded run made of the same landed files."""
+"""The same code on a real Spark cluster, and its engine killed under a run: a standalone master
+and worker on loopback, an engine whose driver uses them, and the reference pipeline carried to
+gold through Dagster runs attached to it. The first run has its engine SIGKILLed mid-query: it
+fails by itself naming the engine, `lakehouse engine start` brings the engine back, and the
+next run makes every table whole; each table then equals what an embedded run made of the
+same landed files.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from lakehouse_assets.reliability.delta_files import read_rows, row_tuples
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialize
 from lakehouse_assets_tests.engine.standalone_cluster import StandaloneCluster
 from lakehouse_assets_tests.ports import free_port
-from lakehouse_assets_tests.reliability.crash_harness import CrashHarness
+from lakehouse_assets_tests.reliability.crash_harness import ENGINE_KILL, ENGINE_LOST_MESSAGE, CrashHarness
 
 pytestmark = pytest.mark.slow
 
@@ -21,16 +27,16 @@ SEED = 23
 RUN_DEPENDENT = {"_ingested_at", "_source_file"}
 TABLES = ["bronze.recordings", "silver.patients", "silver.recordings_enriched", "silver.recordings_quarantine",
           "gold.daily_patient_avg", "gold.device_counts"]
+KILLED_IN = "bronze.recordings"
 
 
-
-def _rows(harness: CrashHarness, table: str) -> Counter:
+def _rows(settings: LakehouseSettings, table: str) -> Counter:
     """The table's rows as a multiset, read with delta-rs alone; floats to 9 places, since
     the cluster sums in another order, and the lakehouse root written out of file names."""
     layer, name = table.split(".")
-    rows = read_rows(harness.settings.table_path(layer, name))
+    rows = read_rows(settings.table_path(layer, name))
     columns = [c for c in rows.column_names if c not in RUN_DEPENDENT]
-    root = str(harness.root)  # rescued data names its landing file by full path
+    root = str(settings.root)  # rescued data names its landing file by full path
 
     def same_anywhere(value: object) -> object:
         if isinstance(value, float):
@@ -40,24 +46,37 @@ def _rows(harness: CrashHarness, table: str) -> Counter:
     return Counter(tuple(map(same_anywhere, row)) for row in row_tuples(rows, columns))
 
 
-def test_the_reference_pipeline_on_a_standalone_cluster_equals_the_embedded_run(tmp_path: Path) -> None:
+def test_the_reference_pipeline_on_a_standalone_cluster_survives_its_engine_killed_and_equals_an_embedded_run(
+        spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     embedded = CrashHarness(tmp_path / "embedded", SEED)
     embedded.land_some(files=3)
-    assert embedded.clean_run("embedded run").ok, embedded.summary.failures()
+    monkeypatch.setenv("LAKEHOUSE_ROOT", str(embedded.root))
+    materialize(SEED_WITHOUT_CHECKS)  # in this process, on the test session's embedded Spark
 
     with StandaloneCluster(tmp_path / "cluster") as cluster:
         on_cluster = CrashHarness(tmp_path / "on_cluster", SEED, engine_port=free_port(),
-                                  spark_master=cluster.master_url)
+                                  spark_master=cluster.master_url, log=print)
         on_cluster.start_engine()
         try:
             on_cluster.land_some(files=3)
-            report = on_cluster.clean_run("run on the cluster")
+            killed = on_cluster.run_child(ENGINE_KILL, kill_on_line=f"Running the availableNow query of {KILLED_IN}",
+                                          checks=False)
+
+            assert killed.engine_killed, f"the run ended before its {KILLED_IN} query started (log {killed.log})"
+            assert killed.returncode == 1, f"the run did not fail by itself (exit {killed.returncode}, log {killed.log})"
+            assert ENGINE_LOST_MESSAGE in Path(killed.log).read_text(errors="replace")
+            assert on_cluster.summary.engine_restart_seconds, "the engine was not started again"
+            assert on_cluster.check("the engine kill", pending_ok=True).ok, on_cluster.summary.failures()
+
+            # The tables, not their checks (a check's Spark jobs cost seconds each on a cluster).
+            report = on_cluster.clean_run("the run after the engine came back", checks=False)
         finally:
             on_cluster.stop_engine()
-        # The work ran on the cluster's executor, not in the engine's driver.
+        # The work ran on the cluster's executors, not in the engine's driver.
         executors = list((tmp_path / "cluster" / "work").glob("app-*/*/stderr"))
         assert executors, f"no executor of the engine ran on the worker (see {cluster.log('worker')})"
 
     assert report.ok and on_cluster.summary.ok, on_cluster.summary.failures()
     for table in TABLES:
-        assert _rows(on_cluster, table) == _rows(embedded, table), f"{table} differs between the cluster and embedded runs"
+        assert _rows(on_cluster.settings, table) == _rows(embedded.settings, table), \
+            f"{table} differs between the cluster and embedded runs"

@@ -15,7 +15,7 @@ import pytest
 import lakehouse_assets.assets
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.simulator import land, land_patient_changes
+from lakehouse_assets_tests.built import BuiltLakehouse
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 ENRICHED = ["device_id", "mrn", "name", "time", "heartrate"]
@@ -44,15 +44,14 @@ def run_landing_sensors(definitions: dg.Definitions, instance: dg.DagsterInstanc
 
 
 @contextmanager
-def reference_run(root: Path, *examples: Path) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
-    """Reference recordings (bad records included) and patient changes landed under ``root``,
-    then what the landing sensors request, with the pipeline folders ``examples`` loaded beside
-    the project's own tables: the settings, the definitions and the runs' results."""
+def reference_run(built: BuiltLakehouse, *examples: Path) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
+    """The reference lakehouse (recordings with bad records, patient changes, the project's
+    tables built), then what the landing sensors request with the pipeline folders
+    ``examples`` loaded beside the project's own tables: the settings, the definitions and the
+    runs' results. The project's tables have nothing new in those runs; the pipelines' are built."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LAKEHOUSE_ROOT", str(root))
-        settings = LakehouseSettings.from_env()
-        land(settings.root / "landing", files=3, records_per_file=300, bad_rate=0.05)
-        land_patient_changes(settings.root / "landing", files=2, changes_per_file=30)
+        settings = built.restore()
+        patch.setenv("LAKEHOUSE_ROOT", str(settings.root))
         settle(settings.root / "landing")
         definitions = build_definitions(lakehouse_assets.assets, settings=settings, pipelines=list(examples))
         yield settings, definitions, run_landing_sensors(definitions, dg.DagsterInstance.ephemeral())

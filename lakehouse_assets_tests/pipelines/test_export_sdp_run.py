@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import dagster as dg
 import pyarrow.fs as pafs
 import pytest
 from deltalake import DeltaTable
@@ -19,19 +18,13 @@ from lakehouse_assets.assets.discovery import project_packages
 from lakehouse_assets.definitions import project_definitions
 from lakehouse_assets.ingestion.columns import INGESTED_AT_COLUMN, RESCUED_DATA_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.pipelines.export import plan_export, spark_pipelines_command, write_export
-from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.simulator import land
-from lakehouse_assets.simulator.patient_changes import land_patient_changes
+from lakehouse_assets_tests.built import BuiltLakehouse
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 # What differs by construction: when a row was ingested, and what only our Auto Loader keeps.
 NOT_COMPARED = {INGESTED_AT_COLUMN, RESCUED_DATA_COLUMN, SOURCE_LINE_COLUMN}
 # spark-pipelines starts its own Spark and Connect server: about 90 s here when idle.
 RUN_TIMEOUT_SECONDS = 600
-# What the export runs in SDP (or reads by path), and no more: checks and the tables left out
-# would only lengthen the test.
-BUILT = ["bronze/recordings", "silver/patients", "silver/recordings_enriched", "gold/daily_patient_avg",
-         "gold/device_counts", "bronze/patient_changes", "silver/patients_current", "gold/patient_changes"]
 
 
 def rows(path: Path, columns: list[str]) -> list[tuple]:
@@ -47,14 +40,11 @@ def columns_of(path: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_spark_pipelines_runs_the_export_and_its_tables_equal_the_lakehouses(spark, settings: LakehouseSettings,
+def test_spark_pipelines_runs_the_export_and_its_tables_equal_the_lakehouses(built: BuiltLakehouse,
                                                                              tmp_path: Path) -> None:
-    landing = settings.root / "landing"
-    land(landing, files=1, records_per_file=200, bad_rate=0.05, files_per_year=365)
-    land_patient_changes(landing, files=1)
+    # The reference lakehouse: every table the export runs in SDP (or reads by path) is built.
+    settings = built.settings
     definitions = project_definitions(settings)
-    dg.materialize(list(definitions.assets or []), selection=BUILT, resources=dict(definitions.resources or {}),
-                   instance=dg.DagsterInstance.ephemeral(), raise_on_error=True)
     folder = tmp_path / "sdp"
     export = plan_export(folder, definitions.assets or [], project_packages(()), settings)
     write_export(export)

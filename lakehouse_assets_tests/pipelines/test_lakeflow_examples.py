@@ -28,10 +28,10 @@ SCHEMAS = {"python": "default", "sql": "lakeflow_sql"}
 
 
 @pytest.fixture(scope="module")
-def lakeflow(spark, tmp_path_factory) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
-    """Reference data landed, then what the landing sensors request, with both Lakeflow
+def lakeflow(built_once) -> Iterator[tuple[LakehouseSettings, dg.Definitions, list]]:
+    """The reference lakehouse, then what the landing sensors request, with both Lakeflow
     examples loaded beside the project's tables (read only)."""
-    with reference_run(tmp_path_factory.mktemp("lakeflow") / "lakehouse", EXAMPLE, SQL_EXAMPLE) as ran:
+    with reference_run(built_once, EXAMPLE, SQL_EXAMPLE) as ran:
         yield ran
 
 

@@ -43,6 +43,7 @@ from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
+from lakehouse_assets_tests.reliability.crash_child import WITHOUT_CHECKS
 
 SEED_ENV_VAR = "LAKEHOUSE_CRASH_SEED"
 RANDOM_KILL = "random"
@@ -268,9 +269,10 @@ class CrashHarness:
         summary.duration_seconds = time.monotonic() - started
         return summary
 
-    def clean_run(self, label: str) -> InvariantReport:
-        """A run with no fault, then every invariant at full strength."""
-        outcome = self.run_child("clean")
+    def clean_run(self, label: str, *, checks: bool = True) -> InvariantReport:
+        """A run with no fault (without the tables' checks, if not ``checks``), then every
+        invariant at full strength."""
+        outcome = self.run_child("clean", checks=checks)
         self.summary.clean_runs += 1
         if outcome.returncode != 0:
             self._failed(outcome)
@@ -287,8 +289,9 @@ class CrashHarness:
 
     def run_child(self, kind: str, *, hit: int | None = None, delay: float | None = None,
                   kill_on_line: str | None = None, kill_on_path: Path | None = None,
-                  assets: Sequence[str] = ()) -> RunOutcome:
-        """Run the seeds' graph (or ``assets``) in a child process group, and arm ``kind:hit``, or kill after
+                  assets: Sequence[str] = (), checks: bool = True) -> RunOutcome:
+        """Run the seeds' graph (or ``assets``; without their checks if not ``checks``) in a child
+        process group, and arm ``kind:hit``, or kill after
         ``delay`` seconds, or as soon as its log shows ``kill_on_line`` or the file ``kill_on_path``
         exists, or neither for a clean run. What is killed is the run's process group, or with
         ``kind`` "engine" the engine it is attached to: then the run must fail by itself, naming
@@ -302,7 +305,8 @@ class CrashHarness:
         started = time.monotonic()
         with log_path.open("wb") as log_file:
             child = subprocess.Popen(
-                [sys.executable, "-m", "lakehouse_assets_tests.reliability.crash_child", *(assets or self.source.assets)],
+                [sys.executable, "-m", "lakehouse_assets_tests.reliability.crash_child",
+                 *([] if checks else [WITHOUT_CHECKS]), *(assets or self.source.assets)],
                 env=env, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 cwd=self.work_dir, start_new_session=True,
             )
@@ -418,6 +422,8 @@ class CrashHarness:
         tmp = self.scratch / "tmp"
         return json.dumps({
             "spark.driver.extraJavaOptions": f"{TEST_JVM_OPTIONS} -Djava.io.tmpdir={tmp}",
+            # A cluster's executors live as long as the run's engine: as short as the driver.
+            "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,
             "spark.sql.shuffle.partitions": "2",
             "spark.local.dir": str(self.scratch / "spark"),
             # Executors of a cluster run this interpreter too (a local master's inherit it).
