@@ -15,10 +15,11 @@ session starts, and a table's first write registers it (:func:`register_tables` 
 The Delta log stays the truth about a table's schema and versions: the catalog holds only
 its location.
 
-What a driver's catalog was last given (the root and its tables) is kept beside it, as the
-name of a global temporary view, which lives and dies with the catalog: a session starting on
-a driver that already holds every table on disk asks one question instead of listing the
-catalog.
+What a driver's catalog was last given (the root and its tables) is kept beside it, as a
+global temporary view, which lives and dies with the catalog: its name lets a session starting
+on a driver that already holds every table on disk ask one question instead of listing the
+catalog, and its one row names the root, so that a driver given another root drops the old
+root's tables even from the layers the new root has no table in.
 """
 
 from __future__ import annotations
@@ -59,10 +60,13 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
         marker = _REGISTERED_PREFIX + _fingerprint(settings.root, on_disk)
         if spark.catalog.tableExists(f"{_GLOBAL_TEMP}.{marker}"):
             return []
-        registered = _register(spark, settings, on_disk)
         for row in spark.sql(f"SHOW VIEWS IN {_GLOBAL_TEMP} LIKE '{_REGISTERED_PREFIX}*'").collect():
-            spark.sql(f"DROP VIEW IF EXISTS {_GLOBAL_TEMP}.{quote(row.viewName)}")
-        spark.sql(f"CREATE OR REPLACE GLOBAL TEMPORARY VIEW {marker} AS SELECT 1 AS registered")
+            view = f"{_GLOBAL_TEMP}.{quote(row.viewName)}"
+            _forget_root(spark, settings, Path(spark.sql(f"SELECT root FROM {view}").first()[0]))
+            spark.sql(f"DROP VIEW IF EXISTS {view}")
+        registered = _register(spark, settings, on_disk)
+        spark.sql(f"CREATE OR REPLACE GLOBAL TEMPORARY VIEW {marker} AS "
+                  f"SELECT {sql_literal(str(settings.root))} AS root")
         return registered
     return _register(spark, settings, on_disk)
 
@@ -92,6 +96,18 @@ def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[
             if table_name not in present and _create(spark, settings, layer, table_name):
                 registered.append(f"{layer}.{table_name}")
     return registered
+
+
+def _forget_root(spark: SparkSession, settings: LakehouseSettings, previous: Path) -> None:
+    """Unregister the external tables of the layers registered for the root ``previous`` when
+    it is not this one: this root may have no table in a layer, and the other root's would
+    answer for it."""
+    if previous == settings.root:
+        return
+    for database in spark.catalog.listDatabases():
+        if Path(local_path(database.locationUri)).parent == previous:
+            for external in _external_tables(spark, database.name):
+                spark.sql(f"DROP TABLE IF EXISTS {quote(database.name)}.{quote(external)}")
 
 
 def _external_tables(spark: SparkSession, layer: str) -> list[str]:

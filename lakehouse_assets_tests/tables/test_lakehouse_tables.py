@@ -134,6 +134,16 @@ def test_a_table_written_later_and_another_lakehouse_are_found(tables, spark, st
     assert back.sql("SELECT id FROM gold.ids").collect() == [(1,)]
 
 
+def test_another_lakehouse_without_a_layer_does_not_see_the_first_ones_tables_in_it(tables, spark, store,
+                                                                                  tmp_path) -> None:
+    other = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path / "other")})
+    store.write(spark.createDataFrame([(1,)], "id long"), str(other.table_path("gold", "ids")))
+
+    with pytest.raises(UnknownTableError, match="bronze.readings"):
+        LakehouseTables(spark, other).sql("SELECT * FROM bronze.readings")
+    assert LakehouseTables(spark, other).sql("SELECT id FROM gold.ids").collect() == [(1,)]
+
+
 def test_another_lakehouse_is_found_after_the_first_ones_table_was_damaged(tables, spark, store, tmp_path) -> None:
     # The first lakehouse's bronze.readings can no longer be read: its first commit is garbled.
     log = tables.settings.table_path("bronze", "readings") / "_delta_log"
@@ -160,19 +170,19 @@ def test_a_session_on_a_driver_that_holds_every_table_registers_nothing(tables, 
     assert spark.read.table("gold.ids").count() == 1
 
 
-def test_two_processes_query_the_tables_by_name_at_once(tables, settings) -> None:
+def test_two_processes_query_the_tables_by_name_at_once(tables, spark, settings) -> None:
     """Embedded, each process registers the tables in its own driver's catalog: no shared
-    metastore to lock (embedded Derby would allow one JVM). On an engine both attach to it."""
+    metastore to lock (embedded Derby would allow one JVM). On an engine both attach to it.
+    This process's driver holds its catalog while another process queries the same tables."""
     query = "SELECT count(*) AS n FROM bronze.readings JOIN silver.patients USING (mrn)"
+    assert LakehouseTables(spark, settings).sql(query).first()["n"] == 5
     command = [sys.executable, "-m", "lakehouse_assets.cli", "sql", query, "--format", "json",
                "--root", str(settings.root)]
     env = {**os.environ, "LAKEHOUSE_ROOT": str(settings.root)}
-    running = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for _ in range(2)]
-    results = [(p.wait(timeout=300), p.stdout.read() if p.stdout else "", p.stderr.read() if p.stderr else "")
-               for p in running]
+    other = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
-    assert [(code, json.loads(out)) for code, out, _ in results] == [(0, [{"n": 5}])] * 2, results
+    assert (other.returncode, json.loads(other.stdout or "null")) == (0, [{"n": 5}]), other.stderr[-3000:]
+    assert LakehouseTables(spark, settings).sql(query).first()["n"] == 5
 
 
 def test_a_folder_whose_first_write_never_committed_is_no_table_yet(tables, spark, settings) -> None:
