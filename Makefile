@@ -40,24 +40,29 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check lakehouse_assets lakehouse_assets_tests benchmarks scripts examples
 	$(BIN)/mypy
 
-## Run the whole test suite, slow end-to-end tests included, embedded and then on a Spark Connect engine,
-## after the lint and type checks.
+## Run the test suite (what CI runs): after the lint and type checks, the embedded pass, then the
+## Connect pass on a warm Spark Connect engine. Budget: 25 minutes on 2 cores, install included;
+## each pass prints its 20 slowest tests, and the total is printed last (scripts/test_suite.sh).
 test: $(INSTALLED) lint
 	@scripts/check_java.sh
 	@# The UI tests drive Debian's Chromium (Playwright cannot download its own browser here).
 	@scripts/install_browser.sh
-	@# Landing to gold through sensors and automation runs in the Connect pass, as `make run` runs it;
-	@# here the UI's own run (e2e/test_ui.py) takes the embedded graph end to end.
-	@# Two worker processes, each with its one SparkSession, a test file to each at a time: the
-	@# suite waits on child processes and JVM starts much of the time, so two keep 2 cores busy.
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=20 \
-		--deselect lakehouse_assets_tests/e2e/test_land_to_gold.py
-	@# The Connect pass: the tests whose code paths differ on an engine, on a warm Spark Connect engine.
-	scripts/test_on_engine.sh
+	TEST_WORKERS=$(TEST_WORKERS) scripts/test_suite.sh
 
-## Skip the slow end-to-end tests while iterating.
+## Everything `make test` runs, then the long proofs (about 2 hours on 2 cores): the crash
+## campaigns at full size (marker `campaign`: random moments, many kills, the declared sources,
+## AUTO CDC mid-merge), the crash soak embedded and on an engine, and the engine's health over
+## ENGINE_HEALTH_INCREMENTS increments. Run it before resolving an issue that touches a write path.
+.PHONY: test-all
+test-all: test
+	$(BIN)/python -m pytest -m campaign --durations=10
+	$(MAKE) soak
+	$(MAKE) soak SOAK_ENGINE=1 SOAK_KILLS=$(SOAK_ENGINE_KILLS)
+	$(MAKE) bench-engine-health
+
+## Skip the slow end-to-end tests while iterating (under 5 minutes).
 test-fast: $(INSTALLED)
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not slow and not campaign"
 
 ## Benchmark suite (issue 9): every contender on the same data; writes benchmarks/results/latest.{json,md}.
 ## Under 30 minutes on a 2-core machine; run it when nothing else is using the machine.
@@ -128,6 +133,7 @@ bench-increment-after-batches: $(INSTALLED)
 ## SOAK_SEED repeats a schedule. About 35 s per kill on a 2-core machine (60 kills: ~35 min).
 ## SOAK_ENGINE=1 runs on a Spark Connect engine and SIGKILLs the engine too (reliability/results/engine.{md,json}).
 SOAK_KILLS ?= 60
+SOAK_ENGINE_KILLS ?= 20
 SOAK_SEED ?=
 SOAK_ENGINE ?=
 soak: $(INSTALLED)

@@ -28,10 +28,10 @@ export LAKEHOUSE_SPARK_REMOTE
 # stream a temp view in the run's session), a second source declared in a package of its own (its
 # landing sensor's run, checks, and verify recomputing its gold over the engine), a Lakeflow Python
 # pipeline and its SQL twin loaded through LAKEHOUSE_PIPELINES (flows called with the run's Connect session behind
-# the pipeline's `spark`, cloudFiles as Auto Loader, expect_or_drop routing, AUTO CDC), a killed run, and
-# dagster dev from landing to gold (the sensors' path, run here only: the embedded pass covers
-# the UI's runs in e2e/test_ui.py).
-# Arguments replace the list (any pytest arguments).
+# the pipeline's `spark`, cloudFiles as Auto Loader, expect_or_drop routing, AUTO CDC), a killed run,
+# dagster dev from landing to gold (the sensors' path) and the UI's Materialize all in Chromium: both
+# as `make run` runs them, on its engine, and here only.
+# Arguments replace the list (any pytest arguments); PYTEST_EXTRA adds options to either (e.g. --junitxml=FILE).
 if [ $# -eq 0 ]; then
   set -- \
     lakehouse_assets_tests/engine/test_isolation.py \
@@ -59,6 +59,7 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/test_admissions.py \
     lakehouse_assets_tests/pipelines/test_lakeflow_examples.py \
     "lakehouse_assets_tests/reliability/test_killed_run_on_engine.py::test_a_run_killed_mid_query_is_followed_by_a_whole_run[silver.recordings_enriched]" \
-    lakehouse_assets_tests/e2e/test_land_to_gold.py
+    lakehouse_assets_tests/e2e/test_land_to_gold.py \
+    lakehouse_assets_tests/e2e/test_ui.py
 fi
-"$BIN/python" -m pytest -p no:cacheprovider --durations=15 "$@"
+"$BIN/python" -m pytest -p no:cacheprovider --durations=20 ${PYTEST_EXTRA:-} "$@"
