@@ -40,9 +40,9 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check lakehouse_assets lakehouse_assets_tests benchmarks scripts examples
 	$(BIN)/mypy
 
-## Run the test suite (what CI runs): after the lint and type checks, the embedded pass, then the
-## Connect pass on a warm Spark Connect engine. Budget: 25 minutes on 2 cores, install included;
-## each pass prints its 20 slowest tests, and the total is printed last (scripts/test_suite.sh).
+## Run the test suite (what CI runs): after the lint and type checks, the embedded pass and, beside
+## it, the Connect pass on a warm Spark Connect engine. Budget: 25 minutes on 2 cores, install
+## included; each pass prints its 20 slowest tests, and the total is printed last (scripts/test_suite.sh).
 test: $(INSTALLED) lint
 	@scripts/check_java.sh
 	@# The UI tests drive Debian's Chromium (Playwright cannot download its own browser here).

@@ -62,7 +62,12 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
             return []
         for row in spark.sql(f"SHOW VIEWS IN {_GLOBAL_TEMP} LIKE '{_REGISTERED_PREFIX}*'").collect():
             view = f"{_GLOBAL_TEMP}.{quote(row.viewName)}"
-            _forget_root(spark, settings, Path(spark.sql(f"SELECT root FROM {view}").first()[0]))
+            try:
+                previous = spark.sql(f"SELECT root FROM {view}").first()
+            except AnalysisException:  # another session of this driver (a run at the same time) dropped it
+                continue
+            if previous is not None:
+                _forget_root(spark, settings, Path(previous[0]))
             spark.sql(f"DROP VIEW IF EXISTS {view}")
         registered = _register(spark, settings, on_disk)
         spark.sql(f"CREATE OR REPLACE GLOBAL TEMPORARY VIEW {marker} AS "

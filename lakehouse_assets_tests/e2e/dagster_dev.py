@@ -33,16 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTANCE_YAML = REPO_ROOT / "instance" / "dagster.yaml"
 WORKSPACE_YAML = REPO_ROOT / "workspace.yaml"
 
 # Short-lived JVMs (one per run): the C1 compiler alone and the serial GC spend far less CPU
 # warming up on a 2-core machine; the data is tiny, so two shuffle partitions are plenty.
-FAST_SPARK_CONF = {
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-    "spark.sql.shuffle.partitions": "2",
-}
+FAST_SPARK_CONF = {**SMALL_DATA_CONF, "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS}
 
 RUN_FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
 

@@ -39,13 +39,14 @@ from lakehouse_assets.engine.server import (
 )
 from lakehouse_assets.errors import EngineStartError
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 from lakehouse_assets_tests.ports import free_port
 
 # Short-lived test JVM, as in the suite's embedded session: less CPU spent warming up.
 # Stopped queries are let go after 2 s (checked every second) instead of the engine's default
 # minute; idle-worker monitors left by stopped queries are ended every second, not every 30 s.
-ENGINE_CONF = {"spark.sql.shuffle.partitions": "2",
-               "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+ENGINE_CONF = {**SMALL_DATA_CONF,
+               "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
                "spark.lakehouse.engine.stoppedQueryRetention": "2s",
                "spark.lakehouse.engine.queryCachePolling": "1s",
                "spark.lakehouse.engine.monitorReapInterval": "1s"}
