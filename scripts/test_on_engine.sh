@@ -22,7 +22,7 @@ print(json.dumps({**SMALL_DATA_CONF, "spark.driver.extraJavaOptions": SESSION_JV
 LAKEHOUSE_SPARK_REMOTE="sc://localhost:${LAKEHOUSE_ENGINE_PORT}/;token=$(cat "$engine_root/_engine/token")"
 export LAKEHOUSE_SPARK_REMOTE
 # By default the tests whose code paths differ on an engine, one case of each where the cases
-# differ only in driver-side logic (CI's time is a budget: `make test` stays within 25 minutes):
+# differ only in driver-side logic (Dagster's, the rules', the sensors': the same on both engines) (CI's time is a budget: `make test` stays within 25 minutes):
 # sessions and their isolation,
 # tables by name and temp views, ingestion, the Delta source and sink, checks, the graph (the
 # reference build's two Materialize all, and one with a source not landed: inputs of missing tables
@@ -39,16 +39,28 @@ export LAKEHOUSE_SPARK_REMOTE
 if [ $# -eq 0 ]; then
   set -- \
     lakehouse_assets_tests/engine/test_isolation.py \
-    lakehouse_assets_tests/tables/test_lakehouse_tables.py \
+    lakehouse_assets_tests/tables/test_lakehouse_tables.py::test_a_join_and_aggregate_across_layers_matches_an_independent_delta_reader \
+    lakehouse_assets_tests/tables/test_lakehouse_tables.py::test_time_travel_by_version_in_sql_and_by_timestamp \
+    lakehouse_assets_tests/tables/test_lakehouse_tables.py::test_a_stream_by_name_reads_every_row_once \
+    lakehouse_assets_tests/tables/test_lakehouse_tables.py::test_the_sql_command_prints_a_table_or_json \
+    lakehouse_assets_tests/tables/test_lakehouse_tables.py::test_a_table_written_later_and_another_lakehouse_are_found \
+    lakehouse_assets_tests/tables/test_lakehouse_tables.py::test_a_session_on_a_driver_that_holds_every_table_registers_nothing \
+    lakehouse_assets_tests/tables/test_lakehouse_tables.py::test_two_processes_query_the_tables_by_name_at_once \
     lakehouse_assets_tests/io/test_delta_io_manager.py::test_temp_views_and_tables_by_name_work_in_a_body_and_never_reach_the_next_asset \
-    lakehouse_assets_tests/ingestion/test_autoloader.py \
+    lakehouse_assets_tests/ingestion/test_autoloader.py::test_each_file_once_and_later_files_by_the_next_run \
+    lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode \
+    lakehouse_assets_tests/ingestion/test_autoloader.py::test_a_file_landing_during_a_run_is_taken_by_this_run_or_the_next \
+    lakehouse_assets_tests/ingestion/test_autoloader.py::test_an_ingestion_without_expectations_appends_through_deltas_own_sink_exactly_once \
     --deselect "lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode[failOnNewColumns-False]" \
     --deselect "lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode[addNewColumns-False]" \
     --deselect "lakehouse_assets_tests/ingestion/test_autoloader.py::test_bad_records_and_a_new_column_in_every_evolution_mode[none-False]" \
     lakehouse_assets_tests/storage/test_delta_connector.py::test_delta_reads_the_stores_tables_and_writes_tables_delta_rs_opens \
     lakehouse_assets_tests/storage/test_delta_connector.py::test_string_columns_are_stored_as_plain_strings_other_readers_open \
     lakehouse_assets_tests/storage/test_sink.py \
-    lakehouse_assets_tests/quality/test_checks.py \
+    lakehouse_assets_tests/quality/test_checks.py::test_checks_pass_on_good_rows_and_count_the_bad_ones \
+    lakehouse_assets_tests/quality/test_checks.py::test_new_scope_checks_only_the_rows_added_since_the_last_check \
+    lakehouse_assets_tests/quality/test_checks.py::test_a_complete_mode_table_is_checked_as_it_stands \
+    lakehouse_assets_tests/quality/test_checks.py::test_schema_drift_warns_with_the_columns_that_changed \
     lakehouse_assets_tests/quality/test_quarantine.py \
     lakehouse_assets_tests/assets/test_materialize_all.py::test_only_the_seeds_data_builds_the_seeds_pipeline_and_skips_the_change_flow \
     lakehouse_assets_tests/assets/test_materialize_all.py::test_a_table_materialized_alone_over_an_upstream_never_built_is_skipped \

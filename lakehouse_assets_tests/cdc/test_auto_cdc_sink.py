@@ -61,9 +61,9 @@ def _changes(seed: int, keys: int = 10, count: int = 48) -> list[dict[str, Any]]
 
 def test_both_types_match_an_independent_computation_batch_by_batch(
         spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
-    changes = _changes(seed=7)
-    # Batches arrive in no particular order of sequence: most keys see late changes, across
-    # batches and within one.
+    changes = _changes(seed=7, count=36)
+    # Three batches arriving in no particular order of sequence: most keys see late changes,
+    # across batches and within one.
     batches = [changes[i:i + 12] for i in range(0, len(changes), 12)]
     current = _sink(store, tmp_path, "current", _spec(1))
     history = _sink(store, tmp_path, "history", _spec(2))
