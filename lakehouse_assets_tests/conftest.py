@@ -92,7 +92,6 @@ LONGEST_FILES = (
     "engine/test_cluster.py",
     "cdc/test_auto_cdc_sink.py",
     "pipelines/test_lakeflow_examples.py",
-    "reliability/test_crash_recovery_declared.py",
     "reliability/test_invariants.py",
     "reliability/test_checkpoint_repair.py",
     "engine/test_server.py",

@@ -22,19 +22,20 @@ print(json.dumps({**SMALL_DATA_CONF, "spark.driver.extraJavaOptions": SESSION_JV
 LAKEHOUSE_SPARK_REMOTE="sc://localhost:${LAKEHOUSE_ENGINE_PORT}/;token=$(cat "$engine_root/_engine/token")"
 export LAKEHOUSE_SPARK_REMOTE
 # By default the tests whose code paths differ on an engine, one case of each where the cases
-# differ only in driver-side logic (Dagster's, the rules', the sensors': the same on both engines) (CI's time is a budget: `make test` stays within 25 minutes):
-# sessions and their isolation,
-# tables by name and temp views, ingestion, the Delta source and sink, checks, the graph (the
-# reference build's two Materialize all, and one with a source not landed: inputs of missing tables
-# are read on the driver either way), expectations
-# (a FAIL raised in the engine's Python worker), AUTO CDC in both forms, the event log, row
-# provenance and quarantine replay (driver-side commits around reads the engine runs: a SQL table's, its
-# stream a temp view in the run's session), a second source declared in a package of its own (its
-# landing sensor's run, checks, and verify recomputing its gold over the engine), a Lakeflow Python
-# pipeline and its SQL twin loaded through LAKEHOUSE_PIPELINES (flows called with the run's Connect session behind
-# the pipeline's `spark`, cloudFiles as Auto Loader, expect_or_drop routing, AUTO CDC), a killed run,
-# dagster dev from landing to gold (the sensors' path) and the UI's Materialize all in Chromium: both
-# as `make run` runs them, on its engine, and here only.
+# differ only in driver-side logic (Dagster's, the rules', the sensors': the same on both
+# engines; CI's time is a budget, `make test` stays within 25 minutes): sessions and their
+# isolation, tables by name and temp views, ingestion, the Delta source and sink, checks, the graph
+# (the reference build's two Materialize all, and one with a source not landed: inputs of missing
+# tables are read on the driver either way), expectations (a FAIL raised in the engine's Python
+# worker), AUTO CDC in both forms, the event log (a batch's facts from a sink running in the
+# engine's Python worker), quarantine replay (driver-side commits around reads the engine runs: a
+# SQL table's, its stream a temp view in the run's session), a second source declared in a package
+# of its own (its landing sensor's run, checks, and verify recomputing its gold over the engine), a
+# Lakeflow Python pipeline and its SQL twin loaded through LAKEHOUSE_PIPELINES (flows called with
+# the run's Connect session behind the pipeline's `spark`, cloudFiles as Auto Loader,
+# expect_or_drop routing, AUTO CDC), a killed run, dagster dev from landing to gold (the sensors'
+# path) and the UI's Materialize all in Chromium: both as `make run` runs them, on its engine, and
+# here only.
 # Arguments replace the list (any pytest arguments); PYTEST_EXTRA adds options to either (e.g. --junitxml=FILE).
 if [ $# -eq 0 ]; then
   set -- \
@@ -68,7 +69,6 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/assets/test_quarantine.py::test_bad_records_are_quarantined_with_reasons_across_incremental_runs \
     lakehouse_assets_tests/cdc/test_reference_flow.py::test_landed_changes_reach_both_silver_tables \
     lakehouse_assets_tests/io/test_event_log.py::test_the_event_log_adds_up_and_is_what_a_run_reports \
-    lakehouse_assets_tests/reliability/test_provenance.py::test_silver_and_quarantined_rows_are_traced_to_their_landed_line \
     lakehouse_assets_tests/io/test_replay_sql.py \
     lakehouse_assets_tests/test_admissions.py \
     lakehouse_assets_tests/pipelines/test_lakeflow_examples.py \

@@ -2,8 +2,10 @@
 (admissions: a CSV source, a SQL silver table with DROP ROW, a Python gold) and a Lakeflow
 pipeline loaded through LAKEHOUSE_PIPELINES. Each gets a real SIGKILL where its declaration
 differs most (the routed silver, between its quarantine's commit and its table's), the run
-after it recovers, and verify's invariants hold for the tables it declares. (The kill at every
-fault point is in ``test_crash_recovery.py``; their longer campaigns in ``test_crash_campaigns.py``.)"""
+after it recovers, and verify's invariants hold for the tables it declares. In ``make test-all``
+(marker ``campaign``), with their longer campaigns (``test_crash_campaigns.py``): they kill the
+same sink the reference pipeline's routed silver is killed in by ``test_crash_recovery.py``, which
+``make test`` runs, and two more children with their JVMs did not fit its budget."""
 
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from lakehouse_assets_tests.admissions_data import land_admissions
 from lakehouse_assets_tests.assets.pipeline import materialize
 from lakehouse_assets_tests.built import BuiltLakehouse
 from lakehouse_assets_tests.reliability.crash_harness import RECORDINGS, CampaignSource, CrashHarness, RunOutcome
+
+pytestmark = pytest.mark.campaign
 
 #: The admissions package as a user would add it, run alone and checked by its declarations.
 ADMISSIONS = CampaignSource(
