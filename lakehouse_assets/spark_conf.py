@@ -83,15 +83,40 @@ DELTA_CONF: Mapping[str, str] = {
 def engine_conf(settings: LakehouseSettings, extra_conf: Mapping[str, str] | None = None) -> dict[str, str]:
     """The settings a Spark driver of the lakehouse starts with, embedded or as an engine:
     local defaults for a ``local[...]`` master, then the user's settings, then what
-    correctness requires, Delta Lake's jars (after any jars of the user's) and its connector."""
+    correctness requires, Delta Lake's jars (after any jars of the user's) and its connector, and
+    the driver's JVM maps the classes archived at install (:mod:`lakehouse_assets.class_archive`)."""
     conf: dict[str, str] = dict(LOCAL_DEFAULTS) if settings.spark_master.startswith("local") else {}
     conf.update(settings.spark_conf)
     conf.update(extra_conf or {})
     conf.update(REQUIRED_CONF)
+    java_options = archive_options(settings, conf.get("spark.driver.extraJavaOptions", ""))
+    if java_options:
+        conf["spark.driver.extraJavaOptions"] = java_options
     jars = [conf["spark.jars"]] if conf.get("spark.jars") else []
     conf["spark.jars"] = ",".join([*jars, *(str(path) for path in delta_jars(settings.delta_jars))])
     conf.update(DELTA_CONF)
     return conf
+
+
+#: Spark's and Delta Lake's classes, archived at install (:mod:`lakehouse_assets.class_archive`).
+ARCHIVE_NAME = "spark-classes.jsa"
+#: Java options a driver's own options may hold that already choose how it shares classes.
+_SHARING_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
+
+
+def archive_path(settings: LakehouseSettings) -> Path:
+    """Where the archive is: beside Delta Lake's jars, which it is made with."""
+    return settings.delta_jars / ARCHIVE_NAME
+
+
+def archive_options(settings: LakehouseSettings, java_options: str = "") -> str:
+    """``java_options`` with the archive added, when it exists and the options do not already
+    choose how the JVM shares classes. The JVM's notes on an archive it cannot use (after a
+    JDK or pyspark upgrade) are silenced: it then starts as it would without one."""
+    archive = archive_path(settings)
+    if not archive.is_file() or any(option in java_options for option in _SHARING_OPTIONS):
+        return java_options
+    return f"{java_options} -XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off".strip()
 
 
 def delta_jars(folder: Path, sums: Path = DELTA_JAR_SUMS) -> list[Path]:

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lakehouse_assets"
 LAYERS: list[set[str]] = [
     {"errors", "faults", "settings", "spark_conf"},
     {"storage", "engine", "simulator"},
-    {"streaming", "spark", "tables", "cdc", "aggregates"},
+    {"streaming", "spark", "class_archive", "tables", "cdc", "aggregates"},
     {"ingestion", "quality"},
     {"assets", "sensors", "reliability", "pipelines"},
     {"io"},

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import build_spark_session
-from lakehouse_assets.spark_conf import REQUIRED_CONF
+from lakehouse_assets.spark_conf import REQUIRED_CONF, archive_options, archive_path, is_connect_session
 
 
 def test_required_settings_hold_on_the_session(spark: SparkSession) -> None:
@@ -107,3 +107,24 @@ def test_a_session_built_on_another_thread_is_the_running_one_with_its_tuning(sp
     assert built and built[0].sparkContext is spark.sparkContext
     # Not the local defaults (4): the test fixture's own setting holds.
     assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+
+
+def test_the_session_jvm_maps_the_classes_archived_at_install(spark: SparkSession) -> None:
+    """`make install` archives Spark's classes (lakehouse_assets.class_archive); a driver's
+    JVM started through the factory maps that archive rather than parsing the jars again (the
+    JVM silently does without an archive it cannot use, so only its memory map shows it)."""
+    if is_connect_session(spark):
+        pytest.skip("the engine's JVM is not this process's child")
+    archive = archive_path(LakehouseSettings.from_env())
+    assert archive.is_file(), f"no class archive at {archive}: `make install` makes it"
+    jvm = spark.sparkContext._gateway.proc.pid
+    assert str(archive) in Path(f"/proc/{jvm}/maps").read_text(), f"the session's JVM does not use {archive}"
+
+
+def test_a_driver_s_own_class_sharing_choice_is_kept(tmp_path: Path) -> None:
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path), "LAKEHOUSE_DELTA_JARS": str(tmp_path)})
+    assert archive_options(settings, "-Xmx1g") == "-Xmx1g"  # no archive there
+    archive_path(settings).write_bytes(b"")
+    assert archive_options(settings, "-Xmx1g").startswith(f"-Xmx1g -XX:SharedArchiveFile={archive_path(settings)} ")
+    for own in ("-Xshare:off", "-XX:SharedArchiveFile=/elsewhere.jsa", "-XX:ArchiveClassesAtExit=/new.jsa"):
+        assert archive_options(settings, own) == own
