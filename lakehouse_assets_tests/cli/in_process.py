@@ -13,6 +13,8 @@ is made explicit here, for one call at a time:
   filters printed to stderr (pytest would record them instead), and log records with no
   handler of their own written to stderr by :data:`logging.lastResort` (pytest's handlers on
   the root logger would swallow them);
+* only the command's own objects finalized on its stderr: the garbage collector waits until
+  it returns (earlier tests' leftovers would otherwise log there);
 * the exit code: ``main``'s return value, or a ``SystemExit``'s code as ``sys.exit`` maps it;
 * what a command leaves on the shared SparkSession (session settings, the log level, the
   current catalog and database, temporary views) is put back, and a command that stops the
@@ -25,6 +27,7 @@ proof is about that output runs the real command in a subprocess (``lakehouse_pr
 
 from __future__ import annotations
 
+import gc
 import io
 import logging
 import os
@@ -86,6 +89,7 @@ def run_in_process(args: Sequence[str], *, stdin_text: str = "", stdin: TextIO |
         stack.enter_context(redirect_stderr(stderr))
         stack.enter_context(_fresh_process_warnings())
         stack.enter_context(_fresh_process_logging({"stdout": stdout, "stderr": stderr}, outer))
+        stack.enter_context(_collector_paused())
         try:
             code = main(list(args))
         except SystemExit as exc:
@@ -129,6 +133,20 @@ def _exit_code(exc: SystemExit) -> int:
         return exc.code
     print(exc.code, file=sys.stderr)
     return 1
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while the command runs: what earlier tests left behind is
+    finalized after it, not into its stderr (a Dagster instance's SQLite connection finalized on
+    another thread logs "Exception during reset", which a subprocess would never have printed)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @contextmanager
