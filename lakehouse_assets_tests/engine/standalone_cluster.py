@@ -13,6 +13,9 @@ import urllib.request
 from contextlib import suppress
 from pathlib import Path
 
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark_conf import archive_options
+from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
 from lakehouse_assets_tests.ports import free_port
 
 START_TIMEOUT_SECONDS = 90
@@ -70,7 +73,10 @@ class StandaloneCluster:
         spark_home = Path(_find_spark_home())
         env = {**os.environ, "SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": "127.0.0.1",
                "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(self.folder),
-               "SPARK_WORKER_DIR": str(self.folder / "work")}
+               "SPARK_WORKER_DIR": str(self.folder / "work"),
+               # The master and worker live as long as the test: short JVMs' options, and the
+               # classes archived at install.
+               "SPARK_DAEMON_JAVA_OPTS": archive_options(LakehouseSettings.from_env(), TEST_JVM_OPTIONS)}
         with self.log(role).open("wb") as log:
             self._processes.append(subprocess.Popen(
                 [str(spark_home / "bin" / "spark-class"), main_class, *args], env=env, stdout=log,

@@ -42,6 +42,7 @@ from lakehouse_assets.reliability import Flows, InvariantReport, check_all
 from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
+from lakehouse_assets.spark_conf import archive_options
 from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 from lakehouse_assets_tests.reliability.crash_child import WITHOUT_CHECKS
 
@@ -424,7 +425,7 @@ class CrashHarness:
             **SMALL_DATA_CONF,
             "spark.driver.extraJavaOptions": f"{TEST_JVM_OPTIONS} -Djava.io.tmpdir={tmp}",
             # A cluster's executors live as long as the run's engine: as short as the driver.
-            "spark.executor.extraJavaOptions": TEST_JVM_OPTIONS,
+            "spark.executor.extraJavaOptions": archive_options(self.settings, TEST_JVM_OPTIONS),
             "spark.local.dir": str(self.scratch / "spark"),
             # Executors of a cluster run this interpreter too (a local master's inherit it).
             "spark.pyspark.python": sys.executable,
