@@ -54,7 +54,7 @@ from lakehouse_assets.ingestion.columns import (
 from lakehouse_assets.pipelines import export_files as files
 from lakehouse_assets.pipelines.assets import PIPELINE
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark_conf import DELTA_CONF, REQUIRED_CONF, delta_jars
+from lakehouse_assets.spark_conf import DELTA_CONF, delta_jars, engine_conf
 from lakehouse_assets.storage import StreamOptions, type_sql
 from lakehouse_assets.tables.sql_definition import OnViolation, SqlTableKind, parse_sql_definition
 from lakehouse_assets.tables.sql_refs import batch_query
@@ -76,6 +76,8 @@ _INGESTION_COLUMNS = {RESCUED_DATA_COLUMN: 'F.lit(None).cast("string")',
 # 4.2 passes them to its Connect server in chunks of ten and keeps the last chunk only; six
 # are its own, and --jars counts twice).
 _STATIC_CONF = {"spark.sql.extensions": DELTA_CONF["spark.sql.extensions"], "spark.sql.catalogImplementation": "hive"}
+# Static SQL settings of the lakehouse's driver, which a flow cannot set (CANNOT_MODIFY_STATIC_CONFIG).
+_STATIC_SQL_CONF = ("spark.sql.codegen.cache.maxEntries",)
 
 
 @dataclass(frozen=True)
@@ -170,8 +172,11 @@ def write_export(export: SdpExport) -> list[Path]:
 
 
 def _configuration(settings: LakehouseSettings) -> dict[str, str]:
-    conf = {k: v for k, v in {**REQUIRED_CONF, **DELTA_CONF}.items()
-            if k.startswith(_FLOW_CONF_KEYS) and k not in _STATIC_CONF}
+    """The spec's settings: the SQL settings the lakehouse's own driver runs with (for a local
+    master sized for the machine: with Spark's 200 shuffle partitions the reference export ran
+    twice as long), which each flow sets on its session, so none that is static."""
+    conf = {k: v for k, v in engine_conf(settings).items()
+            if k.startswith(_FLOW_CONF_KEYS) and k not in _STATIC_CONF and k not in _STATIC_SQL_CONF}
     return {files.LANDING_CONF: str(settings.root / "landing"), files.ROOT_CONF: str(settings.root), **conf,
             "spark.sql.sources.default": "delta"}
 

@@ -17,6 +17,7 @@ from lakehouse_assets.cli import main
 from lakehouse_assets.definitions import project_definitions
 from lakehouse_assets.pipelines.export import SPEC_FILE, SdpExport, plan_export, write_export
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark_conf import LOCAL_DEFAULTS
 
 
 def export_of(settings: LakehouseSettings, folder: Path) -> SdpExport:
@@ -76,7 +77,10 @@ def test_the_files_are_what_spark_pipelines_reads(landed: LakehouseSettings, tmp
     assert spec.configuration["lakehouse.landing"] == str(landed.root / "landing")
     assert spec.configuration["spark.sql.catalog.spark_catalog"].endswith("DeltaCatalog")
     # Static settings in the spec fail every flow (CANNOT_MODIFY_STATIC_CONFIG): the command line's.
-    assert not {"spark.jars", "spark.sql.extensions", "spark.sql.catalogImplementation"} & set(spec.configuration)
+    assert not {"spark.jars", "spark.sql.extensions", "spark.sql.catalogImplementation",
+                "spark.sql.codegen.cache.maxEntries"} & set(spec.configuration)
+    # The lakehouse's own driver settings for a small machine, not Spark's 200 shuffle partitions.
+    assert spec.configuration["spark.sql.shuffle.partitions"] == LOCAL_DEFAULTS["spark.sql.shuffle.partitions"]
     for path in (folder / "transformations").glob("*.py"):
         ast.parse(path.read_text(), filename=str(path))
     enriched = (folder / "transformations" / "silver.recordings_enriched.py").read_text()

@@ -19,11 +19,12 @@ from lakehouse_assets.definitions import project_definitions
 from lakehouse_assets.ingestion.columns import INGESTED_AT_COLUMN, RESCUED_DATA_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.pipelines.export import plan_export, spark_pipelines_command, write_export
 from lakehouse_assets_tests.built import BuiltLakehouse
+from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 # What differs by construction: when a row was ingested, and what only our Auto Loader keeps.
 NOT_COMPARED = {INGESTED_AT_COLUMN, RESCUED_DATA_COLUMN, SOURCE_LINE_COLUMN}
-# spark-pipelines starts its own Spark and Connect server: about 90 s here when idle.
+# spark-pipelines starts its own Spark and Connect server: about 45 s here when idle.
 RUN_TIMEOUT_SECONDS = 600
 
 
@@ -51,7 +52,9 @@ def test_spark_pipelines_runs_the_export_and_its_tables_equal_the_lakehouses(bui
 
     command = spark_pipelines_command(settings, folder / "spark-pipeline.yml")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-           "PYTHONPATH": os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")]),
+           # A JVM for one run: its options reach it only this way (spark-pipelines passes none on).
+           "JAVA_TOOL_OPTIONS": TEST_JVM_OPTIONS}
     run = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-6000:]
 
