@@ -23,7 +23,9 @@ SESSION_JVM_OPTIONS = "-XX:+UseSerialGC"
 #: Spark settings for the tests' tiny data, in the test session and every engine, run and child
 #: the tests start. Not spark.sql.codegen.factoryMode=NO_CODEGEN, though it took 15% less CPU on
 #: the reference build: interpreted, Spark cannot decode spark.catalog.listTables()'s rows.
-SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "2"}
+#: Delta's state in one partition, as local masters have it: the cluster's engine (no local
+#: defaults) rebuilt every table's state in 50, a shuffle of 50 tasks on the worker per write.
+SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "2", "spark.databricks.delta.snapshotPartitions": "1"}
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,10 @@ class _RetrySettings(TypedDict):
 
 # Backoff 0.1, 0.4, 1.6, then 5 s: about 27 s of retries before a lost engine fails the run.
 ENGINE_RETRIES: _RetrySettings = {"max_retries": 8, "initial_backoff": 100, "max_backoff": 5000}
+# An engine on this machine that stops answering has died (its sessions with it): about 2 s of
+# retries, not half a minute of waiting for a process that is gone (a killed engine's run took
+# 57 s to fail with the retries above).
+LOOPBACK_ENGINE_RETRIES: _RetrySettings = {"max_retries": 3, "initial_backoff": 100, "max_backoff": 5000}
 # How gRPC and pyspark say that the engine is gone (status codes and pyspark's error class).
 _CONNECTION_LOSS_SIGNS = ("StatusCode.UNAVAILABLE", "RETRIES_EXCEEDED", "failed to connect to all addresses",
                           "Connection refused", "Socket closed")
@@ -114,7 +118,7 @@ def connect_session(
     builder = SparkSession.builder.remote(address.url())
     try:
         spark = builder.create() if new_session else builder.getOrCreate()
-        _bound_retries(spark)
+        _bound_retries(spark, address)
         modifiable = {key: value for key, value in conf.items() if spark.conf.isModifiable(key)}
     except Exception as exc:  # noqa: BLE001 - gRPC errors have no common base worth naming
         raise EngineUnavailableError(shown, _reason(exc)) from exc
@@ -123,12 +127,14 @@ def connect_session(
     return spark
 
 
-def _bound_retries(spark: SparkSession) -> None:
-    """Retry an engine that stops answering for about half a minute, then fail: pyspark's
-    default waits at least ten minutes, so a run whose engine crashed would hang, not fail."""
+def _bound_retries(spark: SparkSession, address: EngineAddress) -> None:
+    """Retry an engine that stops answering for about half a minute (one on this machine for
+    seconds), then fail: pyspark's default waits at least ten minutes, so a run whose engine
+    crashed would hang, not fail."""
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
-    spark.client.set_retry_policies([DefaultPolicy(**ENGINE_RETRIES)])
+    retries = LOOPBACK_ENGINE_RETRIES if address.is_loopback else ENGINE_RETRIES
+    spark.client.set_retry_policies([DefaultPolicy(**retries)])
 
 
 def close_session(spark: SparkSession) -> None:
