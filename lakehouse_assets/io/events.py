@@ -102,8 +102,12 @@ def run_events(run: TableRun, run_id: str | None) -> list[BatchEvent]:
 
 def events_metadata(events: Sequence[BatchEvent]) -> dict[str, Any]:
     """What a materialization reports (and the UI plots across them), summed from the run's
-    events: rows read, written and quarantined, and micro-batches committed."""
+    events: rows read, written and quarantined, and micro-batches committed. None of them
+    when the run committed no batch: the table did not change, and zeros would be plotted as
+    if it had (its ``written_version`` says "nothing new")."""
     committed = [e for e in events if e.status == "committed"]
+    if not committed:
+        return {}
     return {
         "rows_processed": dg.MetadataValue.int(sum(e.input_rows or 0 for e in committed)),
         "rows_written": dg.MetadataValue.int(sum(e.output_rows or 0 for e in committed)),

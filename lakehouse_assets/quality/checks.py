@@ -52,6 +52,8 @@ VERSIONS_CHECKED = "versions_checked"
 CHECKED_AFTER_VERSION = "checked_after_version"  # -1: from the table's first row
 DELTA_TABLE_ID = "delta_table_id"
 SCOPE = "scope"
+#: On a result kept from an earlier evaluation: the version the table had then.
+UNCHANGED_SINCE_VERSION = "unchanged_since_version"
 
 # How many past executions of a check to look through for its last completed evaluation
 # (runs that planned the check but never ran it leave records without one).
@@ -159,13 +161,33 @@ def run_checks(
     context.log.info(
         f"Checking {contract.table}: versions {plan.versions}" + (f" ({plan.reason})" if plan.reason else "")
     )
-    nothing_new = not plan.whole_table and not plan.files
-    evaluation = evaluate(contract, read_plan(store, spark, plan), sample_size=sample_size, empty=nothing_new)
+    if not plan.whole_table and not plan.files:
+        # No row changed since every check was last evaluated: each keeps its result.
+        yield from kept_results(context, key, contract, plan.latest_version)
+        return
+    evaluation = evaluate(contract, read_plan(store, spark, plan), sample_size=sample_size)
     common = _common_metadata(plan, identity, evaluation, scope)
     yield _structure_result(key, evaluation, common)
     for result in evaluation.results.values():
         yield _rule_result(key, result, evaluation, common)
     yield schema_drift_result(context, key, path, plan.latest_version, identity)
+
+
+def kept_results(context: dg.AssetCheckExecutionContext, key: dg.AssetKey, contract: Contract,
+                 version: int) -> Iterator[dg.AssetCheckResult]:
+    """Each check's last result, again, for a table whose rows have not changed since (up to
+    ``version``): a check that failed still fails, and none passes on zero rows checked. Its
+    metadata says so and moves ``delta_version`` on, so the next evaluation starts from here."""
+    for name in check_names(contract):
+        last = last_evaluation(context, dg.AssetCheckKey(key, name))
+        if last is None:  # only a check never evaluated; resume_after then planned the whole table
+            continue
+        seen = plain_metadata(last.metadata).get(DELTA_VERSION)
+        metadata = {**last.metadata, DELTA_VERSION: dg.MetadataValue.int(version),
+                    UNCHANGED_SINCE_VERSION: dg.MetadataValue.int(seen if isinstance(seen, int) else version)}
+        kept = f"No row changed since version {seen}: the last result stands. {last.description or ''}"
+        yield dg.AssetCheckResult(asset_key=key, check_name=name, passed=last.passed, severity=last.severity,
+                                  metadata=metadata, description=kept.strip())
 
 
 def resume_after(
@@ -366,9 +388,11 @@ __all__ = [
     "STRUCTURE_CHECK",
     "Scope",
     "VERSIONS_CHECKED",
+    "UNCHANGED_SINCE_VERSION",
     "check_names",
     "contract_check_specs",
     "contract_checks",
+    "kept_results",
     "last_evaluation",
     "resume_after",
     "run_checks",

@@ -72,13 +72,9 @@ class Evaluation:
         return {name: r.failing_rows for name, r in self.results.items()}
 
 
-def evaluate(contract: Contract, df: DataFrame, *, sample_size: int = DEFAULT_SAMPLE_SIZE,
-             empty: bool = False) -> Evaluation:
+def evaluate(contract: Contract, df: DataFrame, *, sample_size: int = DEFAULT_SAMPLE_SIZE) -> Evaluation:
     """Evaluate ``contract`` on ``df`` (a batch DataFrame): Pandera's structure errors, and
-    for each rule the failing rows and a sample of at most ``sample_size`` of them.
-
-    ``empty`` says ``df`` is known to hold no rows (nothing was committed since the last
-    evaluation): the structure is still checked, and no Spark job counts rows."""
+    for each rule the failing rows and a sample of at most ``sample_size`` of them."""
     structure = tuple(contract.structure_errors(df))
     available = {c.lower() for c in df.columns}
     results: dict[str, RuleResult] = {}
@@ -90,7 +86,7 @@ def evaluate(contract: Contract, df: DataFrame, *, sample_size: int = DEFAULT_SA
         else:
             runnable.append(rule)
 
-    rows, failing = (0, {r.name: 0 for r in runnable}) if empty else count_failures(df, runnable)
+    rows, failing = count_failures(df, runnable)
     samples = sample_failures(df, [r for r in runnable if failing[r.name]], sample_size)
     columns = tuple(df.columns)
     for rule in runnable:
@@ -103,7 +99,7 @@ def evaluate(contract: Contract, df: DataFrame, *, sample_size: int = DEFAULT_SA
         if missing:
             results[key.name] = RuleResult(key.name, key.description, key.severity, 0, missing_columns=missing)
         else:
-            results[key.name] = _duplicates(df, key, sample_size, empty=empty)
+            results[key.name] = _duplicates(df, key, sample_size)
     checked: list[Rule | UniqueKey] = [*contract.rules, *contract.unique]
     ordered = {r.name: results[r.name] for r in checked}
     return Evaluation(contract.table, rows, ordered, structure)
@@ -130,16 +126,14 @@ def sample_failures(df: DataFrame, rules: Sequence[Rule], sample_size: int) -> d
     return samples
 
 
-def _duplicates(df: DataFrame, key: UniqueKey, sample_size: int, *, empty: bool = False) -> RuleResult:
+def _duplicates(df: DataFrame, key: UniqueKey, sample_size: int) -> RuleResult:
     """Rows whose key another row shares, how many key values repeat, and the most
-    repeated keys as the sample (none, with no job, when ``df`` is known ``empty``)."""
+    repeated keys as the sample."""
     columns = [F.col(f"`{c}`") for c in key.columns]
     repeated = df.groupBy(*columns).agg(F.count(F.lit(1)).alias(_COUNT)).where(F.col(_COUNT) > 1)
-    keys = rows = 0
-    if not empty:
-        totals = repeated.agg(F.count(F.lit(1)).alias("keys"), F.sum(_COUNT).alias("rows")).first()
-        assert totals is not None
-        keys, rows = int(totals["keys"] or 0), int(totals["rows"] or 0)
+    totals = repeated.agg(F.count(F.lit(1)).alias("keys"), F.sum(_COUNT).alias("rows")).first()
+    assert totals is not None
+    keys, rows = int(totals["keys"] or 0), int(totals["rows"] or 0)
     sample: tuple[tuple[Any, ...], ...] = ()
     if rows:
         top = repeated.orderBy(F.col(_COUNT).desc()).limit(sample_size).collect()

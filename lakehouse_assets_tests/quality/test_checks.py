@@ -166,17 +166,31 @@ def test_new_scope_checks_only_the_rows_added_since_the_last_check(spark, settin
     assert meta(fourth["known_patient"], "rows_checked") == 5
 
 
-def test_nothing_new_since_a_passing_check_is_checked_as_no_rows(spark, settings, instance):
-    batch = Batch(rows=[silver_row()] * 3)
+def test_a_check_whose_table_did_not_change_keeps_its_last_result(spark, settings, instance):
+    # A WARN rule fails on the first rows; a run that writes nothing does not turn it green,
+    # and no rule passes on zero rows checked.
+    batch = Batch(rows=[silver_row(), silver_row(), silver_row(device_id=None)])
     assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED, scope="new")]
-    results(run(assets, instance))
+    first = results(run(assets, instance))
 
     batch.rows = []
     again = results(run(assets, instance))
 
-    assert all(result.passed for result in again.values())
-    for name in ("heartrate_positive", "known_patient"):
-        assert (meta(again[name], "rows_checked"), meta(again[name], "versions_checked")) == (0, "none after 0")
+    assert set(again) == set(first)
+    warned = again["device_id_present"]
+    assert not first["device_id_present"].passed and not warned.passed
+    assert warned.severity == dg.AssetCheckSeverity.WARN
+    assert (meta(warned, "failing_rows"), meta(warned, "rows_checked"), meta(warned, "unchanged_since_version")) == (1, 3, 0)
+    assert warned.description.startswith("No row changed since version 0: the last result stands. 1 of 3 rows fail")
+    for name in ("heartrate_positive", "known_patient", "schema_drift"):
+        assert again[name].passed and meta(again[name], "delta_version") == 0, name
+
+    # New rows are checked again, from the version the kept results moved on to.
+    batch.rows = [silver_row()]
+    third = results(run(assets, instance))
+    assert (meta(third["device_id_present"], "rows_checked"), meta(third["device_id_present"], "versions_checked")) \
+        == (1, "1")
+    assert third["device_id_present"].passed
 
 
 def test_full_scope_checks_the_whole_table_every_time(spark, settings, instance):

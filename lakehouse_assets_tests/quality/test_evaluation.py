@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pytest
-
 from lakehouse_assets.quality import gold, silver
 from lakehouse_assets.quality.evaluation import evaluate, markdown_table
 from lakehouse_assets_tests.quality.data import GOLD_AVG_SCHEMA, SILVER_SCHEMA, UTC, silver_row
@@ -87,14 +85,3 @@ def test_empty_data_passes_every_rule(spark):
 def test_markdown_cells_are_cut_short():
     table = markdown_table(["a"], [["x" * 200], [None]])
     assert table.splitlines()[2].endswith("… |") and table.splitlines()[3] == "| null |"
-
-
-@pytest.mark.parametrize("contract, schema", [(silver.RECORDINGS_ENRICHED, SILVER_SCHEMA),
-                                              (gold.DAILY_PATIENT_AVG, GOLD_AVG_SCHEMA)])
-def test_data_known_empty_evaluates_as_counted_empty_data(spark, contract, schema):
-    empty = spark.createDataFrame([], schema)
-
-    known = evaluate(contract, empty, empty=True)
-    counted = evaluate(contract, empty)
-
-    assert known == counted and known.rows_checked == 0

@@ -72,16 +72,17 @@ def stream_written(run: TableRun, store: TableStore, query: StreamRun,
                    expectations: Sequence[Rule] = (), *, reads_files: bool = False, **extra: Any) -> Written:
     """Log the query's batches in the event log (and any a crashed run left unlogged), and
     report the run from the log: rows read, written and quarantined, batches and what its
-    ``expectations`` counted (zeros for a query not started); then its restarts and id, and
-    for a query with a watermark, the rows it dropped as too late."""
+    ``expectations`` counted (none of them when it committed no batch); then its restarts
+    and id, and for a query with a watermark, the rows it dropped as too late."""
     events = record_query(run, store, query, reads_files=reads_files)
     late = ({"rows_dropped_by_watermark": dg.MetadataValue.int(query.rows_dropped_by_watermark)}
             if query.watermarked else {})
+    counted = events_metadata(events)
     return Written(query.last_version, query=query, metadata={
         **late,
-        **events_metadata(events),
+        **counted,
         "query_restarts": dg.MetadataValue.int(query.restarts),
         "query_id": dg.MetadataValue.text(query.query_id or ""),
-        **expectations_metadata(expectations, expectation_counts(events)),
+        **(expectations_metadata(expectations, expectation_counts(events)) if counted else {}),
         **extra,
     })
