@@ -1,10 +1,12 @@
-"""The freshness sensor: re-evaluates a table's ``data_freshness`` check when its verdict
-changes between runs.
+"""The freshness sensor: evaluates a table's ``data_freshness`` check when its verdict changes
+between runs.
 
 A table that stops being materialized while files keep landing goes stale with no run to
-notice; this sensor looks (logs and the landing folder only, no Spark) and requests a run of
-the check when a table crosses its allowed lag either way. A verdict that has not changed
-requests nothing, so a quiet lakehouse launches no runs. Its cursor holds the last verdicts.
+notice; this sensor looks (logs and the landing folder only, no Spark) and, when a table
+crosses its allowed lag either way, reports the check's new result itself, as an evaluation
+without a run: no run waits in the queue in front of the materializations that would make
+the table fresh again. A verdict that has not changed reports nothing. Its cursor holds the
+last verdicts.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from lakehouse_assets.quality.freshness import FRESHNESS_CHECK, DataLag, FreshnessPath, data_lag
+from lakehouse_assets.quality.freshness import FRESHNESS_CHECK, DataLag, FreshnessPath, data_lag, freshness_result
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore
 
@@ -45,17 +47,23 @@ def freshness_sensor(paths: Sequence[FreshnessPath], max_lag: dt.timedelta, *,
     checks = {p.table: dg.AssetCheckKey(dg.AssetKey(p.table.split(".")), FRESHNESS_CHECK) for p in paths}
 
     @dg.sensor(name=FRESHNESS_SENSOR_NAME, minimum_interval_seconds=minimum_interval_seconds,
-               asset_selection=dg.AssetSelection.checks(*checks.values()),
                default_status=dg.DefaultSensorStatus.RUNNING,
-               description="Evaluates the gold tables' data_freshness checks when one goes stale or fresh")
-    def lakehouse_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+               description="Reports the data_freshness checks' new results when a table goes stale or fresh")
+    def lakehouse_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         settings, store = LakehouseSettings.from_env(), DeltaTableStore()
         lags = {p.table: data_lag(settings, store, p) for p in paths}
         scan = scan_freshness(json.loads(context.cursor) if context.cursor else {}, lags, max_lag)
         context.update_cursor(json.dumps(scan.fresh, sort_keys=True))
         if not scan.changed:
             return dg.SkipReason("No table's freshness changed")
-        return dg.RunRequest(asset_check_keys=[checks[t] for t in scan.changed],
-                             tags={"lakehouse/freshness_changed": ",".join(scan.changed)})
+        return dg.SensorResult(asset_events=[freshness_evaluation(checks[t], lags[t], max_lag) for t in scan.changed])
 
     return lakehouse_freshness_sensor
+
+
+def freshness_evaluation(check: dg.AssetCheckKey, lag: DataLag, max_lag: dt.timedelta) -> dg.AssetCheckEvaluation:
+    """The ``data_freshness`` result for ``lag``, as an evaluation reported without a run."""
+    result = freshness_result(lag, max_lag)
+    return dg.AssetCheckEvaluation(asset_key=check.asset_key, check_name=check.name, passed=result.passed,
+                                   metadata=result.metadata, severity=result.severity,
+                                   description=result.description)

@@ -1,11 +1,12 @@
 """Data-time freshness through Dagster runs, real Spark and real tables: gold is fresh when it
 holds every landed file, goes stale when a file landed more than the allowed lag ago has not
-reached it (however recently gold ran), the sensor asks for the check exactly when the verdict
+reached it (however recently gold ran), the sensor reports the check exactly when the verdict
 changes, and the next run brings it back."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import dagster as dg
@@ -19,7 +20,7 @@ from lakehouse_assets.quality.freshness import (
     data_lag,
     freshness_check,
 )
-from lakehouse_assets.sensors.freshness import scan_freshness
+from lakehouse_assets.sensors.freshness import freshness_sensor
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import TO_SILVER, materialize
 
@@ -68,12 +69,16 @@ def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(sto
     stale = check_result(DAILY)
     assert not stale.passed and stale.metadata["pending_files"].value == 1
     assert not check_result(DEVICES).passed
-    # The sensor asks for both checks once, when they turn stale; not again while they stay so.
-    before = {DAILY.table: True, DEVICES.table: True}
-    lags = {p.table: lag_of(store, settings, p) for p in (DAILY, DEVICES)}
-    scan = scan_freshness(before, lags, DEFAULT_MAX_LAG)
-    assert scan.changed == [DAILY.table, DEVICES.table] and not any(scan.fresh.values())
-    assert scan_freshness(scan.fresh, lags, DEFAULT_MAX_LAG).changed == []
+    # The sensor reports both checks' results once, when they turn stale, itself: no run that
+    # would queue in front of the materializations; nothing again while they stay stale.
+    sensor = freshness_sensor([DAILY, DEVICES], DEFAULT_MAX_LAG)
+    with dg.build_sensor_context(cursor=json.dumps({DAILY.table: True, DEVICES.table: True})) as context:
+        reported = sensor(context)
+        assert isinstance(reported, dg.SensorResult) and not reported.run_requests
+        assert {(e.asset_key.to_user_string(), e.check_name, e.passed, e.metadata["pending_files"].value)
+                for e in reported.asset_events} == {("gold/daily_patient_avg", FRESHNESS_CHECK, False, 1),
+                                                    ("gold/device_counts", FRESHNESS_CHECK, False, 1)}
+        assert isinstance(sensor(context), dg.SkipReason)
 
     # Gold catches up: fresh again, though the file is still ten minutes old.
     materialize(["gold/daily_patient_avg", "gold/device_counts"])
