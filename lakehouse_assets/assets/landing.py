@@ -60,6 +60,45 @@ def landing_readers(assets: Iterable[Any]) -> dict[str, list[dg.AssetKey]]:
     return readers
 
 
+def downstream_tables(assets: Iterable[Any], keys: Iterable[dg.AssetKey]) -> set[dg.AssetKey]:
+    """``keys`` and every table below them in ``assets``' graph."""
+    children: dict[dg.AssetKey, set[dg.AssetKey]] = {}
+    for spec in _specs(assets):
+        for dep in spec.deps:
+            children.setdefault(dep.asset_key, set()).add(spec.key)
+    found, frontier = set(keys), list(keys)
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
+
+
+def companion_readers(assets: Iterable[Any]) -> dict[str, dict[str, list[dg.AssetKey]]]:
+    """For each landing source, the tables reading another landing folder that the tables
+    below its readers read from too (a join's lookup), by the source they read: what a run
+    carrying the source's files down needs built as well."""
+    assets = list(assets)
+    readers = landing_readers(assets)
+    parents = {spec.key: {dep.asset_key for dep in spec.deps} for spec in _specs(assets)}
+    companions: dict[str, dict[str, list[dg.AssetKey]]] = {}
+    for source, own in readers.items():
+        below = downstream_tables(assets, own)
+        upstream: set[dg.AssetKey] = set()
+        frontier = list(below)
+        while frontier:
+            for parent in parents.get(frontier.pop(), ()):
+                if parent not in upstream and parent not in below:
+                    upstream.add(parent)
+                    frontier.append(parent)
+        for other, tables in readers.items():
+            needed = [table for table in tables if other != source and table in upstream]
+            if needed:
+                companions.setdefault(source, {})[other] = needed
+    return companions
+
+
 def declared_folders(assets: Iterable[Any]) -> dict[str, LandingFolder]:
     """The landing folders the tables declare, by source (the first declaration of each)."""
     folders: dict[str, LandingFolder] = {}

@@ -9,16 +9,17 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.landing import landing_readers
+from lakehouse_assets.assets.landing import companion_readers, downstream_tables, landing_readers
 from lakehouse_assets.ingestion.files import is_data_file
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage import DeltaTableStore
 
 # A file younger than this, whose size we have not seen hold still, may still be written.
 SETTLE_SECONDS = 2.0
@@ -28,6 +29,8 @@ TAGGED_FILE_NAMES = 20
 TAG_FILE_COUNT = "lakehouse/trigger_file_count"
 TAG_FILES = "lakehouse/trigger_files"
 TAG_SOURCE = "lakehouse/landing_source"
+#: The lookups (read from other landing folders) a run builds along, never built before.
+TAG_BUILT_ALONG = "lakehouse/built_along"
 
 
 @dataclass(frozen=True)
@@ -118,11 +121,38 @@ def _list_files(folder: Path) -> Iterable[tuple[str, FileState]]:
             yield relative.as_posix(), FileState(stat.st_size, stat.st_mtime_ns)
 
 
+@dataclass(frozen=True)
+class Companion:
+    """Tables reading another landing folder that a run of this folder's readers needs too (a
+    lookup the tables below them join): built along, with ``selection`` (them and everything
+    below), when their folder holds files and one of them was never built."""
+
+    source: str
+    readers: tuple[dg.AssetKey, ...]
+    selection: frozenset[dg.AssetKey]
+
+
+def companions_needed(companions: Iterable[Companion], *, landed: Callable[[str], bool],
+                      built: Callable[[dg.AssetKey], bool]) -> list[Companion]:
+    """The ``companions`` a run must build along: their folder holds files (``landed``) and a
+    table of theirs was never ``built``."""
+    return [c for c in companions if landed(c.source) and not all(built(key) for key in c.readers)]
+
+
 def landing_sensors(assets: Iterable[Any], *, minimum_interval_seconds: int) -> list[dg.SensorDefinition]:
     """One :func:`landing_sensor` per landing folder the tables in ``assets`` read, each
-    requesting the tables that read it (found from their dependencies on ``landing/<source>``)."""
-    return [landing_sensor(source=source, targets=readers, minimum_interval_seconds=minimum_interval_seconds)
-            for source, readers in sorted(landing_readers(assets).items())]
+    requesting the tables that read it (found from their dependencies on ``landing/<source>``)
+    and, when they were never built, the lookups the tables below them join."""
+    assets = list(assets)
+    companions = companion_readers(assets)
+    sensors = []
+    for source, readers in sorted(landing_readers(assets).items()):
+        sensors.append(landing_sensor(
+            source=source, targets=readers, minimum_interval_seconds=minimum_interval_seconds,
+            companions=[Companion(other, tuple(tables), frozenset(downstream_tables(assets, [*readers, *tables])))
+                        for other, tables in sorted(companions.get(source, {}).items())],
+            carried=frozenset(downstream_tables(assets, readers))))
+    return sensors
 
 
 def landing_sensor(
@@ -133,21 +163,30 @@ def landing_sensor(
     carry_downstream: bool = True,
     name: str | None = None,
     default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
+    companions: Sequence[Companion] = (),
+    carried: Collection[dg.AssetKey] = (),
 ) -> dg.SensorDefinition:
     """A sensor on ``$LAKEHOUSE_ROOT/landing/<source>`` that requests one run per tick in
     which files arrived, tagged with the files that triggered it.
 
     The run materializes ``targets`` (the tables reading the folder) and, with
-    ``carry_downstream``, every asset downstream of them: new files reach gold in one run
-    (one launch, one session) instead of a bronze run and a second one on the automation
-    sensor's next tick. A blocking check that fails in the run stops the assets below it, as
-    it would stop automation; a table below whose other upstream has not landed yet is
-    skipped in the run, with its reason
-    (:mod:`lakehouse_assets.assets.nothing_to_read`).
+    ``carry_downstream``, every asset downstream of them (``carried`` names them all when
+    there are ``companions``): new files
+    reach gold in one run (one launch, one session) instead of a bronze run and a second one on
+    the automation sensor's next tick. A lookup those tables join, read from another landing
+    folder (a :class:`Companion`), is built in the same run while it was never built and its
+    files have landed: a fresh lakehouse's first run reaches gold whichever folder's sensor
+    ticks first. A blocking check that fails in the run stops the assets below it, as it
+    would stop automation; a table below whose other upstream has not landed yet is skipped in
+    the run, with its reason (:mod:`lakehouse_assets.assets.nothing_to_read`).
     """
+    if companions and not carried:
+        raise ValueError(f"landing_sensor({source!r}): with companions, name the tables its runs carry (carried)")
     selection: dg.AssetSelection = dg.AssetSelection.assets(*targets)
     if carry_downstream:
         selection = selection.downstream()
+    for companion in companions:
+        selection = selection | dg.AssetSelection.assets(*companion.selection)
     requested = ", ".join(target.to_user_string() for target in targets)
 
     @dg.sensor(
@@ -159,7 +198,8 @@ def landing_sensor(
         f"when files land in landing/{source}/",
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        folder = LakehouseSettings.from_env().landing_path(source)
+        settings = LakehouseSettings.from_env()
+        folder = settings.landing_path(source)
         cursor = LandingCursor.parse(context.cursor)
         scan = scan_landing(folder, cursor)
         if not folder.is_dir():
@@ -180,16 +220,22 @@ def landing_sensor(
         announced = "\n".join(f"{n}={scan.cursor.announced[n].encode()}" for n in scan.ready)
         digest = hashlib.sha256(announced.encode()).hexdigest()
         shown = scan.ready[:TAGGED_FILE_NAMES]
+        store = DeltaTableStore()
+        along = companions_needed(
+            companions, landed=lambda other: any(True for _ in _list_files(settings.landing_path(other))),
+            built=lambda key: store.exists(str(settings.table_path(*key.path))))
         request = dg.RunRequest(
             run_key=f"{source}:{digest[:16]}",
+            # With companions, the sensor's selection holds theirs too: name this run's own.
+            asset_selection=sorted({*carried, *(k for c in along for k in c.selection)}) if companions else None,
             tags={
                 TAG_SOURCE: source,
                 TAG_FILE_COUNT: str(len(scan.ready)),
                 TAG_FILES: ", ".join(shown)
                 + (f" … and {len(scan.ready) - len(shown)} more" if len(scan.ready) > len(shown) else ""),
+                **({TAG_BUILT_ALONG: ", ".join(k.to_user_string() for c in along for k in c.readers)} if along else {}),
             },
         )
         return dg.SensorResult(run_requests=[request], cursor=scan.cursor.serialize())
 
     return _sensor
-

@@ -8,14 +8,18 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pytest
+from deltalake import write_deltalake
 
 from lakehouse_assets.sensors.landing import (
     SETTLE_SECONDS,
+    TAG_BUILT_ALONG,
     TAG_FILE_COUNT,
     TAG_FILES,
     LandingCursor,
     landing_sensor,
+    landing_sensors,
 )
 from lakehouse_assets.settings import LakehouseSettings
 
@@ -54,10 +58,11 @@ def _materializable(key: dg.AssetKey, deps: list[dg.AssetKey] | None = None) -> 
     return _table
 
 
-def tick(sensor: dg.SensorDefinition, cursor: str | None) -> tuple[list[dg.RunRequest], str | None, str | None]:
+def tick(sensor: dg.SensorDefinition, cursor: str | None,
+         assets: list | None = None) -> tuple[list[dg.RunRequest], str | None, str | None]:
     definitions = dg.Definitions(
-        assets=[_materializable(TARGET, deps=[LANDING]), _materializable(UNRELATED),
-                _materializable(DOWNSTREAM, deps=[TARGET, UNRELATED]), dg.AssetSpec(LANDING)],
+        assets=assets or [_materializable(TARGET, deps=[LANDING]), _materializable(UNRELATED),
+                          _materializable(DOWNSTREAM, deps=[TARGET, UNRELATED]), dg.AssetSpec(LANDING)],
         sensors=[sensor],
     )
     context = dg.build_sensor_context(cursor=cursor, definitions=definitions)
@@ -86,6 +91,39 @@ def test_one_run_carries_new_files_through_everything_downstream(sensor, landing
     # Bronze and all below it, nothing else, even though the downstream table's other
     # upstream has no table yet: the run skips it with its reason (nothing_to_read).
     assert set(requests[0].asset_selection) == {TARGET, DOWNSTREAM}
+
+
+def test_a_lookup_from_another_folder_never_built_is_built_along(settings, landing):
+    # The downstream table joins a lookup read from landing/patients: on a fresh lakehouse
+    # where both folders hold files, the first run builds it too, so it reaches the bottom.
+    patients_landing = dg.AssetKey(["landing", "patients"])
+    assets = [_materializable(TARGET, deps=[LANDING]), _materializable(UNRELATED, deps=[patients_landing]),
+              _materializable(DOWNSTREAM, deps=[TARGET, UNRELATED]), dg.AssetSpec(LANDING),
+              dg.AssetSpec(patients_landing)]
+    sensors = {s.name: s for s in landing_sensors(assets, minimum_interval_seconds=30)}
+    recordings = sensors["landing_recordings_sensor"]
+    land(landing, "r1.json")
+
+    requests, cursor, _ = tick(recordings, None, assets)
+    assert set(requests[0].asset_selection) == {TARGET, DOWNSTREAM}  # nothing landed for the lookup
+
+    patients = settings.landing_path("patients")
+    patients.mkdir(parents=True)
+    land(patients, "patients.csv", "mrn,name\n1,Ada\n")
+    land(landing, "r2.json")
+    requests, cursor, _ = tick(recordings, cursor, assets)
+    assert set(requests[0].asset_selection) == {TARGET, UNRELATED, DOWNSTREAM}
+    assert requests[0].tags[TAG_BUILT_ALONG] == "silver/patients"
+
+    # Once the lookup is a table, its own sensor keeps it: the folder's runs are their own again.
+    write_deltalake(str(settings.table_path("silver", "patients")), pa.table({"mrn": [1], "name": ["Ada"]}))
+    land(landing, "r3.json")
+    requests, _, _ = tick(recordings, cursor, assets)
+    assert set(requests[0].asset_selection) == {TARGET, DOWNSTREAM} and TAG_BUILT_ALONG not in requests[0].tags
+    # The lookup's sensor builds what its table feeds, never-built bronze included.
+    requests, _, _ = tick(sensors["landing_patients_sensor"], None, assets)
+    assert set(requests[0].asset_selection) == {UNRELATED, TARGET, DOWNSTREAM}
+    assert requests[0].tags[TAG_BUILT_ALONG] == "bronze/recordings"
 
 
 def test_a_tick_without_new_files_skips_with_a_reason(sensor, landing):
