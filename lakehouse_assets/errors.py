@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 
 class LakehouseError(Exception):
     """Base of every error lakehouse_assets raises on purpose."""
@@ -23,16 +25,34 @@ class TableNotFoundError(LakehouseError):
 
 
 class UnknownTableError(LakehouseError):
-    """A table named ``layer.name`` that the lakehouse does not have."""
+    """A table named ``layer.name`` that the lakehouse does not have: how it gets built when
+    it is ``declared`` (an asset of the definitions), else the closest table there is."""
 
-    def __init__(self, name: str, root: str, known: list[str]) -> None:
-        listed = ", ".join(known) if known else "none yet"
-        super().__init__(
-            f"No table {name} yet in the lakehouse at {root} (its tables: {listed}). Check the name, or "
-            f"materialize it first (`dagster asset materialize -m lakehouse_assets --select {name.replace('.', '/')}` "
-            "once its source has landed); `lakehouse status` lists the tables."
-        )
+    def __init__(self, name: str, root: str, known: list[str], declared: Collection[str] = ()) -> None:
+        listed = ", ".join(known) if known else "none yet: they appear as their assets materialize"
+        if name in declared:
+            how = (f" It is built by its asset's first materialization once its source has landed: "
+                   f"`dagster asset materialize -m lakehouse_assets --select {name.replace('.', '/')}`.")
+        else:
+            similar = similar_table(name, known)
+            how = f" Did you mean {similar}?" if similar else ""
+        super().__init__(f"No table {name} in the lakehouse at {root}.{how} Its tables: {listed} "
+                         "(`lakehouse status` lists them with their versions).")
         self.name = name
+        self.root = root
+        self.known = known
+
+
+def similar_table(name: str, known: list[str]) -> str | None:
+    """The known table most like ``name``: the same table in another layer, else the closest spelling."""
+    import difflib
+
+    table = name.rpartition(".")[2]
+    same_name = [k for k in known if k.rpartition(".")[2] == table]
+    if same_name:
+        return same_name[0]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 class NotADeltaTableError(LakehouseError):

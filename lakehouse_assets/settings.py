@@ -32,6 +32,7 @@ DELTA_JAR_SUMS = PROJECT_JARS / "SHA256SUMS"
 CHECKPOINTS_DIR = "_checkpoints"
 SCHEMAS_DIR = "_schemas"
 ENGINE_DIR = "_engine"
+LOGS_DIR = "_logs"
 LANDING_DIR = "landing"
 # Under a table's checkpoint: one checkpoint per append flow, for a table several flows fill.
 FLOWS_DIR = "flows"
@@ -61,6 +62,9 @@ class LakehouseSettings:
     asset_packages: tuple[str, ...] = ()
     #: Spark Declarative Pipelines / Lakeflow project folders loaded as assets (``LAKEHOUSE_PIPELINES``).
     pipelines: tuple[Path, ...] = ()
+    #: Where an embedded driver's JVM writes its own output (Spark's log lines, the JVM's
+    #: warnings); None: this process's terminal. The `lakehouse` command sets it.
+    spark_log: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LakehouseSettings:
@@ -133,6 +137,10 @@ class LakehouseSettings:
     def engine_path(self) -> Path:
         """Where the managed Spark Connect engine keeps its pid, token, settings and log."""
         return self.root / ENGINE_DIR
+
+    def log_path(self, name: str) -> Path:
+        """A log file of the lakehouse's own: ``$LAKEHOUSE_ROOT/_logs/<name>``."""
+        return self.root / LOGS_DIR / _safe_part(name)
 
     def schema_path(self, layer: str, name: str) -> Path:
         """Where ingestion stores the inferred schema of ``layer.name``."""

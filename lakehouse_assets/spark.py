@@ -8,11 +8,13 @@ embedded in this process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -62,7 +64,8 @@ def build_spark_session(
         builder = SparkSession.builder.master(settings.spark_master).appName(app_name)
         for key, value in conf.items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        with _jvm_output_to(settings.spark_log):
+            spark = builder.getOrCreate()
     else:
         # A session started elsewhere (a notebook, a test fixture) keeps its own tuning:
         # only what was asked for explicitly, and can change at run time, is applied.
@@ -76,6 +79,30 @@ def build_spark_session(
     if not is_connect_session(spark):  # an engine's session started elsewhere has no JVM here
         spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextlib.contextmanager
+def _jvm_output_to(path: Path | None) -> Iterator[None]:
+    """Start the JVM with its standard output and error going to ``path`` (appended), for
+    its whole life, instead of this process's: the JVM inherits them when it starts."""
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for descriptor, target in zip(saved, (1, 2), strict=True):
+            os.dup2(descriptor, target)
+            os.close(descriptor)
 
 
 def _running_session() -> SparkSession | None:

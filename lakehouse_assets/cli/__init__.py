@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from dataclasses import replace
 
 from lakehouse_assets.cli import (
     copy_into,
@@ -42,11 +43,13 @@ from lakehouse_assets.cli.errors import (
     CommandError,
 )
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.settings import DEFAULT_ENGINE_PORT, DEFAULT_ROOT, LakehouseSettings
+from lakehouse_assets.settings import DEFAULT_ENGINE_PORT, DEFAULT_ROOT, LOGS_DIR, LakehouseSettings
 
 __all__ = ["main", "build_parser"]
 
 PROG = "lakehouse"
+#: Where an embedded command's Spark writes its own log (under the root's _logs folder).
+SPARK_LOG = "spark.log"
 
 DESCRIPTION = """\
 Land demo data into the lakehouse, inspect or reset its Delta tables, and run its local
@@ -59,8 +62,9 @@ underscores, each part starting with a letter.
 EPILOG = f"""\
 environment:
   LAKEHOUSE_ROOT          the lakehouse folder (default {DEFAULT_ROOT}); --root overrides it
-  LAKEHOUSE_SPARK_REMOTE  run on a Spark Connect engine (sc://localhost:PORT) instead of an
-                          embedded Spark; unset, Spark runs embedded
+  LAKEHOUSE_SPARK_REMOTE  run on a Spark Connect engine (sc://localhost:PORT); unset, commands
+                          use the lakehouse's running engine (`lakehouse engine start`, or the
+                          one `make run` starts), else an embedded Spark (--embedded: always)
   LAKEHOUSE_ENGINE_PORT   the port `{PROG} engine start` listens on (default {DEFAULT_ENGINE_PORT})
 
 exit codes:
@@ -85,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the lakehouse folder (default: $LAKEHOUSE_ROOT, else ./lakehouse_data)")
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show Python tracebacks of unexpected errors")
+    common.add_argument("--embedded", action="store_true", default=argparse.SUPPRESS,
+                        help="run Spark in this process even when the lakehouse's engine runs")
+    common.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help=f"show Spark's own log on the terminal (else it goes to {LOGS_DIR}/{SPARK_LOG})")
     parser = argparse.ArgumentParser(
         prog=PROG, description=DESCRIPTION, epilog=EPILOG, parents=[common],
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = getattr(args, "debug", False)
     try:
         settings = _settings(getattr(args, "root", None))
+        if getattr(args, "spark", False):
+            settings = _spark_settings(settings, embedded=getattr(args, "embedded", False),
+                                       verbose=getattr(args, "verbose", False))
         return int(args.run(args, settings))
     except CommandError as exc:
         _error(str(exc))
@@ -139,6 +150,21 @@ def _settings(root: str | None) -> LakehouseSettings:
     if root is not None:
         env["LAKEHOUSE_ROOT"] = root
     return LakehouseSettings.from_env(env)
+
+
+def _spark_settings(settings: LakehouseSettings, *, embedded: bool, verbose: bool) -> LakehouseSettings:
+    """How a command that needs Spark reaches it: the engine the environment names, else the
+    lakehouse's running engine (seconds, not a JVM start of its own), else embedded, its
+    JVM's own output in the lakehouse's Spark log unless ``verbose``."""
+    if not settings.spark_remote and not embedded:
+        from lakehouse_assets.engine.server import attached_to_running_engine
+
+        attached = attached_to_running_engine(settings)
+        if attached is not None:
+            print(f"{PROG}: on the lakehouse's running Spark Connect engine at {attached.spark_remote} "
+                  "(--embedded for a Spark of its own)", file=sys.stderr)
+            return attached
+    return settings if verbose else replace(settings, spark_log=settings.log_path(SPARK_LOG))
 
 
 def _error(message: str) -> None:

@@ -10,7 +10,6 @@ what is on disk (including tables no asset defines any more) and start without D
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse_assets.cli.arguments import TableName
 from lakehouse_assets.cli.errors import CommandError, UsageError
-from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.errors import LakehouseError, similar_table
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LANDING_DIR, LakehouseSettings
 
 if TYPE_CHECKING:
@@ -48,10 +47,22 @@ def require_table(settings: LakehouseSettings, table: TableName) -> Path:
         raise CommandError(
             f"{path} is not a Delta table (it has no {DELTA_LOG} folder), so {table} cannot be "
             "read. Materialize its asset to create it, or remove the folder if it is debris.")
-    raise CommandError(
-        f"No table {table} yet: nothing at {path}. A table is created by its first materialization with "
-        f"data to read (`dagster asset materialize -m lakehouse_assets --select {table.layer}/{table.name}` "
-        f"once its source has landed). {describe_known_tables(root, str(table))}")
+    if str(table) in declared_tables(settings):
+        raise CommandError(
+            f"No table {table} yet: nothing at {path}. It is built by its asset's first materialization once its "
+            f"source has landed (`dagster asset materialize -m lakehouse_assets --select {table.layer}/{table.name}`). "
+            f"{describe_known_tables(root, str(table))}")
+    raise CommandError(f"No table {table}: nothing at {path}, and no asset declares it. "
+                       f"{describe_known_tables(root, str(table))}")
+
+
+def declared_tables(settings: LakehouseSettings) -> set[str]:
+    """The tables the definitions declare (``layer.name``): the project's, and those of the
+    packages and pipelines the settings name. Seconds to load: for error messages."""
+    from lakehouse_assets.definitions import project_definitions
+
+    return {".".join(key.path) for asset in project_definitions(settings).assets or []
+            for key in getattr(asset, "keys", ()) if len(key.path) == 2 and key.path[0] != LANDING_DIR}
 
 
 def selected_tables(settings: LakehouseSettings, table: TableName | None, every: bool) -> list[str]:
@@ -75,8 +86,8 @@ def describe_known_tables(root: Path, wanted: str) -> str:
     if not known:
         return (f"There are no tables under {root} yet: materialize the assets first, or check "
                 "LAKEHOUSE_ROOT / --root.")
-    close = difflib.get_close_matches(wanted, known, n=1)
-    hint = f"Did you mean {close[0]}? " if close else ""
+    similar = similar_table(wanted, known)
+    hint = f"Did you mean {similar}? " if similar else ""
     return f"{hint}Tables under {root}: {', '.join(known)}."
 
 

@@ -48,7 +48,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.add_argument("--merge-schema", action="store_true",
                         help="let the files add columns to the table (COPY_OPTIONS mergeSchema)")
     parser.add_argument("--json", action="store_true", help="print what was loaded as JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, spark=True)
 
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:

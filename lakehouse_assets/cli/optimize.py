@@ -42,7 +42,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.add_argument("--target-size", metavar="BYTES", type=positive_int, default=None,
                         help="the size compacted files aim at, in bytes")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, spark=True)
 
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:

@@ -30,7 +30,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     replay.add_argument("table", metavar="TABLE", type=table_name,
                         help="the routed table as layer.name, e.g. silver.recordings_enriched")
     replay.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    replay.set_defaults(run=run)
+    replay.set_defaults(run=run, spark=True)
 
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:

@@ -31,7 +31,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
         "shell", parents=parents, help="a PySpark shell with the tables by name",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-c", dest="code", metavar="CODE", help="run CODE and exit instead of a shell")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, spark=True)
 
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:

@@ -11,9 +11,10 @@ import argparse
 from typing import Any
 
 from lakehouse_assets.cli.arguments import positive_int
-from lakehouse_assets.cli.catalog import require_root
+from lakehouse_assets.cli.catalog import declared_tables, require_root
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError, UsageError
 from lakehouse_assets.cli.output import print_json, render_table
+from lakehouse_assets.errors import UnknownTableError
 from lakehouse_assets.settings import LakehouseSettings
 
 DEFAULT_LIMIT = 1000
@@ -43,7 +44,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                         help="a text table (default) or a JSON array of row objects")
     parser.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, metavar="N",
                         help=f"print at most N rows (default {DEFAULT_LIMIT})")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, spark=True)
 
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         rows = df.limit(args.limit + 1).collect()
     except AnalysisException as exc:  # Spark's parse and analysis errors: its first lines say it
         raise CommandError(f"The query failed: {_first_lines(str(exc))}") from exc
+    except UnknownTableError as exc:  # a declared table not built yet: say how it gets built
+        raise UnknownTableError(exc.name, exc.root, exc.known, declared_tables(settings)) from None
     shown = rows[: args.limit]
     if args.format == "json":
         print_json([row.asDict(recursive=True) for row in shown])

@@ -43,7 +43,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, metavar="N",
                         help=f"trace at most N rows (default {DEFAULT_LIMIT})")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, spark=True)
 
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:

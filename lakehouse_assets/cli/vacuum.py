@@ -45,7 +45,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                         help=f"keep files removed less than N hours ago (default {DEFAULT_RETAIN_HOURS})")
     parser.add_argument("--dry-run", action="store_true", help="list the files that would be deleted; delete none")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, spark=True)
 
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:

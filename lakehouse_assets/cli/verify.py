@@ -45,7 +45,7 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.add_argument("--allow-pending", action="store_true",
                         help="accept work not done yet (e.g. while runs are pending or after a crash)")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser.set_defaults(run=run)
+    parser.set_defaults(run=run, spark=True)
 
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:

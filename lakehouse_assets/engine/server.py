@@ -22,6 +22,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import fcntl
 import os
@@ -103,6 +104,17 @@ def engine_status(settings: LakehouseSettings, *, probe_timeout_seconds: float =
                             f"the engine (pid {pid}) {doing} at {url}: {problem}", started_at)
     return EngineStatus(True, True, pid, port, url, files.log,
                         f"the engine (pid {pid}) answers at {url}", started_at)
+
+
+def attached_to_running_engine(settings: LakehouseSettings) -> LakehouseSettings | None:
+    """``settings`` pointed at the lakehouse's managed engine when it has started and its
+    process listens (no request is sent: milliseconds); None when no engine runs."""
+    files = EngineFiles.of(settings)
+    state = files.read_state() or {}
+    pid, port = _recorded(state, settings)
+    if pid is None or not state.get("ready") or not is_engine_process(pid, files) or not listening(port):
+        return None
+    return dataclasses.replace(settings, spark_remote=_public_url(port), engine_port=port)
 
 
 def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180) -> EngineStatus:

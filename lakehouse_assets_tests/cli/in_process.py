@@ -44,10 +44,6 @@ import pytest
 
 from lakehouse_assets_tests.cli.helpers import Result
 
-#: The subcommands that start (or reuse) a SparkSession: in process they must find the test
-#: session's already running, so the test has to request the ``spark`` fixture.
-SPARK_COMMANDS = frozenset({"copy-into", "optimize", "quarantine", "shell", "sql", "trace", "vacuum", "verify"})
-
 # Python's warning filters in a fresh interpreter without -W or PYTHONWARNINGS (as the console
 # script runs): DeprecationWarning shown only when triggered in __main__.
 _FRESH_WARNING_FILTERS: list[tuple[Any, ...]] = [
@@ -68,7 +64,8 @@ def run_in_process(args: Sequence[str], *, stdin_text: str = "", stdin: TextIO |
     from lakehouse_assets.cli import main
 
     command = subcommand(args)
-    if command in SPARK_COMMANDS and not spark_requested:
+    starts_spark = needs_spark(args)
+    if starts_spark and not spark_requested:
         pytest.fail(f"`lakehouse {command}` starts Spark: request the session's `spark` fixture in this test, "
                     "so that the command reuses its SparkSession instead of starting a JVM in the test process")
     stdout, stderr = _Pipe("stdout"), _Pipe("stderr", errors="backslashreplace")
@@ -84,7 +81,7 @@ def run_in_process(args: Sequence[str], *, stdin_text: str = "", stdin: TextIO |
         patch.setattr(sys, "stdin", stdin if stdin is not None else io.StringIO(stdin_text))
         stack.enter_context(_environment_kept())
         stack.enter_context(_signal_handlers_kept())
-        stack.enter_context(_spark_state_kept(snapshot=command in SPARK_COMMANDS))
+        stack.enter_context(_spark_state_kept(snapshot=starts_spark))
         stack.enter_context(redirect_stdout(stdout))
         stack.enter_context(redirect_stderr(stderr))
         stack.enter_context(_fresh_process_warnings())
@@ -95,6 +92,19 @@ def run_in_process(args: Sequence[str], *, stdin_text: str = "", stdin: TextIO |
         except SystemExit as exc:
             code = _exit_code(exc)
     return Result(tuple(args), code, stdout.text(), stderr.text())
+
+
+def needs_spark(args: Sequence[str]) -> bool:
+    """Whether the command line runs a subcommand that starts (or reuses) a SparkSession, as the
+    command's own parser declares it: in process it must find the test session's running, so
+    the test has to request the ``spark`` fixture."""
+    from lakehouse_assets.cli import build_parser
+
+    with redirect_stderr(io.StringIO()), redirect_stdout(io.StringIO()):
+        try:
+            return bool(getattr(build_parser().parse_args(list(args)), "spark", False))
+        except SystemExit:  # a usage error, or --help: nothing starts
+            return False
 
 
 def subcommand(args: Sequence[str]) -> str | None:
@@ -286,7 +296,7 @@ def _spark_state_kept(*, snapshot: bool) -> Iterator[None]:
         after = _active_spark_context()
         if before is None and after is not None:
             pytest.fail("the command started a SparkContext of its own in the test process: request the "
-                        "`spark` fixture in this test (and add the command to SPARK_COMMANDS)")
+                        "`spark` fixture in this test (and declare the subcommand's parser spark=True)")
         if before is not None and after is not before:
             pytest.fail("the command stopped the test session's SparkSession: later tests cannot use it")
         if session is not None and state is not None:

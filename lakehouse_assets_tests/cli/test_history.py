@@ -50,7 +50,7 @@ def test_history_of_a_missing_table_names_it_and_what_exists(lakehouse: Runner, 
     result = lakehouse("history", "silver.recordings_enrich")
     assert result.code == 1, str(result)
     missing = root / "silver" / "recordings_enrich"
-    assert f"No table silver.recordings_enrich yet: nothing at {missing}" in result.stderr
+    assert f"No table silver.recordings_enrich: nothing at {missing}, and no asset declares it" in result.stderr
     assert "Did you mean silver.recordings_enriched?" in result.stderr
     assert "Traceback" not in result.stderr
 

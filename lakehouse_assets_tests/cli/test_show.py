@@ -65,7 +65,8 @@ def test_show_a_version_that_does_not_exist(lakehouse: Runner, root: Path) -> No
 def test_show_a_missing_table(lakehouse: Runner, root: Path) -> None:
     result = lakehouse("show", "gold.nothing_here")
     assert result.code == 1, str(result)
-    assert f"No table gold.nothing_here yet: nothing at {root / 'gold' / 'nothing_here'}" in result.stderr
+    assert f"No table gold.nothing_here: nothing at {root / 'gold' / 'nothing_here'}, and no asset declares it" \
+        in result.stderr
     assert "no tables under" in result.stderr
     assert "Traceback" not in result.stderr
 

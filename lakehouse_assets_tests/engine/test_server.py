@@ -398,6 +398,33 @@ def test_cli_start_on_a_running_engine_says_where_and_names_the_tables_for_any_c
     assert engine.files.read_token() not in out
 
 
+def _command(*argv: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """`lakehouse ARGV` as a user types it: no engine named in the environment."""
+    return subprocess.run([sys.executable, "-m", "lakehouse_assets.cli", *argv, "--root", str(root)],
+                          env=_client_env(), capture_output=True, text=True, timeout=CLIENT_TIMEOUT_SECONDS)
+
+
+@pytest.mark.slow
+def test_commands_use_the_running_engine_unless_told_embedded(engine: Engine) -> None:
+    root = engine.settings.root
+    # A setting only the engine's driver has: read back, it says which Spark answered.
+    probe = "SET spark.lakehouse.engine.stoppedQueryRetention"
+
+    on_engine = _command("sql", probe, "--format", "json", root=root)
+    assert on_engine.returncode == 0, on_engine.stderr[-3000:]
+    assert json.loads(on_engine.stdout)[0]["value"] == "2s"
+    assert f"on the lakehouse's running Spark Connect engine at sc://localhost:{engine.status.port}" in on_engine.stderr
+    verified = _command("verify", root=root)
+    assert verified.returncode == 0 and "running Spark Connect engine" in verified.stderr, verified.stderr[-3000:]
+
+    embedded = _command("sql", probe, "--format", "json", "--embedded", root=root)
+    assert embedded.returncode == 0, embedded.stderr[-3000:]
+    assert json.loads(embedded.stdout)[0]["value"] == "<undefined>"
+    # Spark's and the JVM's own output go to the lakehouse's Spark log, not the terminal.
+    assert embedded.stderr == "", embedded.stderr[-3000:]
+    assert "log4j" in (root / "_logs" / "spark.log").read_text()
+
+
 @pytest.mark.slow
 def test_a_killed_engine_is_reported_and_started_anew(engine: Engine) -> None:
     killed = engine_status(engine.settings).pid

@@ -80,6 +80,10 @@ def test_a_stream_by_name_reads_every_row_once(tables, spark, store, settings, t
 def test_an_unknown_table_is_named_with_the_tables_there_are(tables) -> None:
     with pytest.raises(UnknownTableError, match=r"No table bronze\.readngs .*bronze\.readings, silver\.patients"):
         tables.sql("SELECT * FROM bronze.readngs")
+    # A name that exists, never one that does not (the README's query once joined bronze.patients).
+    with pytest.raises(UnknownTableError, match=r"No table bronze\.patients .* Did you mean silver\.patients\?") as found:
+        tables.sql("SELECT * FROM bronze.readings r JOIN bronze.patients p ON r.mrn = p.mrn")
+    assert "materialize" not in str(found.value).lower()
     with pytest.raises(UnknownTableError, match="gold.nothing"):
         tables.table("gold.nothing")
 
