@@ -2,7 +2,7 @@
 # `make run`: run COMMAND (dagster dev) with every Spark session of the lakehouse attached to
 # its warm local Spark Connect engine (`lakehouse engine`): the engine is started first, and
 # stopped when COMMAND exits or this script is interrupted (Ctrl-C, SIGTERM). An engine that
-# already runs is used and left running.
+# already runs, or the one LAKEHOUSE_SPARK_REMOTE names, is used and left running.
 #
 #   scripts/run_with_engine.sh COMMAND [ARG...]
 #
@@ -18,40 +18,45 @@ export LAKEHOUSE_ENGINE_PORT=${LAKEHOUSE_ENGINE_PORT:-15002}
 STOP_GRACE_SECONDS=${STOP_GRACE_SECONDS:-30}
 
 stop_engine=0
-if "$BIN/lakehouse" engine status >/dev/null 2>&1; then
-  echo "The lakehouse's Spark Connect engine already runs: using it, and leaving it running."
+if [ -n "${LAKEHOUSE_SPARK_REMOTE:-}" ]; then
+  echo "Runs use the Spark Connect engine LAKEHOUSE_SPARK_REMOTE names."
 else
-  stop_engine=1
+  if "$BIN/lakehouse" engine status >/dev/null 2>&1; then
+    echo "The lakehouse's Spark Connect engine already runs: using it, and leaving it running."
+  else
+    stop_engine=1
+  fi
+  # Prints the engine's URL, token file and log; fails (naming the port) if it cannot start.
+  "$BIN/lakehouse" engine start
+  # Runs of this lakehouse read the engine's token from $LAKEHOUSE_ROOT/_engine/token.
+  export LAKEHOUSE_SPARK_REMOTE="sc://localhost:${LAKEHOUSE_ENGINE_PORT}"
 fi
-# Prints the engine's URL, token file and log; fails (naming the port) if it cannot start.
-"$BIN/lakehouse" engine start
-# Runs of this lakehouse read the engine's token from $LAKEHOUSE_ROOT/_engine/token.
-export LAKEHOUSE_SPARK_REMOTE="sc://localhost:${LAKEHOUSE_ENGINE_PORT}"
 
-# COMMAND runs in a process group of its own, in the background: bash runs a trap only once
-# a foreground command has ended, so a SIGTERM would otherwise wait for dagster dev to end by
-# itself. The signal is passed on to the whole group (dagster dev, its webserver, daemon and
-# runs), and what is still alive after the grace period is killed.
-setsid "$@" &
+# COMMAND runs in the background, in a process group of its own (job control): bash runs a
+# trap only once a foreground command has ended, so a SIGTERM would wait for dagster dev to end
+# by itself. A signal is passed on to dagster dev alone, as SIGINT: it then stops its webserver
+# and daemon in order (signalled too, they died under it while it waited on them). SIGINT is
+# handled again in it: a background job, and whatever `make run &` starts, inherits it
+# ignored, and dagster dev would then ignore SIGTERM too (it maps SIGTERM to SIGINT's handler).
+set -m
+env --default-signal=INT "$@" &
 child=$!
-stopping=0
+set +m
+stopped_by=""
 stop_child() {
-  stopping=1
-  kill -"$1" -- "-$child" 2>/dev/null || true
+  stopped_by=$1
+  kill -INT "$child" 2>/dev/null || true
 }
-trap 'stop_child INT' INT
-trap 'stop_child TERM' TERM
+trap 'stop_child 130' INT
+trap 'stop_child 143' TERM
 status=0
 wait "$child" || status=$?
-if [ "$stopping" = 1 ]; then
-  # Signalled: the group has the grace period to end (a watchdog kills it after), then whatever
-  # is left of it goes.
-  ( sleep "$STOP_GRACE_SECONDS"; kill -KILL -- "-$child" 2>/dev/null ) &
-  watchdog=$!
-  wait "$child" 2>/dev/null || true
-  kill "$watchdog" 2>/dev/null || true
+if [ -n "$stopped_by" ]; then
+  # dagster dev has the grace period to stop its services; then whatever is left of its group goes.
+  timeout "$STOP_GRACE_SECONDS" tail --pid="$child" -s 0.2 -f /dev/null || true
   kill -KILL -- "-$child" 2>/dev/null || true
-  status=143
+  wait "$child" 2>/dev/null || true
+  status=$stopped_by
 fi
 if [ "$stop_engine" = 1 ]; then
   echo "Stopping the Spark Connect engine..."

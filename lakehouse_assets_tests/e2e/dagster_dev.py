@@ -28,7 +28,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -38,6 +38,8 @@ from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTANCE_YAML = REPO_ROOT / "instance" / "dagster.yaml"
 WORKSPACE_YAML = REPO_ROOT / "workspace.yaml"
+#: What `make run` runs dagster dev with: the engine around it, signals passed on.
+MAKE_RUN_SCRIPT = REPO_ROOT / "scripts" / "run_with_engine.sh"
 
 # Short-lived JVMs (one per run): the C1 compiler alone and the serial GC spend far less CPU
 # warming up on a 2-core machine; the data is tiny, so two shuffle partitions are plenty.
@@ -178,9 +180,15 @@ class DagsterDeployment:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start_dev(self) -> None:
-        """``dagster dev`` on 127.0.0.1: webserver, daemon and code server, as ``make run``."""
-        self._start("dev", [_script("dagster"), "dev", "-h", "127.0.0.1", "-p", str(self.port), "-w", str(WORKSPACE_YAML)])
+    def start_dev(self, *, as_make_run: bool = False) -> None:
+        """``dagster dev`` on 127.0.0.1: webserver, daemon and code server. ``as_make_run``:
+        through the script ``make run`` runs it with (scripts/run_with_engine.sh), started as
+        ``make run &`` would start it: SIGINT ignored, as a shell's background job has it."""
+        dev = [_script("dagster"), "dev", "-h", "127.0.0.1", "-p", str(self.port), "-w", str(WORKSPACE_YAML)]
+        if as_make_run:
+            self._start("make_run", [str(MAKE_RUN_SCRIPT), *dev], preexec_fn=_background_job_signals)
+        else:
+            self._start("dev", dev)
 
     def start_webserver(self) -> None:
         """The webserver alone: the UI and GraphQL answer, but no sensor ticks and no queued
@@ -191,7 +199,8 @@ class DagsterDeployment:
         """The daemon alone: sensors, declarative automation and the run queue."""
         self._start("daemon", [_script("dagster-daemon"), "run", "-w", str(WORKSPACE_YAML)])
 
-    def _start(self, name: str, command: list[str]) -> None:
+    def _start(self, name: str, command: list[str],
+               preexec_fn: Callable[[], None] | None = None) -> None:
         log_path = self.log_dir / f"dagster-{name}.log"
         log = log_path.open("ab")
         popen = subprocess.Popen(
@@ -207,7 +216,7 @@ class DagsterDeployment:
             # A shell that starts jobs in the background (CI, make in the background) leaves
             # SIGINT ignored, and an ignored SIGINT survives exec: Dagster would then ignore
             # Ctrl-C and SIGTERM alike (it maps SIGTERM to SIGINT's handler).
-            preexec_fn=_default_interrupt_signals,
+            preexec_fn=preexec_fn or _default_interrupt_signals,
         )
         self._started.append(_Started(name, popen, log, log_path))
 
@@ -341,15 +350,16 @@ class DagsterDeployment:
                 raise DagsterDeploymentError(f"{started.name} exited early with code {code}\n{self.log_tail()}")
 
     # -- stopping -----------------------------------------------------------------------------
-    def stop(self, timeout: float = 90) -> StopReport:
-        """Stop everything as Ctrl-C in a terminal does: SIGINT to each process group, then
-        wait for the services to shut down their children. Whatever is still alive after
-        ``timeout`` is killed and listed in the report, which is then not ``clean``."""
+    def stop(self, timeout: float = 90, *, sig: signal.Signals = signal.SIGINT) -> StopReport:
+        """Stop everything as Ctrl-C in a terminal does (or ``sig``, e.g. SIGTERM as a service
+        manager stops it): the signal to each process group, then wait for the services to shut
+        down their children. Whatever is still alive after ``timeout`` is killed and listed in
+        the report, which is then not ``clean``."""
         started_at = time.monotonic()
         groups = [s.popen.pid for s in self._started]  # session leaders: pgid == sid == pid
         for s in self._started:
             if s.popen.poll() is None:
-                _signal_group(s.popen.pid, signal.SIGINT)
+                _signal_group(s.popen.pid, sig)
         deadline = started_at + timeout
         exit_codes: dict[str, int | None] = {}
         for s in self._started:
@@ -363,7 +373,7 @@ class DagsterDeployment:
             time.sleep(0.5)
             leftovers = processes_in(groups)
         seconds = time.monotonic() - started_at
-        for group in groups:
+        for group in {*groups, *(p.pgid for p in leftovers)}:  # a service's own groups in its session too
             _signal_group(group, signal.SIGKILL)
         for s in self._started:
             if s.popen.poll() is None:
@@ -379,6 +389,10 @@ class DagsterDeployment:
         # A test that failed half-way still must not leave servers, run workers or JVMs behind.
         if self._started:
             self.stop(timeout=30)
+
+
+def _background_job_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _default_interrupt_signals() -> None:
