@@ -175,9 +175,8 @@ def run_checks(
 
 def kept_results(context: dg.AssetCheckExecutionContext, key: dg.AssetKey, contract: Contract,
                  version: int) -> Iterator[dg.AssetCheckResult]:
-    """Each check's last result, again, for a table whose rows have not changed since (up to
-    ``version``): a check that failed still fails, and none passes on zero rows checked. Its
-    metadata says so and moves ``delta_version`` on, so the next evaluation starts from here."""
+    """Each check's last result again, for a table whose rows have not changed up to ``version``
+    (none passes on zero rows); ``delta_version`` moves on, so the next evaluation starts here."""
     for name in check_names(contract):
         last = last_evaluation(context, dg.AssetCheckKey(key, name))
         if last is None:  # only a check never evaluated; resume_after then planned the whole table
