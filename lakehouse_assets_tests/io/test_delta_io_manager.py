@@ -243,8 +243,8 @@ def test_stream_writes_everything_then_skips_when_nothing_is_new_then_writes_onl
 
     idle = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
 
-    assert idle["micro_batches"] == 0
-    assert idle["rows_written"] == 0
+    # Nothing written: no counts to plot as zeros, and the version says why.
+    assert not {"micro_batches", "rows_written", "rows_processed"} & idle.keys()
     assert idle["query_id"] == ""  # no query started
     assert idle["written_version"] == "none (nothing new)"
     assert idle["delta_version"] == first["delta_version"] == store.version(path)
