@@ -2,12 +2,13 @@
 and worker on loopback, an engine whose driver uses them, and the reference pipeline carried to
 gold through Dagster runs attached to it. The first run has its engine SIGKILLed mid-query: it
 fails by itself naming the engine, `lakehouse engine start` brings the engine back, and the
-next run makes every table whole; each table then equals what an embedded run made of the
-same landed files.
+next run makes every table whole; each table then equals what the embedded runs of the
+reference lakehouse (``built``) made of the same landed files.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from lakehouse_assets.reliability.delta_files import read_rows, row_tuples
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialize
+from lakehouse_assets_tests.built import BuiltLakehouse
 from lakehouse_assets_tests.engine.standalone_cluster import StandaloneCluster
 from lakehouse_assets_tests.ports import free_port
 from lakehouse_assets_tests.reliability.crash_harness import ENGINE_KILL, ENGINE_LOST_MESSAGE, CrashHarness
@@ -23,6 +24,8 @@ from lakehouse_assets_tests.reliability.crash_harness import ENGINE_KILL, ENGINE
 pytestmark = pytest.mark.slow
 
 SEED = 23
+#: The reference lakehouse's landing folders the seeds' tables read.
+LANDED = ("recordings", "patients")
 # Columns that depend on where and when a run happened, not on what landed.
 RUN_DEPENDENT = {"_ingested_at", "_source_file"}
 TABLES = ["bronze.recordings", "silver.patients", "silver.recordings_enriched", "silver.recordings_quarantine",
@@ -47,18 +50,14 @@ def _rows(settings: LakehouseSettings, table: str) -> Counter:
 
 
 def test_the_reference_pipeline_on_a_standalone_cluster_survives_its_engine_killed_and_equals_an_embedded_run(
-        spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    embedded = CrashHarness(tmp_path / "embedded", SEED)
-    embedded.land_some(files=3)
-    monkeypatch.setenv("LAKEHOUSE_ROOT", str(embedded.root))
-    materialize(SEED_WITHOUT_CHECKS)  # in this process, on the test session's embedded Spark
-
+        built: BuiltLakehouse, tmp_path: Path) -> None:
     with StandaloneCluster(tmp_path / "cluster") as cluster:
         on_cluster = CrashHarness(tmp_path / "on_cluster", SEED, engine_port=free_port(),
                                   spark_master=cluster.master_url, log=print)
         on_cluster.start_engine()
         try:
-            on_cluster.land_some(files=3)
+            for folder in LANDED:  # the files the reference lakehouse was built from
+                shutil.copytree(built.landing / folder, on_cluster.root / "landing" / folder)
             killed = on_cluster.run_child(ENGINE_KILL, kill_on_line=f"Running the availableNow query of {KILLED_IN}",
                                           checks=False)
 
@@ -78,5 +77,5 @@ def test_the_reference_pipeline_on_a_standalone_cluster_survives_its_engine_kill
 
     assert report.ok and on_cluster.summary.ok, on_cluster.summary.failures()
     for table in TABLES:
-        assert _rows(on_cluster.settings, table) == _rows(embedded.settings, table), \
+        assert _rows(on_cluster.settings, table) == _rows(built.settings, table), \
             f"{table} differs between the cluster and embedded runs"
