@@ -30,10 +30,11 @@ def test_a_run_killed_mid_query_is_followed_by_a_whole_run(tmp_path: Path, table
     harness = CrashHarness(tmp_path, seed=15)
     harness.land_some(files=4)
 
-    killed = harness.run_child("random", kill_on_line=f"Running the availableNow query of {table}")
+    # The tables, not their checks: the checks read what the tables hold and have tests of their own.
+    killed = harness.run_child("random", kill_on_line=f"Running the availableNow query of {table}", checks=False)
     assert killed.killed, f"the run ended before its {table} query started (log {killed.log})"
 
-    report = harness.clean_run("the run after the kill")
+    report = harness.clean_run("the run after the kill", checks=False)
     assert report.ok, report.summary()
     assert not harness.summary.failed_runs, harness.summary.failed_runs
 
