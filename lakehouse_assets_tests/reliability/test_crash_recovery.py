@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
@@ -106,7 +107,7 @@ def test_a_kill_at_every_fault_point_and_on_every_kind_of_write_loses_and_repeat
     materialize(tables("silver/patients"))
     kill(REPLAY)
 
-    materialize("*")  # the run after them all
+    materialize(dg.AssetSelection.all().without_checks())  # the run after them all: the tables, as the invariants read them
     run_job(REPLAY_JOB)  # the replay after its kill finishes what the killed one began
 
     report = harness.check("the runs after the kills", pending_ok=False)
