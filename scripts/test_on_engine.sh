@@ -80,4 +80,13 @@ fi
 # A base temporary folder of its own: `make test` runs this beside the embedded pass, whose
 # pytest prunes old numbered folders under the shared one.
 basetemp=$(mktemp -d -t lakehouse_connect_pass.XXXXXX)
-"$BIN/python" -m pytest -p no:cacheprovider --basetemp "$basetemp" --durations=20 ${PYTEST_EXTRA:-} "$@"
+status=0
+"$BIN/python" -m pytest -p no:cacheprovider --basetemp "$basetemp" --durations=20 ${PYTEST_EXTRA:-} "$@" || status=$?
+if [ "$status" -ne 0 ] && [ -f "$engine_root/_engine/engine.log" ]; then
+  # A run's error on the engine is Spark's, in the engine's log: keep it, and show its last errors.
+  mkdir -p test-artifacts
+  cp "$engine_root/_engine/engine.log" test-artifacts/connect-engine.log
+  echo "---- the engine's last errors (all of its log: test-artifacts/connect-engine.log) ----"
+  grep -E "ERROR|Exception" "$engine_root/_engine/engine.log" | tail -n 30 || true
+fi
+exit "$status"

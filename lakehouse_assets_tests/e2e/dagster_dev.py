@@ -314,12 +314,16 @@ class DagsterDeployment:
         """The error messages a run logged (step and run failures)."""
         data = self.graphql(_RUN_ERRORS_QUERY, {"runId": run_id})["logsForRun"]
         events = data.get("events") or []
-        messages = [
-            (event.get("error") or {}).get("message") or event.get("message", "")
-            for event in events
-            if event["__typename"] in ("ExecutionStepFailureEvent", "RunFailureEvent")
-        ]
-        return " | ".join(m.strip()[:500] for m in messages) or "no failure event"
+        messages = []
+        for event in events:
+            if event["__typename"] not in ("ExecutionStepFailureEvent", "RunFailureEvent"):
+                continue
+            error = event.get("error") or {}
+            # The chain holds the cause: a handle_output error's own message only names the step.
+            chain = [error.get("message") or event.get("message", "")]
+            chain += [link["error"]["message"] for link in error.get("errorChain") or []]
+            messages.append(" caused by: ".join(m.strip()[:1500] for m in chain if m))
+        return " | ".join(messages) or "no failure event"
 
     def wait_for_run(self, run_id: str, timeout: float) -> dict[str, Any]:
         """Wait until a run has finished; return it (status SUCCESS, FAILURE or CANCELED)."""
@@ -485,8 +489,8 @@ query RunErrors($runId: ID!) {
       events {
         __typename
         ... on MessageEvent { message }
-        ... on ExecutionStepFailureEvent { error { message } }
-        ... on RunFailureEvent { error { message } }
+        ... on ExecutionStepFailureEvent { error { message errorChain { error { message } } } }
+        ... on RunFailureEvent { error { message errorChain { error { message } } } }
       }
     }
   }
