@@ -139,7 +139,8 @@ def run_stream(
     """Start the query ``build()`` returns, writing through ``sink``, and wait for it.
 
     When the query fails with an error ``restart_when`` accepts (for example, its source's
-    schema grew), it is built again and restarted from its checkpoint, up to
+    schema grew), or because the Python worker of its ``foreachBatch`` function did not start
+    in time (a busy machine), it is built again and restarted from its checkpoint, up to
     ``max_restarts`` times, within this one call. ``run_id`` (a Dagster run's id; else a new
     one) is recorded in every commit the sink makes, and the run's commits are read back
     from the table by it.
@@ -166,6 +167,9 @@ def run_stream(
         try:
             query = writer.start()
         except Exception as exc:
+            if _worker_not_started(exc) and run.restarts < max_restarts:
+                run.restarts += 1
+                continue
             _raise_if_checkpoint_damaged(checkpoint_location, exc)
             raise
         run.query_id = str(query.id)
@@ -178,7 +182,8 @@ def run_stream(
                 query.awaitTermination()
         except StreamingQueryException as exc:
             _collect(run, query, sink)
-            if restart_when is not None and restart_when(exc) and run.restarts < max_restarts:
+            restart = _worker_not_started(exc) or (restart_when is not None and restart_when(exc))
+            if restart and run.restarts < max_restarts:
                 run.restarts += 1
                 continue
             _raise_if_checkpoint_damaged(checkpoint_location, exc)
@@ -188,6 +193,18 @@ def run_stream(
         break
     run.duration_seconds = time.monotonic() - started
     return run
+
+
+# What Spark says when a Python worker (a query's foreachBatch function on a Spark Connect
+# engine) did not connect back within the 10 s it waits, hard-coded (PythonWorkerFactory): a
+# busy machine, not the query. The batch is replayed from the checkpoint, exactly once.
+_WORKER_NOT_STARTED = ("Python worker failed to connect back",
+                       "Timed out while waiting for the Python worker to connect back")
+
+
+def _worker_not_started(exc: BaseException) -> bool:
+    text = str(exc)
+    return any(sign in text for sign in _WORKER_NOT_STARTED)
 
 
 def _stream_writer(df: DataFrame, sink: RunSink) -> DataStreamWriter:

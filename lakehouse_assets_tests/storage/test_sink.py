@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,36 @@ def test_crash_between_delta_commit_and_checkpoint_commit_writes_no_duplicates(
     history = store.history(path)
     assert [(h.version, h.batch_id, h.rows_written) for h in history] == [(2, 2, 2), (1, 1, 2), (0, 0, 3)]
     assert {h.query for h in history} == {first.query_id}
+
+
+def test_a_query_whose_python_worker_did_not_start_in_time_is_restarted_and_writes_each_row_once(
+    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
+) -> None:
+    @dataclass
+    class WorkerLateOnce(DeltaSink):
+        """The sink, failing its first call as a query fails whose ``foreachBatch`` Python
+        worker did not connect back in time (Spark's words; its 10 s wait cannot be provoked on
+        demand). Which call is first is kept on disk: on an engine the sink runs in the
+        engine's worker, which unpickles this class by value (it is local)."""
+
+        failed_marker: str = ""
+
+        def __call__(self, batch_df, batch_id, commit_metadata=None):  # type: ignore[no-untyped-def]
+            marker = Path(self.failed_marker)
+            if not marker.exists():
+                marker.touch()
+                raise RuntimeError("Python worker failed to connect back.")
+            return super().__call__(batch_df, batch_id, commit_metadata)
+
+    landing, path, checkpoint = tmp_path / "landing", str(tmp_path / "t"), str(tmp_path / "checkpoint")
+    _land(landing, "a.json", range(0, 3))
+    _land(landing, "b.json", range(3, 5))
+    sink = WorkerLateOnce(store, path, checkpoint, failed_marker=str(tmp_path / "failed_once"))
+
+    run = run_stream(lambda: spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(landing)),
+                     sink, checkpoint_location=checkpoint)
+
+    assert (tmp_path / "failed_once").exists(), "the sink never failed: nothing was restarted"
+    assert run.restarts == 1
+    assert sorted(r.id for r in store.read(spark, path).collect()) == list(range(5))
+    assert [h.batch_id for h in store.history(path)] == [1, 0]
