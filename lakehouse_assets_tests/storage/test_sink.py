@@ -126,9 +126,13 @@ def test_a_query_whose_python_worker_did_not_start_in_time_is_restarted_and_writ
         failed_marker: str = ""
 
         def __call__(self, batch_df, batch_id, commit_metadata=None):  # type: ignore[no-untyped-def]
+            import pyspark
+
             marker = Path(self.failed_marker)
             if not marker.exists():
-                marker.touch()
+                # Where the worker's pyspark came from: an engine's workers import the installed
+                # package (bytecode cached), not the zip Spark puts on their path (compiled each start).
+                marker.write_text(pyspark.__file__ or "")
                 raise RuntimeError("Python worker failed to connect back.")
             return super().__call__(batch_df, batch_id, commit_metadata)
 
@@ -141,6 +145,7 @@ def test_a_query_whose_python_worker_did_not_start_in_time_is_restarted_and_writ
                      sink, checkpoint_location=checkpoint)
 
     assert (tmp_path / "failed_once").exists(), "the sink never failed: nothing was restarted"
+    assert ".zip" not in (tmp_path / "failed_once").read_text(), "the worker compiled pyspark from Spark's zip"
     assert run.restarts == 1
     assert sorted(r.id for r in store.read(spark, path).collect()) == list(range(5))
     assert [h.batch_id for h in store.history(path)] == [1, 0]
