@@ -139,16 +139,17 @@ def run_stream(
     """Start the query ``build()`` returns, writing through ``sink``, and wait for it.
 
     When the query fails with an error ``restart_when`` accepts (for example, its source's
-    schema grew), or because the Python worker of its ``foreachBatch`` function did not start
-    in time (a busy machine), it is built again and restarted from its checkpoint, up to
-    ``max_restarts`` times, within this one call. ``run_id`` (a Dagster run's id; else a new
-    one) is recorded in every commit the sink makes, and the run's commits are read back
-    from the table by it.
+    schema grew), it is built again and restarted from its checkpoint, up to ``max_restarts``
+    times, within this one call; and so it is, a few times after a pause, when the Python
+    worker of its ``foreachBatch`` function did not start in time (a busy machine).
+    ``run_id`` (a Dagster run's id; else a new one) is recorded in every commit the sink
+    makes, and the run's commits are read back from the table by it.
     """
     run_id = run_id or uuid.uuid4().hex
     run = StreamRun(run_id=run_id)
     sink = sink.for_run(run_id)
     started = time.monotonic()
+    late_workers = 0
     while True:
         df = build()
         writer = (
@@ -167,8 +168,10 @@ def run_stream(
         try:
             query = writer.start()
         except Exception as exc:
-            if _worker_not_started(exc) and run.restarts < max_restarts:
+            if _worker_not_started(exc) and late_workers < _LATE_WORKER_RETRIES:
+                late_workers += 1
                 run.restarts += 1
+                time.sleep(min(2.0 ** late_workers, 10.0))  # a busy moment may pass
                 continue
             _raise_if_checkpoint_damaged(checkpoint_location, exc)
             raise
@@ -182,8 +185,12 @@ def run_stream(
                 query.awaitTermination()
         except StreamingQueryException as exc:
             _collect(run, query, sink)
-            restart = _worker_not_started(exc) or (restart_when is not None and restart_when(exc))
-            if restart and run.restarts < max_restarts:
+            if _worker_not_started(exc) and late_workers < _LATE_WORKER_RETRIES:
+                late_workers += 1
+                run.restarts += 1
+                time.sleep(min(2.0 ** late_workers, 10.0))
+                continue
+            if restart_when is not None and restart_when(exc) and run.restarts - late_workers < max_restarts:
                 run.restarts += 1
                 continue
             _raise_if_checkpoint_damaged(checkpoint_location, exc)
@@ -197,7 +204,10 @@ def run_stream(
 
 # What Spark says when a Python worker (a query's foreachBatch function on a Spark Connect
 # engine) did not connect back within the 10 s it waits, hard-coded (PythonWorkerFactory): a
-# busy machine, not the query. The batch is replayed from the checkpoint, exactly once.
+# busy machine, not the query. The query starts again (its batch replayed from the checkpoint,
+# exactly once), after a pause, this many times: CI's 2 cores, loaded with two more JVMs, once
+# missed the 10 s four times in a row.
+_LATE_WORKER_RETRIES = 5
 _WORKER_NOT_STARTED = ("Python worker failed to connect back",
                        "Timed out while waiting for the Python worker to connect back")
 
