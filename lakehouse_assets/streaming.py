@@ -150,6 +150,17 @@ def run_stream(
     sink = sink.for_run(run_id)
     started = time.monotonic()
     late_workers = 0
+
+    def retry_late_worker(exc: BaseException) -> bool:
+        """Whether to start the query again because its worker was late (after a pause)."""
+        nonlocal late_workers
+        if not _worker_not_started(exc) or late_workers >= _LATE_WORKER_RETRIES:
+            return False
+        late_workers += 1
+        run.restarts += 1
+        time.sleep(min(2.0 ** late_workers, 10.0))  # a busy moment may pass
+        return True
+
     while True:
         df = build()
         writer = (
@@ -168,10 +179,7 @@ def run_stream(
         try:
             query = writer.start()
         except Exception as exc:
-            if _worker_not_started(exc) and late_workers < _LATE_WORKER_RETRIES:
-                late_workers += 1
-                run.restarts += 1
-                time.sleep(min(2.0 ** late_workers, 10.0))  # a busy moment may pass
+            if retry_late_worker(exc):
                 continue
             _raise_if_checkpoint_damaged(checkpoint_location, exc)
             raise
@@ -185,10 +193,7 @@ def run_stream(
                 query.awaitTermination()
         except StreamingQueryException as exc:
             _collect(run, query, sink)
-            if _worker_not_started(exc) and late_workers < _LATE_WORKER_RETRIES:
-                late_workers += 1
-                run.restarts += 1
-                time.sleep(min(2.0 ** late_workers, 10.0))
+            if retry_late_worker(exc):
                 continue
             if restart_when is not None and restart_when(exc) and run.restarts - late_workers < max_restarts:
                 run.restarts += 1
@@ -205,8 +210,8 @@ def run_stream(
 # What Spark says when a Python worker (a query's foreachBatch function on a Spark Connect
 # engine) did not connect back within the 10 s it waits, hard-coded (PythonWorkerFactory): a
 # busy machine, not the query. The query starts again (its batch replayed from the checkpoint,
-# exactly once), after a pause, this many times: CI's 2 cores, loaded with two more JVMs, once
-# missed the 10 s four times in a row.
+# exactly once), after a pause, this many times: a 2-core machine running two test passes
+# and more JVMs beside them once missed the 10 s four times in a row.
 _LATE_WORKER_RETRIES = 5
 _WORKER_NOT_STARTED = ("Python worker failed to connect back",
                        "Timed out while waiting for the Python worker to connect back")
