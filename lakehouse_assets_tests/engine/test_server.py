@@ -337,10 +337,12 @@ def test_stopped_queries_are_let_go_after_the_retention(engine: Engine) -> None:
     pid = engine.status.pid
     assert pid is not None
     query_class = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
-    deadline = time.monotonic() + 30
+    # Retention 2 s, polled every second: on a quiet machine they are gone within 5 s. CI's
+    # embedded pass runs beside the Connect pass on 2 cores, where one was still held at 30 s.
+    deadline = time.monotonic() + 90
     while (left := _live_instances(pid, query_class)) and time.monotonic() < deadline:
-        time.sleep(1)
-    assert left == 0, f"{left} stopped queries still held by the engine 30 s after they stopped"
+        time.sleep(2)
+    assert left == 0, f"{left} stopped queries still held by the engine 90 s after they stopped"
 
 
 def _threads_named(pid: int, prefix: str) -> int:
