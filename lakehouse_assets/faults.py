@@ -5,6 +5,13 @@
 its own process group (the crash harness starts runs that way), the whole group is killed,
 Spark's JVM included, as a power cut would. Without the variable a fault point costs one
 attribute check.
+
+In process, :func:`raising_at` arms a point to raise :class:`InjectedFault` instead: a run in
+the test's own process stops there as the kill would stop it, without a process and a JVM to
+start per fault. A Spark query whose ``foreachBatch`` function raises stops before it records
+the batch as done, as a killed one does; what differs is what a dying process cannot do, the
+failure record that the IO manager writes to the event log
+(``test_crash_recovery.py`` compares the two on disk).
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 ENV_VAR = "LAKEHOUSE_FAULT"
 
@@ -28,6 +37,31 @@ POINTS = {
 
 _lock = threading.Lock()
 _hits: dict[str, int] = {}
+# The point and hit armed in process by `raising_at`, if any.
+_raising: tuple[str, int] | None = None
+
+
+class InjectedFault(Exception):
+    """Raised at a fault point armed by :func:`raising_at`, where a kill would have landed."""
+
+
+@contextmanager
+def raising_at(point: str, hit: int = 1) -> Iterator[None]:
+    """Within the block, the ``hit``-th arrival of this process at ``point`` raises
+    :class:`InjectedFault` (from whichever thread reaches it: Spark calls ``foreachBatch``
+    functions from its own)."""
+    global _raising
+    if point not in POINTS:
+        raise ValueError(f"{point!r} names no fault point; known points: {', '.join(POINTS)}")
+    with _lock:
+        _hits.pop(point, None)
+        _raising = (point, hit)
+    try:
+        yield
+    finally:
+        with _lock:
+            _raising = None
+            _hits.pop(point, None)
 
 
 def armed_fault() -> tuple[str, int] | None:
@@ -42,7 +76,14 @@ def armed_fault() -> tuple[str, int] | None:
 
 
 def fault_point(point: str) -> None:
-    """Die here, by SIGKILL, if ``LAKEHOUSE_FAULT`` arms this point for this hit."""
+    """Die here, by SIGKILL, if ``LAKEHOUSE_FAULT`` arms this point for this hit (or raise
+    :class:`InjectedFault`, if :func:`raising_at` does)."""
+    if _raising is not None and _raising[0] == point:
+        with _lock:
+            _hits[point] = _hits.get(point, 0) + 1
+            if _hits[point] == _raising[1]:
+                raise InjectedFault(f"fault injected at {point} (arrival {_raising[1]}): {POINTS[point]}")
+        return
     if ENV_VAR not in os.environ:
         return
     armed = armed_fault()

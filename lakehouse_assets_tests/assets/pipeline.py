@@ -39,8 +39,8 @@ TO_SILVER = tables("bronze/recordings", "silver/recordings_enriched", "silver/re
 
 
 def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, instance: dg.DagsterInstance | None = None,
-                run_config: dict[str, Any] | None = None,
-                definitions: dg.Definitions | None = None) -> dg.ExecuteInProcessResult:
+                run_config: dict[str, Any] | None = None, definitions: dg.Definitions | None = None,
+                raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
     """Materialize assets of the project's own Definitions (or of ``definitions``: declared
     packages and pipelines loaded beside them), as the UI would."""
     from lakehouse_assets.definitions import defs as project
@@ -52,16 +52,18 @@ def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, ins
         resources=dict(defs.resources or {}),
         instance=instance or dg.DagsterInstance.ephemeral(),
         run_config=run_config,
-        raise_on_error=True,
+        raise_on_error=raise_on_error,
     )
 
 
-def run_job(name: str, *, instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+def run_job(name: str, *, instance: dg.DagsterInstance | None = None,
+            raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
     """Run the project's job ``name`` (e.g. a quarantine replay), as the UI would."""
     from lakehouse_assets.definitions import defs
 
     return defs.resolve_job_def(name).execute_in_process(instance=instance or dg.DagsterInstance.ephemeral(),
-                                                         resources=dict(defs.resources or {}))
+                                                         resources=dict(defs.resources or {}),
+                                                         raise_on_error=raise_on_error)
 
 
 def materialize_alone(*assets: dg.AssetsDefinition, upstream: dg.AssetKey,

@@ -1,6 +1,7 @@
-"""The long crash campaigns, in ``make test-all`` (``make test`` kills once at every fault point
-and on every kind of write: ``test_crash_recovery.py``; ``test_crash_recovery_declared.py``'s one
-kill per declared source is ``make test-all``'s too).
+"""The long crash campaigns, in ``make test-all`` (``make test`` stops a run once at every fault
+point and kills one on every kind of write: ``test_crash_recovery.py``, whose kill at every
+point is ``make test-all``'s; ``test_crash_recovery_declared.py``'s one kill per declared source
+is ``make test-all``'s too).
 
 Runs of the whole seeds' graph SIGKILLed again and again, at the fault points and at random
 moments (which can fall anywhere, Spark writing its checkpoint or state files included);
