@@ -115,7 +115,7 @@ def events_viewed(spark: SparkResource) -> DataFrame:
 def views_seen(spark: SparkResource, viewed: DataFrame) -> DataFrame:
     """The temp views this body finds in the run's session: none, whatever ran before it."""
     session = spark.spark_session
-    names = sorted(t.name for t in session.catalog.listTables() if t.isTemporary)
+    names = sorted(row.viewName for row in session.sql("SHOW VIEWS").collect() if row.isTemporary)
     return session.createDataFrame([(",".join(names), viewed.count())], "views STRING, rows BIGINT")
 
 

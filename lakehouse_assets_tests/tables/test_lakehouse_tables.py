@@ -121,7 +121,7 @@ def test_spark_and_delta_know_the_tables_by_name(tables, spark, settings) -> Non
     assert [(h["version"], h["operation"]) for h in history] == [(0, "WRITE"), (1, "WRITE")]
     detail = spark.sql("DESCRIBE DETAIL silver.patients").first()
     assert detail["location"].rstrip("/").endswith(str(settings.table_path("silver", "patients")))
-    assert sorted(t.name for t in spark.catalog.listTables("bronze")) == ["readings"]
+    assert sorted(row.tableName for row in spark.sql("SHOW TABLES IN bronze").collect()) == ["readings"]
 
 
 def test_a_table_written_later_and_another_lakehouse_are_found(tables, spark, store, tmp_path) -> None:
