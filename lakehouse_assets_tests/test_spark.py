@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import build_spark_session
 from lakehouse_assets.spark_conf import REQUIRED_CONF, archive_options, archive_path, is_connect_session
+from lakehouse_assets_tests.conftest import SMALL_DATA_CONF
 
 
 def test_required_settings_hold_on_the_session(spark: SparkSession) -> None:
@@ -27,7 +28,8 @@ def test_required_settings_hold_on_the_session(spark: SparkSession) -> None:
             assert spark.sparkContext.getConf().get(key) == value
         else:
             assert spark.conf.get(key) == value
-    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"  # the test fixture's extra_conf
+    # the test fixture's extra_conf
+    assert spark.conf.get("spark.sql.shuffle.partitions") == SMALL_DATA_CONF["spark.sql.shuffle.partitions"]
 
 
 def test_a_python_udf_over_a_table_scan_returns(spark: SparkSession, tmp_path: Path) -> None:
