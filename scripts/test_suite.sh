@@ -16,7 +16,9 @@ started=$SECONDS
 # output kept in a file and printed once both are done.
 mkdir -p test-artifacts
 connect_log=test-artifacts/connect-pass.log
-( scripts/test_on_engine.sh > "$connect_log" 2>&1; echo $? > "$connect_log.rc"; echo $((SECONDS)) > "$connect_log.end" ) &
+# Every test's time, for finding what to make cheaper next: test-artifacts/*-pass.xml (JUnit XML).
+( PYTEST_EXTRA="--junitxml=test-artifacts/connect-pass.xml" scripts/test_on_engine.sh > "$connect_log" 2>&1
+  echo $? > "$connect_log.rc"; echo $((SECONDS)) > "$connect_log.end" ) &
 connect=$!
 
 # Two worker processes, each with its one SparkSession, a test file to each at a time (longest
@@ -25,6 +27,7 @@ connect=$!
 # Connect pass, as `make run` runs them.
 embedded_rc=0
 "$BIN/python" -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=20 \
+  --junitxml=test-artifacts/embedded-pass.xml \
   -m "not campaign" \
   --deselect lakehouse_assets_tests/e2e/test_land_to_gold.py \
   --deselect lakehouse_assets_tests/e2e/test_ui.py "$@" || embedded_rc=$?
