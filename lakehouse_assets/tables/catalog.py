@@ -42,6 +42,9 @@ _GLOBAL_TEMP = "global_temp"
 _REGISTERED_PREFIX = "lakehouse_registered_"
 # What Delta and Spark say when a table was registered between the check and the create.
 _ALREADY_EXISTS = ("DELTA_TABLE_ALREADY_EXISTS", "TABLE_OR_VIEW_ALREADY_EXISTS")
+#: How often a schema's tables are listed again when another session dropped one of them
+#: while the listing looked it up.
+_LISTING_ATTEMPTS = 5
 
 
 def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Sequence[str] | None = None) -> list[str]:
@@ -130,7 +133,15 @@ def _external_tables(spark: SparkSession, layer: str) -> list[str]:
     ``listTables``: it loads each table, and one whose log no longer reads (another root's,
     left damaged) comes back without a type, so it would stay registered, shadowing this
     root's table of the same name."""
-    rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote(layer)} LIKE '*'").collect()
+    for attempt in range(1, _LISTING_ATTEMPTS + 1):
+        try:
+            rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote(layer)} LIKE '*'").collect()
+            break
+        except AnalysisException as exc:
+            # Another session of this driver (a run at the same time on the engine, forgetting
+            # the same earlier root) dropped a table between the listing and its lookup.
+            if exc.getCondition() != "TABLE_OR_VIEW_NOT_FOUND" or attempt == _LISTING_ATTEMPTS:
+                raise
     return [row.tableName for row in rows
             if not row.isTemporary and "\nType: EXTERNAL\n" in f"\n{row.information}\n"]
 
