@@ -297,52 +297,11 @@ STREAMING_CLIENT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
-def test_python_workers_do_not_pile_up_query_after_query(engine: Engine) -> None:
-    env = _client_env(LAKEHOUSE_ROOT=str(engine.settings.root), LAKEHOUSE_ENGINE_PORT=str(engine.status.port),
-                      LAKEHOUSE_SPARK_REMOTE=engine.status.url)
-    table = str(engine.settings.root / "many_queries")
-
-    def python_workers() -> list[str]:
-        """PySpark's daemons (and their forked workers) that run the queries' Python UDFs."""
-        return [_cmdline(pid) for pid in engine_processes(engine.settings) if "pyspark.daemon" in _cmdline(pid)]
-
-    result = _run_client(STREAMING_CLIENT, table, "1", env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    after_one = python_workers()
-    result = _run_client(STREAMING_CLIENT, table, "4", env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    # With per-session artifact isolation, each of the four queries left a daemon
-    # (and its forked worker) of its own behind.
-    after_five = python_workers()
-    assert 0 < len(after_five) <= len(after_one), (after_one, after_five)
-
-
 def _live_instances(pid: int, class_name: str) -> int:
     """Instances of ``class_name`` left in the JVM ``pid`` after a full GC (``jcmd``'s histogram)."""
     histogram = subprocess.run(["jcmd", str(pid), "GC.class_histogram"], capture_output=True, text=True,
                                timeout=60, check=True).stdout
     return sum(int(line.split()[1]) for line in histogram.splitlines() if line.endswith(" " + class_name))
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("jcmd") is None, reason="needs the JDK's jcmd to count the engine's objects")
-def test_stopped_queries_are_let_go_after_the_retention(engine: Engine) -> None:
-    # Spark Connect alone keeps each stopped query, its last plan and its session clone for an
-    # hour; a warm engine running a few queries per run grew by ~10 MiB of heap per run.
-    env = _client_env(LAKEHOUSE_ROOT=str(engine.settings.root), LAKEHOUSE_ENGINE_PORT=str(engine.status.port),
-                      LAKEHOUSE_SPARK_REMOTE=engine.status.url)
-    result = _run_client(STREAMING_CLIENT, str(engine.settings.root / "retained_queries"), "3", env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    pid = engine.status.pid
-    assert pid is not None
-    query_class = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
-    # Retention 2 s, polled every second: on a quiet machine they are gone within 5 s. CI's
-    # embedded pass runs beside the Connect pass on 2 cores, where one was still held at 30 s.
-    deadline = time.monotonic() + 90
-    while (left := _live_instances(pid, query_class)) and time.monotonic() < deadline:
-        time.sleep(2)
-    assert left == 0, f"{left} stopped queries still held by the engine 90 s after they stopped"
 
 
 def _threads_named(pid: int, prefix: str) -> int:
@@ -355,24 +314,47 @@ def _threads_named(pid: int, prefix: str) -> int:
 
 
 @pytest.mark.slow
-def test_stopped_queries_leave_no_worker_monitor_threads(engine: Engine) -> None:
-    # Each query's Python streaming-source runner makes a worker factory of its own, whose
-    # idle-worker monitor thread Spark never ends: a warm engine grew by ~5 threads a run.
+@pytest.mark.skipif(shutil.which("jcmd") is None, reason="needs the JDK's jcmd to count the engine's objects")
+def test_query_after_query_the_engine_keeps_no_python_workers_monitors_or_stopped_queries(engine: Engine) -> None:
+    """What a warm engine grew by, run after run, each gone: a Python daemon per query (with
+    per-session artifact isolation), an idle-worker monitor thread per query (each query's
+    Python streaming-source runner makes a worker factory whose monitor Spark never ends:
+    ~5 threads a run), and each stopped query with its last plan and session clone, which
+    Spark Connect alone keeps for an hour (~10 MiB of heap a run). One run of a query, then
+    a run of four: the engine holds no more of any of them than after the first."""
     env = _client_env(LAKEHOUSE_ROOT=str(engine.settings.root), LAKEHOUSE_ENGINE_PORT=str(engine.status.port),
                       LAKEHOUSE_SPARK_REMOTE=engine.status.url)
-    table = str(engine.settings.root / "monitored_queries")
+    table = str(engine.settings.root / "many_queries")
     pid = engine.status.pid
     assert pid is not None
-    assert _run_client(STREAMING_CLIENT, table, "1", env=env).returncode == 0
+
+    def python_workers() -> list[str]:
+        """PySpark's daemons (and their forked workers) that run the queries' Python UDFs."""
+        return [_cmdline(process) for process in engine_processes(engine.settings)
+                if "pyspark.daemon" in _cmdline(process)]
+
+    result = _run_client(STREAMING_CLIENT, table, "1", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
     time.sleep(3)
-    before = _threads_named(pid, "Idle Worker Mon")
+    after_one, monitors_after_one = python_workers(), _threads_named(pid, "Idle Worker Mon")
     result = _run_client(STREAMING_CLIENT, table, "4", env=env)
     assert result.returncode == 0, result.stderr[-3000:]
+
+    after_five = python_workers()
+    assert 0 < len(after_five) <= len(after_one), (after_one, after_five)
+    # Monitors are reaped every second here (the engine's default: 30 s).
     deadline = time.monotonic() + 20
-    while (after := _threads_named(pid, "Idle Worker Mon")) > before and time.monotonic() < deadline:
+    while (monitors := _threads_named(pid, "Idle Worker Mon")) > monitors_after_one and time.monotonic() < deadline:
         time.sleep(1)
-    assert after <= before, f"{after - before} more idle-worker monitor threads after four more queries"
+    assert monitors <= monitors_after_one, f"{monitors - monitors_after_one} more idle-worker monitor threads"
     assert "sleep interrupted" not in engine.files.log.read_text(errors="replace"), "monitors end quietly"
+    # Retention 2 s, polled every second: on a quiet machine they are gone within 5 s. CI's
+    # embedded pass runs beside the Connect pass on 2 cores, where one was still held at 30 s.
+    query_class = "org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution"
+    deadline = time.monotonic() + 90
+    while (left := _live_instances(pid, query_class)) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert left == 0, f"{left} stopped queries still held by the engine 90 s after they stopped"
 
 
 TABLE_CLIENT = textwrap.dedent("""
