@@ -5,6 +5,7 @@ and compared with the lakehouse's, row for row."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -18,8 +19,9 @@ from lakehouse_assets.assets.discovery import project_packages
 from lakehouse_assets.definitions import project_definitions
 from lakehouse_assets.ingestion.columns import INGESTED_AT_COLUMN, RESCUED_DATA_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.pipelines.export import plan_export, spark_pipelines_command, write_export
+from lakehouse_assets.spark_conf import archive_options
 from lakehouse_assets_tests.built import BuiltLakehouse
-from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
+from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 # What differs by construction: when a row was ingested, and what only our Auto Loader keeps.
@@ -43,8 +45,9 @@ def columns_of(path: Path) -> list[str]:
 @pytest.mark.slow
 def test_spark_pipelines_runs_the_export_and_its_tables_equal_the_lakehouses(built: BuiltLakehouse,
                                                                              tmp_path: Path) -> None:
-    # The reference lakehouse: every table the export runs in SDP (or reads by path) is built.
-    settings = built.settings
+    # The reference lakehouse: every table the export runs in SDP (or reads by path) is built. The
+    # export's spec carries the lakehouse's SQL settings, here the tests' settings for tiny data.
+    settings = dataclasses.replace(built.settings, spark_conf=SMALL_DATA_CONF)
     definitions = project_definitions(settings)
     folder = tmp_path / "sdp"
     export = plan_export(folder, definitions.assets or [], project_packages(()), settings)
@@ -53,8 +56,9 @@ def test_spark_pipelines_runs_the_export_and_its_tables_equal_the_lakehouses(bui
     command = spark_pipelines_command(settings, folder / "spark-pipeline.yml")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
            "PYTHONPATH": os.pathsep.join([str(REPOSITORY), os.environ.get("PYTHONPATH", "")]),
-           # A JVM for one run: its options reach it only this way (spark-pipelines passes none on).
-           "JAVA_TOOL_OPTIONS": TEST_JVM_OPTIONS}
+           # A JVM for one run, mapping the classes archived at install: its options reach it only
+           # this way (spark-pipelines passes none on).
+           "JAVA_TOOL_OPTIONS": archive_options(settings, TEST_JVM_OPTIONS)}
     run = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-6000:]
 
