@@ -1,9 +1,10 @@
-"""The reference lakehouse, built once per test worker and restored for each test that uses it.
+"""The reference lakehouse, built once per test process and restored for each test that uses it.
 
 Most end-to-end tests start from the same state: the reference data landed (recordings with
 every kind of bad record, the patients CSV, patient changes) and the whole graph materialized.
 Building it takes one or two runs of the graph (half a minute each on 2 cores); copying it
-takes milliseconds. So each test worker builds it once (:func:`build_lakehouse`), keeps the
+takes milliseconds. So a test process builds it once (:func:`build_lakehouse`; in ``make
+test``, the files using it all go to one worker: ``conftest.REFERENCE_LAKEHOUSE_FILES``), keeps the
 result aside as built (``pristine``), and a test that uses it gets a fresh copy at the same
 path (``root``) with ``LAKEHOUSE_ROOT`` pointing there: a test may change it at will.
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
 
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import build_spark_session
@@ -92,8 +94,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 #: The files that take longest (each minutes on 2 cores, measured with --durations), longest
-#: first. Scheduling only: they start first, one per worker as the workers come free, so that
-#: none of them is what the pass waits for at its end.
+#: first. Scheduling only: they start first, as the workers come free, so that none of them is
+#: what the pass waits for at its end.
 LONGEST_FILES = (
     "reliability/test_crash_recovery.py",
     "engine/test_cluster.py",
@@ -104,16 +106,69 @@ LONGEST_FILES = (
     "engine/test_server.py",
     "pipelines/test_export_sdp_run.py",
 )
+#: The test files using the reference lakehouse (fixture ``built``): one worker takes them all
+#: (:class:`ReferenceLakehouseScheduling`) and builds it once. A build is two Materialize alls,
+#: minutes on 2 cores beside the rest of the suite, and a second worker cannot use the first
+#: one's: the bronze checkpoints name the lakehouse's absolute path, and each worker changes its
+#: copy at will. A file that starts using it belongs here (collection stops until it is).
+REFERENCE_LAKEHOUSE_FILES = (
+    "assets/test_column_metadata.py",
+    "assets/test_materialize_all.py",
+    "assets/test_pipeline.py",
+    "assets/test_quarantine.py",
+    "assets/test_routed_subset.py",
+    "engine/test_cluster.py",
+    "io/test_event_log.py",
+    "io/test_replay.py",
+    "pipelines/test_export_sdp_run.py",
+    "pipelines/test_lakeflow_examples.py",
+    "quality/test_freshness.py",
+    "reliability/test_bad_input_pipeline.py",
+    "reliability/test_checkpoint_repair.py",
+    "reliability/test_crash_recovery.py",
+    "reliability/test_crash_recovery_declared.py",
+    "reliability/test_full_refresh_during_automation.py",
+    "reliability/test_invariants.py",
+    "reliability/test_provenance.py",
+    "test_docs.py",
+)
+HERE = Path(__file__).parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest files first, then the other files holding slow tests, each file's tests in
-    their own order: the two test workers of ``make test`` take whole files (``--dist loadfile``,
-    in this order with ``--no-loadscope-reorder``), and a long file handed out last would leave
-    one worker idle while the other finishes it."""
-    here = Path(__file__).parent
-    rank = {here / name: position for position, name in enumerate(LONGEST_FILES)}
-    missing = [str(path) for path in rank if not path.exists()]
-    assert not missing, f"LONGEST_FILES names files that are gone: {missing}"
+    their own order: the two test workers of ``make test`` take whole files (in this order,
+    with ``--no-loadscope-reorder``), and a long file handed out last would leave one worker
+    idle while the other finishes it."""
+    rank = {HERE / name: position for position, name in enumerate(LONGEST_FILES)}
+    listed = {HERE / name for name in (*LONGEST_FILES, *REFERENCE_LAKEHOUSE_FILES)}
+    missing = sorted(str(path) for path in listed if not path.exists())
+    assert not missing, f"LONGEST_FILES or REFERENCE_LAKEHOUSE_FILES name files that are gone: {missing}"
+    using = {item.path for item in items if "built_once" in getattr(item, "fixturenames", ())}
+    unlisted = sorted(str(path.relative_to(HERE)) for path in using - {HERE / n for n in REFERENCE_LAKEHOUSE_FILES})
+    assert not unlisted, f"these files use the reference lakehouse: add them to REFERENCE_LAKEHOUSE_FILES: {unlisted}"
     slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
     items.sort(key=lambda item: (rank.get(item.path, len(rank)), item.path not in slow_files))
+
+
+class ReferenceLakehouseScheduling(LoadScopeScheduling):
+    """Whole files to the workers as they come free (as ``--dist loadfile``), the files of
+    ``REFERENCE_LAKEHOUSE_FILES`` together as one."""
+
+    GROUP = "the reference lakehouse's files"
+
+    def __init__(self, config: pytest.Config, log: Producer | None = None) -> None:
+        super().__init__(config, log)
+        tests = HERE.relative_to(config.rootpath).as_posix()
+        self._together = {f"{tests}/{name}" for name in REFERENCE_LAKEHOUSE_FILES}
+
+    def _split_scope(self, nodeid: str) -> str:
+        file = nodeid.split("::", 1)[0]
+        return self.GROUP if file in self._together else file
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> LoadScopeScheduling | None:
+    """``--dist loadfile`` (``make test``) as :class:`ReferenceLakehouseScheduling`."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    return ReferenceLakehouseScheduling(config, log)
