@@ -114,7 +114,6 @@ LONGEST_FILES = (
 REFERENCE_LAKEHOUSE_FILES = (
     "assets/test_column_metadata.py",
     "assets/test_materialize_all.py",
-    "assets/test_pipeline.py",
     "assets/test_quarantine.py",
     "assets/test_routed_subset.py",
     "engine/test_cluster.py",

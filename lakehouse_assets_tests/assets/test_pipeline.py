@@ -71,18 +71,3 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
         assert run[key]["query_id"] == "", key
     assert_tables_match_batch_recomputation(spark, settings)
 
-
-@pytest.mark.slow
-def test_device_counts_alone_catches_up_with_bronze(built):
-    settings = built.settings
-    built.land_recordings(files=1)
-    materialize("bronze/recordings")
-
-    run = materialization_metadata(materialize("gold/device_counts"))
-
-    assert set(run) == {"gold/device_counts"}
-    bronze_counts = {}
-    for (device_id,) in delta_rows(settings, "bronze", "recordings", ["device_id"], key=repr):
-        if device_id is not None:  # a record with no device belongs to none (malformed lines)
-            bronze_counts[device_id] = bronze_counts.get(device_id, 0) + 1
-    assert dict(delta_rows(settings, "gold", "device_counts", DEVICE_COLUMNS)) == bronze_counts
