@@ -43,10 +43,11 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check lakehouse_assets lakehouse_assets_tests benchmarks scripts examples
 	$(BIN)/mypy
 
-## Run the test suite (what CI runs): after the lint and type checks, the embedded pass and, beside
-## it, the Connect pass on a warm Spark Connect engine. Budget: 25 minutes on 2 cores, install
-## included; each pass prints its 20 slowest tests, and the total is printed last (scripts/test_suite.sh).
-test: $(INSTALLED) lint
+## Run the test suite (what CI runs): the embedded pass and, beside it, the Connect pass on a warm
+## Spark Connect engine, with the lint and type checks (`make lint`) beside them as they start.
+## Budget: 25 minutes on 2 cores, install included; each pass prints its 20 slowest tests, and the
+## total is printed last (scripts/test_suite.sh).
+test: $(INSTALLED)
 	@scripts/check_java.sh
 	@# The UI tests drive Debian's Chromium (Playwright cannot download its own browser here).
 	@scripts/install_browser.sh

@@ -15,6 +15,12 @@ started=$SECONDS
 # 2 cores idle, waiting on the engine and on Dagster. So it runs beside the embedded pass, its
 # output kept in a file and printed once both are done.
 mkdir -p test-artifacts
+# The lint and type checks (`make lint`, mypy alone for 20 s on one core) beside the passes'
+# start, their output printed at the end: a failure fails `make test` all the same.
+lint_log=test-artifacts/lint.log
+( make --no-print-directory lint > "$lint_log" 2>&1; echo $? > "$lint_log.rc" ) &
+lint=$!
+
 connect_log=test-artifacts/connect-pass.log
 # Every test's time, for finding what to make cheaper next: test-artifacts/*-pass.xml (JUnit XML).
 ( PYTEST_EXTRA="--junitxml=test-artifacts/connect-pass.xml" scripts/test_on_engine.sh > "$connect_log" 2>&1
@@ -22,9 +28,9 @@ connect_log=test-artifacts/connect-pass.log
 connect=$!
 
 # Two worker processes, each with its one SparkSession, a test file to each at a time (longest
-# first: conftest.py), in the order given, except that the tests using the reference lakehouse
-# go to one worker together, which builds it once (conftest.py's ReferenceLakehouseScheduling). The long crash campaigns (marker `campaign`) are
-# `make test-all`'s. Landing to gold through sensors and the UI's Materialize all run in the
+# first: conftest.py), in the order given, except that the files using the reference lakehouse
+# go to one worker together, which builds it once (conftest.py's ReferenceLakehouseScheduling).
+# The long crash campaigns (marker `campaign`) are `make test-all`'s. Landing to gold through sensors and the UI's Materialize all run in the
 # Connect pass, as `make run` runs them.
 embedded_rc=0
 "$BIN/python" -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=20 \
@@ -34,9 +40,13 @@ embedded_rc=0
   --deselect lakehouse_assets_tests/e2e/test_ui.py "$@" || embedded_rc=$?
 embedded=$((SECONDS - started))
 
+wait "$lint" || true
+lint_rc=$(cat "$lint_log.rc" 2>/dev/null || echo 1)
 wait "$connect" || true
 connect_rc=$(cat "$connect_log.rc" 2>/dev/null || echo 1)
 connect_seconds=$(( $(cat "$connect_log.end" 2>/dev/null || echo "$SECONDS") - started ))
+printf '\n======== the lint and type checks (%s) ========\n' "$lint_log"
+cat "$lint_log"
 printf '\n======== the Connect pass (%s) ========\n' "$connect_log"
 cat "$connect_log"
 total=$((SECONDS - started))
@@ -45,4 +55,4 @@ printf '\nmake test: embedded pass %dm%02ds, Connect pass %dm%02ds beside it, bo
   $((embedded / 60)) $((embedded % 60)) $((connect_seconds / 60)) $((connect_seconds % 60)) \
   $((total / 60)) $((total % 60))
 printf '(the budget: %d minutes for all of make test on 2 cores, install and lint included)\n' "$BUDGET_MINUTES"
-[ "$embedded_rc" -eq 0 ] && [ "$connect_rc" -eq 0 ]
+[ "$lint_rc" -eq 0 ] && [ "$embedded_rc" -eq 0 ] && [ "$connect_rc" -eq 0 ]
