@@ -71,7 +71,7 @@ ROUTED_HALF = Fault("the routed silver's foreachBatch sink, between its quaranti
 AGGREGATE = Fault("an incremental aggregate's MERGE (gold), its table committed and its state not",
                   "aggregate.table_committed", ("gold/daily_patient_avg",), "gold__daily_patient_avg")
 AUTO_CDC = Fault("AUTO CDC's MERGE (SCD type 1), its table committed and its state not", "cdc.table_committed",
-                 ("bronze/patient_changes", "silver/patients_current"), "silver__patients_current")
+                 ("silver/patients_current",), "silver__patients_current")
 BETWEEN_ASSETS = Fault("a table written, the run not yet told", "asset.materialized", ("gold/device_counts",),
                        "gold__device_counts")
 REPLAY = Fault("a quarantine replay, its rows in silver and not yet out of the quarantine", "replay.table_committed",
@@ -154,6 +154,9 @@ def test_a_fault_at_every_point_and_a_kill_on_every_kind_of_write_lose_and_repea
     kill_then_inject(ROUTED_HALF)  # the replay of the batch the first fault started
     materialize(TO_SILVER)  # the replay again: the quarantine skips its commit, the table takes the batch
     inject(AGGREGATE)
+    # The landed changes into bronze in this process: the kill's child (a JVM starting cold)
+    # runs the MERGE it is killed in, and nothing before it.
+    materialize(tables("bronze/patient_changes"))
     kill_then_inject(AUTO_CDC)
     inject(BETWEEN_ASSETS)
     # The patients the quarantine waits for land: its rows of them pass now.
