@@ -30,8 +30,8 @@ connect=$!
 # Two worker processes, each with its one SparkSession, a test file to each at a time (longest
 # first: conftest.py), in the order given, except that the files using the reference lakehouse
 # go to one worker together, which builds it once (conftest.py's ReferenceLakehouseScheduling).
-# The long crash campaigns (marker `campaign`) are `make test-all`'s. Landing to gold through sensors and the UI's Materialize all run in the
-# Connect pass, as `make run` runs them.
+# The long crash campaigns (marker `campaign`) are `make test-all`'s. Landing to gold through
+# sensors and the UI's Materialize all run in the Connect pass, as `make run` runs them.
 embedded_rc=0
 "$BIN/python" -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=20 \
   --junitxml=test-artifacts/embedded-pass.xml \

@@ -10,6 +10,7 @@ an upstream that moved on (it catches up).
 from __future__ import annotations
 
 import shutil
+from collections import Counter
 
 import dagster as dg
 import pytest
@@ -197,8 +198,7 @@ def test_device_counts_alone_catches_up_with_bronze(built):
     run = materialization_metadata(materialize("gold/device_counts"))
 
     assert set(run) == {"gold/device_counts"}
-    bronze_counts = {}
-    for (device_id,) in delta_rows(settings, "bronze", "recordings", ["device_id"], key=repr):
-        if device_id is not None:  # a record with no device belongs to none (malformed lines)
-            bronze_counts[device_id] = bronze_counts.get(device_id, 0) + 1
+    # A record with no device belongs to none (malformed lines).
+    bronze_counts = Counter(device_id for (device_id,) in delta_rows(settings, "bronze", "recordings", ["device_id"],
+                                                                      key=repr) if device_id is not None)
     assert dict(delta_rows(settings, "gold", "device_counts", ["device_id", "total_recordings"])) == bronze_counts
