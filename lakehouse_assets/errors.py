@@ -140,7 +140,7 @@ class SourceRecreatedError(LakehouseError):
 
 class LegacyCheckpointError(LakehouseError):
     """A checkpoint holds positions of the Delta source older releases used, which Delta's own
-    streaming source cannot resume from (``lakehouse upgrade`` converts them)."""
+    streaming source cannot resume from: the table is rebuilt (``lakehouse reset``)."""
 
 
 class VacuumRefusedError(LakehouseError):

@@ -31,7 +31,6 @@ from lakehouse_assets.cli import (
     sql,
     status,
     trace,
-    upgrade,
     vacuum,
     verify,
 )
@@ -77,7 +76,7 @@ Run `{PROG} COMMAND --help` for the options of a command.
 """
 
 _SUBCOMMANDS = (land, copy_into, status, history, events, trace, show, sql, shell, reset, repair, verify, optimize,
-                vacuum, quarantine, engine, upgrade, export_sdp)
+                vacuum, quarantine, engine, export_sdp)
 
 
 def build_parser() -> argparse.ArgumentParser:

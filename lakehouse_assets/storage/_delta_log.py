@@ -94,11 +94,6 @@ def read_commit(table_path: str, version: int) -> Commit:
     return Commit(version, added, bool(removed), schema_string, operation, removed, changes, timestamp_ms)
 
 
-def snapshot_schema(table_path: str, version: int) -> str:
-    """The table's schema at ``version``, as the JSON a ``metaData`` action carries."""
-    return DeltaTable(table_path, version=version).schema().to_json()
-
-
 def snapshot_files(table_path: str, version: int) -> list[DataFile]:
     """The data files of the table at ``version``, oldest first (a stable order)."""
     table = DeltaTable(table_path, version=version)

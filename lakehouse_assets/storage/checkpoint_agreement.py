@@ -10,11 +10,11 @@ or skip new batches as if already written (checkpoint behind). Spark itself chec
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from lakehouse_assets.errors import CheckpointMismatchError, LegacyCheckpointError, SourceRecreatedError
 from lakehouse_assets.storage._checkpoint_files import CheckpointState, read_batch_offsets, table_name_of
-from lakehouse_assets.storage.checkpoint_upgrade import is_legacy_offset
 from lakehouse_assets.storage.delta_offsets import DeltaSourcePosition, tables_by_id
 from lakehouse_assets.storage.engine import TableStore
 
@@ -85,15 +85,16 @@ def check_sources(state: CheckpointState, store: TableStore, table_name: str | N
     a table under ``root`` (the lakehouse root) with that id is the one read. When none has
     it, the tables created since the checkpoint's last batch are the ones recreated.
     Other sources (files) are not checked here. Positions of the Delta source older releases
-    used raise :class:`~lakehouse_assets.errors.LegacyCheckpointError` naming ``lakehouse upgrade``.
+    used raise :class:`~lakehouse_assets.errors.LegacyCheckpointError` naming the reset that
+    rebuilds the table.
     """
-    if any(is_legacy_offset(offset) for offset in state.source_offsets):
+    if any(_is_legacy_offset(offset) for offset in state.source_offsets):
         name = table_name or table_name_of(state.location)
         raise LegacyCheckpointError(
             f"{name}: checkpoint {state.location} holds positions of the Delta source that releases before "
-            "Delta Lake's connector used, which Delta's streaming source cannot resume from. Run `lakehouse "
-            "upgrade` once, with no run in progress: it converts them to Delta's for the same rows, nothing "
-            f"read twice or skipped. Or full-refresh {name}: `lakehouse reset {name} --yes`.")
+            "Delta Lake's connector used, which Delta's streaming source cannot resume from. Rebuild the table "
+            f"from its sources, with no run in progress: `lakehouse reset {name} --yes`, then materialize it "
+            "and the tables it feeds.")
     positions = [p for p in map(DeltaSourcePosition.parse, state.source_offsets) if p is not None]
     if not positions or root is None:
         return
@@ -138,3 +139,10 @@ def _name_under(path: str, root: Any) -> str:
         if path.startswith(prefix) and path[len(prefix):].count("/") == 1:
             return path[len(prefix):].replace("/", ".")
     return path
+
+
+def _is_legacy_offset(offset: Any) -> bool:
+    """Whether a source's offset is the one the project's own Delta source logged, before
+    Delta Lake's connector read the tables."""
+    return (isinstance(offset, Mapping) and "tableId" in offset and "snapshot" in offset
+            and "reservoirId" not in offset)
