@@ -24,7 +24,6 @@ from lakehouse_assets.errors import LakehouseError, NotADeltaTableError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
-from lakehouse_assets.storage._delta_log import read_commit
 from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.conform import allows, conformed
@@ -306,9 +305,7 @@ class DeltaTableStore:
         entry = self.history(path, limit=1)[0]
         if after is not None and entry.version <= after:
             return CommitResult(path, None)
-        added = read_commit(path, entry.version).added
-        return CommitResult(path, entry.version, rows_written=entry.rows_written or 0,
-                            files_written=len(added), bytes_written=sum(f.size for f in added))
+        return CommitResult(path, entry.version, rows_written=entry.rows_written or 0)
 
 
 def _holds_only_unlisted_data_files(location: Location) -> bool:

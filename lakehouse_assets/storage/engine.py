@@ -55,8 +55,6 @@ class CommitResult:
     path: str
     version: int | None
     rows_written: int = 0
-    files_written: int = 0
-    bytes_written: int = 0
     skipped: bool = False
     #: The commit's custom metadata (``commitInfo``), as far as it was read back.
     metadata: Mapping[str, str] = field(default_factory=dict)

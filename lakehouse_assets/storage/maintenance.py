@@ -31,8 +31,8 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
 from lakehouse_assets.spark_conf import is_connect_session, session_settings
-from lakehouse_assets.storage._delta_log import latest_version, read_commit
 from lakehouse_assets.storage._files import local_path
+from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
 from lakehouse_assets.storage.engine import OptimizeResult, StreamReader, VacuumResult
 from lakehouse_assets.storage.merge import quote
 from lakehouse_assets.storage.stream_readers import files_still_needed
@@ -74,7 +74,7 @@ def optimize(spark: SparkSession, path: str, columns: Sequence[str], *, target_s
     if not metrics["numFilesRemoved"]:
         return OptimizeResult(path, None, z_order=clustered)
     return OptimizeResult(
-        path, latest_version(path), files_removed=int(metrics["numFilesRemoved"]),
+        path, open_delta_table(path).version(), files_removed=int(metrics["numFilesRemoved"]),
         files_added=int(metrics["numFilesAdded"]), bytes_removed=int(metrics["filesRemoved"]["totalSize"] or 0),
         bytes_added=int(metrics["filesAdded"]["totalSize"] or 0), z_order=clustered)
 
@@ -105,7 +105,7 @@ def vacuum(spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: 
 
 def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[StreamReader], hours: int) -> None:
     doomed = set(candidates)
-    latest = latest_version(path)
+    latest = open_delta_table(path).version()
     for reader in readers:
         try:
             needed = files_still_needed(path, reader, latest)
@@ -147,9 +147,16 @@ def _console_to_stderr(spark: SparkSession) -> Iterator[None]:
 
 
 def _commit_time(path: str, version: int) -> dt.datetime:
+    """When ``version`` was committed, from the table's history; the oldest commit the
+    history still holds when its log was cleaned up since (a reader needs at least that)."""
     if version < 0:
         return dt.datetime.now(dt.UTC)
-    return dt.datetime.fromtimestamp(read_commit(path, version).timestamp_ms / 1000, dt.UTC)
+    table = open_delta_table(path)
+    # The latest version's history, searched back: delta-rs's history of a table opened at an
+    # older version gives that version's number with the latest commit's time.
+    commits = table.history(max(1, table.version() - version + 1))
+    chosen = next((c for c in commits if c["version"] == version), min(commits, key=lambda c: c["version"]))
+    return dt.datetime.fromtimestamp(chosen["timestamp"] / 1000, dt.UTC)
 
 
 def _hours_since(moment: dt.datetime) -> int:
