@@ -1,10 +1,11 @@
 """What recent versions of a table added: the rows of a version range, for incremental checks.
 
 A data-quality check that re-reads the whole table on every materialization costs more as
-the table grows. Delta's log says which data files each version added, so the rows added
-after a version are exactly the files those commits added: Spark's executors read just
-those. A range that removed data (an overwrite, a complete-mode batch, a delete) has no
-such answer, and the whole current table is read instead.
+the table grows. When the table at the later version holds every data file it held at the
+earlier one, the rows added in between are exactly the files it gained (delta-rs lists both
+snapshots' files): Spark's executors read just those. A range that removed files (an
+overwrite, a complete-mode batch, a delete or merge, a compaction) has no such answer, and
+the whole current table is read instead.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, TableNotFoundError
-from lakehouse_assets.storage._delta_log import Commit, latest_version, read_commit
+from lakehouse_assets.storage._delta_log import snapshot_files
 from lakehouse_assets.storage._schema import arrow_to_spark
 from lakehouse_assets.storage.engine import TableStore
 
@@ -65,32 +66,29 @@ class ChangePlan:
 def plan_changes(store: TableStore, path: str, *, after_version: int | None) -> ChangePlan:
     """Decide how to read the rows committed after ``after_version`` (None: all rows).
 
-    Reads only the commit files of the range, never the data. Raises
+    Lists the files of the two snapshots, never the data. Raises
     :class:`~lakehouse_assets.errors.TableNotFoundError` when there is no table at ``path``.
     """
     path = str(path)
-    if not store.exists(path):
+    latest = store.version(path)
+    if latest is None:
         raise TableNotFoundError(path)
-    latest = latest_version(path)
     if after_version is None:
         return ChangePlan(path, None, latest, True, reason="no earlier version given")
     if after_version > latest:
         # The table is younger than the version asked about: it was dropped and rebuilt.
         return ChangePlan(path, after_version, latest, True,
                           reason=f"version {after_version} is newer than the table's latest ({latest})")
-    commits: list[Commit] = []
-    for version in range(after_version + 1, latest + 1):
-        try:
-            commits.append(read_commit(path, version))
-        except (OSError, ValueError) as exc:
-            # Log cleanup removed the commit: the range can no longer be read piecewise.
-            return ChangePlan(path, after_version, latest, True,
-                              reason=f"commit {version} cannot be read ({exc})")
-    removing = [c.version for c in commits if c.removes_data]
-    if removing:
+    try:
+        before = {f.path for f in snapshot_files(path, after_version)}
+    except (DeltaError, OSError, ValueError) as exc:
+        # Log cleanup removed the version: the range can no longer be read piecewise.
+        return ChangePlan(path, after_version, latest, True, reason=f"version {after_version} cannot be read ({exc})")
+    now = snapshot_files(path, latest)
+    if not before <= {f.path for f in now}:
         return ChangePlan(path, after_version, latest, True,
-                          reason=f"version {removing[-1]} removed data ({_operation(commits, removing[-1])})")
-    added = [f for c in commits for f in c.added]
+                          reason=_removal(store, path, after_version, latest))
+    added = [f for f in now if f.path not in before]
     return ChangePlan(
         path, after_version, latest, False,
         files=tuple(f.path for f in added),
@@ -133,8 +131,14 @@ def table_id(path: str) -> str:
     return str(DeltaTable(str(path)).metadata().id)
 
 
-def _operation(commits: list[Commit], version: int) -> str:
-    return next((c.operation for c in commits if c.version == version), "UNKNOWN")
+def _removal(store: TableStore, path: str, after_version: int, latest: int) -> str:
+    """Which commit of the range removed files, for people: the newest that did not only
+    append, by its history."""
+    for entry in store.history(path, limit=latest - after_version):
+        mode = str(entry.parameters.get("mode") or entry.parameters.get("outputMode") or "")
+        if entry.version > after_version and mode.lower() != "append":
+            return f"version {entry.version} removed data ({entry.operation})"
+    return f"a version after {after_version} removed data"
 
 
 __all__ = ["ChangePlan", "plan_changes", "read_plan", "schema_at", "table_id"]

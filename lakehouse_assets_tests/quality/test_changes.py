@@ -83,6 +83,17 @@ def test_a_range_with_an_overwrite_reads_the_whole_current_table(spark, store, t
     assert _ids(read_changes(store, spark, table, after_version=3)[0]) == [12]
 
 
+def test_a_range_with_a_compaction_reads_each_row_once_from_the_whole_table(spark, store, table):
+    store.optimize(spark, table)  # version 3: the three files become one, the same rows
+    _write(spark, store, table, [7])  # version 4
+
+    plan = plan_changes(store, table, after_version=2)
+
+    assert plan.whole_table and "version 3" in plan.reason, plan
+    assert _ids(read_plan(store, spark, plan)) == [1, 2, 3, 4, 5, 6, 7]
+    assert _ids(read_changes(store, spark, table, after_version=3)[0]) == [7]
+
+
 def test_a_version_newer_than_the_table_means_it_was_rebuilt(spark, store, table):
     store.drop(table)
     _write(spark, store, table, [7])
