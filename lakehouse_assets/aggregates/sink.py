@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
@@ -31,10 +32,13 @@ from lakehouse_assets.aggregates.spec import IncrementalAggregate
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult
 from lakehouse_assets.storage.layout import TableLayout
 from lakehouse_assets.storage.merge import in_range_of, matching_keys
 from lakehouse_assets.storage.sink import KeptTableSink
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 #: The folder, inside the table's folder, of the Delta table holding the groups' partials.
 STATE_FOLDER = "_aggregate_state"
@@ -48,7 +52,7 @@ class AggregateTable:
     """The table at ``path`` grouped as ``spec`` says, and its state: :meth:`apply` merges one
     batch of source rows, once (by its app transaction)."""
 
-    store: TableStore
+    store: DeltaTableStore
     path: str
     spec: IncrementalAggregate
     #: The properties and partition or clustering columns the table is created with (its

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -40,9 +41,12 @@ from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult
 from lakehouse_assets.storage.layout import TableLayout
 from lakehouse_assets.storage.sink import KeptTableSink
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 #: The folder, inside the table's folder, of the Delta table holding its state.
 STATE_FOLDER = "_cdc_state"
@@ -55,7 +59,7 @@ class AutoCdcTable:
     """The table at ``path`` that keeps a change feed as ``spec`` says, and its state:
     :meth:`apply` applies one batch of change rows, once (by its app transaction)."""
 
-    store: TableStore
+    store: DeltaTableStore
     path: str
     spec: AutoCdc
     #: The properties and partition or clustering columns the table is created with (its
@@ -161,7 +165,7 @@ class AutoCdcSink(KeptTableSink):
         return AutoCdcTable(self.sink.store, self.sink.path, self.spec, self.sink.layout, self.sink.declared)
 
 
-def _current_rows(store: TableStore, spark: SparkSession, path: str) -> DataFrame | None:
+def _current_rows(store: DeltaTableStore, spark: SparkSession, path: str) -> DataFrame | None:
     """The table's rows at its version now: the state is merged after it is read, and Spark
     would recompute a cached result of it from the merged state."""
     version = store.version(path)

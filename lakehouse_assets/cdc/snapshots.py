@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import reduce
+from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -25,8 +26,11 @@ from lakehouse_assets.cdc.scd import column
 from lakehouse_assets.cdc.sink import AutoCdcTable
 from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.engine import AppTransaction, CommitResult, TableStore
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult
 from lakehouse_assets.storage.layout import TableLayout
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 #: The columns of the change rows a snapshot makes: the snapshot's version and the operation.
 SNAPSHOT_VERSION = "__snapshot_version"
@@ -76,7 +80,7 @@ def snapshot_changes(snapshot: DataFrame, live: DataFrame | None, keys: Sequence
     return changes(upserts, "UPSERT").unionByName(changes(gone, "DELETE"))
 
 
-def apply_snapshots(store: TableStore, path: str, spec: AutoCdc, snapshots: Sequence[Snapshot], source: str,
+def apply_snapshots(store: DeltaTableStore, path: str, spec: AutoCdc, snapshots: Sequence[Snapshot], source: str,
                     metadata: dict[str, str], layout: TableLayout | None = None,
                     declared: DeclaredTypes | None = None) -> Iterator[tuple[Snapshot, CommitResult]]:
     """Apply the snapshots the table does not hold yet, in version order; yield each applied.

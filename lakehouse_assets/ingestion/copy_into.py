@@ -33,7 +33,7 @@ from lakehouse_assets.ingestion.errors import CopyIntoError, IngestionOptionsErr
 from lakehouse_assets.ingestion.files import LandedFile, glob_matches, list_data_files, to_local_or_uri
 from lakehouse_assets.ingestion.options import SourceFormat
 from lakehouse_assets.ingestion.state import IngestedFile
-from lakehouse_assets.storage import AppTransaction, DeltaTableStore, TableStore
+from lakehouse_assets.storage import AppTransaction, DeltaTableStore
 
 COPY_INTO_APP_ID = "lakehouse.copy_into"
 MANIFESTS_DIR = "_copy_into"
@@ -63,7 +63,7 @@ def copy_into(
     force: bool = False,
     merge_schema: bool = False,
     format_options: Mapping[str, str] | None = None,
-    store: TableStore | None = None,
+    store: DeltaTableStore | None = None,
 ) -> CopyIntoResult:
     """Load the files in ``source`` (and its subfolders) that the table has not loaded yet.
 
@@ -125,7 +125,7 @@ def copy_into(
     )
 
 
-def copied_files(table_path: str | os.PathLike[str], *, store: TableStore | None = None) -> list[IngestedFile]:
+def copied_files(table_path: str | os.PathLike[str], *, store: DeltaTableStore | None = None) -> list[IngestedFile]:
     """The files COPY INTO loaded into the table, oldest load first (a file loaded again with
     ``force`` appears once per load). ``batch_id`` is the load's number and ``seen_at`` when
     it ran; ``size`` and ``modification_time`` are the file's at that time."""

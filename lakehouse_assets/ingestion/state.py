@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 
 from lakehouse_assets.ingestion.files import LandedFile, filesystem, is_data_file, list_data_files, spark_file_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
-from lakehouse_assets.storage import DeltaTableStore, TableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
 
 
@@ -112,7 +112,7 @@ def ingested_files(
     checkpoint_location: str,
     *,
     table_path: str | None = None,
-    store: TableStore | None = None,
+    store: DeltaTableStore | None = None,
 ) -> list[IngestedFile]:
     """The files an ingestion query has taken in, oldest batch first: path, size, modification
     time, when it was seen, its batch, and (given ``table_path``) the table version holding its

@@ -46,12 +46,12 @@ from lakehouse_assets.io.metadata import table_metadata
 from lakehouse_assets.io.table_run import TableRef, TableRun, full_refresh, resolve_table_run
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import DeltaTableStore, TableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.table_lock import table_locks
 from lakehouse_assets.tables.catalog import register_tables
 from lakehouse_assets.tables.session_views import drop_temp_views
 
-Handler = Callable[[Any, TableRun, TableStore, Any], Written]
+Handler = Callable[[Any, TableRun, DeltaTableStore, Any], Written]
 
 
 class DeltaIOManager(dg.ConfigurableIOManager):
@@ -70,7 +70,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         """Read when used, not when definitions load: ``LAKEHOUSE_ROOT`` decides."""
         return LakehouseSettings.from_env()
 
-    def store(self) -> TableStore:
+    def store(self) -> DeltaTableStore:
         """The table storage every handler writes through."""
         return DeltaTableStore()
 
@@ -151,7 +151,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
                 return MissingTable(table.table_name)
 
 
-def _log_failure(run: TableRun, store: TableStore, error: Exception, log: Any) -> None:
+def _log_failure(run: TableRun, store: DeltaTableStore, error: Exception, log: Any) -> None:
     """Log the failed batch (and what the query did commit) in the event log; a failure to
     do so is a warning, never the error the run reports."""
     try:

@@ -26,7 +26,7 @@ import dagster as dg
 
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
-from lakehouse_assets.storage import AppTransaction, CommitResult, HistoryEntry, TableStore
+from lakehouse_assets.storage import AppTransaction, CommitResult, DeltaTableStore, HistoryEntry
 from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.event_log import (
     BatchEvent,
@@ -47,7 +47,7 @@ _ERROR_LIMIT = 4000
 _WRITES = "writes"
 
 
-def record_query(run: TableRun, store: TableStore, query: StreamRun | None = None, *,
+def record_query(run: TableRun, store: DeltaTableStore, query: StreamRun | None = None, *,
                  reads_files: bool = False) -> list[BatchEvent]:
     """Log every batch the table's query committed that the log lacks; the run's events of
     the table, read back from the log. An ingestion ``reads_files``: Spark counts the text it
@@ -59,7 +59,7 @@ def record_query(run: TableRun, store: TableStore, query: StreamRun | None = Non
     return run_events(run, (query.run_id if query is not None else None) or run.run_id)
 
 
-def record_failure(run: TableRun, store: TableStore, error: BaseException) -> None:
+def record_failure(run: TableRun, store: DeltaTableStore, error: BaseException) -> None:
     """After the table's query failed: log the batches it did commit, and one ``failed``
     event for the batch it was running (the one Spark planned and did not finish)."""
     checkpoint = Checkpoint(str(run.table.checkpoint), run.table.table_name)
@@ -126,7 +126,7 @@ def expectation_counts(events: Iterable[BatchEvent]) -> ExpectationCounts:
     return total
 
 
-def _log_committed(run: TableRun, store: TableStore, query_id: str, query: StreamRun | None, *,
+def _log_committed(run: TableRun, store: DeltaTableStore, query_id: str, query: StreamRun | None, *,
                    reads_files: bool = False) -> None:
     table = run.table.table_name
     log = event_log_path(run.root)
@@ -146,7 +146,7 @@ def _log_committed(run: TableRun, store: TableStore, query_id: str, query: Strea
     append_events(log, events, logs=AppTransaction(query_app_id(table, query_id), last))
 
 
-def commits_since(store: TableStore, path: str, query_id: str, after: int | None) -> list[HistoryEntry]:
+def commits_since(store: DeltaTableStore, path: str, query_id: str, after: int | None) -> list[HistoryEntry]:
     """The commits of query ``query_id`` to the table at ``path`` of batches after ``after``
     (all, when None), oldest first. The log is read newest first, and only as far back as needed."""
     found: list[HistoryEntry] = []

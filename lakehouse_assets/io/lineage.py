@@ -22,7 +22,7 @@ from lakehouse_assets.assets.routed_table_asset import RoutedRows
 from lakehouse_assets.assets.table_asset import ExpectedRows
 from lakehouse_assets.cdc import END_AT, START_AT
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.storage import TableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.tables.plan_lineage import Lineage, plan_lineage
 
 
@@ -53,7 +53,7 @@ def derived_lineage(obj: Any, run: TableRun, log: Any = None) -> Lineage | None:
 
 
 def kept_lineage(lineage: Mapping[str, Sequence[tuple[str, str]]], table_columns: Iterable[str],
-                 store: TableStore, root: Path) -> Lineage:
+                 store: DeltaTableStore, root: Path) -> Lineage:
     """``lineage`` held to the written table's columns and to the columns each upstream
     table under ``root`` has (as ``store`` reads its schema; a table it cannot read is trusted)."""
 

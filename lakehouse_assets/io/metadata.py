@@ -15,10 +15,10 @@ from lakehouse_assets.io.lineage import kept_lineage
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import ExpectationCounts
 from lakehouse_assets.quality.rules import Rule
-from lakehouse_assets.storage import TableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 
-def table_metadata(store: TableStore, run: TableRun, written_version: int | None,
+def table_metadata(store: DeltaTableStore, run: TableRun, written_version: int | None,
                    lineage: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> dict[str, Any]:
     """The table's path, current version, the version this run wrote last, its row count
     (from the log's statistics), its columns with their descriptions, and its column

@@ -39,7 +39,7 @@ from lakehouse_assets.quality.expectations import enforce
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, route, split_routed
 from lakehouse_assets.reliability.replayed import REPLAY_APP, ROW_IDENTITY
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import AppTransaction, DeltaTableStore, TableStore
+from lakehouse_assets.storage import AppTransaction, DeltaTableStore
 from lakehouse_assets.storage.event_log import (
     BatchEvent,
     append_events,
@@ -81,7 +81,7 @@ def routed_table_assets(assets: Sequence[Any], *, replayable: bool = False) -> d
 
 
 def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings: LakehouseSettings,
-                      store: TableStore, run_id: str | None = None) -> ReplayResult:
+                      store: DeltaTableStore, run_id: str | None = None) -> ReplayResult:
     """Re-evaluate the quarantined rows of ``asset``'s table and move those that now pass,
     exactly once, under both tables' write locks."""
     run = _table_run(asset, settings, run_id)
@@ -132,7 +132,7 @@ def _table_run(asset: dg.AssetsDefinition, settings: LakehouseSettings, run_id: 
     raise LakehouseError(f"Asset {asset.node_def.name} routes to no quarantine: there is nothing to replay")
 
 
-def _passing_now(asset: dg.AssetsDefinition, run: TableRun, spark: SparkSession, store: TableStore,
+def _passing_now(asset: dg.AssetsDefinition, run: TableRun, spark: SparkSession, store: DeltaTableStore,
                  held: DataFrame) -> DataFrame:
     """The quarantined rows ``held`` that pass the asset's rules today, as the table keeps them."""
     routed = _route_with(asset, spark, store, run, held.drop(QUARANTINE_REASON))
@@ -148,7 +148,7 @@ def _passing_now(asset: dg.AssetsDefinition, run: TableRun, spark: SparkSession,
     return passed
 
 
-def _route_with(asset: dg.AssetsDefinition, spark: SparkSession, store: TableStore, run: TableRun,
+def _route_with(asset: dg.AssetsDefinition, spark: SparkSession, store: DeltaTableStore, run: TableRun,
                 rows: DataFrame) -> RoutedRows:
     """What the asset's body returns given ``rows`` as its streamed input, and its other
     inputs as their tables stand."""
@@ -188,7 +188,7 @@ def _settings_of(run: TableRun) -> LakehouseSettings:
     return LakehouseSettings(run.root)
 
 
-def _finish_pending(store: TableStore, spark: SparkSession, run: TableRun) -> int | None:
+def _finish_pending(store: DeltaTableStore, spark: SparkSession, run: TableRun) -> int | None:
     """Finish a replay the table holds and the quarantine does not (a crash between its two
     commits): remove its rows from the quarantine; and log the table's last replay if the
     event log lacks it. The replay's number when its quarantine commit was pending, else None."""
@@ -226,7 +226,7 @@ def _log_replay(run: TableRun, replay: int, version: int | None, moved: int, ree
                   logs=AppTransaction(query_app_id(run.table.table_name, REPLAY_APP), replay))
 
 
-def _remove_from_quarantine(store: TableStore, spark: SparkSession, quarantine: str, moved: DataFrame,
+def _remove_from_quarantine(store: DeltaTableStore, spark: SparkSession, quarantine: str, moved: DataFrame,
                             replay: int) -> None:
     """Delete the rows ``moved`` (their identities: its columns) from the quarantine, recording ``replay``."""
     nothing = store.read(spark, quarantine).limit(0)

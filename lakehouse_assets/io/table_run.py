@@ -38,7 +38,7 @@ from lakehouse_assets.assets.table_asset import (
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeclaredTypes, OutputMode, TableLayout, TableStore, WriteMode
+from lakehouse_assets.storage import DeclaredTypes, DeltaTableStore, OutputMode, TableLayout, WriteMode
 from lakehouse_assets.streaming import Trigger
 from lakehouse_assets.tables.sql_types import spark_type
 
@@ -187,7 +187,7 @@ def _declared_types(table: str, types: Mapping[str, str] | None) -> DeclaredType
     return DeclaredTypes(table, {column: spark_type(name) for column, name in types.items()}) if types else None
 
 
-def full_refresh(store: TableStore, table: TableRef) -> None:
+def full_refresh(store: DeltaTableStore, table: TableRef) -> None:
     """Forget everything about a table: its data, its query's checkpoint, its stored schema."""
     store.drop(str(table.path))
     for folder in (table.checkpoint, table.schema_location):

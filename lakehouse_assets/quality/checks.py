@@ -34,7 +34,7 @@ from lakehouse_assets.quality.evaluation import DEFAULT_SAMPLE_SIZE, Evaluation,
 from lakehouse_assets.quality.rules import Rule, Severity, UniqueKey
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import DeltaTableStore, TableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.changes import ChangePlan, plan_changes, read_plan, schema_at, table_id
 
 Scope = Literal["new", "full"]
@@ -102,7 +102,7 @@ def contract_checks(
     blocking: bool = True,
     scope: Scope = "new",
     sample_size: int = DEFAULT_SAMPLE_SIZE,
-    store_factory: Callable[[], TableStore] = DeltaTableStore,
+    store_factory: Callable[[], DeltaTableStore] = DeltaTableStore,
 ) -> dg.AssetChecksDefinition:
     """Asset checks validating the table of ``asset_key`` (default ``[layer, name]`` of the
     contract) against ``contract``, all in one step that uses the ``spark`` resource.
@@ -146,7 +146,7 @@ def run_checks(
     *,
     scope: Scope,
     sample_size: int,
-    store: TableStore,
+    store: DeltaTableStore,
 ) -> Iterator[dg.AssetCheckResult]:
     """Evaluate ``contract`` on the table of ``key`` and yield one result per check."""
     path = str(LakehouseSettings.from_env().table_path(*key.path))

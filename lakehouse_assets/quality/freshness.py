@@ -29,7 +29,7 @@ import dagster as dg
 
 from lakehouse_assets.ingestion.files import list_data_files, local_file_path
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore, HistoryEntry, TableStore
+from lakehouse_assets.storage import DeltaTableStore, HistoryEntry
 from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.delta_offsets import delta_source_end
 from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
@@ -77,7 +77,7 @@ class DataLag:
         return max(dt.timedelta(0), self.measured_at - self.oldest_pending_at)
 
 
-def data_lag(settings: LakehouseSettings, store: TableStore, path: FreshnessPath,
+def data_lag(settings: LakehouseSettings, store: DeltaTableStore, path: FreshnessPath,
              now: dt.datetime | None = None) -> DataLag:
     """How far ``path.table`` is behind the files landed for it (see the module's docstring)."""
     measured_at = now or dt.datetime.now(dt.UTC)
@@ -93,7 +93,7 @@ def data_lag(settings: LakehouseSettings, store: TableStore, path: FreshnessPath
     )
 
 
-def incorporated_files(settings: LakehouseSettings, store: TableStore, chain: Sequence[str]) -> set[str]:
+def incorporated_files(settings: LakehouseSettings, store: DeltaTableStore, chain: Sequence[str]) -> set[str]:
     """The landed files (local paths) whose records the first table of ``chain`` holds, its
     sources following it down to bronze (the last)."""
     version: int | None = None  # the version of the current table to look from; None: latest
@@ -110,7 +110,7 @@ def incorporated_files(settings: LakehouseSettings, store: TableStore, chain: Se
     return {local_file_path(entry.path) for entry in log if entry.batch_id <= batch}
 
 
-def _source_version_read(settings: LakehouseSettings, store: TableStore, table: str, source: str,
+def _source_version_read(settings: LakehouseSettings, store: DeltaTableStore, table: str, source: str,
                          version: int | None) -> int | None:
     """The newest version of ``table``'s streaming ``source`` that the table, at ``version``,
     had read whole; None when it has read none."""
@@ -123,12 +123,12 @@ def _source_version_read(settings: LakehouseSettings, store: TableStore, table: 
     return end.version_read_whole(str(_path(settings, source))) if end is not None else None
 
 
-def _last_batch_at(store: TableStore, path: str, version: int | None) -> int | None:
+def _last_batch_at(store: DeltaTableStore, path: str, version: int | None) -> int | None:
     commit = _newest_batch_commit(store, path, version)
     return commit.batch_id if commit is not None else None
 
 
-def _newest_batch_commit(store: TableStore, path: str, version: int | None,
+def _newest_batch_commit(store: DeltaTableStore, path: str, version: int | None,
                          offsets: Mapping[tuple[str, int], BatchOffsets] | None = None) -> HistoryEntry | None:
     """The newest commit of a query's batch at or before ``version`` (the latest: None); with
     ``offsets`` (the event log's), the newest whose offsets are known. The log is read newest

@@ -1,7 +1,7 @@
 """Tables: batch and streaming reads and writes of Delta tables.
 
 Tables are written and streamed by Delta Lake's connector in Spark, and read without Spark
-by delta-rs; everything above this package speaks of a :class:`TableStore` and table paths.
+by delta-rs; everything above this package speaks of a :class:`DeltaTableStore` and table paths.
 """
 
 from lakehouse_assets.storage._delta_log import DELTA_LOG
@@ -9,6 +9,7 @@ from lakehouse_assets.storage._files import local_path
 from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta import DeltaTableStore
+from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
 from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,
@@ -17,8 +18,6 @@ from lakehouse_assets.storage.engine import (
     SnapshotFile,
     StreamOptions,
     StreamReader,
-    TableSnapshot,
-    TableStore,
     VacuumResult,
     WriteMode,
 )
@@ -30,6 +29,7 @@ __all__ = [
     "CommitResult",
     "DELTA_LOG",
     "DeclaredTypes",
+    "DeltaRsSnapshot",
     "DeltaTableStore",
     "DeltaSink",
     "HistoryEntry",
@@ -39,8 +39,6 @@ __all__ = [
     "StreamOptions",
     "StreamReader",
     "TableLayout",
-    "TableSnapshot",
-    "TableStore",
     "VacuumResult",
     "WriteMode",
     "local_path",

@@ -11,6 +11,7 @@ the whole current table is read instead.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -22,7 +23,9 @@ from pyspark.sql import types as T
 from lakehouse_assets.errors import LakehouseError, TableNotFoundError
 from lakehouse_assets.storage._delta_log import snapshot_files
 from lakehouse_assets.storage._schema import arrow_to_spark
-from lakehouse_assets.storage.engine import TableStore
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class ChangePlan:
         return f"{self.first_version}-{self.latest_version}"
 
 
-def plan_changes(store: TableStore, path: str, *, after_version: int | None) -> ChangePlan:
+def plan_changes(store: DeltaTableStore, path: str, *, after_version: int | None) -> ChangePlan:
     """Decide how to read the rows committed after ``after_version`` (None: all rows).
 
     Lists the files of the two snapshots, never the data. Raises
@@ -96,7 +99,7 @@ def plan_changes(store: TableStore, path: str, *, after_version: int | None) -> 
     )
 
 
-def read_plan(store: TableStore, spark: SparkSession, plan: ChangePlan) -> DataFrame:
+def read_plan(store: DeltaTableStore, spark: SparkSession, plan: ChangePlan) -> DataFrame:
     """The rows ``plan`` describes, read by Spark's executors, with the table's schema at
     ``plan.latest_version`` (files written before a column was added read it as null)."""
     if plan.whole_table:
@@ -131,7 +134,7 @@ def table_id(path: str) -> str:
     return str(DeltaTable(str(path)).metadata().id)
 
 
-def _removal(store: TableStore, path: str, after_version: int, latest: int) -> str:
+def _removal(store: DeltaTableStore, path: str, after_version: int, latest: int) -> str:
     """Which commit of the range removed files, for people: the newest that did not only
     append, by its history."""
     for entry in store.history(path, limit=latest - after_version):

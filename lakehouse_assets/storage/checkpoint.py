@@ -32,7 +32,9 @@ from lakehouse_assets.storage._checkpoint_files import (
 )
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.checkpoint_agreement import check_agreement, check_sources
-from lakehouse_assets.storage.engine import TableStore
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 if TYPE_CHECKING:
     from lakehouse_assets.storage.checkpoint_repair import RepairResult
@@ -106,7 +108,7 @@ class Checkpoint:
         return read_file_source_log(self.location, locate(self.location), source, self.name)
 
     # -- validating ---------------------------------------------------------------------------
-    def validate(self, table_paths: Sequence[str], store: TableStore) -> CheckpointState | None:
+    def validate(self, table_paths: Sequence[str], store: DeltaTableStore) -> CheckpointState | None:
         """Read the checkpoint and check it against every table its query writes (a routed
         query writes two); the state, or None when there is no checkpoint."""
         state = self.state()
@@ -115,7 +117,7 @@ class Checkpoint:
                 check_agreement(state, path, store, self.name)
         return state
 
-    def check_sources(self, state: CheckpointState, store: TableStore, root: Path | None = None) -> None:
+    def check_sources(self, state: CheckpointState, store: DeltaTableStore, root: Path | None = None) -> None:
         """Raise when a Delta table the query reads is gone or was recreated since its last
         batch; ``root`` lets the message name the upstream table as ``layer.name``."""
         check_sources(state, store, self.name, root)
@@ -136,7 +138,7 @@ class Checkpoint:
         return CheckpointReport(self.name, self.location, state, state.last_planned_batch,
                                 state.last_committed_batch)
 
-    def repair(self, store: TableStore, table_paths: Sequence[str], *, source_file_column: str,
+    def repair(self, store: DeltaTableStore, table_paths: Sequence[str], *, source_file_column: str,
                logged_offsets: Mapping[tuple[str, int], BatchOffsets] | None = None) -> RepairResult:
         """Rebuild the checkpoint from what its tables (and the event log's
         ``logged_offsets``) record, the old one moved aside; see

@@ -11,16 +11,18 @@ or skip new batches as if already written (checkpoint behind). Spark itself chec
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.errors import CheckpointMismatchError, LegacyCheckpointError, SourceRecreatedError
 from lakehouse_assets.storage._checkpoint_files import CheckpointState, read_batch_offsets, table_name_of
 from lakehouse_assets.storage.delta_offsets import DeltaSourcePosition, tables_by_id
-from lakehouse_assets.storage.engine import TableStore
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 
 def check_agreement(
-    state: CheckpointState, table_path: str, store: TableStore, table_name: str | None = None
+    state: CheckpointState, table_path: str, store: DeltaTableStore, table_name: str | None = None
 ) -> None:
     """Raise :class:`~lakehouse_assets.errors.CheckpointMismatchError` unless the table at
     ``table_path`` holds exactly what the checkpoint says its query has written.
@@ -76,7 +78,8 @@ def check_agreement(
     raise CheckpointMismatchError(message, checkpoint=state.location, table=str(table_path))
 
 
-def check_sources(state: CheckpointState, store: TableStore, table_name: str | None = None, root: Any = None) -> None:
+def check_sources(state: CheckpointState, store: DeltaTableStore, table_name: str | None = None,
+                  root: Any = None) -> None:
     """Raise :class:`~lakehouse_assets.errors.SourceRecreatedError` when a Delta table the
     query reads is gone, or was recreated (a full refresh) since the checkpoint's last
     batch: the checkpoint's positions are versions of the old table.
@@ -126,7 +129,7 @@ def _batch_time(state: CheckpointState) -> int | None:
     return offsets.timestamp_ms if offsets is not None else None
 
 
-def _created_after(store: TableStore, path: str, since_ms: int) -> bool:
+def _created_after(store: DeltaTableStore, path: str, since_ms: int) -> bool:
     """Whether the table at ``path`` was created (its version 0) after ``since_ms``."""
     oldest = store.history(path)[-1]
     return oldest.version == 0 and oldest.timestamp.timestamp() * 1000 > since_ms

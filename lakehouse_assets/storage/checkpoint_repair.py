@@ -34,7 +34,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -42,9 +42,12 @@ import pyarrow.fs as pafs
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage._checkpoint_files import BatchOffsets, batch_ids, read_batch_offsets, table_name_of
 from lakehouse_assets.storage._files import local_path, locate
-from lakehouse_assets.storage.engine import HistoryEntry, TableStore
+from lakehouse_assets.storage.engine import HistoryEntry
 from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.sink import OUTPUT_MODE_KEY, READS_FILES_KEY, recorded_offsets
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 RepairKind = Literal["resumed", "restarted"]
 
@@ -65,7 +68,7 @@ class RepairResult:
 
 
 def repair_checkpoint(
-    store: TableStore,
+    store: DeltaTableStore,
     checkpoint_location: str,
     table_paths: Sequence[str],
     *,
@@ -169,7 +172,7 @@ def repair_checkpoint(
 
 
 def tables_written_by(
-    store: TableStore, candidates: Mapping[str, str], main_path: str, checkpoint_query_id: str | None
+    store: DeltaTableStore, candidates: Mapping[str, str], main_path: str, checkpoint_query_id: str | None
 ) -> dict[str, str]:
     """Of ``candidates`` (name to path), the tables that the query writing ``main_path`` also
     writes (a routed query's quarantine): those holding a batch of its query id. The id is
@@ -183,7 +186,7 @@ def tables_written_by(
 
 
 # -- what the tables say ------------------------------------------------------------------------
-def _last_streaming_commit(store: TableStore, path: str) -> HistoryEntry | None:
+def _last_streaming_commit(store: DeltaTableStore, path: str) -> HistoryEntry | None:
     if not store.exists(path):
         return None
     for entry in store.history(path):
@@ -192,7 +195,7 @@ def _last_streaming_commit(store: TableStore, path: str) -> HistoryEntry | None:
     return None
 
 
-def _batch_commit(store: TableStore, paths: Sequence[str], query_id: str, batch: int) -> HistoryEntry | None:
+def _batch_commit(store: DeltaTableStore, paths: Sequence[str], query_id: str, batch: int) -> HistoryEntry | None:
     """The commit of batch ``batch`` of query ``query_id``, in the first of ``paths`` that
     holds one recording its offsets, else in any."""
     found = None
@@ -207,7 +210,7 @@ def _batch_commit(store: TableStore, paths: Sequence[str], query_id: str, batch:
     return found
 
 
-def _has_rows(store: TableStore, path: str) -> bool:
+def _has_rows(store: DeltaTableStore, path: str) -> bool:
     if not store.exists(path):
         return False
     from deltalake import DeltaTable

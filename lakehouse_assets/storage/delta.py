@@ -63,7 +63,8 @@ _STREAMING_UPDATE = "STREAMING UPDATE"
 
 
 class DeltaTableStore:
-    """A :class:`~lakehouse_assets.storage.engine.TableStore` on Delta Lake's connector."""
+    """Batch and streaming access to the Delta tables at storage paths: Delta Lake's connector
+    writes, streams and merges them in Spark; delta-rs reads them in processes without Spark."""
 
     def __init__(self, storage_options: Mapping[str, str] | None = None, root: str | None = None) -> None:
         self._storage_options = dict(storage_options) if storage_options else None

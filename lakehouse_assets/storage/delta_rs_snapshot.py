@@ -59,7 +59,8 @@ def spark_schema(table: DeltaTable) -> T.StructType:
 
 
 class DeltaRsSnapshot:
-    """A :class:`~lakehouse_assets.storage.engine.TableSnapshot` read by delta-rs and pyarrow."""
+    """One version of a table, read by delta-rs and pyarrow without Spark: what commands,
+    checks and run metadata need (rows, files, statistics) in a process with no Spark session."""
 
     def __init__(self, path: str, table: DeltaTable) -> None:
         self.path = str(path)

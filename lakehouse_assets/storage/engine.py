@@ -1,29 +1,20 @@
-"""What the rest of the project needs from table storage, independent of the Delta engine.
-
-:class:`TableStore` is implemented by :class:`~lakehouse_assets.storage.delta_rs.DeltaTableStore`
-(Spark computes, delta-rs commits). A store backed by delta-spark's own jars could implement the
-same protocol where those jars can be installed.
+"""The records table storage deals in: an app transaction, what a write did
+(:class:`CommitResult`), a commit of the history, a stream's options, a snapshot's files and
+what maintenance did. The store itself is :class:`~lakehouse_assets.storage.delta.DeltaTableStore`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
-from pyspark.sql.streaming.readwriter import DataStreamWriter
-
-from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.layout import TableLayout
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    import pyarrow as pa
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 #: How a batch is written: appended, overwriting the table, or merged (upserted) by keys.
-#: :meth:`TableStore.write` appends and overwrites; :meth:`TableStore.merge` merges.
+#: :meth:`DeltaTableStore.write` appends and overwrites; :meth:`DeltaTableStore.merge` merges.
 WriteMode = Literal["append", "overwrite", "merge"]
 
 
@@ -40,7 +31,7 @@ class AppTransaction:
     app_id: str
     batch_id: int
 
-    def held_by(self, store: TableStore, path: str) -> bool:
+    def held_by(self, store: DeltaTableStore, path: str) -> bool:
         """Whether the table at ``path`` has committed this batch (or a later one of its query)."""
         committed = store.committed_batch(path, self.app_id) if store.exists(path) else None
         return committed is not None and committed >= self.batch_id
@@ -156,145 +147,3 @@ class VacuumResult:
     files: tuple[str, ...] = ()  # as the table names them, relative to its folder
     bytes: int = 0
     readers: tuple[StreamReader, ...] = ()
-
-
-class TableSnapshot(Protocol):
-    """One version of a table, read without Spark: what commands, checks and run metadata
-    need (rows, files, statistics) in a process that has no Spark session."""
-
-    path: str
-    version: int
-
-    def column_names(self) -> list[str]:
-        """The table's columns at this version."""
-        ...
-
-    def schema(self) -> T.StructType:
-        """The table's schema at this version, as Spark types."""
-        ...
-
-    def files(self) -> list[SnapshotFile]:
-        """The data files of this version."""
-        ...
-
-    def row_count(self) -> int | None:
-        """Rows at this version, from the log's per-file statistics (no data file is read);
-        None when a file has no row count, since a partial sum would look exact."""
-        ...
-
-    def to_arrow(self, columns: Sequence[str] | None = None, *, limit: int | None = None) -> pa.Table:
-        """The rows (all columns, or ``columns``), the first ``limit`` of them if given."""
-        ...
-
-
-class TableStore(Protocol):
-    """Batch and streaming access to tables at storage paths."""
-
-    def exists(self, path: str) -> bool:
-        """Whether a table has been created at ``path``."""
-        ...
-
-    def version(self, path: str) -> int | None:
-        """The table's latest version, or None when there is no table."""
-        ...
-
-    def schema(self, path: str) -> Any:
-        """The table's Spark schema (``StructType``)."""
-        ...
-
-    def read(self, spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:
-        """The table as a batch DataFrame, at its latest version or at ``version``."""
-        ...
-
-    def read_stream(self, spark: SparkSession, path: str, options: StreamOptions | None = None) -> DataFrame:
-        """The table as a streaming DataFrame: the rows of each newly committed version, once."""
-        ...
-
-    def write(
-        self,
-        df: DataFrame,
-        path: str,
-        *,
-        mode: WriteMode = "append",
-        merge_schema: bool = False,
-        overwrite_schema: bool = False,
-        transaction: AppTransaction | None = None,
-        operation: str = "WRITE",
-        metadata: Mapping[str, Any] | None = None,
-        layout: TableLayout | None = None,
-        declared: DeclaredTypes | None = None,
-    ) -> CommitResult:
-        """Append to or overwrite the table in one commit; ``layout``: the properties and
-        partition or clustering columns it is created with (properties and clustering are
-        given to it if it lacks them); the rows' columns are cast to the ``declared`` types
-        first."""
-        ...
-
-    def stream_writer(self, df: DataFrame, path: str, *, merge_schema: bool = False,
-                      layout: TableLayout | None = None,
-                      metadata: Mapping[str, Any] | None = None,
-                      declared: DeclaredTypes | None = None) -> DataStreamWriter:
-        """The streaming DataFrame's writer into the table through the format's own
-        exactly-once streaming sink, its rows fitted to the table as :meth:`write` fits a
-        batch's; ``metadata`` recorded in every batch's commit."""
-        ...
-
-    def merge(
-        self,
-        df: DataFrame,
-        path: str,
-        *,
-        keys: Sequence[str],
-        replacing: DataFrame | None = None,
-        within_range: Sequence[str] = (),
-        merge_schema: bool = False,
-        transaction: AppTransaction | None = None,
-        operation: str = "MERGE",
-        metadata: Mapping[str, Any] | None = None,
-        layout: TableLayout | None = None,
-        declared: DeclaredTypes | None = None,
-    ) -> CommitResult:
-        """Upsert rows by ``keys`` in one commit: update matches, insert the rest; with
-        ``replacing`` (groups by some key columns), delete the rows of those groups the
-        batch has none for. ``within_range`` bounds the search to the batch's range of
-        those columns. A table keeping a change data feed records the row changes."""
-        ...
-
-    def stream_has_unread_data(self, checkpoint_location: str, root: str | None = None) -> bool | None:
-        """Whether a query reading tables of this store under ``root``, checkpointed at
-        ``checkpoint_location``, has committed data it has not read; None when unknown."""
-        ...
-
-    def table_id(self, path: str) -> str | None:
-        """The id of the table at ``path`` (a new one each time a table is created there),
-        or None when there is no table."""
-        ...
-
-    def committed_batch(self, path: str, app_id: str) -> int | None:
-        """The last batch id committed by ``app_id``, or None."""
-        ...
-
-    def history(self, path: str, *, limit: int | None = None) -> list[HistoryEntry]:
-        """The table's commits, newest first."""
-        ...
-
-    def snapshot(self, path: str, *, version: int | None = None) -> TableSnapshot:
-        """The table at its latest version, or at ``version``, for reading without Spark."""
-        ...
-
-    def optimize(self, spark: SparkSession, path: str, *, target_size: int | None = None,
-                 z_order: Sequence[str] | None = None) -> OptimizeResult:
-        """Compact the table's small files (bin-packing to about ``target_size`` bytes), or
-        with ``z_order`` rewrite them clustered by those columns, in one commit that changes
-        no rows (``dataChange=false``)."""
-        ...
-
-    def vacuum(self, spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: bool,
-               readers: Sequence[StreamReader]) -> VacuumResult:
-        """Delete data files the table stopped listing more than ``retention`` ago (list
-        them only, with ``dry_run``); refuse when one of ``readers`` still needs one."""
-        ...
-
-    def drop(self, path: str) -> None:
-        """Delete the table and its files (for a full refresh)."""
-        ...

@@ -9,14 +9,18 @@ keeps going past them, so the common case costs one short read however long the 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from lakehouse_assets.storage.engine import HistoryEntry, TableStore
+from lakehouse_assets.storage.engine import HistoryEntry
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 # Commits read before falling back to the whole history: more than one run's batches.
 NEWEST_COMMITS = 32
 
 
-def newest_first(store: TableStore, path: str) -> Iterator[HistoryEntry]:
+def newest_first(store: DeltaTableStore, path: str) -> Iterator[HistoryEntry]:
     """The commits of the table at ``path``, newest first (none if there is no table);
     stop iterating as soon as the answer is known."""
     if not store.exists(path):

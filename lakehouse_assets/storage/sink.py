@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.readwriter import DataStreamWriter
@@ -29,9 +29,12 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry, TableStore
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry
 from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.layout import TableLayout
+
+if TYPE_CHECKING:
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 OutputMode = Literal["append", "complete", "update"]
 
@@ -72,7 +75,7 @@ class DeltaSink:
     columns are cast to the ``declared`` types its definition gives them.
     """
 
-    store: TableStore
+    store: DeltaTableStore
     path: str
     checkpoint_location: str
     output_mode: OutputMode = "append"
@@ -176,7 +179,7 @@ class DeltaStreamSink:
     the column's, another refused by name).
     """
 
-    store: TableStore
+    store: DeltaTableStore
     path: str
     merge_schema: bool = False
     reads_files: bool = False
@@ -259,7 +262,7 @@ def recorded_offsets(commit: HistoryEntry,
     return (logged or {}).get((str(commit.query), commit.batch_id))
 
 
-def run_commits(store: TableStore, path: str, run_id: str) -> list[CommitResult]:
+def run_commits(store: DeltaTableStore, path: str, run_id: str) -> list[CommitResult]:
     """The commits run ``run_id`` made to the table at ``path``, oldest first.
 
     A table has one writer at a time (its lock), so right after a run its commits are the

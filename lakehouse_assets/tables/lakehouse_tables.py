@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_assets.errors import LakehouseError, UnknownTableError
 from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore, StreamOptions, TableStore
+from lakehouse_assets.storage import DeltaTableStore, StreamOptions
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.tables.catalog import register_tables
 
@@ -33,7 +33,7 @@ class LakehouseTables:
     """The tables under the lakehouse root, by name, in ``spark``."""
 
     def __init__(self, spark: SparkSession, settings: LakehouseSettings | None = None,
-                 store: TableStore | None = None) -> None:
+                 store: DeltaTableStore | None = None) -> None:
         self.spark = spark
         self.settings = settings or LakehouseSettings.from_env()
         self.store = store or DeltaTableStore()

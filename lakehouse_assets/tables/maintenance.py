@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import UnknownTableError
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore, OptimizeResult, StreamReader, TableStore, VacuumResult
+from lakehouse_assets.storage import DeltaTableStore, OptimizeResult, StreamReader, VacuumResult
 from lakehouse_assets.storage.discovery import discover_tables, is_table
 from lakehouse_assets.storage.maintenance import DEFAULT_RETENTION
 from lakehouse_assets.storage.stream_readers import stream_readers
@@ -37,7 +37,7 @@ class TableMaintenance:
 
     spark: SparkSession
     settings: LakehouseSettings
-    store: TableStore = field(default_factory=DeltaTableStore)
+    store: DeltaTableStore = field(default_factory=DeltaTableStore)
     lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS
     holder: str = "table maintenance"  # who holds the lock, for a writer kept waiting
 

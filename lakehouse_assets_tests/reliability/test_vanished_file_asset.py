@@ -20,7 +20,7 @@ from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.rules import Severity, not_null
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import TableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
 from lakehouse_assets_tests.ingestion.helpers import file_uri, json_lines, land, recording
 from lakehouse_assets_tests.reliability.test_bad_input_files import DeletingStore
@@ -42,7 +42,7 @@ class DeletingIOManager(DeltaIOManager):
 
     victim: str
 
-    def store(self) -> TableStore:
+    def store(self) -> DeltaTableStore:
         return DeletingStore(Path(self.victim))
 
 

@@ -13,10 +13,10 @@ from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import commit_metadata, enforce
-from lakehouse_assets.storage import TableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 
-def write_batch(output: ExpectedRows, run: TableRun, store: TableStore, log: Any) -> Written:
+def write_batch(output: ExpectedRows, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Write the batch DataFrame to the table in one commit; a FAIL expectation it breaks
     stops the write before anything is committed."""
     df, rules = output.rows, output.expectations

@@ -15,10 +15,10 @@ from lakehouse_assets.io.handlers.stream import write_stream
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.settings import FLOWS_DIR
-from lakehouse_assets.storage import TableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 
-def write_flows(output: AppendFlows, run: TableRun, store: TableStore, log: Any) -> Written:
+def write_flows(output: AppendFlows, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Run every flow's query into the table, one after another."""
     written: dict[str, Written] = {}
     for flow in output.flows:

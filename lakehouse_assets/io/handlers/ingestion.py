@@ -16,13 +16,13 @@ from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, str
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import expecting
-from lakehouse_assets.storage import DeltaSink, TableStore
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.storage.sink import DeltaStreamSink
 from lakehouse_assets.streaming import RunSink
 
 
-def write_ingestion(source: IncrementalSource, run: TableRun, store: TableStore, log: Any) -> Written:
+def write_ingestion(source: IncrementalSource, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Run the ingestion query of ``source`` into the table."""
     rules = source.expectations
     if not has_work(run, store, source.has_new_data):

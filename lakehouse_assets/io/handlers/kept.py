@@ -10,9 +10,9 @@ import dagster as dg
 from lakehouse_assets.assets.nothing_to_read import TableKept
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.storage import TableStore
+from lakehouse_assets.storage import DeltaTableStore
 
 
-def report_kept(output: TableKept, run: TableRun, store: TableStore, log: Any) -> Written:
+def report_kept(output: TableKept, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Nothing written: the table's own metadata says what it holds, and this why."""
     return Written(None, {"not_written": dg.MetadataValue.text(output.reason)})

@@ -11,10 +11,10 @@ import dagster as dg
 from lakehouse_assets.assets.routed_table_asset import QuarantineOf
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.storage import TableStore, run_commits
+from lakehouse_assets.storage import DeltaTableStore, run_commits
 
 
-def report_quarantine(output: QuarantineOf, run: TableRun, store: TableStore, log: Any) -> Written:
+def report_quarantine(output: QuarantineOf, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """What this run's routing query committed to the quarantine table."""
     commits = run_commits(store, str(run.table.path), run.run_id) if run.run_id else []
     return Written(None, {"rows_written": dg.MetadataValue.int(sum(c.rows_written for c in commits))})

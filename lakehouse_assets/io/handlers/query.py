@@ -20,12 +20,12 @@ from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.rules import Rule
-from lakehouse_assets.storage import TableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.streaming import RestartPolicy, RunSink, StreamRun, run_stream
 
 
-def has_work(run: TableRun, store: TableStore, has_new_data: Callable[[], bool | None] | None = None) -> bool:
+def has_work(run: TableRun, store: DeltaTableStore, has_new_data: Callable[[], bool | None] | None = None) -> bool:
     """Check the checkpoint, then say whether the query has anything to read: starting a
     query costs seconds even when it reads nothing. ``has_new_data`` is the source's own
     answer; otherwise the checkpoint's Delta offsets say, and without a checkpoint
@@ -68,7 +68,7 @@ def skipped(run: TableRun, log: Any) -> StreamRun:
     return StreamRun()
 
 
-def stream_written(run: TableRun, store: TableStore, query: StreamRun,
+def stream_written(run: TableRun, store: DeltaTableStore, query: StreamRun,
                    expectations: Sequence[Rule] = (), *, reads_files: bool = False, **extra: Any) -> Written:
     """Log the query's batches in the event log (and any a crashed run left unlogged), and
     report the run from the log: rows read, written and quarantined, batches and what its

@@ -15,10 +15,10 @@ from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.duplicates import DUPLICATES_KEY
 from lakehouse_assets.quality.quarantine import QuarantineSink, route, split_routed
-from lakehouse_assets.storage import DeltaSink, TableStore
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 
 
-def write_routed(routed: RoutedRows, run: TableRun, store: TableStore, log: Any) -> Written:
+def write_routed(routed: RoutedRows, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Run the routing query into the table and its quarantine."""
     if run.quarantine is None:
         raise LakehouseError(

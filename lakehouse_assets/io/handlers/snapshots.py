@@ -11,11 +11,11 @@ from lakehouse_assets.cdc.snapshots import SnapshotSource, apply_snapshots
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.storage import TableStore
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.sink import RUN_KEY
 
 
-def write_snapshots(output: SnapshotSource, run: TableRun, store: TableStore, log: Any) -> Written:
+def write_snapshots(output: SnapshotSource, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Apply the snapshots of ``output`` that the table does not hold yet."""
     if run.auto_cdc is None:
         raise LakehouseError(f"{run.table.table_name} returned snapshots, but its asset says nothing of how to "

@@ -15,12 +15,12 @@ from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, str
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import expecting
-from lakehouse_assets.storage import DeltaSink, TableStore
+from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.storage.sink import DeltaStreamSink, TableSink
 from lakehouse_assets.streaming import RunSink
 
 
-def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: Any) -> Written:
+def write_stream(output: ExpectedRows, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Run the query of the streaming DataFrame into the table."""
     rules = output.expectations
     if not has_work(run, store):
@@ -36,7 +36,7 @@ def write_stream(output: ExpectedRows, run: TableRun, store: TableStore, log: An
     return stream_written(run, store, query, rules)
 
 
-def _kept(run: TableRun, store: TableStore) -> TableSink:
+def _kept(run: TableRun, store: DeltaTableStore) -> TableSink:
     """The ``foreachBatch`` sink keeping the table as its run says: appended, replaced,
     merged by key, applied AUTO CDC, or aggregated incrementally."""
     delta = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
