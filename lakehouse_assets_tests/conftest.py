@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,21 @@ def spark(session_root: Path) -> Iterator[SparkSession]:
     for query in session.streams.active:
         query.stop()
     session.stop()
+
+
+@contextmanager
+def spark_jobs(spark: SparkSession) -> Iterator[list[int]]:
+    """The ids of the Spark jobs the block starts from this thread (an embedded session),
+    filled in when it ends."""
+    group = f"counted-{uuid.uuid4().hex}"
+    context = spark.sparkContext
+    context.setJobGroup(group, "jobs counted by a test")
+    jobs: list[int] = []
+    try:
+        yield jobs
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+        jobs.extend(context.statusTracker().getJobIdsForGroup(group))
 
 
 @pytest.fixture

@@ -70,6 +70,10 @@ class AggregateTable:
         """Merge the batch of source rows ``rows`` into the groups it has rows for,
         recording ``transaction`` and ``metadata`` in the table's commit (and its state's)."""
         store, spec, keys = self.store, self.spec, self.spec.key_names
+        if transaction.held_by(store, self.state_path):
+            # The state is committed after the table: a batch it holds, both hold. A replay
+            # after the run that committed both is skipped before any Spark work.
+            return CommitResult(self.path, None, skipped=True)
         spark = rows.sparkSession
         self._check_state(transaction)
         partials = spec.partials(rows).persist()

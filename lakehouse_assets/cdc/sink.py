@@ -76,6 +76,10 @@ class AutoCdcTable:
     def apply(self, changes: DataFrame, transaction: AppTransaction, metadata: Mapping[str, str]) -> CommitResult:
         """Apply the batch of change rows ``changes``, recording ``transaction`` and ``metadata``
         in the table's commit (and its state's); a batch the table holds is skipped."""
+        if transaction.held_by(self.store, self.state_path):
+            # The state is committed after the table: a batch it holds, both hold. A replay
+            # after the run that committed both is skipped before any Spark work.
+            return CommitResult(self.path, None, skipped=True)
         metadata = {**metadata, CDC_KEY: f"scd{self.spec.stored_as_scd_type}"}
         kept = self.spec.kept_columns(changes.columns)
         events = change_events(changes, self.spec).persist()

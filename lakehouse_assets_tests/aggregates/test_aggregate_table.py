@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.aggregates import AggregateTable, IncrementalAggregate, Measure
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
+from lakehouse_assets_tests.conftest import spark_jobs
 from lakehouse_assets_tests.storage.helpers import drop_commit
 
 SOURCE = "device long, at timestamp, reading double"
@@ -77,7 +78,9 @@ def test_batches_merge_into_the_groups_they_change_through_replays_and_crashes(
     for batch_id, batch in enumerate(batches):
         frame = spark.createDataFrame(batch, SOURCE)
         table.apply(frame, AppTransaction("q", batch_id), {})
-        table.apply(frame, AppTransaction("q", batch_id), {})  # a replay changes nothing
+        with spark_jobs(spark) as replay_jobs:
+            table.apply(frame, AppTransaction("q", batch_id), {})  # a replay changes nothing
+        assert replay_jobs == [], "a replay of a batch the table and its state hold runs no Spark job"
         if batch_id == 2:
             # A crash after the table's commit, before its state's: the replay commits the state only.
             _drop_last_commit(Path(table.state_path))

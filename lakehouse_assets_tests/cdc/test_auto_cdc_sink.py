@@ -19,6 +19,7 @@ from lakehouse_assets.cdc.sink import STATE_FOLDER
 from lakehouse_assets.errors import ConfigurationError, LakehouseError
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore, TableLayout
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
+from lakehouse_assets_tests.conftest import spark_jobs
 from lakehouse_assets_tests.storage.helpers import drop_commit, write_checkpoint_metadata
 
 from . import reference
@@ -71,7 +72,9 @@ def test_both_types_match_an_independent_computation_batch_by_batch(
     for batch_id, batch in enumerate(batches):
         for sink in (current, history):
             sink(_frame(spark, batch), batch_id)
-            sink(_frame(spark, batch), batch_id)  # a replay of the batch changes nothing
+            with spark_jobs(spark) as replay_jobs:
+                sink(_frame(spark, batch), batch_id)  # a replay of the batch changes nothing
+            assert replay_jobs == [], "a replay of a batch the table and its state hold runs no Spark job"
         seen += batch
         assert _rows(spark, store, current.sink.path, ["mrn"]) == reference.scd1(seen), f"after batch {batch_id}"
         assert _rows(spark, store, history.sink.path, ["mrn", "__START_AT"]) == reference.scd2(seen), \
