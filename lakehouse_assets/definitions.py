@@ -23,7 +23,6 @@ from lakehouse_assets.assets.discovery import (
     table_specs,
 )
 from lakehouse_assets.assets.landing import landing_specs
-from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.io.replay import replay_job, routed_table_assets
 from lakehouse_assets.pipelines.assets import pipeline_assets
@@ -36,6 +35,7 @@ from lakehouse_assets.sensors.freshness import freshness_sensor
 from lakehouse_assets.sensors.landing import landing_sensors
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 
 
 def table_checks(tables: Sequence[dg.AssetsDefinition],

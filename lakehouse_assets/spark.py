@@ -24,6 +24,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import REQUIRED_CONF, engine_conf, is_connect_session
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.tables import LakehouseTables
 from lakehouse_assets.tables.catalog import register_tables
 
@@ -116,13 +117,19 @@ def _running_session() -> SparkSession | None:
 
 
 class SparkResource(LazyPySparkResource):
-    """The run's SparkSession, started on first use (never at import, never per step).
+    """The lakehouse as a run sees it: where it is, its tables' store, and the run's
+    SparkSession, started on first use (never at import, never per step).
 
-    ``master``, ``remote`` and ``spark_config`` override ``LAKEHOUSE_SPARK_MASTER``,
+    The IO managers, checks, sensors and jobs ask it for :meth:`settings` and :meth:`store`;
+    nothing under them reads the environment. ``root``, ``master``, ``remote`` and
+    ``spark_config`` override ``LAKEHOUSE_ROOT``, ``LAKEHOUSE_SPARK_MASTER``,
     ``LAKEHOUSE_SPARK_REMOTE`` and ``LAKEHOUSE_SPARK_CONF``; left empty, the environment
-    decides. On a Spark Connect engine each run gets a session of its own, released when
-    the run ends (its streaming queries stop with it).
+    decides, when the resource is used (so a test or a deployment may set it after the
+    definitions load). On a Spark Connect engine each run gets a session of its own, released
+    when the run ends (its streaming queries stop with it).
     """
+
+    root: str | None = Field(default=None, description="The lakehouse's folder; default LAKEHOUSE_ROOT")
 
     master: str | None = Field(default=None, description="Spark master URL; default LAKEHOUSE_SPARK_MASTER or local[2]")
     remote: str | None = Field(
@@ -139,11 +146,18 @@ class SparkResource(LazyPySparkResource):
     def settings(self) -> LakehouseSettings:
         """The environment's settings with this resource's overrides."""
         settings = LakehouseSettings.from_env()
+        if self.root:
+            settings = replace(settings, root=Path(self.root).expanduser().resolve())
         if self.master:
             settings = replace(settings, spark_master=self.master)
         if self.remote:
             settings = replace(settings, spark_remote=self.remote)
         return settings
+
+    def store(self) -> DeltaTableStore:
+        """The lakehouse's tables, read and written through Delta Lake's connector (and read
+        by delta-rs where no Spark is needed)."""
+        return DeltaTableStore()
 
     @property
     def tables(self) -> LakehouseTables:

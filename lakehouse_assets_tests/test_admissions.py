@@ -68,7 +68,8 @@ def materialized(spark, definitions, tmp_path_factory) -> Iterator[tuple[Lakehou
         land_admissions(settings.landing_path("admissions"))
         repository = definitions.get_repository_def()
         sensor = repository.get_sensor_def("landing_admissions_sensor")
-        tick = sensor.evaluate_tick(dg.build_sensor_context(definitions=definitions))
+        with dg.build_sensor_context(definitions=definitions, resources=dict(definitions.resources or {})) as context:
+            tick = sensor.evaluate_tick(context)
         [request] = tick.run_requests or []
         result = dg.materialize([*(definitions.assets or []), *(definitions.asset_checks or [])],
                                 selection=list(request.asset_selection or []),

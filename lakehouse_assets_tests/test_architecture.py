@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"errors", "faults", "settings", "spark_conf"},
     {"storage", "engine", "simulator"},
     {"streaming", "spark", "class_archive", "tables", "cdc", "aggregates"},
-    {"ingestion", "quality"},
+    {"ingestion", "quality", "spec", "outputs"},
     {"assets", "sensors", "reliability", "pipelines"},
     {"io"},
     {"definitions", "cli", "__init__"},
@@ -62,6 +62,32 @@ def test_no_import_runs_back_up_the_layers() -> None:
             if LAYER_OF.get(target, -1) > LAYER_OF[source]:
                 upward.append(f"{path.relative_to(PACKAGE)}:{line} imports {module} ({source} -> {target})")
     assert not upward, "imports that run back up the layers:\n" + "\n".join(upward)
+
+
+def test_the_io_manager_knows_tables_by_their_spec_not_by_how_they_are_declared() -> None:
+    """io/ reads a table's TableSpec and what its body returned (spec.py, outputs.py), never
+    the declaration modules: a new way to declare a table needs no change in io/."""
+    declaring = {"assets", "pipelines"}
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line} imports {module}"
+        for path in _modules() if _unit(path) == "io"
+        for line, module in _imports(path)
+        if module.startswith("lakehouse_assets.") and module.split(".")[1] in declaring
+    ]
+    assert not found, "io/ imports from the declaration layer:\n" + "\n".join(found)
+
+
+def test_only_the_entry_points_read_the_lakehouse_from_the_environment() -> None:
+    """Where the lakehouse is comes from one place, the Spark resource (spark.py), built from the
+    environment by the definitions and the CLI's entry; everything under them is handed it."""
+    entry_points = {"settings.py", "spark.py", "definitions.py", "class_archive.py", "cli/__init__.py"}
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path in _modules() if str(path.relative_to(PACKAGE)) not in entry_points
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if "from_env(" in line
+    ]
+    assert not found, "settings read from the environment below the entry points: " + ", ".join(found)
 
 
 def test_only_storage_imports_deltalake() -> None:

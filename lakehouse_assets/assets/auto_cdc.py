@@ -4,13 +4,12 @@ IO manager applies each micro-batch of it (:class:`~lakehouse_assets.cdc.AutoCdc
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import dagster as dg
 
-from lakehouse_assets.assets.table_asset import AUTO_CDC, StreamInput, table_asset
+from lakehouse_assets.assets.table_asset import StreamInput, table_asset
 from lakehouse_assets.cdc import END_AT, START_AT, AutoCdc
 from lakehouse_assets.cdc.snapshots import snapshot_spec
 
@@ -46,12 +45,11 @@ def auto_cdc_table(
                    column_list=column_list, track_history_except_column_list=track_history_except_column_list)
     history = f", {START_AT} and {END_AT} opening and closing each version" if stored_as_scd_type == 2 else ""
     metadata = {
-        AUTO_CDC: _as_metadata(spec),
         "auto_cdc": f"SCD type {stored_as_scd_type} by {', '.join(keys)}, ordered by {sequence_by}{history}",
         **table_options.pop("metadata", {}),
     }
     return table_asset(layer=layer, name=name, description=description, ins=ins, output_mode="update",
-                       merge_keys=spec.row_identity, metadata=metadata, **table_options)
+                       merge_keys=spec.row_identity, auto_cdc=spec, metadata=metadata, **table_options)
 
 
 def auto_cdc_from_snapshot_table(
@@ -73,14 +71,9 @@ def auto_cdc_from_snapshot_table(
     history = f", {START_AT} and {END_AT} the snapshot versions opening and closing each version" \
         if stored_as_scd_type == 2 else ""
     metadata = {
-        AUTO_CDC: _as_metadata(spec),
         "auto_cdc": f"SCD type {stored_as_scd_type} by {', '.join(keys)}, FROM SNAPSHOT{history}",
         **table_options.pop("metadata", {}),
     }
-    return table_asset(layer=layer, name=name, description=description, merge_keys=spec.row_identity, metadata=metadata,
-                       **table_options)
+    return table_asset(layer=layer, name=name, description=description, merge_keys=spec.row_identity,
+                       auto_cdc=spec, metadata=metadata, **table_options)
 
-
-def _as_metadata(spec: AutoCdc) -> dict[str, Any]:
-    return {field: list(value) if isinstance(value, tuple) else value
-            for field, value in dataclasses.asdict(spec).items()}

@@ -9,8 +9,9 @@ import dagster as dg
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.landing import LandingFolder
-from lakehouse_assets.assets.table_asset import IncrementalSource, table_asset
+from lakehouse_assets.assets.table_asset import table_asset
 from lakehouse_assets.ingestion import MAX_SCHEMA_RESTARTS, AutoLoader, AutoLoaderOptions, SourceFormat
+from lakehouse_assets.outputs import IncrementalSource
 from lakehouse_assets.quality import bronze as contracts
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
@@ -53,7 +54,7 @@ def bronze_table(
         metadata=folder.metadata(),
     )
     def _bronze(spark: SparkResource) -> IncrementalSource:
-        loader = bronze_loader(LakehouseSettings.from_env(), name=name, data_source=data_source, options=options)
+        loader = bronze_loader(spark.settings(), name=name, data_source=data_source, options=options)
         return landing_source(spark.spark_session, loader, dg.get_dagster_logger())
 
     return _bronze

@@ -18,10 +18,10 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_assets.assets.landing import streamed_folder
-from lakehouse_assets.assets.table_asset import QUARANTINE_FOR, STREAMS_FROM
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.freshness import FreshnessPath
+from lakehouse_assets.spec import TableSpec
 
 
 def project_packages(names: Iterable[str]) -> list[ModuleType]:
@@ -72,12 +72,28 @@ def _modules(package: ModuleType) -> Iterator[ModuleType]:
 
 
 def table_specs(assets: Iterable[Any]) -> dict[str, dg.AssetSpec]:
-    """The specs of the tables among ``assets``, by table name (``layer.name``)."""
+    """Dagster's specs of the tables among ``assets`` (those declaring a
+    :class:`~lakehouse_assets.spec.TableSpec`), by table name (``layer.name``)."""
     specs: dict[str, dg.AssetSpec] = {}
     for asset in assets:
         if isinstance(asset, dg.AssetsDefinition):
-            specs.update({spec.metadata["table"]: spec for spec in asset.specs if "table" in spec.metadata})
+            for asset_spec in asset.specs:
+                table = TableSpec.of(asset_spec.metadata)
+                if table is not None:
+                    specs[table.table] = asset_spec
     return specs
+
+
+def declared_tables(assets: Iterable[Any]) -> dict[str, TableSpec]:
+    """The :class:`~lakehouse_assets.spec.TableSpec` of each table among ``assets``, by table
+    name (``layer.name``)."""
+    return {table: _spec(asset_spec) for table, asset_spec in table_specs(assets).items()}
+
+
+def _spec(asset_spec: dg.AssetSpec) -> TableSpec:
+    spec = TableSpec.of(asset_spec.metadata)
+    assert spec is not None  # table_specs holds table assets only
+    return spec
 
 
 def freshness_paths(assets: Iterable[Any]) -> list[FreshnessPath]:
@@ -88,7 +104,7 @@ def freshness_paths(assets: Iterable[Any]) -> list[FreshnessPath]:
     specs = table_specs(assets)
     paths = []
     for table, spec in sorted(specs.items()):
-        if QUARANTINE_FOR in spec.metadata:
+        if _spec(spec).quarantine_for:
             continue
         chain = _chain_to_landing(table, specs)
         if chain is not None:
@@ -100,7 +116,7 @@ def freshness_paths(assets: Iterable[Any]) -> list[FreshnessPath]:
 def _chain_to_landing(table: str, specs: Mapping[str, dg.AssetSpec]) -> tuple[tuple[str, ...], str] | None:
     chain = [table]
     while (source := streamed_folder(specs[chain[-1]].metadata)) is None:
-        streams = specs[chain[-1]].metadata.get(STREAMS_FROM) or []
+        streams = _spec(specs[chain[-1]]).streams_from
         if len(streams) != 1 or streams[0] not in specs or streams[0] in chain:
             return None
         chain.append(streams[0])
@@ -127,11 +143,11 @@ def ingests_landed_files(spec: dg.AssetSpec) -> bool:
 def streamed_by(assets: Iterable[Any]) -> dict[str, list[str]]:
     """Each table with the tables that read it as a stream (a routed table's quarantine with
     its table: one query writes both), Python inputs and SQL ``STREAM(...)`` alike."""
-    specs = table_specs(assets)
+    specs = declared_tables(assets)
     readers: dict[str, list[str]] = {}
     for table, spec in specs.items():
-        reading = spec.metadata.get(QUARANTINE_FOR, table)
-        streams = specs[reading].metadata.get(STREAMS_FROM) or [] if reading in specs else []
+        reading = spec.quarantine_for or table
+        streams = specs[reading].streams_from if reading in specs else ()
         for source in streams:
             readers.setdefault(source, []).append(table)
     return readers

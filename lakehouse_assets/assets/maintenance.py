@@ -18,7 +18,6 @@ import dagster as dg
 from pydantic import Field
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.tables.maintenance import TableMaintenance
 
 #: Daily, at an hour when the sensors' runs are few: 03:00 UTC.
@@ -45,7 +44,7 @@ def maintain_tables(context: dg.OpExecutionContext, config: MaintenanceConfig) -
     """Maintain each table in turn; fail at the end naming the tables that could not be.
     A generator: each observation is recorded as it is yielded, so a failure at the end
     keeps the record of the tables that were maintained."""
-    maintenance = TableMaintenance(context.resources.spark.spark_session, LakehouseSettings.from_env(),
+    maintenance = TableMaintenance(context.resources.spark.spark_session, context.resources.spark.settings(),
                                    lock_timeout_seconds=LOCK_TIMEOUT_SECONDS,
                                    holder=f"Dagster run {context.run_id} (table maintenance)")
     names = [target for table in config.tables or maintenance.names() for target in maintenance.targets(table)]

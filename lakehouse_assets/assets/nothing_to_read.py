@@ -23,23 +23,9 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_assets.ingestion.files import list_data_files
+from lakehouse_assets.outputs import MissingTable
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore
-
-
-@dataclass(frozen=True)
-class MissingTable:
-    """An input whose upstream table has not been created yet: the consuming asset is skipped."""
-
-    table: str  # layer.name
-
-
-@dataclass(frozen=True)
-class TableKept:
-    """What a table asset outputs when its landing folder holds no files but its table
-    exists: the table is reported as it stands, nothing is written."""
-
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -56,12 +42,12 @@ class Keep:
     reason: str
 
 
-def nothing_to_read(table: dg.AssetKey, inputs: Mapping[str, Any], deps: Iterable[dg.AssetKey]) -> Skip | Keep | None:
+def nothing_to_read(table: dg.AssetKey, inputs: Mapping[str, Any], deps: Iterable[dg.AssetKey],
+                    settings: LakehouseSettings, store: DeltaTableStore) -> Skip | Keep | None:
     """Whether the table asset ``table`` (``[layer, name]``), given its loaded ``inputs`` and
-    its other upstream assets ``deps``, has nothing to read: None when it runs as usual."""
+    its other upstream assets ``deps`` (in the lakehouse of ``settings``, its tables in
+    ``store``), has nothing to read: None when it runs as usual."""
     missing = [value.table for value in inputs.values() if isinstance(value, MissingTable)]
-    settings = LakehouseSettings.from_env()
-    store = DeltaTableStore()
     table_deps = [dep for dep in deps if len(dep.path) == 2 and dep.path[0] != LANDING_DIR]
     missing += [".".join(dep.path) for dep in table_deps if not store.exists(str(settings.table_path(*dep.path)))]
     if missing:

@@ -7,61 +7,31 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
-from pyspark.sql import DataFrame
 
-from lakehouse_assets.assets.nothing_to_read import Keep, TableKept, log_skip, nothing_to_read
+from lakehouse_assets.assets.nothing_to_read import Keep, log_skip, nothing_to_read
 from lakehouse_assets.assets.table_asset import (
-    COLUMN_LINEAGE,
     DEFAULT_OWNER,
-    IO_MANAGER_KEY,
-    MERGE_SCHEMA,
-    OUTPUT_MODE,
-    QUARANTINE_FOR,
-    QUARANTINE_TABLE,
+    LAKEHOUSE_RESOURCE,
     SPARK_POOL,
-    TRIGGER,
-    ColumnSource,
     StreamInput,
-    TableRunConfig,
     declared_columns,
-    declared_expectations,
     declared_layout,
+    declared_lineage,
     split_ins,
     untyped_inputs,
+    with_lakehouse_resource,
 )
+from lakehouse_assets.outputs import QuarantineOf, RoutedRows, TableKept
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
+from lakehouse_assets.spec import IO_MANAGER_KEY, ColumnSource, DeclaredExpectation, TableRunConfig, TableSpec
 
 #: On a routed table's compute function: the rules routing its rows, for whoever runs its
 #: transformation outside Dagster (``lakehouse export-sdp``'s flows).
 ROUTING_RULES_ATTRIBUTE = "__lakehouse_routing_rules__"
-
-@dataclass(frozen=True)
-class RoutedRows:
-    """What a table asset with a quarantine returns: its rows, and the columns each
-    destination keeps. ``expectations`` are filled in from the declaration
-    (:func:`routed_table_asset`): the IO manager routes each row by them."""
-
-    rows: DataFrame
-    passed_columns: Sequence[Any]
-    quarantine_columns: Sequence[Any]
-    expectations: tuple[Rule, ...] = ()
-    #: The columns a record is unique by: a passing row the table already holds (or that an
-    #: earlier row of its batch repeats) goes to quarantine as a ``duplicate``.
-    unique_by: Sequence[str] = ()
-
-
-@dataclass(frozen=True)
-class QuarantineOf:
-    """The quarantine output of a routed table: written by the main table's query, so its
-    IO manager step only reports what that query put there."""
-
-    table: dg.AssetKey
-
 
 def routed_table_asset(
     *,
@@ -83,6 +53,8 @@ def routed_table_asset(
     table_properties: Mapping[str, str] | None = None,
     partitioned_by: Sequence[str] = (),
     clustered_by: Sequence[str] = (),
+    streams_from: Sequence[str] = (),
+    pipeline: str | None = None,
 ) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
     """Like :func:`table_asset` for an append stream whose rows failing an ERROR expectation
     go to a quarantine table ``layer.quarantine_name``, with the names of the rules they
@@ -97,23 +69,28 @@ def routed_table_asset(
     stops the run naming it; the quarantine always takes new columns, so it stays lossless.
     ``table_properties``, ``partitioned_by`` and ``clustered_by`` lay the table out as for
     :func:`table_asset` (its quarantine is laid out by none); ``columns`` and
-    ``quarantine_columns`` describe the two tables' columns."""
+    ``quarantine_columns`` describe the two tables' columns; ``streams_from`` names tables the
+    body reads as streams by name, besides its stream inputs; ``pipeline`` names the Lakeflow
+    pipeline it is loaded from."""
 
     def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
         main_key = dg.AssetKey([layer, name])
         quarantine_key = dg.AssetKey([layer, quarantine_name])
-        asset_ins, stream_options = split_ins(ins)
-        main_metadata: dict[str, Any] = {
-            OUTPUT_MODE: "append", TRIGGER: "availableNow", "table": f"{layer}.{name}", MERGE_SCHEMA: merge_schema,
-            QUARANTINE_TABLE: f"{layer}.{quarantine_name}", **stream_options,
-            **declared_expectations(f"{layer}.{name}", expectations, can_drop=True),
-            **declared_columns(columns), **(metadata or {}),
-        }
-        main_metadata.update(declared_layout(f"{layer}.{name}", table_properties, partitioned_by, clustered_by))
-        if column_lineage:
-            main_metadata[COLUMN_LINEAGE] = {
-                column: [[s.table, s.column] for s in sources] for column, sources in column_lineage.items()
-            }
+        asset_ins, stream_options, streamed = split_ins(ins)
+        described = declared_columns(columns, f"{layer}.{name}")
+        quarantine_described = declared_columns(quarantine_columns, f"{layer}.{quarantine_name}")
+        table_spec = TableSpec(
+            layer=layer, name=name, merge_schema=merge_schema, quarantine=f"{layer}.{quarantine_name}",
+            layout=declared_layout(f"{layer}.{name}", table_properties, partitioned_by, clustered_by),
+            column_types=described.types, column_descriptions=described.descriptions,
+            column_lineage=declared_lineage(column_lineage),
+            expectations=tuple(DeclaredExpectation.of(rule) for rule in expectations),
+            streams_from=(*streamed, *(t for t in streams_from if t not in streamed)), stream_options=stream_options,
+            pipeline=pipeline)
+        quarantine_spec = TableSpec(
+            layer=layer, name=quarantine_name, quarantine_for=table_spec.table, pipeline=pipeline,
+            column_types=quarantine_described.types, column_descriptions=quarantine_described.descriptions)
+        main_metadata = {**table_spec.as_metadata(), **described.ui_metadata, **(metadata or {})}
         dep_keys = [dg.AssetKey(list(dep)) for dep in deps]
         # Either output may be left out: nothing to read skips both (and everything below them).
         common: dict[str, Any] = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
@@ -128,7 +105,10 @@ def routed_table_asset(
             # the IO manager reports the table left out as materialized by this run too. (A
             # quarantine replay calls this body outside a run, without a context: both outputs.)
             selected = context.selected_asset_keys if context is not None else {main_key, quarantine_key}
-            verdict = nothing_to_read(main_key, inputs, dep_keys)
+            lakehouse = inputs.pop(LAKEHOUSE_RESOURCE, None) if added else inputs.get(LAKEHOUSE_RESOURCE)
+            # A quarantine replay routes the rows it holds: there is something to read.
+            verdict = None if lakehouse is None else nothing_to_read(
+                main_key, inputs, dep_keys, lakehouse.settings(), lakehouse.store())
             if verdict is not None:
                 log_skip(main_key, verdict)
                 if isinstance(verdict, Keep):
@@ -149,14 +129,14 @@ def routed_table_asset(
         setattr(_routed, ROUTING_RULES_ATTRIBUTE, tuple(expectations))
         untyped_inputs(_routed, fn)
         _with_context(_routed)
+        added = with_lakehouse_resource(_routed)
         return dg.multi_asset(
             name=f"{layer}__{name}",
             specs=[
                 dg.AssetSpec(main_key, description=description, metadata=main_metadata,
                              automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
                 dg.AssetSpec(quarantine_key, description=quarantine_description,
-                             metadata={"table": f"{layer}.{quarantine_name}", QUARANTINE_FOR: f"{layer}.{name}",
-                                       **declared_columns(quarantine_columns)},
+                             metadata={**quarantine_spec.as_metadata(), **quarantine_described.ui_metadata},
                              automation_condition=automation_condition, **common).with_io_manager_key(IO_MANAGER_KEY),
             ],
             ins=asset_ins,

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from lakehouse_assets.assets.auto_cdc import auto_cdc_from_snapshot_table, auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.landing import LandingFolder
-from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
+from lakehouse_assets.assets.routed_table_asset import routed_table_asset
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import (
     batch_from,
@@ -23,9 +23,9 @@ from lakehouse_assets.assets.table_asset import (
 from lakehouse_assets.cdc.snapshots import Snapshot, SnapshotSource
 from lakehouse_assets.ingestion.columns import METADATA_COLUMNS, SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
+from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality import silver as contracts
 from lakehouse_assets.quality.silver import ROUTING_RULES
-from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 
@@ -65,7 +65,7 @@ def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-unt
     fit fails the load by name, and the table keeps its last good version."""
     # ``context`` is left unannotated: under postponed annotations Dagster sees a string and
     # refuses it; it is a dg.AssetExecutionContext.
-    landing = LakehouseSettings.from_env().landing_path(PATIENTS_LANDING.source)
+    landing = spark.settings().landing_path(PATIENTS_LANDING.source)
     lookup = read_lookup_csv(spark.spark_session, landing, PATIENTS_SCHEMA)
     for message in lookup.warnings():
         context.log.warning(message)
@@ -139,7 +139,7 @@ def patients_snapshot_history(spark: SparkResource) -> SnapshotSource:
     patients lookup, landed as CSV files at landing/patient_snapshots/ (applied in name
     order): `__START_AT` and `__END_AT` are the numbers of the snapshots that opened and
     closed a version (AUTO CDC FROM SNAPSHOT)."""
-    folder = LakehouseSettings.from_env().landing_path(SNAPSHOTS_LANDING.source)
+    folder = spark.settings().landing_path(SNAPSHOTS_LANDING.source)
     files = sorted(folder.glob("*.csv")) if folder.is_dir() else []
     reader = spark.spark_session.read.option("header", True).option("mode", "FAILFAST").schema(PATIENTS_SCHEMA)
     return SnapshotSource(SNAPSHOTS_LANDING.key.to_user_string(), [

@@ -29,20 +29,14 @@ from pyspark.sql import functions as F
 from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.auto_cdc import auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
-from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
-from lakehouse_assets.assets.table_asset import (
-    INCREMENTAL_AGGREGATE,
-    RECOMPUTED_BY,
-    STREAMS_FROM,
-    ColumnSource,
-    stream_from,
-    table_asset,
-)
+from lakehouse_assets.assets.routed_table_asset import routed_table_asset
+from lakehouse_assets.assets.table_asset import stream_from, table_asset
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
+from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity, sql_rule
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.tables import LakehouseTables
+from lakehouse_assets.spec import ColumnSource
 from lakehouse_assets.tables.sql_aggregate import NotIncremental, incremental_aggregate
 from lakehouse_assets.tables.sql_auto_cdc import is_auto_cdc, parse_auto_cdc
 from lakehouse_assets.tables.sql_definition import (
@@ -61,6 +55,7 @@ from lakehouse_assets.tables.sql_stream_view import SOURCE_ROW, over_stream_view
 #: Where the project's own SQL definitions live.
 SQL_FOLDER = Path(__file__).parent / "sql"
 SQL_TEXT = "lakehouse/sql"
+SQL_FILE = "lakehouse/sql_file"
 QUARANTINE_SUFFIX = "_quarantine"
 
 _SEVERITY = {OnViolation.warn: Severity.WARN, OnViolation.drop_row: Severity.ERROR,
@@ -90,9 +85,9 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         partitioned_by=definition.partitioned_by,
         clustered_by=definition.clustered_by,
         metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
-                  "lakehouse/sql_file": dg.MetadataValue.path(str(path)),
-                  STREAMS_FROM: [table for table, streamed in definition.reads if streamed]},
+                  SQL_FILE: dg.MetadataValue.path(str(path))},
     )
+    streams_from = [table for table, streamed in definition.reads if streamed]
     description = definition.comment or f"{definition.kind} defined in {path.name}."
 
     def query(spark: SparkResource) -> DataFrame:
@@ -113,9 +108,10 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
             ins={"stream": stream_from(streamed.stream.split("."))},
             deps=[table.split(".") for table in reads if table != streamed.stream], **common)
         def _routed_sql_table(stream: DataFrame) -> RoutedRows:
-            # The rows streamed in a run, or the quarantined ones a replay routes again.
+            # The rows streamed in a run, or the quarantined ones a replay routes again; the tables
+            # its query names are in the session's catalog (the run's resource, or the replay, put them there).
             stream.createOrReplaceTempView(streamed.view)
-            return routed_sql_rows(LakehouseTables(stream.sparkSession).sql(streamed.query), stream.columns)
+            return routed_sql_rows(stream.sparkSession.sql(streamed.query), stream.columns)
 
         return _routed_sql_table
 
@@ -124,13 +120,13 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         common["metadata"] = {**common["metadata"], "incremental": f"No, rewritten whole: {incremental}"}
     elif incremental is not None:
         source_query, aggregate = incremental
-        common["metadata"] = {**common["metadata"], INCREMENTAL_AGGREGATE: aggregate.as_metadata(),
-                              RECOMPUTED_BY: batch_query(definition.query),
+        common["metadata"] = {**common["metadata"],
                               "incremental": f"Yes: each batch's partial results merged by "
                                              f"{', '.join(aggregate.key_names)} into the groups it changes"}
 
         @table_asset(name=name, description=description, deps=[table.split(".") for table in reads],
-                     output_mode="update", merge_keys=aggregate.key_names, **common)
+                     output_mode="update", merge_keys=aggregate.key_names, streams_from=streams_from,
+                     aggregate=aggregate, recomputed_by=batch_query(definition.query), **common)
         def _aggregate_sql_table(spark: SparkResource) -> DataFrame:
             return spark.tables.sql(source_query)
 
@@ -138,7 +134,8 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
 
     @table_asset(
         name=name, description=description, deps=[table.split(".") for table in reads],
-        output_mode="complete" if definition.complete else "append", write_mode="overwrite", **common)
+        output_mode="complete" if definition.complete else "append", write_mode="overwrite",
+        streams_from=streams_from, **common)
     def _sql_table(spark: SparkResource) -> DataFrame:
         return query(spark)
 
@@ -190,7 +187,7 @@ def _auto_cdc_asset(path: Path, text: str) -> dg.AssetsDefinition:
         partitioned_by=cdc.partitioned_by,
         clustered_by=cdc.clustered_by,
         metadata={SQL_TEXT: dg.MetadataValue.md(f"```sql\n{text.strip()}\n```"),
-                  "lakehouse/sql_file": dg.MetadataValue.path(str(path))},
+                  SQL_FILE: dg.MetadataValue.path(str(path))},
     )
     def _auto_cdc_sql_table(changes: DataFrame) -> DataFrame:
         return changes

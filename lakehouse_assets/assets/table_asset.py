@@ -16,117 +16,33 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import dagster as dg
-from pydantic import Field
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from lakehouse_assets.assets.nothing_to_read import Keep, TableKept, log_skip, nothing_to_read
+from lakehouse_assets.aggregates.spec import IncrementalAggregate
+from lakehouse_assets.assets.nothing_to_read import Keep, log_skip, nothing_to_read
+from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.outputs import AppendFlows, ExpectedRows, IncrementalSource, TableKept
 from lakehouse_assets.quality.contract import DescribedColumn
-from lakehouse_assets.quality.rules import Rule, Severity
+from lakehouse_assets.quality.rules import Rule
+from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.spec import (
+    IO_MANAGER_KEY,
+    STREAM_INPUT_KEY,
+    ColumnSource,
+    DeclaredExpectation,
+    TableRunConfig,
+    TableSpec,
+)
 from lakehouse_assets.storage import OutputMode, StreamOptions, TableLayout, WriteMode, type_sql
-from lakehouse_assets.streaming import RestartPolicy, TriggerKind
+from lakehouse_assets.streaming import TriggerKind
 from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
 
-IO_MANAGER_KEY = "delta_io_manager"
-# The same IO manager, loading its inputs as streams: an input says how it wants the
-# upstream table by the manager it names (Dagster allows no other input properties on a
-# multi-asset's dependencies).
-STREAM_INPUT_KEY = "delta_stream_input"
 SPARK_POOL = "spark"
+#: The resource that knows where the lakehouse is (and runs its Spark session).
+LAKEHOUSE_RESOURCE = "spark"
 DEFAULT_OWNER = "team:data-engineering"
-
-# Definition metadata that the Delta IO manager reads; shown in the UI as well.
-OUTPUT_MODE = "lakehouse/output_mode"
-WRITE_MODE = "lakehouse/write_mode"
-MERGE_KEYS = "lakehouse/merge_keys"
-MERGE_SCHEMA = "lakehouse/merge_schema"
-TRIGGER = "lakehouse/trigger"
-TIMEOUT_SECONDS = "lakehouse/timeout_seconds"
-COLUMN_LINEAGE = "lakehouse/column_lineage"  # a SQL asset's, read from its SQL
-#: ``{column: description}``: what each column holds, reported with every materialization.
-COLUMN_DESCRIPTIONS = "lakehouse/column_descriptions"
-#: ``{column: Spark SQL type}``: the types declared for columns, which every write casts to.
-COLUMN_TYPES = "lakehouse/column_types"
-QUARANTINE_TABLE = "lakehouse/quarantine_table"  # on a routed table: where failing rows go
-QUARANTINE_FOR = "lakehouse/quarantine_for"  # on a quarantine table: whose failing rows it holds
-# On a table read from streams: the options of each, by upstream table (``layer.name``).
-STREAM_OPTIONS = "lakehouse/stream_options"
-STREAMS_FROM = "lakehouse/streams_from"  # the tables read as streams (layer.name), in order
-# The expectations its writes enforce: name, on violation, condition, columns.
-EXPECTATIONS = "lakehouse/expectations"
-#: On an AUTO CDC table: how its change feed is applied (an AutoCdc, as a dict).
-AUTO_CDC = "lakehouse/auto_cdc"
-#: On a grouped table kept incrementally: what it groups by and measures (an
-#: IncrementalAggregate, as a dict).
-INCREMENTAL_AGGREGATE = "lakehouse/incremental_aggregate"
-#: On a table kept incrementally: the batch query its rows must equal (``lakehouse verify``).
-RECOMPUTED_BY = "lakehouse/recomputed_by"
-#: Delta table properties the table is created with (``delta.enableChangeDataFeed``, ...).
-TABLE_PROPERTIES = "lakehouse/table_properties"
-#: The columns the table is partitioned by (folders), or clustered by (Delta's liquid clustering).
-PARTITIONED_BY = "lakehouse/partitioned_by"
-CLUSTERED_BY = "lakehouse/clustered_by"
-
-
-class TableRunConfig(dg.Config):
-    """Run configuration every table asset accepts (in the Launchpad: ``ops: <asset>: config``)."""
-
-    full_refresh: bool = Field(
-        default=False,
-        description="Clear the table, its checkpoint and stored schema, then rebuild it from its source",
-    )
-    trigger: TriggerKind | None = Field(
-        default=None,
-        description="availableNow, once or processingTime; default: the asset's own trigger",
-    )
-    processing_time: str = Field(default="10 seconds", description="Interval of a processingTime trigger")
-    timeout_seconds: float | None = Field(
-        default=None, description="How long a processingTime trigger keeps the query running"
-    )
-
-
-@dataclass(frozen=True)
-class IncrementalSource:
-    """What an ingestion asset returns: how to build its streaming DataFrame, so the query
-    can be rebuilt and restarted when the source's schema evolves mid-run."""
-
-    build: Callable[[], DataFrame]
-    restart_when: RestartPolicy | None = None
-    # Whether anything arrived since the last run (None: cannot tell), so that a run with
-    # nothing to do does not start a query.
-    has_new_data: Callable[[], bool | None] | None = None
-    # How many times one run may restart the query when ``restart_when`` says so.
-    max_restarts: int = 3
-    # The asset's expectations (WARN and FAIL), filled in from its declaration.
-    expectations: tuple[Rule, ...] = ()
-
-
-@dataclass(frozen=True)
-class AppendFlow:
-    """One query appending to a table: its name (its checkpoint's) and how to build its
-    streaming DataFrame."""
-
-    name: str
-    build: Callable[[], DataFrame]
-
-
-@dataclass(frozen=True)
-class AppendFlows:
-    """What a table filled by several append flows returns (Lakeflow's ``@dp.append_flow``):
-    each flow runs as a query of its own, with its own checkpoint, into the one table."""
-
-    flows: tuple[AppendFlow, ...]
-    # The asset's expectations (WARN and FAIL), filled in from its declaration.
-    expectations: tuple[Rule, ...] = ()
-
-
-@dataclass(frozen=True)
-class ColumnSource:
-    """An upstream column an output column is computed from (for column lineage)."""
-
-    table: str  # "layer.name"
-    column: str
 
 
 @dataclass(frozen=True)
@@ -147,93 +63,72 @@ def stream_from(key: Sequence[str], options: StreamOptions | None = None) -> dg.
     return asset_in if options is None else StreamInput(asset_in, ".".join(key), options)
 
 
-def stream_options_of(metadata: Mapping[str, Any], upstream: str) -> StreamOptions:
-    """The options an asset (its definition ``metadata``) reads ``upstream`` with as a stream."""
-    return StreamOptions(**(metadata.get(STREAM_OPTIONS) or {}).get(upstream, {}))
-
-
-def split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, dg.AssetIn], dict[str, Any]]:
-    """Dagster's inputs, and the stream options by upstream table as definition metadata
-    (a multi-asset's inputs take no metadata of their own; the IO manager reads it here)."""
+def split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, dg.AssetIn], dict[str, StreamOptions],
+                                                                  tuple[str, ...]]:
+    """Dagster's inputs; the stream options by upstream table (a multi-asset's inputs take no
+    metadata of their own, so the options travel in the table's spec); and the tables read as
+    streams (``layer.name``), in order."""
     asset_ins, options, streams = {}, {}, []
     for name, given in ins.items():
         if isinstance(given, StreamInput):
             asset_ins[name] = given.asset_in
-            options[given.table] = {
-                k: v for k, v in dataclasses.asdict(given.options).items() if v not in (None, False)}
+            options[given.table] = given.options
         else:
             asset_ins[name] = given
         key = asset_ins[name].key
         if asset_ins[name].input_manager_key == STREAM_INPUT_KEY and key is not None:
             streams.append(".".join(key.path))
-    return asset_ins, {**({STREAM_OPTIONS: options} if options else {}), **({STREAMS_FROM: streams} if streams else {})}
-
-
-@dataclass(frozen=True)
-class ExpectedRows:
-    """A table asset's DataFrame as the IO manager writes it: the body's rows and the rules
-    each write enforces (WARN and FAIL; ERROR rules route rows, see :class:`RoutedRows`);
-    none for a body declared without expectations."""
-
-    rows: DataFrame
-    expectations: tuple[Rule, ...]
-
-
-def declared_expectations(table: str, rules: Sequence[Rule], *, can_drop: bool) -> dict[str, Any]:
-    """The definition metadata listing ``rules``; refuses rules that drop rows where there is
-    no quarantine to drop them into."""
-    names = [r.name for r in rules]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise LakehouseError(f"{table}: expectations {repeated} are declared more than once; give each its own name")
-    dropping = [r.name for r in rules if r.severity is Severity.ERROR]
-    if dropping and not can_drop:
-        raise LakehouseError(
-            f"{table}: expectations {dropping} drop failing rows (severity ERROR), which needs a quarantine "
-            "table to keep them in; declare the table with routed_table_asset(quarantine_name=...), or make "
-            "them WARN (keep and count) or FAIL (fail the update)")
-    return {EXPECTATIONS: [
-        {"name": r.name, "on_violation": r.severity.on_violation, "description": r.description,
-         "columns": list(r.columns)} for r in rules]} if rules else {}
+    return asset_ins, options, tuple(streams)
 
 
 def declared_layout(table: str, properties: Mapping[str, str] | None, partitioned_by: Sequence[str],
-                    clustered_by: Sequence[str]) -> dict[str, Any]:
-    """The definition metadata of the table's layout (:class:`~lakehouse_assets.storage.TableLayout`):
-    its Delta properties, and its partition or clustering columns; refuses both, naming ``table``."""
+                    clustered_by: Sequence[str]) -> TableLayout:
+    """The table's layout (:class:`~lakehouse_assets.storage.TableLayout`): its Delta
+    properties, and its partition or clustering columns; refuses both, naming ``table``."""
     try:
-        TableLayout(dict(properties or {}), tuple(partitioned_by), tuple(clustered_by))
+        return TableLayout({str(k): str(v) for k, v in (properties or {}).items()}, tuple(partitioned_by),
+                           tuple(clustered_by))
     except LakehouseError as exc:
         raise LakehouseError(f"{table}: {exc}") from None
-    return {
-        **({TABLE_PROPERTIES: {str(k): str(v) for k, v in properties.items()}} if properties else {}),
-        **({PARTITIONED_BY: [str(c) for c in partitioned_by]} if partitioned_by else {}),
-        **({CLUSTERED_BY: [str(c) for c in clustered_by]} if clustered_by else {}),
-    }
 
 
-def declared_columns(columns: Sequence[DescribedColumn], table: str | None = None) -> dict[str, Any]:
-    """The declared columns as the UI's Columns table shows them before any run (their types,
-    as Spark names the type a table stores, and descriptions), their descriptions for the IO
-    manager to report on each run, and their declared types for every write to cast to.
-    Refuses a type that is not a Spark SQL type, naming the column (and ``table``)."""
+@dataclass(frozen=True)
+class DeclaredColumns:
+    """What a table's described columns declare: each column's description, the Spark SQL
+    types declared for some (which every write casts to), and the UI's Columns table, shown
+    before any run (types as Spark names the type a table stores)."""
+
+    descriptions: dict[str, str]
+    types: dict[str, str]
+    ui_metadata: dict[str, Any]
+
+
+def declared_columns(columns: Sequence[DescribedColumn], table: str) -> DeclaredColumns:
+    """The declarations of ``columns``; refuses a type that is not a Spark SQL type, naming the
+    column and ``table``."""
     if not columns:
-        return {}
+        return DeclaredColumns({}, {}, {})
     types = {c.name: _declared_type(c, table) for c in columns if c.type}
-    return {
-        "dagster/column_schema": dg.TableSchema(columns=[
+    return DeclaredColumns(
+        descriptions={c.name: c.description for c in columns if c.description},
+        types={name: type_sql(dtype) for name, dtype in types.items()},
+        ui_metadata={"dagster/column_schema": dg.TableSchema(columns=[
             dg.TableColumn(c.name, types[c.name].simpleString() if c.name in types else "unknown",
-                           description=c.description or None) for c in columns]),
-        COLUMN_DESCRIPTIONS: {c.name: c.description for c in columns if c.description},
-        **({COLUMN_TYPES: {name: type_sql(dtype) for name, dtype in types.items()}} if types else {}),
-    }
+                           description=c.description or None) for c in columns])},
+    )
 
 
-def _declared_type(column: DescribedColumn, table: str | None) -> T.DataType:
+def _declared_type(column: DescribedColumn, table: str) -> T.DataType:
     try:
         return spark_type(column.type)
     except UnknownTypeError as exc:
-        raise LakehouseError(f"{table or 'A table asset'}: column {column.name!r}: {exc}") from exc
+        raise LakehouseError(f"{table}: column {column.name!r}: {exc}") from exc
+
+
+def declared_lineage(column_lineage: Mapping[str, Sequence[ColumnSource]] | None
+                     ) -> dict[str, tuple[ColumnSource, ...]]:
+    """A SQL asset's column lineage, read from its SQL, as the spec keeps it."""
+    return {column: tuple(sources) for column, sources in (column_lineage or {}).items()}
 
 
 def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, ...],
@@ -246,7 +141,8 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, .
 
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Iterator[dg.Output[Any]]:
-        verdict = nothing_to_read(table, kwargs, deps)
+        lakehouse = kwargs.pop(LAKEHOUSE_RESOURCE) if added else kwargs[LAKEHOUSE_RESOURCE]
+        verdict = nothing_to_read(table, kwargs, deps, lakehouse.settings(), lakehouse.store())
         if verdict is not None:
             log_skip(table, verdict)
             if isinstance(verdict, Keep):
@@ -260,7 +156,21 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, .
         yield dg.Output(returned)
 
     untyped_inputs(body, fn)
+    added = with_lakehouse_resource(body)
     return body
+
+
+def with_lakehouse_resource(body: Callable[..., Any]) -> bool:
+    """Give ``body`` the lakehouse resource (:data:`LAKEHOUSE_RESOURCE`) as a keyword
+    parameter, for the machinery around the transformation (where the tables are), unless the
+    transformation takes it already; whether it was added (then the body keeps it to itself)."""
+    signature = inspect.signature(body)
+    if LAKEHOUSE_RESOURCE in signature.parameters:
+        return False
+    given = inspect.Parameter(LAKEHOUSE_RESOURCE, inspect.Parameter.KEYWORD_ONLY, annotation=SparkResource)
+    body.__signature__ = signature.replace(parameters=[*signature.parameters.values(), given])  # type: ignore[attr-defined]
+    body.__annotations__ = {**body.__annotations__, LAKEHOUSE_RESOURCE: SparkResource}
+    return True
 
 
 def untyped_inputs(body: Callable[..., Any], fn: Callable[..., Any]) -> None:
@@ -303,6 +213,11 @@ def table_asset(
     table_properties: Mapping[str, str] | None = None,
     partitioned_by: Sequence[str] = (),
     clustered_by: Sequence[str] = (),
+    streams_from: Sequence[str] = (),
+    auto_cdc: AutoCdc | None = None,
+    aggregate: IncrementalAggregate | None = None,
+    recomputed_by: str | None = None,
+    pipeline: str | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """Decorate a transformation that returns a Spark DataFrame as the table ``layer.name``.
 
@@ -319,37 +234,34 @@ def table_asset(
     declared with a type is stored as that type, every write casting it where the cast keeps
     its values and refusing the write otherwise (:mod:`lakehouse_assets.storage.declared_types`). The
     column lineage is derived from the DataFrame's plan as it is written, and
-    ``column_lineage`` is for a SQL asset's, read from its SQL.
+    ``column_lineage`` is for a SQL asset's, read from its SQL. ``streams_from`` names tables
+    the body reads as streams by name (a SQL query's ``STREAM(...)``), besides its stream
+    inputs. ``auto_cdc`` makes it an AUTO CDC table (:func:`~lakehouse_assets.assets.auto_cdc.auto_cdc_table`),
+    ``aggregate`` a grouped table kept incrementally, whose rows must equal ``recomputed_by``;
+    ``pipeline`` names the Lakeflow pipeline it is loaded from.
+    Everything declared here is the table's :class:`~lakehouse_assets.spec.TableSpec`.
     """
 
     def decorate(fn: Callable[..., Any]) -> dg.AssetsDefinition:
         table_name = name or fn.__name__
-        expectation_metadata = declared_expectations(f"{layer}.{table_name}", expectations, can_drop=False)
+        table = f"{layer}.{table_name}"
         key = dg.AssetKey([layer, table_name])
         dep_keys = [dep if isinstance(dep, dg.AssetKey) else dg.AssetKey(list(dep)) for dep in deps]
         body = _table_body(fn, key, tuple(expectations), dep_keys)
-
-        definition_metadata: dict[str, Any] = {
-            OUTPUT_MODE: output_mode,
-            WRITE_MODE: write_mode,
-            MERGE_KEYS: list(merge_keys),
-            MERGE_SCHEMA: merge_schema,
-            TRIGGER: TriggerKind.parse(trigger).value,
-            TIMEOUT_SECONDS: timeout_seconds,
-            "table": f"{layer}.{table_name}",
-        }
-        definition_metadata.update(declared_layout(f"{layer}.{table_name}", table_properties, partitioned_by,
-                                                   clustered_by))
-        if column_lineage:
-            definition_metadata[COLUMN_LINEAGE] = {
-                column: [[source.table, source.column] for source in sources]
-                for column, sources in column_lineage.items()
-            }
-        asset_ins, stream_options = split_ins(ins or {})
-        definition_metadata.update(declared_columns(columns, f"{layer}.{table_name}"))
-        definition_metadata.update(stream_options)
-        definition_metadata.update(expectation_metadata)
-        definition_metadata.update(metadata or {})
+        asset_ins, stream_options, streamed = split_ins(ins or {})
+        described = declared_columns(columns, table)
+        spec = TableSpec(
+            layer=layer, name=table_name, output_mode=output_mode, write_mode=write_mode, keys=tuple(merge_keys),
+            merge_schema=merge_schema, trigger=TriggerKind.parse(trigger), timeout_seconds=timeout_seconds,
+            layout=declared_layout(table, table_properties, partitioned_by, clustered_by),
+            column_types=described.types, column_descriptions=described.descriptions,
+            column_lineage=declared_lineage(column_lineage),
+            expectations=tuple(DeclaredExpectation.of(rule) for rule in expectations),
+            streams_from=(*streamed, *(s for s in streams_from if s not in streamed)),
+            stream_options=stream_options, auto_cdc=auto_cdc, aggregate=aggregate, recomputed_by=recomputed_by,
+            pipeline=pipeline,
+        )
+        definition_metadata = {**spec.as_metadata(), **described.ui_metadata, **(metadata or {})}
         return dg.asset(
             key=key,
             group_name=layer,

@@ -18,15 +18,6 @@ import dagster as dg
 from pydantic import Field
 from pyspark.sql import DataFrame
 
-from lakehouse_assets.assets.nothing_to_read import MissingTable, TableKept
-from lakehouse_assets.assets.routed_table_asset import QuarantineOf, RoutedRows
-from lakehouse_assets.assets.table_asset import (
-    QUARANTINE_FOR,
-    AppendFlows,
-    ExpectedRows,
-    IncrementalSource,
-    stream_options_of,
-)
 from lakehouse_assets.cdc.snapshots import SnapshotSource
 from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError, TableNotFoundError
@@ -44,9 +35,19 @@ from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.lineage import derived_lineage
 from lakehouse_assets.io.metadata import table_metadata
 from lakehouse_assets.io.table_run import TableRef, TableRun, full_refresh, resolve_table_run
+from lakehouse_assets.outputs import (
+    AppendFlows,
+    ExpectedRows,
+    IncrementalSource,
+    MissingTable,
+    QuarantineOf,
+    RoutedRows,
+    TableKept,
+)
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.spec import TableSpec
+from lakehouse_assets.storage import DeltaTableStore, StreamOptions
 from lakehouse_assets.storage.table_lock import table_locks
 from lakehouse_assets.tables.catalog import register_tables
 from lakehouse_assets.tables.session_views import drop_temp_views
@@ -67,12 +68,12 @@ class DeltaIOManager(dg.ConfigurableIOManager):
     )
 
     def settings(self) -> LakehouseSettings:
-        """Read when used, not when definitions load: ``LAKEHOUSE_ROOT`` decides."""
-        return LakehouseSettings.from_env()
+        """Where the lakehouse is: the Spark resource's (read when used, not when definitions load)."""
+        return self.spark.settings()
 
     def store(self) -> DeltaTableStore:
-        """The table storage every handler writes through."""
-        return DeltaTableStore()
+        """The table storage every handler writes through: the Spark resource's."""
+        return self.spark.store()
 
     # -- writing ------------------------------------------------------------------------------
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
@@ -144,7 +145,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             spark = self.spark.spark_session
             try:
                 if self.read_inputs_as == "stream":
-                    options = stream_options_of(_consumer_metadata(context), table.table_name)
+                    options = _consumer_stream_options(context, table.table_name)
                     return self.store().read_stream(spark, str(table.path), options)
                 return self.store().read(spark, str(table.path))
             except TableNotFoundError:
@@ -162,8 +163,8 @@ def _log_failure(run: TableRun, store: DeltaTableStore, error: Exception, log: A
 
 def _routing_table(context: dg.OutputContext) -> dg.AssetKey | None:
     """The table whose query writes this output's rows, when this output is a quarantine."""
-    table = (context.definition_metadata or {}).get(QUARANTINE_FOR)
-    return dg.AssetKey(str(table).split(".")) if table else None
+    spec = TableSpec.of(context.definition_metadata)
+    return dg.AssetKey(spec.quarantine_for.split(".")) if spec and spec.quarantine_for else None
 
 
 def _reported_here(context: dg.OutputContext, table: TableRef) -> bool:
@@ -175,14 +176,15 @@ def _reported_here(context: dg.OutputContext, table: TableRef) -> bool:
     return table.key == context.asset_key or table.key not in step_asset.keys
 
 
-def _consumer_metadata(context: dg.InputContext) -> dict[str, Any]:
-    """The definition metadata of the asset the input is loaded for (where a table asset
-    keeps its stream options); empty outside an asset step."""
+def _consumer_stream_options(context: dg.InputContext, upstream: str) -> StreamOptions:
+    """The options the asset the input is loaded for reads ``upstream`` with as a stream (a
+    table asset keeps them in its spec); the defaults outside an asset step."""
     step = context.step_context if context.has_asset_key else None
     assets_def = getattr(step, "assets_def", None) if step is not None else None
-    if assets_def is None:
-        return {}
-    return {k: v for key in assets_def.keys for k, v in (assets_def.metadata_by_key.get(key) or {}).items()}
+    for spec in (TableSpec.of(asset_spec.metadata) for asset_spec in (assets_def.specs if assets_def else ())):
+        if spec is not None and upstream in spec.stream_options:
+            return spec.options_of(upstream)
+    return StreamOptions()
 
 
 def _handler_for(obj: Any, table: TableRef) -> tuple[Handler, bool]:

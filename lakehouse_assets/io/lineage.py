@@ -18,10 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lakehouse_assets.assets.routed_table_asset import RoutedRows
-from lakehouse_assets.assets.table_asset import ExpectedRows
 from lakehouse_assets.cdc import END_AT, START_AT
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.outputs import ExpectedRows, RoutedRows
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.tables.plan_lineage import Lineage, plan_lineage
 
@@ -30,9 +29,9 @@ def derived_lineage(obj: Any, run: TableRun, log: Any = None) -> Lineage | None:
     """The lineage of the table ``run`` writes from what its asset returned (``obj``): the
     declared one (read from its SQL), else the one its DataFrame's plan gives; None when
     there is neither. Never fails the run: a plan that cannot be read is logged and skipped."""
-    if run.column_lineage:
-        return {column: [(str(table), str(source)) for table, source in sources]
-                for column, sources in run.column_lineage.items()}
+    if run.spec.column_lineage:
+        return {column: [(source.table, source.column) for source in sources]
+                for column, sources in run.spec.column_lineage.items()}
     if isinstance(obj, RoutedRows):
         rows = obj.rows.select(*obj.passed_columns)
     elif isinstance(obj, ExpectedRows):
@@ -45,7 +44,7 @@ def derived_lineage(obj: Any, run: TableRun, log: Any = None) -> Lineage | None:
         if log is not None:
             log.warning(f"Column lineage of {run.table.table_name} not derived: {exc}")
         return None
-    cdc = run.auto_cdc
+    cdc = run.spec.auto_cdc
     if cdc is not None and cdc.stored_as_scd_type == 2 and cdc.sequence_by in lineage:
         # A version opens and closes at the sequence of the changes that made it.
         lineage[START_AT] = lineage[END_AT] = list(lineage[cdc.sequence_by])

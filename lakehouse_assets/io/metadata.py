@@ -37,7 +37,7 @@ def table_metadata(store: DeltaTableStore, run: TableRun, written_version: int |
         metadata["dagster/row_count"] = dg.MetadataValue.int(rows)
     fields = snapshot.schema().fields
     metadata["dagster/column_schema"] = dg.TableSchema(columns=[
-        dg.TableColumn(f.name, f.dataType.simpleString(), description=run.column_description(f.name))
+        dg.TableColumn(f.name, f.dataType.simpleString(), description=run.spec.column_description(f.name))
         for f in fields])
     kept = kept_lineage(lineage, [f.name for f in fields], store, run.root) if lineage else {}
     if kept:

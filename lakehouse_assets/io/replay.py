@@ -27,18 +27,17 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import DataFrame, SparkSession
 
-from lakehouse_assets.assets.routed_table_asset import RoutedRows
-from lakehouse_assets.assets.table_asset import QUARANTINE_TABLE, STREAM_INPUT_KEY, TableRunConfig
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.io.table_run import TableRef, TableRun, table_run_of
-from lakehouse_assets.pipelines.assets import PIPELINE
+from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality.duplicates import mark_duplicates
 from lakehouse_assets.quality.expectations import enforce
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, route, split_routed
 from lakehouse_assets.reliability.replayed import REPLAY_APP, ROW_IDENTITY
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spec import STREAM_INPUT_KEY, TableRunConfig, TableSpec
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
 from lakehouse_assets.storage.event_log import (
     BatchEvent,
@@ -48,6 +47,7 @@ from lakehouse_assets.storage.event_log import (
     query_app_id,
 )
 from lakehouse_assets.storage.table_lock import table_locks
+from lakehouse_assets.tables.catalog import register_tables
 from lakehouse_assets.tables.session_views import drop_temp_views
 
 # How long a replay waits for a run writing the table or its quarantine.
@@ -74,8 +74,8 @@ def routed_table_assets(assets: Sequence[Any], *, replayable: bool = False) -> d
         if not isinstance(asset, dg.AssetsDefinition):
             continue
         for key in asset.keys:
-            metadata = asset.metadata_by_key.get(key) or {}
-            if metadata.get(QUARANTINE_TABLE) and not (replayable and metadata.get(PIPELINE)):
+            spec = TableSpec.of(asset.metadata_by_key.get(key))
+            if spec is not None and spec.quarantine and not (replayable and spec.pipeline):
                 found[".".join(key.path)] = asset
     return found
 
@@ -86,12 +86,13 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
     exactly once, under both tables' write locks."""
     run = _table_run(asset, settings, run_id)
     assert run.quarantine is not None  # found by its quarantine table
-    if any((asset.metadata_by_key.get(key) or {}).get(PIPELINE) for key in asset.keys):
+    if run.spec.pipeline:
         raise LakehouseError(
             f"{run.table.table_name} comes from a Lakeflow pipeline, whose quarantine holds its flow's output rows, "
             "not its input: replaying them is not supported yet. Fix the rule or the data, then `lakehouse reset "
             f"{run.table.table_name}` and materialize it again to route every row anew.")
     table, quarantine = str(run.table.path), str(run.quarantine.path)
+    register_tables(spark, settings)  # the tables the asset's body may name (a routed SQL query's lookups)
     with table_locks(run.root, run.lock_names, timeout_seconds=_LOCK_TIMEOUT_SECONDS,
                      holder=f"the quarantine replay of {run.table.table_name}"):
         finished = _finish_pending(store, spark, run)
@@ -110,7 +111,7 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
                 replay = (store.committed_batch(table, REPLAY_APP) if store.exists(table) else None)
                 number = 0 if replay is None else replay + 1
                 reevaluated = held.count()
-                commit = store.write(passed, table, mode="append", merge_schema=run.merge_schema,
+                commit = store.write(passed, table, mode="append", merge_schema=run.spec.merge_schema,
                                      transaction=AppTransaction(REPLAY_APP, number), operation="QUARANTINE REPLAY",
                                      metadata={"lakehouse.replay.rows": str(moved)})
                 fault_point("replay.table_committed")
@@ -125,10 +126,16 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
 
 
 def _table_run(asset: dg.AssetsDefinition, settings: LakehouseSettings, run_id: str | None) -> TableRun:
+    spec = _routed_spec(asset)
+    return table_run_of(dg.AssetKey([spec.layer, spec.name]), spec, TableRunConfig(), settings, run_id)
+
+
+def _routed_spec(asset: dg.AssetsDefinition) -> TableSpec:
+    """The spec of ``asset``'s routed table (the one with a quarantine)."""
     for key in asset.keys:
-        spec = asset.metadata_by_key.get(key) or {}
-        if spec.get(QUARANTINE_TABLE):
-            return table_run_of(key, spec, TableRunConfig(), settings, run_id)
+        spec = TableSpec.of(asset.metadata_by_key.get(key))
+        if spec is not None and spec.quarantine:
+            return spec
     raise LakehouseError(f"Asset {asset.node_def.name} routes to no quarantine: there is nothing to replay")
 
 
@@ -237,17 +244,17 @@ def _remove_from_quarantine(store: DeltaTableStore, spark: SparkSession, quarant
 def replay_job(asset: dg.AssetsDefinition) -> dg.JobDefinition:
     """A job replaying the quarantine of ``asset``'s table (``quarantine_replay_<layer>__<name>``),
     reporting what moved as materializations of the table and its quarantine."""
-    run = _table_run(asset, LakehouseSettings.from_env({}), None)
-    assert run.quarantine is not None
-    name = run.table.table_name.replace(".", "__")
-    main_key, quarantine_key = dg.AssetKey([run.table.layer, run.table.name]), dg.AssetKey(
-        [run.quarantine.layer, run.quarantine.name])
+    spec = _routed_spec(asset)
+    assert spec.quarantine is not None
+    name = spec.table.replace(".", "__")
+    main_key, quarantine_key = dg.AssetKey([spec.layer, spec.name]), dg.AssetKey(spec.quarantine.split("."))
 
     @dg.op(name=f"replay_{name}_quarantine", required_resource_keys={"spark"}, out={},
-           description=f"Moves the quarantined rows of {run.table.table_name} that pass its rules and lookups now")
+           description=f"Moves the quarantined rows of {spec.table} that pass its rules and lookups now")
     def replay(context):  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation here
-        result = replay_quarantine(asset, context.resources.spark.spark_session, LakehouseSettings.from_env(),
-                                   DeltaTableStore(), context.run_id)
+        lakehouse = context.resources.spark
+        result = replay_quarantine(asset, lakehouse.spark_session, lakehouse.settings(), lakehouse.store(),
+                                   context.run_id)
         context.log.info(f"{result.table}: replay {result.replay} moved {result.moved} rows; "
                          f"{result.still_quarantined} stay quarantined")
         metadata = {"rows_replayed": dg.MetadataValue.int(result.moved),
@@ -259,8 +266,8 @@ def replay_job(asset: dg.AssetsDefinition) -> dg.JobDefinition:
                                           description=f"Quarantine replay {result.replay}")
 
     @dg.job(name=f"quarantine_replay_{name}",
-            description=f"Re-evaluates {run.quarantine.table_name} against today's rules and lookups; rows that "
-                        f"pass now move to {run.table.table_name}, exactly once")
+            description=f"Re-evaluates {spec.quarantine} against today's rules and lookups; rows that "
+                        f"pass now move to {spec.table}, exactly once")
     def job() -> None:
         replay()
 

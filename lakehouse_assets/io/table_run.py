@@ -9,38 +9,17 @@ place, and the handlers only ever see the resulting :class:`TableRun`.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.aggregates import IncrementalAggregate
-from lakehouse_assets.assets.table_asset import (
-    AUTO_CDC,
-    CLUSTERED_BY,
-    COLUMN_DESCRIPTIONS,
-    COLUMN_LINEAGE,
-    COLUMN_TYPES,
-    INCREMENTAL_AGGREGATE,
-    MERGE_KEYS,
-    MERGE_SCHEMA,
-    OUTPUT_MODE,
-    PARTITIONED_BY,
-    QUARANTINE_TABLE,
-    TABLE_PROPERTIES,
-    TIMEOUT_SECONDS,
-    TRIGGER,
-    WRITE_MODE,
-    TableRunConfig,
-)
-from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeclaredTypes, DeltaTableStore, OutputMode, TableLayout, WriteMode
+from lakehouse_assets.spec import TableRunConfig, TableSpec
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.streaming import Trigger
-from lakehouse_assets.tables.sql_types import spark_type
 
 
 @dataclass(frozen=True)
@@ -88,28 +67,8 @@ class TableRun:
     run_id: str | None
     full_refresh: bool
     trigger: Trigger
-    output_mode: OutputMode
-    write_mode: WriteMode
-    keys: tuple[str, ...]
-    merge_schema: bool
-    #: ``{column: [[layer.table, column], ...]}`` as the asset declared it (from its SQL).
-    column_lineage: Mapping[str, Sequence[Sequence[str]]] | None
-    #: How a change feed is applied, on an AUTO CDC table.
-    auto_cdc: AutoCdc | None = None
-    #: The properties and partition or clustering columns the table is created with.
-    layout: TableLayout = field(default_factory=TableLayout)
-    #: How a grouped table is kept incrementally, merging each batch's partial results.
-    aggregate: IncrementalAggregate | None = None
-    #: ``{column: description}`` from the table's contract or its SQL's column comments.
-    column_descriptions: Mapping[str, str] = field(default_factory=dict)
-    #: The column types its definition declares, which every write to the table casts to.
-    declared: DeclaredTypes | None = None
-
-    def column_description(self, column: str) -> str | None:
-        """What the asset says ``column`` holds (names match as Spark's do, in any case)."""
-        if column in self.column_descriptions:
-            return self.column_descriptions[column]
-        return {k.lower(): v for k, v in self.column_descriptions.items()}.get(column.lower())
+    #: The table as its asset declares it.
+    spec: TableSpec
 
     @property
     def written(self) -> tuple[TableRef, ...]:
@@ -139,52 +98,33 @@ def resolve_table_run(context: dg.OutputContext, settings: LakehouseSettings,
     of its step (the other table of a routed table's pair)."""
     config = TableRunConfig(**(_op_config(context) or {}))
     if key is None or key == context.asset_key:
-        return table_run_of(context.asset_key, context.definition_metadata or {}, config, settings, _run_id(context))
+        return table_run_of(context.asset_key, TableSpec.of(context.definition_metadata), config, settings,
+                            _run_id(context))
     step_asset = context.step_context.assets_def
     assert step_asset is not None  # only an asset's output has tables beside its own
-    spec = step_asset.specs_by_key[key]
-    return table_run_of(key, spec.metadata or {}, config, settings, _run_id(context))
+    return table_run_of(key, TableSpec.of(step_asset.specs_by_key[key].metadata), config, settings, _run_id(context))
 
 
-def table_run_of(
-    key: dg.AssetKey, spec: Mapping[str, Any], config: TableRunConfig, settings: LakehouseSettings,
-    run_id: str | None = None,
-) -> TableRun:
-    """The :class:`TableRun` of asset ``key`` declared with definition metadata ``spec``
-    (what ``table_asset`` wrote), run with ``config``."""
-    quarantine = spec.get(QUARANTINE_TABLE)
+def table_run_of(key: dg.AssetKey, spec: TableSpec | None, config: TableRunConfig, settings: LakehouseSettings,
+                 run_id: str | None = None) -> TableRun:
+    """The :class:`TableRun` of asset ``key`` declared as ``spec`` (None: an asset stored by
+    the IO manager without a table declaration, written with the defaults), run with ``config``."""
     table = TableRef.of(key, settings)
+    spec = spec or TableSpec(table.layer, table.name)
     return TableRun(
         table=table,
-        quarantine=TableRef.of(dg.AssetKey(str(quarantine).split(".")), settings) if quarantine else None,
+        quarantine=TableRef.of(dg.AssetKey(spec.quarantine.split(".")), settings) if spec.quarantine else None,
         root=settings.root,
         run_id=run_id,
         full_refresh=config.full_refresh,
         trigger=Trigger(
             # The run config's choice, else the asset's own.
-            kind=config.trigger if config.trigger else spec.get(TRIGGER, "availableNow"),
+            kind=config.trigger if config.trigger else spec.trigger,
             interval=config.processing_time,
-            timeout_seconds=config.timeout_seconds or spec.get(TIMEOUT_SECONDS),
+            timeout_seconds=config.timeout_seconds or spec.timeout_seconds,
         ),
-        output_mode=spec.get(OUTPUT_MODE, "append"),
-        write_mode=spec.get(WRITE_MODE, "overwrite"),
-        keys=tuple(spec.get(MERGE_KEYS) or ()),
-        merge_schema=bool(spec.get(MERGE_SCHEMA, False)),
-        column_lineage=spec.get(COLUMN_LINEAGE),
-        auto_cdc=AutoCdc(**spec[AUTO_CDC]) if spec.get(AUTO_CDC) else None,
-        layout=TableLayout(dict(spec.get(TABLE_PROPERTIES) or {}), tuple(spec.get(PARTITIONED_BY) or ()),
-                           tuple(spec.get(CLUSTERED_BY) or ())),
-        aggregate=(IncrementalAggregate.from_metadata(spec[INCREMENTAL_AGGREGATE])
-                   if spec.get(INCREMENTAL_AGGREGATE) else None),
-        column_descriptions=dict(spec.get(COLUMN_DESCRIPTIONS) or {}),
-        declared=_declared_types(table.table_name, spec.get(COLUMN_TYPES)),
+        spec=spec,
     )
-
-
-def _declared_types(table: str, types: Mapping[str, str] | None) -> DeclaredTypes | None:
-    """The declared column types (``{column: Spark SQL type}``, checked when the definition
-    loaded) of ``table``, or None when it declares none."""
-    return DeclaredTypes(table, {column: spark_type(name) for column, name in types.items()}) if types else None
 
 
 def full_refresh(store: DeltaTableStore, table: TableRef) -> None:

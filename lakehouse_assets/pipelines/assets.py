@@ -26,24 +26,19 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
 from lakehouse_assets.assets.auto_cdc import auto_cdc_from_snapshot_table, auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.bronze import landing_source
 from lakehouse_assets.assets.landing import LandingFolder
-from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
+from lakehouse_assets.assets.routed_table_asset import routed_table_asset
 from lakehouse_assets.assets.sql_asset import QUARANTINE_SUFFIX, expectation
-from lakehouse_assets.assets.table_asset import (
-    STREAMS_FROM,
-    AppendFlow,
-    AppendFlows,
-    IncrementalSource,
-    table_asset,
-)
+from lakehouse_assets.assets.table_asset import table_asset
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.cdc.snapshots import SnapshotSource
+from lakehouse_assets.outputs import AppendFlow, AppendFlows, IncrementalSource, RoutedRows
 from lakehouse_assets.pipelines.auto_cdc import snapshots_of
 from lakehouse_assets.pipelines.graph import DatasetKind, PipelineDataset, PipelineFlow, PipelineRegistry
 from lakehouse_assets.pipelines.python_api import load_python_file
@@ -58,8 +53,6 @@ from lakehouse_assets.storage import type_sql
 from lakehouse_assets.tables.sql_definition import SqlConstraint, SqlDefinitionError, condition_columns
 from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
 
-#: Definition metadata: the pipeline a table comes from.
-PIPELINE = "lakehouse/pipeline"
 CODE_REFERENCES = "dagster/code_references"
 
 
@@ -167,25 +160,25 @@ def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: Lakehou
 
         @table_asset(output_mode="append", merge_schema=True, **common)
         def _ingested(spark: SparkResource) -> IncrementalSource:
-            return _auto_loader_source(spark.spark_session, build)
+            return _auto_loader_source(spark, build)
 
         return _ingested
 
     @table_asset(output_mode="append", write_mode="overwrite", **common)
     def _dataset(spark: SparkResource) -> DataFrame:
-        return build(spark.spark_session).frame
+        return build(spark).frame
 
     return _dataset
 
 
-def _auto_cdc(common: dict[str, Any], spec: AutoCdc, build: Callable[[SparkSession], _Built]) -> dg.AssetsDefinition:
+def _auto_cdc(common: dict[str, Any], spec: AutoCdc, build: Callable[[SparkResource], _Built]) -> dg.AssetsDefinition:
     @auto_cdc_table(keys=spec.keys, sequence_by=spec.sequence_by, stored_as_scd_type=spec.stored_as_scd_type,
                     apply_as_deletes=spec.apply_as_deletes, apply_as_truncates=spec.apply_as_truncates,
                     except_column_list=spec.except_column_list, column_list=spec.column_list,
                     track_history_column_list=spec.track_history_column_list,
                     track_history_except_column_list=spec.track_history_except_column_list, **common)
     def _changes_applied(spark: SparkResource) -> DataFrame:
-        return build(spark.spark_session).frame
+        return build(spark).frame
 
     return _changes_applied
 
@@ -196,9 +189,7 @@ def _common(pipeline: LoadedPipeline, dataset: PipelineDataset, reads: FlowReads
     layout (properties, partition or clustering columns), expectations, and metadata (its
     pipeline, streams, landing folders, code)."""
     layer, name = dataset.table.split(".")
-    metadata: dict[str, Any] = {PIPELINE: pipeline.project.name,
-                                STREAMS_FROM: sorted({read.table for read in reads.tables if read.streamed}),
-                                CODE_REFERENCES: _code_reference(dataset)}
+    metadata: dict[str, Any] = {CODE_REFERENCES: _code_reference(dataset)}
     for folder in folders:
         metadata.update(folder.metadata())
     deps = sorted({*(read.table for read in reads.tables), *(f"{LANDING_DIR}.{f.source}" for f in folders)})
@@ -208,7 +199,8 @@ def _common(pipeline: LoadedPipeline, dataset: PipelineDataset, reads: FlowReads
         layer=layer, name=name, description=description, deps=[dep.split(".") for dep in deps],
         columns=_columns(dataset), table_properties=dataset.table_properties or None,
         partitioned_by=dataset.partitioned_by, clustered_by=dataset.clustered_by, expectations=list(rules),
-        metadata=metadata,
+        streams_from=sorted({read.table for read in reads.tables if read.streamed}), metadata=metadata,
+        pipeline=pipeline.project.name,
         # A table reading landed files runs when its landing sensor sees new ones.
         automation_condition=None if folders else downstream_of_new_data())
 
@@ -222,7 +214,7 @@ def _from_snapshots(pipeline: LoadedPipeline, dataset: PipelineDataset, common: 
     @auto_cdc_from_snapshot_table(keys=flow.snapshot.keys, stored_as_scd_type=flow.snapshot.stored_as_scd_type,  # type: ignore[arg-type]
                                   track_history_column_list=flow.snapshot.track_history_column_list, **common)
     def _snapshots_applied(spark: SparkResource) -> SnapshotSource:
-        settings = LakehouseSettings.from_env()
+        settings = spark.settings()
         run = PipelineRun(spark.spark_session, dataset.table, pipeline.views, settings, pipeline.session)
         with running(run):
             return snapshots_of(flow, spark.spark_session, settings)
@@ -244,14 +236,13 @@ def _append_flows(pipeline: LoadedPipeline, dataset: PipelineDataset, common: di
 
     @table_asset(output_mode="append", **common)
     def _flows(spark: SparkResource) -> AppendFlows:
-        session = spark.spark_session
-        return AppendFlows(tuple(AppendFlow(name, partial(lambda b: b(session).frame, build))
+        return AppendFlows(tuple(AppendFlow(name, partial(lambda b: b(spark).frame, build))
                                  for name, build in builds.items()))
 
     return _flows
 
 
-def _routed(common: dict[str, Any], build: Callable[[SparkSession], _Built]) -> dg.AssetsDefinition:
+def _routed(common: dict[str, Any], build: Callable[[SparkResource], _Built]) -> dg.AssetsDefinition:
     layer, name = common.pop("layer"), common.pop("name")
     metadata = common.pop("metadata")
     table_properties = common.pop("table_properties")
@@ -261,7 +252,7 @@ def _routed(common: dict[str, Any], build: Callable[[SparkSession], _Built]) -> 
         quarantine_description=f"Rows {layer}.{name} dropped by its expect_or_drop expectations, with the names of "
         "those they failed.", metadata=metadata, table_properties=table_properties, **common)
     def _routed_dataset(spark: SparkResource) -> RoutedRows:
-        frame = build(spark.spark_session).frame
+        frame = build(spark).frame
         return RoutedRows(rows=frame, passed_columns=frame.columns, quarantine_columns=frame.columns)
 
     return _routed_dataset
@@ -274,15 +265,17 @@ class _Built:
 
 
 def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset,
-                flow: PipelineFlow) -> Callable[[SparkSession], _Built]:
+                flow: PipelineFlow) -> Callable[[SparkResource], _Built]:
     """How a run gets the DataFrame of one of the dataset's flows: its function, called with
-    the run's session behind the pipeline's ``spark``, its ``spark_conf`` set."""
+    the run's session (of the lakehouse ``spark``) behind the pipeline's ``spark``, its
+    ``spark_conf`` set."""
     expected_streaming = dataset.kind is DatasetKind.streaming_table
 
-    def build(spark: SparkSession) -> _Built:
+    def build(lakehouse: SparkResource) -> _Built:
+        spark = lakehouse.spark_session
         for key, value in flow.spark_conf.items():
             spark.conf.set(key, value)
-        run = PipelineRun(spark, dataset.table, pipeline.views, LakehouseSettings.from_env(), pipeline.session)
+        run = PipelineRun(spark, dataset.table, pipeline.views, lakehouse.settings(), pipeline.session)
         with running(run):
             frame = flow.func()
         if not isinstance(frame, DataFrame):
@@ -296,11 +289,11 @@ def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset,
     return build
 
 
-def _auto_loader_source(spark: SparkSession, build: Callable[[SparkSession], _Built]) -> IncrementalSource:
+def _auto_loader_source(spark: SparkResource, build: Callable[[SparkResource], _Built]) -> IncrementalSource:
     """A flow reading cloudFiles as the IO manager runs a bronze table: rebuilt (the flow
     called again) when the stored schema evolves, skipped when nothing new has landed."""
     first = build(spark)
-    source = landing_source(spark, first.run.loaders[0], dg.get_dagster_logger())
+    source = landing_source(spark.spark_session, first.run.loaders[0], dg.get_dagster_logger())
     pending = [first.frame]
 
     def frame() -> DataFrame:

@@ -34,16 +34,7 @@ from pyspark.sql.types import StructType
 import lakehouse_assets
 from lakehouse_assets.assets.discovery import ingests_landed_files, table_specs
 from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
-from lakehouse_assets.assets.sql_asset import SQL_TEXT
-from lakehouse_assets.assets.table_asset import (
-    AUTO_CDC,
-    COLUMN_TYPES,
-    OUTPUT_MODE,
-    QUARANTINE_FOR,
-    QUARANTINE_TABLE,
-    STREAM_OPTIONS,
-    STREAMS_FROM,
-)
+from lakehouse_assets.assets.sql_asset import SQL_FILE, SQL_TEXT
 from lakehouse_assets.ingestion.columns import (
     INGESTED_AT_COLUMN,
     METADATA_COLUMNS,
@@ -52,10 +43,10 @@ from lakehouse_assets.ingestion.columns import (
     SOURCE_LINE_COLUMN,
 )
 from lakehouse_assets.pipelines import export_files as files
-from lakehouse_assets.pipelines.assets import PIPELINE
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import DELTA_CONF, delta_jars, engine_conf
-from lakehouse_assets.storage import StreamOptions, type_sql
+from lakehouse_assets.spec import TableSpec
+from lakehouse_assets.storage import type_sql
 from lakehouse_assets.tables.sql_definition import OnViolation, SqlTableKind, parse_sql_definition
 from lakehouse_assets.tables.sql_refs import batch_query
 
@@ -125,7 +116,7 @@ def plan_export(folder: Path, assets: Iterable[Any], packages: Sequence[ModuleTy
     found by name in the modules of ``packages``, to be written in ``folder``."""
     assets = [a for a in assets if isinstance(a, dg.AssetsDefinition)]
     specs = table_specs(assets)
-    owners = {spec.metadata["table"]: asset for asset in assets for spec in asset.specs if "table" in spec.metadata}
+    owners = {table: asset for asset in assets for table in table_specs([asset])}
     names = _module_names(packages)
     decisions = {table: _reason_left_out(spec.metadata) for table, spec in specs.items()}
     exported = {table for table, reason in decisions.items() if reason is None}
@@ -183,12 +174,14 @@ def _configuration(settings: LakehouseSettings) -> dict[str, str]:
 
 def _reason_left_out(metadata: Mapping[str, Any]) -> str | None:
     """Why a table cannot be a dataset at all, from its declaration alone."""
-    if PIPELINE in metadata:
-        return f"loaded from the SDP pipeline {metadata[PIPELINE]!r}, whose folder is an SDP project already"
-    if QUARANTINE_FOR in metadata:
-        return (f"the quarantine of {metadata[QUARANTINE_FOR]}: OSS SDP has no expect_or_drop and no second "
+    spec = TableSpec.of(metadata)
+    assert spec is not None  # the metadata of a table asset
+    if spec.pipeline:
+        return f"loaded from the SDP pipeline {spec.pipeline!r}, whose folder is an SDP project already"
+    if spec.quarantine_for:
+        return (f"the quarantine of {spec.quarantine_for}: OSS SDP has no expect_or_drop and no second "
                 "output of a flow, so the rows its rules refuse are filtered out, not kept")
-    if AUTO_CDC in metadata:
+    if spec.auto_cdc is not None:
         return "an AUTO CDC table: OSS SDP has no AUTO CDC (create_auto_cdc_flow and its SQL are Databricks' own)"
     return None
 
@@ -211,7 +204,7 @@ def _export_bronze(export: SdpExport, table: str, spec: dg.AssetSpec, settings: 
         return (f"nothing has landed in landing/{source} yet, and Spark's file source refuses a folder that does "
                 "not exist; land files, then export again")
     schema = stored_schema(settings, table) or {
-        k: v for k, v in (spec.metadata.get(COLUMN_TYPES) or {}).items() if k not in METADATA_COLUMNS}
+        k: v for k, v in _declared(spec).column_types.items() if k not in METADATA_COLUMNS}
     if not schema:
         return ("its schema is not known yet: it declares no column types and has no table; materialize it once "
                 "(or declare its columns), then export again")
@@ -245,9 +238,15 @@ def _table_schema(settings: LakehouseSettings, table: str) -> StructType | None:
 def _column_types(settings: LakehouseSettings, table: str, spec: dg.AssetSpec) -> dict[str, str]:
     """The declared types a flow casts to: of the columns the table has, when it was built
     (a flow cannot ask which columns its rows have: see :func:`.sdp_flow.flow`)."""
-    declared = dict(spec.metadata.get(COLUMN_TYPES) or {})
+    declared = dict(_declared(spec).column_types)
     schema = _table_schema(settings, table)
     return {c: t for c, t in declared.items() if c in schema.fieldNames()} if schema else declared
+
+
+def _declared(spec: dg.AssetSpec) -> TableSpec:
+    declared = TableSpec.of(spec.metadata)
+    assert declared is not None  # found by table_specs
+    return declared
 
 
 def _has_table(settings: LakehouseSettings, table: str) -> bool:
@@ -255,7 +254,7 @@ def _has_table(settings: LakehouseSettings, table: str) -> bool:
 
 
 def _export_sql(export: SdpExport, table: str, spec: dg.AssetSpec, exported: set[str]) -> str | None:
-    sql_path = Path(str(getattr(spec.metadata.get("lakehouse/sql_file"), "path", "")))
+    sql_path = Path(str(getattr(spec.metadata.get(SQL_FILE), "path", "")))
     definition = parse_sql_definition(sql_path.read_text(encoding="utf-8"), source=str(sql_path))
     enforced = [c.name for c in definition.constraints if c.on_violation is not OnViolation.warn]
     if enforced:
@@ -303,24 +302,24 @@ def _export_python(export: SdpExport, table: str, spec: dg.AssetSpec, asset: dg.
     absent = [u for u in by_input.values() if u not in exported and not _has_table(settings, u)]
     if absent:
         return f"it reads {absent}, which neither the export nor the lakehouse has (not exported, never built)"
-    streams = set(spec.metadata.get(STREAMS_FROM) or [])
-    stream_options = spec.metadata.get(STREAM_OPTIONS) or {}
-    streaming = bool(streams) and spec.metadata.get(OUTPUT_MODE, "append") == "append"
+    declared = _declared(spec)
+    streams = set(declared.streams_from)
+    streaming = bool(streams) and declared.output_mode == "append"
     inputs = {}
     for parameter, upstream in by_input.items():
         streamed = streaming and upstream in streams
-        options = StreamOptions(**stream_options.get(upstream, {})).reader_options() if streamed else {}
+        options = declared.options_of(upstream).reader_options() if streamed else {}
         schema = _table_schema(settings, upstream) if not options else None
         inputs[parameter] = files.read_expression(upstream, streamed=streamed, exported=upstream in exported,
                                                   options=options, schema_json=schema.json() if schema else None)
     notes = [f"{u} is read from the lakehouse's own Delta table: it is not exported."
              for u in by_input.values() if u not in exported]
-    if QUARANTINE_TABLE in spec.metadata:
+    if declared.quarantine:
         notes.append("A routed table: only its passing rows (its routing rules as a filter; a recording landed "
                      "twice is kept twice, since dropDuplicates cannot be planned in an SDP flow); "
-                     f"{spec.metadata[QUARANTINE_TABLE]} is not exported.")
+                     f"{declared.quarantine} is not exported.")
     if streams and not streaming:
-        notes.append(f"Kept in {spec.metadata.get(OUTPUT_MODE)} mode in the lakehouse: a materialized view here, "
+        notes.append(f"Kept in {declared.output_mode} mode in the lakehouse: a materialized view here, "
                      "recomputed whole from its inputs read in batch.")
     path = f"transformations/{table}.py"
     export.files[path] = files.python_file(

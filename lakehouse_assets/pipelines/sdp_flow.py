@@ -20,8 +20,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from lakehouse_assets.assets.routed_table_asset import ROUTING_RULES_ATTRIBUTE, RoutedRows
+from lakehouse_assets.assets.routed_table_asset import ROUTING_RULES_ATTRIBUTE
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality.rules import Rule, Severity
 
 

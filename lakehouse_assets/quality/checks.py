@@ -21,7 +21,7 @@ stays cheap as the table grows; ``"full"`` validates the whole table every time.
 # No ``from __future__ import annotations``: Dagster reads the check function's annotations
 # (context type, resource types) at definition time and needs them as objects.
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import dagster as dg
@@ -102,7 +102,6 @@ def contract_checks(
     blocking: bool = True,
     scope: Scope = "new",
     sample_size: int = DEFAULT_SAMPLE_SIZE,
-    store_factory: Callable[[], DeltaTableStore] = DeltaTableStore,
 ) -> dg.AssetChecksDefinition:
     """Asset checks validating the table of ``asset_key`` (default ``[layer, name]`` of the
     contract) against ``contract``, all in one step that uses the ``spark`` resource.
@@ -112,7 +111,7 @@ def contract_checks(
     overwrite writes do, or when an ERROR rule failed last time: the failing rows are
     still there, so they are checked again until a rewrite removes them);
     ``scope="full"`` checks the whole table every time. The table is read from
-    ``$LAKEHOUSE_ROOT/<layer>/<name>`` of the asset key, with ``store_factory()``.
+    ``<root>/<layer>/<name>`` of the asset key, where the ``spark`` resource says the lakehouse is.
     """
     if scope not in ("new", "full"):
         raise LakehouseError(f"Unknown check scope {scope!r} for {contract.table}: use 'new' or 'full'")
@@ -129,9 +128,8 @@ def contract_checks(
     )
     def _contract_checks(context: dg.AssetCheckExecutionContext, spark: SparkResource) -> Iterator[dg.AssetCheckResult]:
         selected = context.selected_asset_check_keys
-        for result in run_checks(
-            context, spark.spark_session, contract, key, scope=scope, sample_size=sample_size, store=store_factory()
-        ):
+        for result in run_checks(context, spark.spark_session, contract, key, scope=scope, sample_size=sample_size,
+                                 settings=spark.settings(), store=spark.store()):
             if dg.AssetCheckKey(key, str(result.check_name)) in selected:
                 yield result
 
@@ -146,10 +144,11 @@ def run_checks(
     *,
     scope: Scope,
     sample_size: int,
+    settings: LakehouseSettings,
     store: DeltaTableStore,
 ) -> Iterator[dg.AssetCheckResult]:
-    """Evaluate ``contract`` on the table of ``key`` and yield one result per check."""
-    path = str(LakehouseSettings.from_env().table_path(*key.path))
+    """Evaluate ``contract`` on the table of ``key`` in the lakehouse of ``settings``: one result per check."""
+    path = str(settings.table_path(*key.path))
     if not store.exists(path):
         # A table skipped for want of input has no checks to fail: no result, and the reason.
         context.log.info(f"{contract.table} has no table yet (nothing has been written to {path}): "

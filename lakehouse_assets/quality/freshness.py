@@ -175,10 +175,12 @@ def freshness_check(path: FreshnessPath, max_lag: dt.timedelta = DEFAULT_MAX_LAG
     layer, name = path.table.split(".")
 
     @dg.asset_check(asset=dg.AssetKey([layer, name]), name=FRESHNESS_CHECK, blocking=False,
+                    required_resource_keys={"spark"},
                     description=f"At most {_minutes(max_lag)} behind the records landed in "
                                 f"landing/{path.landing_source} (data time, through {' <- '.join(path.through)})")
-    def data_freshness() -> dg.AssetCheckResult:
-        return freshness_result(data_lag(LakehouseSettings.from_env(), DeltaTableStore(), path), max_lag)
+    def data_freshness(context) -> dg.AssetCheckResult:  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation
+        lakehouse = context.resources.spark
+        return freshness_result(data_lag(lakehouse.settings(), lakehouse.store(), path), max_lag)
 
     return data_freshness
 

@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from lakehouse_assets.aggregates import IncrementalAggregate
-from lakehouse_assets.assets.discovery import package_assets, project_packages, table_specs
+from lakehouse_assets.assets.discovery import declared_tables, package_assets, project_packages, table_specs
 from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
-from lakehouse_assets.assets.table_asset import INCREMENTAL_AGGREGATE, QUARANTINE_TABLE, RECOMPUTED_BY, STREAMS_FROM
 from lakehouse_assets.pipelines.assets import pipeline_assets
 from lakehouse_assets.settings import LakehouseSettings
 
@@ -67,7 +65,8 @@ class Flows:
 
 def declared_flows(assets: Iterable[Any]) -> Flows:
     """The flows the table assets among ``assets`` declare."""
-    specs = table_specs(assets)
+    assets = list(assets)
+    specs, tables = table_specs(assets), declared_tables(assets)
     ingestions, routings, recomputations = [], [], []
     for table, spec in sorted(specs.items()):
         source = streamed_folder(spec.metadata)
@@ -75,12 +74,13 @@ def declared_flows(assets: Iterable[Any]) -> Flows:
             declared = spec.metadata[LANDING_FOLDERS][source]
             ingestions.append(Ingestion(table, source, str(declared.get("format", "json")),
                                         bool(declared.get("header")), bool(declared.get("multi_line"))))
-        streams = spec.metadata.get(STREAMS_FROM) or []
-        if QUARANTINE_TABLE in spec.metadata and len(streams) == 1:
-            routings.append(Routing(table, str(spec.metadata[QUARANTINE_TABLE]), streams[0]))
-        if RECOMPUTED_BY in spec.metadata:
-            keys = IncrementalAggregate.from_metadata(spec.metadata[INCREMENTAL_AGGREGATE]).key_names
-            recomputations.append(Recomputation(table, tuple(keys), str(spec.metadata[RECOMPUTED_BY])))
+        declared_table = tables[table]
+        streams = declared_table.streams_from
+        if declared_table.quarantine and len(streams) == 1:
+            routings.append(Routing(table, declared_table.quarantine, streams[0]))
+        if declared_table.recomputed_by and declared_table.aggregate:
+            recomputations.append(Recomputation(table, tuple(declared_table.aggregate.key_names),
+                                                declared_table.recomputed_by))
     return Flows(tuple(ingestions), tuple(routings), tuple(recomputations))
 
 

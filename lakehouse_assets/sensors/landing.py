@@ -18,8 +18,6 @@ import dagster as dg
 
 from lakehouse_assets.assets.landing import companion_readers, downstream_tables, landing_readers
 from lakehouse_assets.ingestion.files import is_data_file
-from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore
 
 # A file younger than this, whose size we have not seen hold still, may still be written.
 SETTLE_SECONDS = 2.0
@@ -194,11 +192,13 @@ def landing_sensor(
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
         asset_selection=selection,
+        required_resource_keys={"spark"},
         description=f"Requests {requested}{' and downstream' if carry_downstream else ''} "
         f"when files land in landing/{source}/",
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        settings = LakehouseSettings.from_env()
+        lakehouse = context.resources.spark
+        settings = lakehouse.settings()
         folder = settings.landing_path(source)
         cursor = LandingCursor.parse(context.cursor)
         scan = scan_landing(folder, cursor)
@@ -220,7 +220,7 @@ def landing_sensor(
         announced = "\n".join(f"{n}={scan.cursor.announced[n].encode()}" for n in scan.ready)
         digest = hashlib.sha256(announced.encode()).hexdigest()
         shown = scan.ready[:TAGGED_FILE_NAMES]
-        store = DeltaTableStore()
+        store = lakehouse.store()
         along = companions_needed(
             companions, landed=lambda other: any(True for _ in _list_files(settings.landing_path(other))),
             built=lambda key: store.exists(str(settings.table_path(*key.path))))

@@ -32,10 +32,9 @@ MEDALLION_LAYERS = ("bronze", "silver", "gold")
 class LakehouseTables:
     """The tables under the lakehouse root, by name, in ``spark``."""
 
-    def __init__(self, spark: SparkSession, settings: LakehouseSettings | None = None,
-                 store: DeltaTableStore | None = None) -> None:
+    def __init__(self, spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore | None = None) -> None:
         self.spark = spark
-        self.settings = settings or LakehouseSettings.from_env()
+        self.settings = settings
         self.store = store or DeltaTableStore()
         register_tables(spark, self.settings)
 

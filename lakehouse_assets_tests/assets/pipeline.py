@@ -70,9 +70,9 @@ def materialize_alone(*assets: dg.AssetsDefinition, upstream: dg.AssetKey,
                       raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
     """Materialize ``assets`` (tables a test declares) with the project's IO managers, their
     ``upstream`` table present as an external asset."""
-    from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
     from lakehouse_assets.io import DeltaIOManager
     from lakehouse_assets.spark import SparkResource
+    from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 
     spark = SparkResource()
     return dg.materialize(

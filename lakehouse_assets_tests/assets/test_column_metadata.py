@@ -13,11 +13,12 @@ import pyspark.sql.types as T
 import pytest
 
 from lakehouse_assets.assets.sql_asset import sql_asset
-from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY, table_asset
+from lakehouse_assets.assets.table_asset import table_asset
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource, SparkSession
+from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets_tests.assets.pipeline import materialization_metadata
 from lakehouse_assets_tests.built import BuiltLakehouse
 

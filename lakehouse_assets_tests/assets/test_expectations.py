@@ -18,6 +18,7 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.rules import Severity, greater_than, not_null, null_or_empty
+from lakehouse_assets.spec import TableSpec
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.tables.sql_definition import SqlDefinitionError
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize_alone
@@ -106,8 +107,9 @@ def test_a_sql_table_drops_to_its_quarantine_warns_and_fails_by_its_constraints(
     counts = {rule: (metadata[f"expectations/{rule}/passed"], metadata[f"expectations/{rule}/failed"])
               for rule in ("value_positive", "id_present", "tag_known")}
     assert counts == {"value_positive": (2, 2), "id_present": (4, 0), "tag_known": (2, 2)}
-    declared = asset.specs_by_key[dg.AssetKey(["silver", "ex_sql"])].metadata["lakehouse/expectations"]
-    assert [(e["name"], e["on_violation"]) for e in declared] == [
+    declared = TableSpec.of(asset.specs_by_key[dg.AssetKey(["silver", "ex_sql"])].metadata)
+    assert declared is not None
+    assert [(e.name, e.on_violation) for e in declared.expectations] == [
         ("value_positive", "drop row"), ("id_present", "fail update"), ("tag_known", "warn")]
 
     land(spark, store, settings, [(5, 1, "a"), (None, 2, "b")])

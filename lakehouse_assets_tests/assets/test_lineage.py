@@ -18,10 +18,11 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_assets.assets import bronze, gold, silver
-from lakehouse_assets.assets.table_asset import COLUMN_DESCRIPTIONS, ExpectedRows, TableRunConfig
 from lakehouse_assets.io.lineage import derived_lineage, kept_lineage
 from lakehouse_assets.io.table_run import table_run_of
+from lakehouse_assets.outputs import ExpectedRows
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spec import TableRunConfig, TableSpec
 from lakehouse_assets.storage import DeltaTableStore, StreamOptions, TableLayout
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
@@ -56,12 +57,13 @@ def reported(asset: dg.AssetsDefinition, returned: Any, settings: LakehouseSetti
     """The lineage the IO manager reports for what ``asset`` returned, held to the columns
     the asset declares (those of its table)."""
     key = key or asset.key
-    spec = asset.metadata_by_key[key]
+    spec = TableSpec.of(asset.metadata_by_key[key])
+    assert spec is not None
     run = table_run_of(key, spec, TableRunConfig(), settings)
     if isinstance(returned, DataFrame):
         returned = ExpectedRows(returned, ())
     lineage = derived_lineage(returned, run) or {}
-    return kept_lineage(lineage, spec[COLUMN_DESCRIPTIONS], DeltaTableStore(), Path(settings.root))
+    return kept_lineage(lineage, spec.column_descriptions, DeltaTableStore(), Path(settings.root))
 
 
 def body(asset: dg.AssetsDefinition) -> Callable[..., Any]:
@@ -82,7 +84,7 @@ def test_bronze_tables_read_files_not_tables_so_report_no_lineage(lakehouse: Lak
     # Bronze's rows come from landed files (the landing assets have no columns); so do the
     # patients lookup's and the snapshot history's. Their bodies return no DataFrame to derive from.
     for asset in (bronze.recordings, bronze.patient_changes, silver.patients_snapshot_history):
-        assert derived_lineage(object(), table_run_of(asset.key, asset.metadata_by_key[asset.key],
+        assert derived_lineage(object(), table_run_of(asset.key, TableSpec.of(asset.metadata_by_key[asset.key]),
                                                       TableRunConfig(), lakehouse)) is None
 
 
@@ -178,7 +180,7 @@ def test_sql_tables_read_from_sql_and_the_plan_agrees(
     assert reported(asset, ExpectedRows(spark.range(1).toDF("unused"), ()), lakehouse) == expected
     # The table's own query, planned, gives the same.
     grouped = LakehouseTables(spark, lakehouse).sql(query)
-    run = table_run_of(asset.key, {}, TableRunConfig(), lakehouse)
+    run = table_run_of(asset.key, None, TableRunConfig(), lakehouse)
     assert derived_lineage(ExpectedRows(grouped, ()), run) == expected
 
 

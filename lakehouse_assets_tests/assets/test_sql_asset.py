@@ -9,9 +9,9 @@ from pathlib import Path
 import dagster as dg
 
 from lakehouse_assets.assets.sql_asset import sql_asset
-from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
 
 EVENTS_SCHEMA = "id BIGINT, value BIGINT"

@@ -17,8 +17,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from lakehouse_assets.assets.silver import patients_history
-from lakehouse_assets.assets.table_asset import AUTO_CDC
 from lakehouse_assets.simulator import land_patient_changes
+from lakehouse_assets.spec import TableSpec
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize
 
 from . import reference
@@ -70,6 +70,8 @@ def test_landed_changes_reach_both_silver_tables(spark, settings) -> None:
 
 
 def test_the_history_definition_says_how_changes_apply() -> None:
-    spec = patients_history.metadata_by_key[dg.AssetKey(["silver", "patients_history"])]
-    assert spec[AUTO_CDC]["stored_as_scd_type"] == 2 and spec[AUTO_CDC]["keys"] == ["mrn"]
-    assert "SCD type 2 by mrn, ordered by seq" in spec["auto_cdc"]
+    metadata = patients_history.metadata_by_key[dg.AssetKey(["silver", "patients_history"])]
+    spec = TableSpec.of(metadata)
+    assert spec is not None and spec.auto_cdc is not None
+    assert spec.auto_cdc.stored_as_scd_type == 2 and spec.auto_cdc.keys == ("mrn",)
+    assert "SCD type 2 by mrn, ordered by seq" in metadata["auto_cdc"]

@@ -14,12 +14,12 @@ import dagster as dg
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.bronze import bronze_loader, bronze_table, landing_source
-from lakehouse_assets.assets.table_asset import TableRunConfig
 from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io.handlers.ingestion import write_ingestion
 from lakehouse_assets.io.table_run import table_run_of
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spec import TableRunConfig, TableSpec
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.streaming import StreamRun
 
@@ -84,7 +84,7 @@ class Bronze:
         asset = bronze_table(name=self.name, data_source=self.name, source_format=options.format, options=options,
                              expectations=expectations)
         key = dg.AssetKey(["bronze", self.name])
-        run = table_run_of(key, asset.metadata_by_key[key], TableRunConfig(), self.settings)
+        run = table_run_of(key, TableSpec.of(asset.metadata_by_key[key]), TableRunConfig(), self.settings)
         loader = bronze_loader(self.settings, name=self.name, data_source=self.name, options=options)
         log = logging.getLogger(RUN_LOG)
         # What the asset's declaration does with the body's source: its expectations go with it.

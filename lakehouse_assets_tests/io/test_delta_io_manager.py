@@ -14,22 +14,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse_assets.assets.bronze import bronze_table
-from lakehouse_assets.assets.routed_table_asset import RoutedRows, routed_table_asset
-from lakehouse_assets.assets.table_asset import (
-    IO_MANAGER_KEY,
-    STREAM_INPUT_KEY,
-    STREAM_OPTIONS,
-    IncrementalSource,
-    batch_from,
-    stream_from,
-    table_asset,
-)
+from lakehouse_assets.assets.routed_table_asset import routed_table_asset
+from lakehouse_assets.assets.table_asset import batch_from, stream_from, table_asset
 from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io import DeltaIOManager
+from lakehouse_assets.outputs import IncrementalSource, RoutedRows
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.silver import HEARTRATE_POSITIVE
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY, TableSpec
 from lakehouse_assets.storage import DeltaTableStore, StreamOptions
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
 
@@ -363,7 +357,9 @@ def test_stream_options_declared_on_an_asset_reach_its_query_and_show_in_its_def
 
     assert (run["micro_batches"], run["rows_written"]) == (3, 3)
     key = dg.AssetKey(["silver", "io_events_throttled"])
-    assert events_throttled.metadata_by_key[key][STREAM_OPTIONS] == {"bronze.io_events": {"max_files_per_trigger": 1}}
+    declared = TableSpec.of(events_throttled.metadata_by_key[key])
+    assert declared is not None
+    assert declared.stream_options == {"bronze.io_events": StreamOptions(max_files_per_trigger=1)}
 
 
 def test_a_once_trigger_takes_everything_in_one_batch_and_processing_time_runs_until_its_bound(spark, store, settings):

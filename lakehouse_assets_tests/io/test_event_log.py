@@ -14,12 +14,13 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 
-from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY, stream_from, table_asset
+from lakehouse_assets.assets.table_asset import stream_from, table_asset
 from lakehouse_assets.cli import main
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.rules import Severity, not_null
 from lakehouse_assets.reliability.events_once import check_events_once
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.storage import AppTransaction, event_log
 from lakehouse_assets.storage.event_log import BatchEvent, event_log_path, read_events
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables

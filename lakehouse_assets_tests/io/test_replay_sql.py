@@ -14,7 +14,6 @@ import pytest
 
 from lakehouse_assets.assets.bronze import bronze_table
 from lakehouse_assets.assets.sql_asset import sql_asset
-from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.cli import main
 from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
@@ -25,6 +24,7 @@ from lakehouse_assets.io.replay import replay_quarantine, routed_table_assets
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.reliability.provenance import trace_rows
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
 ADMISSIONS = bronze_table(

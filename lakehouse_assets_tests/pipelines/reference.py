@@ -34,7 +34,9 @@ def run_landing_sensors(definitions: dg.Definitions, instance: dg.DagsterInstanc
     results = []
     for source in ("patients", "recordings", "patient_changes"):
         sensor = repository.get_sensor_def(f"landing_{source}_sensor")
-        tick = sensor.evaluate_tick(dg.build_sensor_context(definitions=definitions, instance=instance))
+        with dg.build_sensor_context(definitions=definitions, instance=instance,
+                                     resources=dict(definitions.resources or {})) as context:
+            tick = sensor.evaluate_tick(context)
         for request in tick.run_requests or []:
             results.append(dg.materialize(
                 [*(definitions.assets or []), *(definitions.asset_checks or [])],

@@ -12,13 +12,13 @@ from collections.abc import Iterator
 import dagster as dg
 import pytest
 
-from lakehouse_assets.assets.table_asset import EXPECTATIONS
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
+from lakehouse_assets.spec import TableSpec
 from lakehouse_assets_tests.assets.pipeline import delta_rows, expected_outputs, spark_rows
 from lakehouse_assets_tests.pipelines.reference import ENRICHED, EXAMPLES, reference_run
 
@@ -99,7 +99,9 @@ def test_the_sql_examples_graph_comes_from_its_files(lakeflow) -> None:
     assert {key.to_user_string() for key in enriched.parent_keys} == {
         f"{schema}/recordings_bronze", f"{schema}/patients"}
     assert enriched.description.startswith("Recordings of known patients")
-    assert [(e["name"], e["on_violation"]) for e in enriched.metadata[EXPECTATIONS]] == [
+    declared = TableSpec.of(enriched.metadata)
+    assert declared is not None
+    assert [(e.name, e.on_violation) for e in declared.expectations] == [
         *((name, "drop row") for name in ("known_patient", "mrn_positive", "heartrate_positive", "heartrate_in_range",
                                            "time_plausible")), ("device_id_present", "warn")]
     patients = graph.get(dg.AssetKey([schema, "patients"]))

@@ -15,6 +15,7 @@ import pytest
 from lakehouse_assets.pipelines.assets import pipeline_assets
 from lakehouse_assets.pipelines.spec import PipelineError
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spec import TableSpec
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "reference_lakeflow_python"
 SPEC = "name: {name}\nlibraries:\n  - glob:\n      include: transformations/**\n"
@@ -30,6 +31,12 @@ def pipeline(folder: Path, source: str, *, name: str = "p", file: str = "flows.p
 
 def specs(assets: list[dg.AssetsDefinition]) -> dict[str, dg.AssetSpec]:
     return {spec.key.to_user_string(): spec for asset in assets for spec in asset.specs}
+
+
+def table_spec(asset_spec: dg.AssetSpec) -> TableSpec:
+    declared = TableSpec.of(asset_spec.metadata)
+    assert declared is not None, f"{asset_spec.key.to_user_string()} declares no table"
+    return declared
 
 
 def test_loading_a_pipeline_starts_no_spark_and_names_each_dataset(tmp_path) -> None:
@@ -57,7 +64,7 @@ def test_a_datasets_upstream_description_and_code_location_come_from_its_source(
 
     enriched = found["default/recordings_enriched"]
     assert {dep.asset_key.to_user_string() for dep in enriched.deps} == {"default/recordings_bronze", "default/patients"}
-    assert enriched.metadata["lakehouse/streams_from"] == ["default.recordings_bronze"]
+    assert table_spec(enriched).streams_from == ("default.recordings_bronze",)
     assert enriched.description.startswith("Recordings of known patients")
     [reference] = enriched.metadata["dagster/code_references"].code_references
     assert reference.file_path.endswith("recordings.py") and reference.line_number > 1
@@ -67,8 +74,7 @@ def test_a_datasets_upstream_description_and_code_location_come_from_its_source(
     patients = found["default/patients"]
     assert patients.metadata["lakehouse/landing_folders"]["patients"] == {
         "format": "csv", "description": None, "streamed": False, "header": True, "multi_line": False}
-    assert found["default/recordings_enriched_quarantine"].metadata["lakehouse/quarantine_for"] == \
-        "default.recordings_enriched"
+    assert table_spec(found["default/recordings_enriched_quarantine"]).quarantine_for == "default.recordings_enriched"
 
 
 LEGACY = """
@@ -107,8 +113,8 @@ def test_lakeflows_older_dlt_names_load_and_an_installed_dlt_package_is_left_alo
     clean = found["default/clean"]
     # The view is inlined: clean reads what raw_changes reads, as a stream.
     assert {dep.asset_key.to_user_string() for dep in clean.deps} == {"default/source_table"}
-    assert clean.metadata["lakehouse/streams_from"] == ["default.source_table"]
-    expectations = {e["name"]: e["on_violation"] for e in clean.metadata["lakehouse/expectations"]}
+    assert table_spec(clean).streams_from == ("default.source_table",)
+    expectations = {e.name: e.on_violation for e in table_spec(clean).expectations}
     assert expectations == {"has_key": "drop row", "positive": "drop row", "no_overflow": "fail update"}
     assert {dep.asset_key.to_user_string() for dep in found["default/totals"].deps} == {"default/clean"}
 
@@ -213,9 +219,9 @@ def test_an_auto_cdc_flow_is_an_auto_cdc_table_reading_its_change_feed(tmp_path,
 
     assert customers.key.to_user_string() == "default/customers"
     assert {dep.asset_key.to_user_string() for dep in customers.deps} == {"raw/customer_changes"}
-    assert customers.metadata["lakehouse/auto_cdc"]["keys"] == ["id"]
-    assert customers.metadata["lakehouse/auto_cdc"]["stored_as_scd_type"] == 2
-    assert customers.metadata["lakehouse/auto_cdc"]["apply_as_deletes"] == "op = 'D'"
+    cdc = table_spec(customers).auto_cdc
+    assert cdc is not None
+    assert (cdc.keys, cdc.stored_as_scd_type, cdc.apply_as_deletes) == (("id",), 2, "op = 'D'")
     assert customers.description == "The customers as they are now"
 
 

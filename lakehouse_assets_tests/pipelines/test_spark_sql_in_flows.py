@@ -7,6 +7,7 @@ import pytest
 
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spec import TableSpec
 from lakehouse_assets_tests.assets.pipeline import delta_rows
 from lakehouse_assets_tests.pipelines.reference import asset_specs, materialize_all
 from lakehouse_assets_tests.pipelines.test_append_flows import land
@@ -38,7 +39,8 @@ def test_spark_sql_in_a_python_flow_reads_the_pipelines_names_incrementally(spar
     definitions = build_definitions(settings=settings, pipelines=[pipeline(tmp_path / "sql_flows", FLOWS)])
     specs = asset_specs(definitions)
     assert {d.asset_key.to_user_string() for d in specs["default/positive"].deps} == {"default/events"}
-    assert specs["default/positive"].metadata["lakehouse/streams_from"] == ["default.events"]
+    positive = TableSpec.of(specs["default/positive"].metadata)
+    assert positive is not None and positive.streams_from == ("default.events",)
     assert {d.asset_key.to_user_string() for d in specs["default/totals"].deps} == {"default/positive"}
 
     land(settings, "events", "1.json", range(-1, 3))

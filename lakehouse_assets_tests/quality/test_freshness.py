@@ -22,6 +22,7 @@ from lakehouse_assets.quality.freshness import (
 )
 from lakehouse_assets.sensors.freshness import freshness_sensor
 from lakehouse_assets.simulator import land
+from lakehouse_assets.spark import SparkResource
 from lakehouse_assets_tests.assets.pipeline import TO_SILVER, materialize
 
 LANDING = dict(records_per_file=100, bad_rate=0.0, seed=3, files_per_year=365)
@@ -34,7 +35,8 @@ def lag_of(store, settings, path: FreshnessPath) -> DataLag:
 
 
 def check_result(path: FreshnessPath) -> dg.AssetCheckResult:
-    result = freshness_check(path)()
+    with dg.build_op_context(resources={"spark": SparkResource()}) as context:
+        result = freshness_check(path).op.compute_fn.decorated_fn(context)  # type: ignore[union-attr]
     assert isinstance(result, dg.AssetCheckResult)
     return result
 
@@ -72,13 +74,16 @@ def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(sto
     # The sensor reports both checks' results once, when they turn stale, itself: no run that
     # would queue in front of the materializations; nothing again while they stay stale.
     sensor = freshness_sensor([DAILY, DEVICES], DEFAULT_MAX_LAG)
-    with dg.build_sensor_context(cursor=json.dumps({DAILY.table: True, DEVICES.table: True})) as context:
-        reported = sensor(context)
-        assert isinstance(reported, dg.SensorResult) and not reported.run_requests
+    with dg.build_sensor_context(cursor=json.dumps({DAILY.table: True, DEVICES.table: True}),
+                                 resources={"spark": SparkResource()}) as context:
+        reported = sensor.evaluate_tick(context)
+        assert not reported.run_requests
         assert {(e.asset_key.to_user_string(), e.check_name, e.passed, e.metadata["pending_files"].value)
                 for e in reported.asset_events} == {("gold/daily_patient_avg", FRESHNESS_CHECK, False, 1),
                                                     ("gold/device_counts", FRESHNESS_CHECK, False, 1)}
-        assert isinstance(sensor(context), dg.SkipReason)
+        context.update_cursor(reported.cursor)
+        again = sensor.evaluate_tick(context)
+        assert not again.asset_events and again.skip_message == "No table's freshness changed"
 
     # Gold catches up: fresh again, though the file is still ten minutes old.
     materialize(["gold/daily_patient_avg", "gold/device_counts"])

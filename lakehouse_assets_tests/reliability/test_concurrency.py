@@ -8,11 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from deltalake import DeltaTable
 
-from lakehouse_assets.assets.table_asset import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.errors import TableBusyError
 from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.reliability.landed_once import check_landed_once
 from lakehouse_assets.simulator import land
+from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.storage import AppTransaction
 from lakehouse_assets.storage.table_lock import table_lock
 from lakehouse_assets_tests.assets.pipeline import materialization_metadata, materialize

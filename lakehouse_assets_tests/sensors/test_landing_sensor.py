@@ -22,6 +22,7 @@ from lakehouse_assets.sensors.landing import (
     landing_sensors,
 )
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import SparkResource
 
 TARGET = dg.AssetKey(["bronze", "recordings"])
 
@@ -65,8 +66,9 @@ def tick(sensor: dg.SensorDefinition, cursor: str | None,
                           _materializable(DOWNSTREAM, deps=[TARGET, UNRELATED]), dg.AssetSpec(LANDING)],
         sensors=[sensor],
     )
-    context = dg.build_sensor_context(cursor=cursor, definitions=definitions)
-    result = sensor.evaluate_tick(context)
+    with dg.build_sensor_context(cursor=cursor, definitions=definitions,
+                                 resources={"spark": SparkResource()}) as context:
+        result = sensor.evaluate_tick(context)
     skip = result.skip_message
     return list(result.run_requests or []), result.cursor if result.cursor is not None else cursor, skip
 

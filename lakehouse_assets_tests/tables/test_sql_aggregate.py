@@ -8,19 +8,19 @@ import pytest
 
 from lakehouse_assets.aggregates import IncrementalAggregate, Measure
 from lakehouse_assets.assets.gold import daily_patient_avg, device_counts
-from lakehouse_assets.assets.table_asset import INCREMENTAL_AGGREGATE, OUTPUT_MODE
+from lakehouse_assets.spec import TableSpec
 from lakehouse_assets.tables.sql_aggregate import NotIncremental, incremental_aggregate
 
 
 def test_the_seeds_gold_tables_are_kept_incrementally() -> None:
-    daily = daily_patient_avg.metadata_by_key[dg.AssetKey(["gold", "daily_patient_avg"])]
-    assert daily[OUTPUT_MODE] == "update"
-    assert IncrementalAggregate.from_metadata(daily[INCREMENTAL_AGGREGATE]) == IncrementalAggregate(
+    daily = TableSpec.of(daily_patient_avg.metadata_by_key[dg.AssetKey(["gold", "daily_patient_avg"])])
+    assert daily is not None and daily.output_mode == "update"
+    assert daily.aggregate == IncrementalAggregate(
         keys=(("mrn", "mrn"), ("name", "name"), ("date", "DATE_TRUNC('DD', time)")),
         measures=(Measure("avg_heartrate", "mean", "heartrate"),),
         columns=("mrn", "name", "avg_heartrate", "date"))
-    counts = device_counts.metadata_by_key[dg.AssetKey(["gold", "device_counts"])]
-    assert IncrementalAggregate.from_metadata(counts[INCREMENTAL_AGGREGATE]).measures == (
+    counts = TableSpec.of(device_counts.metadata_by_key[dg.AssetKey(["gold", "device_counts"])])
+    assert counts is not None and counts.aggregate is not None and counts.aggregate.measures == (
         Measure("total_recordings", "count", "device_id"),)
 
 

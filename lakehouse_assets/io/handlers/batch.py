@@ -7,11 +7,11 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.table_asset import ExpectedRows
 from lakehouse_assets.io.events import record_write
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.outputs import ExpectedRows
 from lakehouse_assets.quality.expectations import commit_metadata, enforce
 from lakehouse_assets.storage import DeltaTableStore
 
@@ -26,13 +26,13 @@ def write_batch(output: ExpectedRows, run: TableRun, store: DeltaTableStore, log
     try:
         counts = enforce(df, rules, run.table.table_name) if rules else None
         metadata = commit_metadata(counts) if counts is not None else None
-        if run.write_mode == "merge":
-            commit = store.merge(df, path, keys=run.keys, merge_schema=run.merge_schema, metadata=metadata,
-                                 layout=run.layout, declared=run.declared)
+        if run.spec.write_mode == "merge":
+            commit = store.merge(df, path, keys=run.spec.keys, merge_schema=run.spec.merge_schema, metadata=metadata,
+                                 layout=run.spec.layout, declared=run.spec.declared_types)
         else:
-            commit = store.write(df, path, mode=run.write_mode, merge_schema=run.merge_schema,
-                                 overwrite_schema=run.write_mode == "overwrite", metadata=metadata,
-                                 layout=run.layout, declared=run.declared)
+            commit = store.write(df, path, mode=run.spec.write_mode, merge_schema=run.spec.merge_schema,
+                                 overwrite_schema=run.spec.write_mode == "overwrite", metadata=metadata,
+                                 layout=run.spec.layout, declared=run.spec.declared_types)
     finally:
         if rules:
             df.unpersist()

@@ -10,10 +10,10 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.table_asset import AppendFlows, ExpectedRows
 from lakehouse_assets.io.handlers.stream import write_stream
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.outputs import AppendFlows, ExpectedRows
 from lakehouse_assets.settings import FLOWS_DIR
 from lakehouse_assets.storage import DeltaTableStore
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.table_asset import IncrementalSource
 from lakehouse_assets.ingestion.state import vanished_files, vanished_message
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.outputs import IncrementalSource
 from lakehouse_assets.quality.expectations import expecting
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
@@ -31,13 +31,13 @@ def write_ingestion(source: IncrementalSource, run: TableRun, store: DeltaTableS
     checkpoint = str(run.table.checkpoint)
     done_before = Checkpoint(checkpoint).last_committed_batch()
     sink: RunSink
-    if rules or run.output_mode != "append":
-        table = DeltaSink(store, str(run.table.path), checkpoint, output_mode=run.output_mode, keys=run.keys,
-                          merge_schema=run.merge_schema, layout=run.layout, declared=run.declared)
+    if rules or run.spec.output_mode != "append":
+        table = DeltaSink(store, str(run.table.path), checkpoint, output_mode=run.spec.output_mode, keys=run.spec.keys,
+                          merge_schema=run.spec.merge_schema, layout=run.spec.layout, declared=run.spec.declared_types)
         sink = expecting(table, rules, run.table.table_name)
     else:
-        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema, reads_files=True,
-                               layout=run.layout, declared=run.declared)
+        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.spec.merge_schema, reads_files=True,
+                               layout=run.spec.layout, declared=run.spec.declared_types)
     query = run_query(run, source.build, sink, log, restart_when=source.restart_when, max_restarts=source.max_restarts)
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:

@@ -7,9 +7,9 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.nothing_to_read import TableKept
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.outputs import TableKept
 from lakehouse_assets.storage import DeltaTableStore
 
 

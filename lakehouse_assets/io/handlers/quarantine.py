@@ -8,9 +8,9 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.routed_table_asset import QuarantineOf
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.outputs import QuarantineOf
 from lakehouse_assets.storage import DeltaTableStore, run_commits
 
 

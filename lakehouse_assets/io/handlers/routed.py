@@ -8,11 +8,11 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.routed_table_asset import RoutedRows
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality.duplicates import DUPLICATES_KEY
 from lakehouse_assets.quality.quarantine import QuarantineSink, route, split_routed
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
@@ -29,8 +29,8 @@ def write_routed(routed: RoutedRows, run: TableRun, store: DeltaTableStore, log:
         return stream_written(run, store, skipped(run, log), rules)
     checkpoint = str(run.table.checkpoint)
     sink = QuarantineSink(
-        passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.merge_schema,
-                         layout=run.layout, declared=run.declared),
+        passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.spec.merge_schema,
+                         layout=run.spec.layout, declared=run.spec.declared_types),
         # The quarantine keeps refused rows as they came: a column new upstream is added to
         # it, never a reason to stop, or its rows would have nowhere to go.
         quarantine=DeltaSink(store, str(run.quarantine.path), checkpoint, merge_schema=True),
@@ -40,12 +40,12 @@ def write_routed(routed: RoutedRows, run: TableRun, store: DeltaTableStore, log:
         table=run.table.table_name,
         unique_by=routed.unique_by,
     )
-    if run.declared is not None:
+    if run.spec.declared_types is not None:
         # Each batch writes the quarantine before the table: a passed row that cannot take
         # the table's declared types is refused before the query starts, not between the two.
         passed, _ = split_routed(route(routed.rows, rules), passed_columns=routed.passed_columns,
                                  quarantine_columns=routed.quarantine_columns)
-        run.declared.fitted(passed, str(run.table.path))
+        run.spec.declared_types.fitted(passed, str(run.table.path))
     # Routed before foreachBatch, so Spark fixes current_timestamp() (time rules read it) once
     # per micro-batch and both outputs of a batch see one reason.
     query = run_query(run, lambda: route(routed.rows, rules), sink, log)

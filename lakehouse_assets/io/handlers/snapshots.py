@@ -17,13 +17,13 @@ from lakehouse_assets.storage.sink import RUN_KEY
 
 def write_snapshots(output: SnapshotSource, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Apply the snapshots of ``output`` that the table does not hold yet."""
-    if run.auto_cdc is None:
+    if run.spec.auto_cdc is None:
         raise LakehouseError(f"{run.table.table_name} returned snapshots, but its asset says nothing of how to "
                              "apply them: declare it with auto_cdc_from_snapshot_table(...)")
     applied = []
-    for snapshot, commit in apply_snapshots(store, str(run.table.path), run.auto_cdc, output.snapshots,
-                                            output.source, {RUN_KEY: run.run_id or ""}, run.layout,
-                                            run.declared):
+    for snapshot, commit in apply_snapshots(store, str(run.table.path), run.spec.auto_cdc, output.snapshots,
+                                            output.source, {RUN_KEY: run.run_id or ""}, run.spec.layout,
+                                            run.spec.declared_types):
         log.info(f"{run.table.table_name}: applied snapshot {snapshot.version} ({snapshot.name}) "
                  f"as version {commit.version}")
         applied.append((snapshot, commit))

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from lakehouse_assets.aggregates import AggregateSink
-from lakehouse_assets.assets.table_asset import ExpectedRows
 from lakehouse_assets.cdc import AutoCdcSink
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.outputs import ExpectedRows
 from lakehouse_assets.quality.expectations import expecting
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.storage.sink import DeltaStreamSink, TableSink
@@ -26,10 +26,10 @@ def write_stream(output: ExpectedRows, run: TableRun, store: DeltaTableStore, lo
     if not has_work(run, store):
         return stream_written(run, store, skipped(run, log), rules)
     sink: RunSink
-    if run.output_mode == "append" and not rules and run.auto_cdc is None and run.aggregate is None:
+    if run.spec.output_mode == "append" and not rules and run.spec.auto_cdc is None and run.spec.aggregate is None:
         # Appends to one table, counting nothing per batch: Delta's own streaming sink.
-        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.merge_schema,
-                               layout=run.layout, declared=run.declared)
+        sink = DeltaStreamSink(store, str(run.table.path), merge_schema=run.spec.merge_schema,
+                               layout=run.spec.layout, declared=run.spec.declared_types)
     else:
         sink = expecting(_kept(run, store), rules, run.table.table_name)
     query = run_query(run, lambda: output.rows, sink, log)
@@ -40,10 +40,10 @@ def _kept(run: TableRun, store: DeltaTableStore) -> TableSink:
     """The ``foreachBatch`` sink keeping the table as its run says: appended, replaced,
     merged by key, applied AUTO CDC, or aggregated incrementally."""
     delta = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
-                      output_mode=run.output_mode, keys=run.keys, merge_schema=run.merge_schema,
-                      layout=run.layout, declared=run.declared)
-    if run.auto_cdc is not None:
-        return AutoCdcSink(delta, run.auto_cdc)
-    if run.aggregate is not None:
-        return AggregateSink(delta, run.aggregate)
+                      output_mode=run.spec.output_mode, keys=run.spec.keys, merge_schema=run.spec.merge_schema,
+                      layout=run.spec.layout, declared=run.spec.declared_types)
+    if run.spec.auto_cdc is not None:
+        return AutoCdcSink(delta, run.spec.auto_cdc)
+    if run.spec.aggregate is not None:
+        return AggregateSink(delta, run.spec.aggregate)
     return delta
