@@ -126,13 +126,7 @@ def _chain_to_landing(table: str, specs: Mapping[str, dg.AssetSpec]) -> tuple[tu
 def declared_types(assets: Iterable[Any]) -> dict[str, dict[str, str]]:
     """Each table's declared column types (column to Spark SQL type), for the tables that
     declare any: from its SQL column list, its ``columns=`` or its contract's model."""
-    declared = {}
-    for table, spec in table_specs(assets).items():
-        schema = spec.metadata.get("dagster/column_schema")
-        types = {c.name: c.type for c in schema.columns if c.type and c.type != "unknown"} if schema else {}
-        if types:
-            declared[table] = types
-    return declared
+    return {table: dict(spec.column_types) for table, spec in declared_tables(assets).items() if spec.column_types}
 
 
 def ingests_landed_files(spec: dg.AssetSpec) -> bool:
