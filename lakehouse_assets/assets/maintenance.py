@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import dagster as dg
 from pydantic import Field
 
+from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.tables.maintenance import TableMaintenance
 
@@ -44,9 +45,17 @@ def maintain_tables(context: dg.OpExecutionContext, config: MaintenanceConfig) -
     """Maintain each table in turn; fail at the end naming the tables that could not be.
     A generator: each observation is recorded as it is yielded, so a failure at the end
     keeps the record of the tables that were maintained."""
-    maintenance = TableMaintenance(context.resources.spark.spark_session, context.resources.spark.settings(),
+    lakehouse = context.resources.spark
+    maintenance = TableMaintenance(lakehouse.spark_session, lakehouse.settings(),
                                    lock_timeout_seconds=LOCK_TIMEOUT_SECONDS,
                                    holder=f"Dagster run {context.run_id} (table maintenance)")
+    # A lost engine fails the run once, naming it, rather than each remaining table in turn.
+    with engine_errors(lakehouse.settings()):
+        yield from _maintain(context, config, maintenance)
+
+
+def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig,
+              maintenance: TableMaintenance) -> Iterator[dg.AssetObservation]:
     names = [target for table in config.tables or maintenance.names() for target in maintenance.targets(table)]
     failures: dict[str, str] = {}
     for name in names:  # each table, then the state tables inside it

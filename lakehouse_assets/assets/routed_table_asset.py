@@ -3,6 +3,7 @@ quarantine table beside it, both written by one query, both assets in the lineag
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -24,6 +25,7 @@ from lakehouse_assets.assets.table_asset import (
     untyped_inputs,
     with_lakehouse_resource,
 )
+from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.outputs import QuarantineOf, RoutedRows, TableKept
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
@@ -117,7 +119,8 @@ def routed_table_asset(
                     if quarantine_key in selected:
                         yield dg.Output(QuarantineOf(main_key), output_name=quarantine_output)
                 return
-            routed = dataclasses.replace(fn(**inputs), expectations=tuple(expectations))
+            with engine_errors(lakehouse.settings()) if lakehouse is not None else contextlib.nullcontext():
+                routed = dataclasses.replace(fn(**inputs), expectations=tuple(expectations))
             if main_key not in selected:
                 yield dg.Output(routed, output_name=quarantine_output)
                 return

@@ -22,6 +22,7 @@ from pyspark.sql import types as T
 from lakehouse_assets.aggregates.spec import IncrementalAggregate
 from lakehouse_assets.assets.nothing_to_read import Keep, log_skip, nothing_to_read
 from lakehouse_assets.cdc.spec import AutoCdc
+from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.outputs import AppendFlows, ExpectedRows, IncrementalSource, TableKept
 from lakehouse_assets.quality.contract import DescribedColumn
@@ -142,13 +143,15 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, .
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Iterator[dg.Output[Any]]:
         lakehouse = kwargs.pop(LAKEHOUSE_RESOURCE) if added else kwargs[LAKEHOUSE_RESOURCE]
-        verdict = nothing_to_read(table, kwargs, deps, lakehouse.settings(), lakehouse.store())
+        settings = lakehouse.settings()
+        verdict = nothing_to_read(table, kwargs, deps, settings, lakehouse.store())
         if verdict is not None:
             log_skip(table, verdict)
             if isinstance(verdict, Keep):
                 yield dg.Output(TableKept(verdict.reason))
             return
-        returned = fn(*args, **kwargs)
+        with engine_errors(settings):  # the body's own Spark calls (a schema, a lookup read)
+            returned = fn(*args, **kwargs)
         if isinstance(returned, IncrementalSource | AppendFlows):
             returned = dataclasses.replace(returned, expectations=rules)
         elif isinstance(returned, DataFrame) and rules:

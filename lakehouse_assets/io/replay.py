@@ -27,6 +27,7 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import DataFrame, SparkSession
 
+from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
@@ -253,8 +254,9 @@ def replay_job(asset: dg.AssetsDefinition) -> dg.JobDefinition:
            description=f"Moves the quarantined rows of {spec.table} that pass its rules and lookups now")
     def replay(context):  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation here
         lakehouse = context.resources.spark
-        result = replay_quarantine(asset, lakehouse.spark_session, lakehouse.settings(), lakehouse.store(),
-                                   context.run_id)
+        with engine_errors(lakehouse.settings()):
+            result = replay_quarantine(asset, lakehouse.spark_session, lakehouse.settings(), lakehouse.store(),
+                                       context.run_id)
         context.log.info(f"{result.table}: replay {result.replay} moved {result.moved} rows; "
                          f"{result.still_quarantined} stay quarantined")
         metadata = {"rows_replayed": dg.MetadataValue.int(result.moved),

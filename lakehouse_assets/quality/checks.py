@@ -28,6 +28,7 @@ import dagster as dg
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
+from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.contract import Contract, StructureError
 from lakehouse_assets.quality.evaluation import DEFAULT_SAMPLE_SIZE, Evaluation, RuleResult, evaluate, markdown_table
@@ -127,11 +128,12 @@ def contract_checks(
         can_subset=True,
     )
     def _contract_checks(context: dg.AssetCheckExecutionContext, spark: SparkResource) -> Iterator[dg.AssetCheckResult]:
-        selected = context.selected_asset_check_keys
-        for result in run_checks(context, spark.spark_session, contract, key, scope=scope, sample_size=sample_size,
-                                 settings=spark.settings(), store=spark.store()):
-            if dg.AssetCheckKey(key, str(result.check_name)) in selected:
-                yield result
+        selected, settings = context.selected_asset_check_keys, spark.settings()
+        with engine_errors(settings):  # an engine lost mid-check is named, as in a table's run
+            for result in run_checks(context, spark.spark_session, contract, key, scope=scope,
+                                     sample_size=sample_size, settings=settings, store=spark.store()):
+                if dg.AssetCheckKey(key, str(result.check_name)) in selected:
+                    yield result
 
     return _contract_checks
 
@@ -382,11 +384,7 @@ __all__ = [
     "FAILING_ROWS",
     "FAILING_SAMPLE",
     "ROWS_CHECKED",
-    "SCHEMA_DRIFT_CHECK",
-    "STRUCTURE_CHECK",
-    "Scope",
-    "VERSIONS_CHECKED",
-    "UNCHANGED_SINCE_VERSION",
+    "SCHEMA_DRIFT_CHECK", "STRUCTURE_CHECK", "Scope", "VERSIONS_CHECKED", "UNCHANGED_SINCE_VERSION",
     "check_names",
     "contract_check_specs",
     "contract_checks",

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
@@ -38,7 +39,10 @@ from lakehouse_assets.engine.server import (
     stop_engine,
 )
 from lakehouse_assets.errors import EngineStartError
+from lakehouse_assets.quality import silver
+from lakehouse_assets.quality.checks import contract_checks
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spark import SparkResource
 from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 from lakehouse_assets_tests.ports import free_port
 
@@ -414,7 +418,29 @@ def test_a_killed_engine_is_reported_and_started_anew(engine: Engine) -> None:
     killed = engine_status(engine.settings).pid
     assert killed is not None
     command = _cmdline(killed)
-    assert kill_engine(engine.settings) == killed
+    # The engine dies in the middle of a Dagster run, between a table's step and its contract
+    # checks' step: the checks, which find the run's session dead, fail naming the engine.
+    table = engine.settings.table_path("silver", "recordings_enriched")
+    write_deltalake(str(table), pa.table({"patient_id": [1, 2], "heartrate": [70.0, 80.0]}))
+    kills = []
+
+    @dg.asset(key=["silver", "recordings_enriched"])
+    def engine_dies_after_this_step(spark: SparkResource) -> None:
+        assert spark.spark_session.range(3).count() == 3
+        kills.append(kill_engine(engine.settings))
+
+    run = dg.materialize([engine_dies_after_this_step, contract_checks(silver.RECORDINGS_ENRICHED)],
+                         resources={"spark": SparkResource(root=str(engine.settings.root),
+                                                           remote=engine.url(engine.files.read_token()))},
+                         raise_on_error=False)
+    assert kills == [killed]
+    failures = [event for event in run.all_events if event.event_type is dg.DagsterEventType.STEP_FAILURE]
+    assert [event.step_key for event in failures] == ["silver_recordings_enriched_contract"]
+    error, message = failures[0].step_failure_data.error, ""  # type: ignore[union-attr]
+    while error is not None:  # Dagster's step error, then what it wraps
+        message, error = message + error.message, error.cause
+    assert f"No Spark engine answers at sc://localhost:{engine.status.port}" in message, message
+    assert "lakehouse engine status" in message and "token" not in message, message
     deadline = time.monotonic() + 10
     while _running(killed, command):
         assert time.monotonic() < deadline, "the engine outlived SIGKILL"
