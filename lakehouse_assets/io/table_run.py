@@ -9,13 +9,14 @@ place, and the handlers only ever see the resulting :class:`TableRun`.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.io.upstream_versions import UpstreamVersions
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import TableRunConfig, TableSpec
 from lakehouse_assets.storage import DeltaTableStore
@@ -69,6 +70,8 @@ class TableRun:
     trigger: Trigger
     #: The table as its asset declares it.
     spec: TableSpec
+    #: What the table's query had read to at its last recorded materialization, if known.
+    last_read: UpstreamVersions | None = None
 
     @property
     def written(self) -> tuple[TableRef, ...]:
@@ -98,11 +101,17 @@ def resolve_table_run(context: dg.OutputContext, settings: LakehouseSettings,
     of its step (the other table of a routed table's pair)."""
     config = TableRunConfig(**(_op_config(context) or {}))
     if key is None or key == context.asset_key:
-        return table_run_of(context.asset_key, TableSpec.of(context.definition_metadata), config, settings,
-                            _run_id(context))
-    step_asset = context.step_context.assets_def
-    assert step_asset is not None  # only an asset's output has tables beside its own
-    return table_run_of(key, TableSpec.of(step_asset.specs_by_key[key].metadata), config, settings, _run_id(context))
+        run = table_run_of(context.asset_key, TableSpec.of(context.definition_metadata), config, settings,
+                           _run_id(context))
+    else:
+        step_asset = context.step_context.assets_def
+        assert step_asset is not None  # only an asset's output has tables beside its own
+        run = table_run_of(key, TableSpec.of(step_asset.specs_by_key[key].metadata), config, settings,
+                           _run_id(context))
+    instance = _instance(context)
+    if instance is None or not run.spec.streams_from:
+        return run
+    return replace(run, last_read=UpstreamVersions.last_recorded(instance, run.table.key))
 
 
 def table_run_of(key: dg.AssetKey, spec: TableSpec | None, config: TableRunConfig, settings: LakehouseSettings,
@@ -140,6 +149,12 @@ def _run_id(context: dg.OutputContext) -> str | None:
         return context.run_id
     except Exception:  # noqa: BLE001 - an output context built outside a run has none
         return None
+
+
+def _instance(context: dg.OutputContext) -> dg.DagsterInstance | None:
+    """The Dagster instance of the run writing, when there is one."""
+    step = context.step_context
+    return step.instance if step is not None else None
 
 
 def _op_config(context: dg.OutputContext) -> dict[str, Any] | None:

@@ -46,17 +46,6 @@ def commit_file(table: Location, version: int) -> Location:
     return table.child(DELTA_LOG, f"{version:020d}.json")
 
 
-def latest_version(table_path: str, known: int | None = None) -> int:
-    """The newest committed version, found by probing commit files after ``known``."""
-    table = locate(table_path)
-    if known is None:
-        return DeltaTable(table_path).version()
-    version = known
-    while commit_file(table, version + 1).exists():
-        version += 1
-    return version
-
-
 def read_commit(table_path: str, version: int) -> Commit:
     """The actions of ``version``, from its commit file."""
     table = locate(table_path)

@@ -28,7 +28,6 @@ from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.conform import allows, conformed
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.delta_offsets import has_unread_data, tables_by_id
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
 from lakehouse_assets.storage.engine import (
     AppTransaction,
@@ -85,17 +84,11 @@ class DeltaTableStore:
         """The table's current schema as Spark sees it."""
         return spark_schema(self._open(path))
 
-    def stream_has_unread_data(self, checkpoint_location: str, root: str | None = None) -> bool | None:
-        """Whether the Delta-sourced query checkpointed at ``checkpoint_location`` has versions
-        to read in the tables under ``root`` (None: cannot tell, e.g. no batch yet or another
-        kind of source)."""
-        return has_unread_data(str(checkpoint_location), tables_by_id(root or self._root, self.table_id))
-
     def table_id(self, path: str) -> str | None:
         """The Delta table's id (its metadata id), or None when there is no table."""
         if not self.exists(path):
             return None
-        return str(self._open(path).metadata().id)
+        return self.snapshot(path).table_id
 
     def committed_batch(self, path: str, app_id: str) -> int | None:
         """The last batch id ``app_id`` committed to the table, or None."""

@@ -12,15 +12,14 @@ name the table by id, not by path: a table is found from its id among the lakeho
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
-from lakehouse_assets.storage._checkpoint_files import BatchOffsets, batch_ids, read_batch_offsets
-from lakehouse_assets.storage._delta_log import latest_version, read_commit
-from lakehouse_assets.storage._files import locate
+from lakehouse_assets.storage._checkpoint_files import BatchOffsets
+from lakehouse_assets.storage._delta_log import read_commit
 from lakehouse_assets.storage.discovery import discover_tables
 
 # Delta's index for "every file of this version read" (Long.MaxValue).
@@ -93,43 +92,4 @@ def tables_by_id(root: Path | str | None, table_id: Callable[[str], str | None])
     return found
 
 
-def has_unread_data(checkpoint_location: str, tables: Mapping[str, str]) -> bool | None:
-    """Whether the query checkpointed at ``checkpoint_location`` has committed Delta versions
-    it has not read: True, False, or None when the checkpoint cannot tell (no batch yet, or
-    a source that is not a Delta table). ``tables`` are the lakehouse's tables by id.
-
-    Read from the checkpoint and the tables' logs alone, without starting a query: a
-    materialization with nothing to read then costs no query start-up at all.
-    """
-    checkpoint = locate(checkpoint_location)
-    planned = batch_ids(checkpoint.child("offsets"))
-    if not planned:
-        return None
-    committed = batch_ids(checkpoint.child("commits"))
-    if not committed or committed[-1] != planned[-1]:
-        return True  # a planned batch was never committed: the query must finish it
-    offsets = read_batch_offsets(checkpoint_location, planned[-1])
-    if offsets is None:
-        return None
-    for source in offsets.sources:
-        position = DeltaSourcePosition.parse(source)
-        if position is None:
-            return None
-        path = tables.get(position.table_id)
-        if path is None or position.starting:
-            return True  # recreated (the query will say so), or a snapshot read in part
-        unread = position.first_unread_version(path)
-        newest = latest_version(path, max(unread - 1, 0))
-        if any(_gives_the_query_work(path, v) for v in range(unread, newest + 1)):
-            return True
-    return False
-
-
-def _gives_the_query_work(table_path: str, version: int) -> bool:
-    """Whether a version adds rows, removes them or changes the schema; a commit that only
-    records a streaming batch's app transaction (an empty batch) gives a reader nothing."""
-    commit = read_commit(table_path, version)
-    return bool(commit.added) or commit.removes_data or commit.schema_string is not None
-
-
-__all__ = ["DeltaSourcePosition", "delta_source_end", "has_unread_data", "tables_by_id"]
+__all__ = ["DeltaSourcePosition", "delta_source_end", "tables_by_id"]

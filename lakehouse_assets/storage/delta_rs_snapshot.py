@@ -67,6 +67,11 @@ class DeltaRsSnapshot:
         self.version = table.version()
         self._table = table
 
+    @property
+    def table_id(self) -> str:
+        """The table's Delta id (a table dropped and created again at the path has a new one)."""
+        return str(self._table.metadata().id)
+
     def column_names(self) -> list[str]:
         """The table's columns at this version."""
         return [field.name for field in self._table.schema().fields]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dagster as dg
 import pytest
 
 from lakehouse_assets.settings import LakehouseSettings
@@ -40,8 +41,9 @@ def assert_tables_match_batch_recomputation(spark, settings: LakehouseSettings) 
 @pytest.mark.slow
 def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, settings):
     first = land(settings.root / "landing", files=3, **LANDING_OPTIONS)
+    instance = dg.DagsterInstance.ephemeral()  # one record of the runs, as a deployment keeps
 
-    run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS))
+    run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS, instance=instance))
 
     assert set(run) == {
         "bronze/recordings", "silver/patients", "silver/recordings_enriched", "silver/recordings_quarantine",
@@ -52,7 +54,7 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
     assert_tables_match_batch_recomputation(spark, settings)
 
     second = land(settings.root / "landing", files=2, **LANDING_OPTIONS)
-    run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS))
+    run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS, instance=instance))
 
     # Only the two new files were read, by every hop downstream of them.
     assert run["bronze/recordings"]["rows_processed"] == second.counts.total
@@ -62,9 +64,10 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
     assert silver_new == second.counts.total
     assert_tables_match_batch_recomputation(spark, settings)
 
-    # Nothing new: the checkpoints say so, and no query is started at all; the
+    # Nothing new: the landing folder and the upstream tables' versions (against what each
+    # table's last materialization read to) say so, and no query is started at all; the
     # materializations say so, with no counts to plot as if the tables had changed.
-    run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS))
+    run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS, instance=instance))
     for key in ("bronze/recordings", "silver/recordings_enriched", "gold/daily_patient_avg", "gold/device_counts"):
         assert run[key]["written_version"] == "none (nothing new)", key
         assert "rows_processed" not in run[key] and "micro_batches" not in run[key], key

@@ -226,25 +226,35 @@ def test_batch_merge_updates_the_matching_row_and_inserts_the_new_one(spark, sto
 
 def test_stream_writes_everything_then_skips_when_nothing_is_new_then_writes_only_new_rows(spark, store, settings):
     path = table_path(settings, "silver", "io_events_doubled")
+    upstream = table_path(settings, *EVENTS)
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 10), (2, 20), (3, 30)])
+    instance = dg.DagsterInstance.ephemeral()  # the runs' record, as a deployment's instance keeps it
 
-    first = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
+    first = materialization_metadata(materialize(events_doubled, instance=instance))["silver/io_events_doubled"]
 
     assert delta_rows(settings, "silver", "io_events_doubled", ["id", "doubled"]) == [(1, 20), (2, 40), (3, 60)]
     assert first["rows_written"] == 3
     assert first["micro_batches"] >= 1
     assert first["written_version"] == first["delta_version"] == store.version(path)
+    # What the query read to: the upstream table as the run found it before starting it.
+    assert first["upstream_versions"] == {"bronze.io_events": {
+        "table_id": store.table_id(upstream), "version": store.version(upstream)}}
 
-    idle = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
+    idle = materialization_metadata(materialize(events_doubled, instance=instance))["silver/io_events_doubled"]
 
     # Nothing written: no counts to plot as zeros, and the version says why.
     assert not {"micro_batches", "rows_written", "rows_processed"} & idle.keys()
     assert idle["query_id"] == ""  # no query started
     assert idle["written_version"] == "none (nothing new)"
     assert idle["delta_version"] == first["delta_version"] == store.version(path)
+    assert idle["upstream_versions"] == first["upstream_versions"]
+
+    # Without the record (another Dagster instance) the query is started, and finds nothing.
+    unrecorded = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
+    assert unrecorded["query_id"] != "" and unrecorded["written_version"] == "none (nothing new)"
 
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(4, 40), (5, 50)])
-    third = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
+    third = materialization_metadata(materialize(events_doubled, instance=instance))["silver/io_events_doubled"]
 
     assert delta_rows(settings, "silver", "io_events_doubled", ["id", "doubled"]) == [
         (1, 20), (2, 40), (3, 60), (4, 80), (5, 100)]

@@ -19,17 +19,20 @@ from lakehouse_assets.io.events import events_metadata, expectation_counts, reco
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.io.upstream_versions import UpstreamVersions
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.streaming import RestartPolicy, RunSink, StreamRun, run_stream
 
 
-def has_work(run: TableRun, store: DeltaTableStore, has_new_data: Callable[[], bool | None] | None = None) -> bool:
+def has_work(run: TableRun, store: DeltaTableStore, has_new_data: Callable[[], bool | None] | None = None,
+             reading: UpstreamVersions | None = None) -> bool:
     """Check the checkpoint, then say whether the query has anything to read: starting a
     query costs seconds even when it reads nothing. ``has_new_data`` is the source's own
-    answer; otherwise the checkpoint's Delta offsets say, and without a checkpoint
-    everything is new. Unknown counts as work."""
+    answer; otherwise the upstream tables as the run found them (``reading``) say, against
+    what the last materialization read (:mod:`lakehouse_assets.io.upstream_versions`), and
+    without a checkpoint everything is new. Unknown counts as work."""
     state = None
     if not run.full_refresh:  # a full refresh has just cleared the checkpoint
         checkpoint = Checkpoint(str(run.table.checkpoint), run.table.table_name)
@@ -38,9 +41,7 @@ def has_work(run: TableRun, store: DeltaTableStore, has_new_data: Callable[[], b
             checkpoint.check_sources(state, store, run.root)
     if has_new_data is not None:
         return has_new_data() is not False
-    if state is None:
-        return True
-    return store.stream_has_unread_data(str(run.table.checkpoint), str(run.root)) is not False
+    return state is None or reading is None or reading != run.last_read
 
 
 def run_query(
@@ -63,17 +64,19 @@ def run_query(
 
 
 def skipped(run: TableRun, log: Any) -> StreamRun:
-    """The report of a query not started: the checkpoint says there is nothing new."""
+    """The report of a query not started: there is nothing new to read."""
     log.info(f"{run.table.table_name}: no new input since the last run; no query started")
     return StreamRun()
 
 
 def stream_written(run: TableRun, store: DeltaTableStore, query: StreamRun,
-                   expectations: Sequence[Rule] = (), *, reads_files: bool = False, **extra: Any) -> Written:
+                   expectations: Sequence[Rule] = (), *, reads_files: bool = False,
+                   reading: UpstreamVersions | None = None, **extra: Any) -> Written:
     """Log the query's batches in the event log (and any a crashed run left unlogged), and
     report the run from the log: rows read, written and quarantined, batches and what its
     ``expectations`` counted (none of them when it committed no batch); then its restarts
-    and id, and for a query with a watermark, the rows it dropped as too late."""
+    and id, for a query with a watermark the rows it dropped as too late, and the upstream
+    versions it has read to (``reading``, found before it started)."""
     events = record_query(run, store, query, reads_files=reads_files)
     late = ({"rows_dropped_by_watermark": dg.MetadataValue.int(query.rows_dropped_by_watermark)}
             if query.watermarked else {})
@@ -84,5 +87,6 @@ def stream_written(run: TableRun, store: DeltaTableStore, query: StreamRun,
         "query_restarts": dg.MetadataValue.int(query.restarts),
         "query_id": dg.MetadataValue.text(query.query_id or ""),
         **(expectations_metadata(expectations, expectation_counts(events)) if counted else {}),
+        **(reading.metadata() if reading is not None else {}),
         **extra,
     })

@@ -12,6 +12,7 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.io.upstream_versions import UpstreamVersions
 from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality.duplicates import DUPLICATES_KEY
 from lakehouse_assets.quality.quarantine import QuarantineSink, route, split_routed
@@ -25,8 +26,9 @@ def write_routed(routed: RoutedRows, run: TableRun, store: DeltaTableStore, log:
             f"{run.table.table_name} returned routed rows, but its asset names no quarantine table: "
             "declare it with routed_table_asset(quarantine_name=...)")
     rules = routed.expectations
-    if not has_work(run, store):
-        return stream_written(run, store, skipped(run, log), rules)
+    reading = UpstreamVersions.now(run.spec, run.root, store)  # before the query: see write_stream
+    if not has_work(run, store, reading=reading):
+        return stream_written(run, store, skipped(run, log), rules, reading=reading)
     checkpoint = str(run.table.checkpoint)
     sink = QuarantineSink(
         passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.spec.merge_schema,
@@ -50,6 +52,7 @@ def write_routed(routed: RoutedRows, run: TableRun, store: DeltaTableStore, log:
     # per micro-batch and both outputs of a batch see one reason.
     query = run_query(run, lambda: route(routed.rows, rules), sink, log)
     if not routed.unique_by:
-        return stream_written(run, store, query, rules)
+        return stream_written(run, store, query, rules, reading=reading)
     duplicates = sum(int(c.metadata.get(DUPLICATES_KEY, 0)) for c in query.commits)
-    return stream_written(run, store, query, rules, duplicates_quarantined=dg.MetadataValue.int(duplicates))
+    return stream_written(run, store, query, rules, reading=reading,
+                          duplicates_quarantined=dg.MetadataValue.int(duplicates))

@@ -13,6 +13,7 @@ from lakehouse_assets.cdc import AutoCdcSink
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.io.upstream_versions import UpstreamVersions
 from lakehouse_assets.outputs import ExpectedRows
 from lakehouse_assets.quality.expectations import expecting
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
@@ -23,8 +24,10 @@ from lakehouse_assets.streaming import RunSink
 def write_stream(output: ExpectedRows, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Run the query of the streaming DataFrame into the table."""
     rules = output.expectations
-    if not has_work(run, store):
-        return stream_written(run, store, skipped(run, log), rules)
+    # Read before the query starts: it reads at least this far (recorded as what it read).
+    reading = UpstreamVersions.now(run.spec, run.root, store)
+    if not has_work(run, store, reading=reading):
+        return stream_written(run, store, skipped(run, log), rules, reading=reading)
     sink: RunSink
     if run.spec.output_mode == "append" and not rules and run.spec.auto_cdc is None and run.spec.aggregate is None:
         # Appends to one table, counting nothing per batch: Delta's own streaming sink.
@@ -33,7 +36,7 @@ def write_stream(output: ExpectedRows, run: TableRun, store: DeltaTableStore, lo
     else:
         sink = expecting(_kept(run, store), rules, run.table.table_name)
     query = run_query(run, lambda: output.rows, sink, log)
-    return stream_written(run, store, query, rules)
+    return stream_written(run, store, query, rules, reading=reading)
 
 
 def _kept(run: TableRun, store: DeltaTableStore) -> TableSink:
