@@ -87,13 +87,8 @@ def table_specs(assets: Iterable[Any]) -> dict[str, dg.AssetSpec]:
 def declared_tables(assets: Iterable[Any]) -> dict[str, TableSpec]:
     """The :class:`~lakehouse_assets.spec.TableSpec` of each table among ``assets``, by table
     name (``layer.name``)."""
-    return {table: _spec(asset_spec) for table, asset_spec in table_specs(assets).items()}
-
-
-def _spec(asset_spec: dg.AssetSpec) -> TableSpec:
-    spec = TableSpec.of(asset_spec.metadata)
-    assert spec is not None  # table_specs holds table assets only
-    return spec
+    return {spec.table: spec for asset in assets if isinstance(asset, dg.AssetsDefinition)
+            for asset_spec in asset.specs if (spec := TableSpec.of(asset_spec.metadata)) is not None}
 
 
 def freshness_paths(assets: Iterable[Any]) -> list[FreshnessPath]:
@@ -101,22 +96,24 @@ def freshness_paths(assets: Iterable[Any]) -> list[FreshnessPath]:
     that streams one source after another down to a bronze streaming a landing folder. A
     table reading two streams, or reading its source in batch, has none: which landed
     files it holds is not a single chain of batch offsets."""
-    specs = table_specs(assets)
+    assets = list(assets)
+    specs, tables = table_specs(assets), declared_tables(assets)
     paths = []
-    for table, spec in sorted(specs.items()):
-        if _spec(spec).quarantine_for:
+    for table, spec in sorted(tables.items()):
+        if spec.quarantine_for:
             continue
-        chain = _chain_to_landing(table, specs)
+        chain = _chain_to_landing(table, specs, tables)
         if chain is not None:
             through, source = chain
             paths.append(FreshnessPath(table, through, source))
     return paths
 
 
-def _chain_to_landing(table: str, specs: Mapping[str, dg.AssetSpec]) -> tuple[tuple[str, ...], str] | None:
+def _chain_to_landing(table: str, specs: Mapping[str, dg.AssetSpec],
+                      tables: Mapping[str, TableSpec]) -> tuple[tuple[str, ...], str] | None:
     chain = [table]
     while (source := streamed_folder(specs[chain[-1]].metadata)) is None:
-        streams = _spec(specs[chain[-1]]).streams_from
+        streams = tables[chain[-1]].streams_from
         if len(streams) != 1 or streams[0] not in specs or streams[0] in chain:
             return None
         chain.append(streams[0])

@@ -11,11 +11,18 @@ looked at (:func:`nothing_to_read`):
   table is not written: it would look like data in lineage and freshness;
 - a landing folder holding no files (deleted, or emptied) under a table that exists: the
   table is **kept** as it stands (:class:`TableKept`), reported without a write, so a lookup
-  is not overwritten with nothing and the tables below it still run.
+  is not overwritten with nothing and the tables below it still run;
+- a table loaded in batch from landed files (a lookup) whose folders hold the very files
+  its last materialization read (each file's path, size and modification time: the
+  ``landed_files`` it recorded, :func:`landed_files`), its table unchanged since: **kept**
+  too, without reading them again or writing a version that changes nothing
+  (:func:`unchanged_landing`). Tables streaming landed files never record it: which files
+  their query has read is its checkpoint's business.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +34,10 @@ from lakehouse_assets.outputs import MissingTable
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore
 
+#: The materialization metadata entry of a table loaded in batch from landed files: what
+#: its landing folders held when it read them (:func:`landed_files`).
+LANDED_FILES = "landed_files"
+
 
 @dataclass(frozen=True)
 class Skip:
@@ -37,9 +48,11 @@ class Skip:
 
 @dataclass(frozen=True)
 class Keep:
-    """The asset's table stays as it is: its landing folder holds no files."""
+    """The asset's table stays as it is: its landing folder holds no files (worth a
+    warning), or the files its last materialization read (``expected``)."""
 
     reason: str
+    expected: bool = False
 
 
 def nothing_to_read(table: dg.AssetKey, inputs: Mapping[str, Any], deps: Iterable[dg.AssetKey],
@@ -65,11 +78,44 @@ def nothing_to_read(table: dg.AssetKey, inputs: Mapping[str, Any], deps: Iterabl
     return Keep(f"{folder} holds no files; {name} is kept as it stands (`lakehouse reset {name}` clears it)")
 
 
+def landed_files(deps: Iterable[dg.AssetKey], settings: LakehouseSettings) -> dict[str, str]:
+    """What the landing folders among ``deps`` hold, one fingerprint per folder (a digest of
+    each data file's path, size and modification time): recorded by a table loaded from them
+    in batch (:data:`LANDED_FILES`), so that the next run can tell nothing has landed since."""
+    found = {}
+    for dep in deps:
+        if len(dep.path) == 2 and dep.path[0] == LANDING_DIR:
+            files = list_data_files(str(settings.landing_path(dep.path[1])), recursive=True)
+            listing = "\n".join(f"{f.relative_path}\t{f.size}\t{f.modification_time.isoformat()}" for f in files)
+            found[dep.path[1]] = hashlib.sha256(listing.encode()).hexdigest()
+    return found
+
+
+def unchanged_landing(table: dg.AssetKey, landed: Mapping[str, str], instance: dg.DagsterInstance,
+                      settings: LakehouseSettings, store: DeltaTableStore) -> Keep | None:
+    """A :class:`Keep` when ``table``'s last materialization (in ``instance``) read the
+    landed files ``landed`` describes and the table is still the version it wrote; else None."""
+    event = instance.get_latest_materialization_event(table) if landed else None
+    materialization = event.asset_materialization if event is not None else None
+    if materialization is None:
+        return None
+    recorded, version = materialization.metadata.get(LANDED_FILES), materialization.metadata.get("delta_version")
+    if not isinstance(recorded, dg.JsonMetadataValue) or recorded.data != dict(landed):
+        return None
+    now = store.version(str(settings.table_path(*table.path)))
+    if not isinstance(version, dg.IntMetadataValue) or now != version.value:
+        return None
+    folders = ", ".join(f"{LANDING_DIR}/{folder}" for folder in sorted(landed))
+    return Keep(f"{folders} holds the files its last run read; {'.'.join(table.path)} is kept as it stands",
+                expected=True)
+
+
 def log_skip(table: dg.AssetKey, skip: Skip | Keep) -> None:
     """Say in the run's log why ``table`` is not written: a skip is expected on a young
-    lakehouse, a landing folder emptied under a built table is worth a warning."""
+    lakehouse, and so is a lookup whose files did not change; a landing folder emptied under
+    a built table is worth a warning."""
     log = dg.get_dagster_logger()
-    if isinstance(skip, Skip):
+    if isinstance(skip, Skip) or skip.expected:
         log.info(f"{'.'.join(table.path)} skipped: {skip.reason}")
     else:
         log.warning(f"{'.'.join(table.path)} not written: {skip.reason}")

@@ -20,7 +20,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lakehouse_assets.aggregates.spec import IncrementalAggregate
-from lakehouse_assets.assets.nothing_to_read import Keep, log_skip, nothing_to_read
+from lakehouse_assets.assets.nothing_to_read import (
+    LANDED_FILES,
+    Keep,
+    landed_files,
+    log_skip,
+    nothing_to_read,
+    unchanged_landing,
+)
 from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
@@ -142,25 +149,53 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, .
 
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Iterator[dg.Output[Any]]:
+        context = args[0] if args else kwargs.get("context")
+        if context_added:
+            args = args[1:] if args else args
+            kwargs.pop("context", None)
         lakehouse = kwargs.pop(LAKEHOUSE_RESOURCE) if added else kwargs[LAKEHOUSE_RESOURCE]
-        settings = lakehouse.settings()
-        verdict = nothing_to_read(table, kwargs, deps, settings, lakehouse.store())
+        settings, store = lakehouse.settings(), lakehouse.store()
+        verdict = nothing_to_read(table, kwargs, deps, settings, store)
+        landed = landed_files(deps, settings)
+        if verdict is None and landed and context is not None and not _full_refresh(context):
+            verdict = unchanged_landing(table, landed, context.instance, settings, store)
+        # What the landing folders held, recorded by a table loaded from them in batch.
+        recorded = {LANDED_FILES: dg.MetadataValue.json(landed)} if landed else {}
         if verdict is not None:
             log_skip(table, verdict)
             if isinstance(verdict, Keep):
-                yield dg.Output(TableKept(verdict.reason))
+                yield dg.Output(TableKept(verdict.reason), metadata=recorded if verdict.expected else {})
             return
         with engine_errors(settings):  # the body's own Spark calls (a schema, a lookup read)
             returned = fn(*args, **kwargs)
+            in_batch = isinstance(returned, DataFrame) and not returned.isStreaming
         if isinstance(returned, IncrementalSource | AppendFlows):
             returned = dataclasses.replace(returned, expectations=rules)
         elif isinstance(returned, DataFrame) and rules:
             returned = ExpectedRows(returned, rules)
-        yield dg.Output(returned)
+        yield dg.Output(returned, metadata=recorded if in_batch else {})
 
     untyped_inputs(body, fn)
     added = with_lakehouse_resource(body)
+    context_added = with_context(body)
     return body
+
+
+def with_context(body: Callable[..., Any]) -> bool:
+    """Give ``body`` Dagster's execution context as its first parameter unless the
+    transformation takes it already; whether it was added (then the body keeps it to itself)."""
+    signature = inspect.signature(body)
+    parameters = list(signature.parameters.values())
+    if parameters and parameters[0].name == "context":
+        return False
+    given = inspect.Parameter("context", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    body.__signature__ = signature.replace(parameters=[given, *parameters])  # type: ignore[attr-defined]
+    return True
+
+
+def _full_refresh(context: Any) -> bool:
+    """Whether the run's config asks for the table to be rebuilt (then it is read anew)."""
+    return bool((context.op_execution_context.op_config or {}).get("full_refresh"))
 
 
 def with_lakehouse_resource(body: Callable[..., Any]) -> bool:

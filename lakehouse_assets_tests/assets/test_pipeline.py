@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import dagster as dg
 import pytest
 
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.assets.pipeline import (
     SEED_WITHOUT_CHECKS,
     delta_rows,
@@ -63,6 +66,10 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
     silver_new = run["silver/recordings_enriched"]["rows_processed"]
     assert silver_new == second.counts.total
     assert_tables_match_batch_recomputation(spark, settings)
+    # The patients lookup's CSV did not change: it is neither read again nor rewritten.
+    patients = settings.table_path("silver", "patients")
+    assert "landing/patients holds the files its last run read" in run["silver/patients"]["not_written"]
+    assert run["silver/patients"]["delta_version"] == DeltaTableStore().version(str(patients)) == 0
 
     # Nothing new: the landing folder and the upstream tables' versions (against what each
     # table's last materialization read to) say so, and no query is started at all; the
@@ -72,5 +79,16 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
         assert run[key]["written_version"] == "none (nothing new)", key
         assert "rows_processed" not in run[key] and "micro_batches" not in run[key], key
         assert run[key]["query_id"] == "", key
+    assert run["silver/patients"]["delta_version"] == 0 and "not_written" in run["silver/patients"]
     assert_tables_match_batch_recomputation(spark, settings)
+
+    # A lookup file landed again (here: touched) is read again; so is one whose run asks for
+    # a full refresh.
+    csv = settings.landing_path("patients") / "patients.csv"
+    os.utime(csv, ns=(csv.stat().st_atime_ns, csv.stat().st_mtime_ns + 10**9))
+    run = materialization_metadata(materialize(["silver/patients"], instance=instance))
+    assert "not_written" not in run["silver/patients"] and run["silver/patients"]["delta_version"] == 1
+    refreshed = materialize(["silver/patients"], instance=instance,
+                            run_config={"ops": {"silver__patients": {"config": {"full_refresh": True}}}})
+    assert "not_written" not in materialization_metadata(refreshed)["silver/patients"]
 

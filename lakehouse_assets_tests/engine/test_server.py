@@ -21,7 +21,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
@@ -39,10 +38,7 @@ from lakehouse_assets.engine.server import (
     stop_engine,
 )
 from lakehouse_assets.errors import EngineStartError
-from lakehouse_assets.quality import silver
-from lakehouse_assets.quality.checks import contract_checks
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 from lakehouse_assets_tests.ports import free_port
 
@@ -55,6 +51,35 @@ ENGINE_CONF = {**SMALL_DATA_CONF,
                "spark.lakehouse.engine.queryCachePolling": "1s",
                "spark.lakehouse.engine.monitorReapInterval": "1s"}
 CLIENT_TIMEOUT_SECONDS = 120
+
+# A Dagster run on the engine at argv[1] (of the lakehouse at argv[2], its engine's port
+# argv[3]) whose engine is killed after a table's step, before its contract checks' step:
+# prints the kill, then each failed step's errors, outermost first.
+CHECKS_AFTER_THE_ENGINE_DIES = textwrap.dedent("""
+    import sys
+    import dagster as dg
+    from lakehouse_assets.engine.server import kill_engine
+    from lakehouse_assets.quality import silver
+    from lakehouse_assets.quality.checks import contract_checks
+    from lakehouse_assets.settings import LakehouseSettings
+    from lakehouse_assets.spark import SparkResource
+    url, root, port = sys.argv[1:]
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": root, "LAKEHOUSE_ENGINE_PORT": port})
+
+    @dg.asset(key=["silver", "recordings_enriched"])
+    def engine_dies_after_this_step(spark: SparkResource) -> None:
+        assert spark.spark_session.range(3).count() == 3
+        print("killed", kill_engine(settings), flush=True)
+
+    run = dg.materialize([engine_dies_after_this_step, contract_checks(silver.RECORDINGS_ENRICHED)],
+                         resources={"spark": SparkResource(root=root, remote=url)}, raise_on_error=False)
+    for event in run.all_events:
+        if event.event_type is dg.DagsterEventType.STEP_FAILURE:
+            error = event.step_failure_data.error
+            while error is not None:
+                print(event.step_key, " ".join(error.message.split()))
+                error = error.cause
+""")
 
 # A client that runs one query on the engine at argv[1] and prints its answer.
 COUNT_CLIENT = textwrap.dedent("""
@@ -418,27 +443,18 @@ def test_a_killed_engine_is_reported_and_started_anew(engine: Engine) -> None:
     killed = engine_status(engine.settings).pid
     assert killed is not None
     command = _cmdline(killed)
-    # The engine dies in the middle of a Dagster run, between a table's step and its contract
-    # checks' step: the checks, which find the run's session dead, fail naming the engine.
+    # The engine dies in the middle of a Dagster run (in a process of its own: a Connect
+    # session would turn this one's pyspark to Connect), between a table's step and its
+    # contract checks' step: the checks, which find the run's session dead, fail naming it.
     table = engine.settings.table_path("silver", "recordings_enriched")
     write_deltalake(str(table), pa.table({"patient_id": [1, 2], "heartrate": [70.0, 80.0]}))
-    kills = []
-
-    @dg.asset(key=["silver", "recordings_enriched"])
-    def engine_dies_after_this_step(spark: SparkResource) -> None:
-        assert spark.spark_session.range(3).count() == 3
-        kills.append(kill_engine(engine.settings))
-
-    run = dg.materialize([engine_dies_after_this_step, contract_checks(silver.RECORDINGS_ENRICHED)],
-                         resources={"spark": SparkResource(root=str(engine.settings.root),
-                                                           remote=engine.url(engine.files.read_token()))},
-                         raise_on_error=False)
-    assert kills == [killed]
-    failures = [event for event in run.all_events if event.event_type is dg.DagsterEventType.STEP_FAILURE]
-    assert [event.step_key for event in failures] == ["silver_recordings_enriched_contract"]
-    error, message = failures[0].step_failure_data.error, ""  # type: ignore[union-attr]
-    while error is not None:  # Dagster's step error, then what it wraps
-        message, error = message + error.message, error.cause
+    run = _run_client(CHECKS_AFTER_THE_ENGINE_DIES, engine.url(engine.files.read_token()),
+                      str(engine.settings.root), str(engine.status.port))
+    printed = run.stdout.splitlines()
+    assert f"killed {killed}" in printed, run.stderr[-3000:]
+    failures = [line for line in printed if not line.startswith("killed")]
+    assert failures and all(line.startswith("silver_recordings_enriched_contract ") for line in failures), printed
+    message = "\n".join(failures)
     assert f"No Spark engine answers at sc://localhost:{engine.status.port}" in message, message
     assert "lakehouse engine status" in message and "token" not in message, message
     deadline = time.monotonic() + 10
