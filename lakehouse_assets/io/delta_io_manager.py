@@ -33,7 +33,7 @@ from lakehouse_assets.io.handlers.snapshots import write_snapshots
 from lakehouse_assets.io.handlers.stream import write_stream
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.lineage import derived_lineage
-from lakehouse_assets.io.metadata import table_metadata
+from lakehouse_assets.io.metadata import LINEAGE, table_metadata
 from lakehouse_assets.io.table_run import TableRef, TableRun, full_refresh, resolve_table_run
 from lakehouse_assets.outputs import (
     AppendFlows,
@@ -97,7 +97,6 @@ class DeltaIOManager(dg.ConfigurableIOManager):
     def _write(self, context: dg.OutputContext, obj: Any, run: TableRun) -> dict[str, Any]:
         """Write ``obj`` as ``run`` says; the metadata reporting the table."""
         handler, writes = _handler_for(obj, run.table)
-        lineage = derived_lineage(obj, run, context.log)  # from the plan, before the query starts
         store = self.store()
         # A table this write creates is named in the session's catalog after it (the next
         # step's `spark.read.table` and SQL find it); the others are there already.
@@ -119,10 +118,16 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             fault_point("asset.materialized")
         else:
             written = handler(obj, run, store, context.log)
+        # The column lineage from the plan of what was written (before the body's views go);
+        # a run that wrote nothing keeps the lineage its table's last materialization reported,
+        # instead of planning a query it did not run (seconds in a cold JVM).
+        lineage = derived_lineage(obj, run, context.log) if written.version is not None else None
         drop_temp_views(self.spark.spark_session)
         if new_tables:
             register_tables(self.spark.spark_session, self.settings(), new_tables)
         metadata = {**written.metadata, **table_metadata(store, run, written.version, lineage)}
+        if written.version is None and LINEAGE in run.last_recorded:
+            metadata[LINEAGE] = run.last_recorded[LINEAGE]
         metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
         return metadata
 

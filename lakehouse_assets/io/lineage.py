@@ -4,7 +4,7 @@ Derived, never written by hand: a SQL asset's lineage is read from its SQL when 
 declared (:mod:`lakehouse_assets.tables.sql_lineage`; for a grouped table kept incrementally the
 DataFrame is the batch's source rows, not the table, so the SQL is the one that tells), and any
 other asset's from the plan of the DataFrame it returned
-(:mod:`lakehouse_assets.tables.plan_lineage`), before its query starts. What is reported is then
+(:mod:`lakehouse_assets.tables.plan_lineage`), once its query has written. What is reported is then
 held to the tables as they are: a column the written table lacks is not reported, nor a source
 column the upstream table lacks (a change data feed's ``_change_type``, say).
 

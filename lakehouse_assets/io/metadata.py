@@ -17,6 +17,9 @@ from lakehouse_assets.quality.expectations import ExpectationCounts
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.storage import DeltaTableStore
 
+#: The metadata entry Dagster's UI reads a table's column lineage from.
+LINEAGE = "dagster/column_lineage"
+
 
 def table_metadata(store: DeltaTableStore, run: TableRun, written_version: int | None,
                    lineage: Mapping[str, Sequence[tuple[str, str]]] | None = None) -> dict[str, Any]:
@@ -41,7 +44,7 @@ def table_metadata(store: DeltaTableStore, run: TableRun, written_version: int |
         for f in fields])
     kept = kept_lineage(lineage, [f.name for f in fields], store, run.root) if lineage else {}
     if kept:
-        metadata["dagster/column_lineage"] = dg.TableColumnLineage(deps_by_column={
+        metadata[LINEAGE] = dg.TableColumnLineage(deps_by_column={
             column: [dg.TableColumnDep(asset_key=dg.AssetKey(table.split(".")), column_name=source_column)
                      for table, source_column in sources]
             for column, sources in kept.items()

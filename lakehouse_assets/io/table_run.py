@@ -9,7 +9,8 @@ place, and the handlers only ever see the resulting :class:`TableRun`.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,14 @@ class TableRun:
     trigger: Trigger
     #: The table as its asset declares it.
     spec: TableSpec
-    #: What the table's query had read to at its last recorded materialization, if known.
-    last_read: UpstreamVersions | None = None
+    #: The metadata of the table's latest materialization (Dagster's record of its last
+    #: run); empty when there is none, or no Dagster instance to ask.
+    last_recorded: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def last_read(self) -> UpstreamVersions | None:
+        """What the table's query had read to at its latest materialization, if recorded."""
+        return UpstreamVersions.recorded(self.last_recorded)
 
     @property
     def written(self) -> tuple[TableRef, ...]:
@@ -109,9 +116,9 @@ def resolve_table_run(context: dg.OutputContext, settings: LakehouseSettings,
         run = table_run_of(key, TableSpec.of(step_asset.specs_by_key[key].metadata), config, settings,
                            _run_id(context))
     instance = _instance(context)
-    if instance is None or not run.spec.streams_from:
-        return run
-    return replace(run, last_read=UpstreamVersions.last_recorded(instance, run.table.key))
+    event = instance.get_latest_materialization_event(run.table.key) if instance is not None else None
+    materialization = event.asset_materialization if event is not None else None
+    return replace(run, last_recorded=materialization.metadata) if materialization is not None else run
 
 
 def table_run_of(key: dg.AssetKey, spec: TableSpec | None, config: TableRunConfig, settings: LakehouseSettings,

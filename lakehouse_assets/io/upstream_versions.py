@@ -74,13 +74,6 @@ class UpstreamVersions:
             return None
         return cls({table: TableVersion(str(read["table_id"]), int(read["version"])) for table, read in data.items()})
 
-    @classmethod
-    def last_recorded(cls, instance: dg.DagsterInstance, key: dg.AssetKey) -> UpstreamVersions | None:
-        """What the latest materialization of ``key`` in ``instance`` recorded, or None."""
-        event = instance.get_latest_materialization_event(key)
-        materialization = event.asset_materialization if event is not None else None
-        return cls.recorded(materialization.metadata) if materialization is not None else None
-
     def metadata(self) -> dict[str, dg.MetadataValue]:
         """The entry a materialization records them in (the UI shows what each run read to)."""
         read = {table: {"table_id": at.table_id, "version": at.version} for table, at in sorted(self.tables.items())}

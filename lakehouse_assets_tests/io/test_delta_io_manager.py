@@ -248,6 +248,10 @@ def test_stream_writes_everything_then_skips_when_nothing_is_new_then_writes_onl
     assert idle["written_version"] == "none (nothing new)"
     assert idle["delta_version"] == first["delta_version"] == store.version(path)
     assert idle["upstream_versions"] == first["upstream_versions"]
+    # The column lineage is the last run's: the plan of a query not run is not asked for.
+    assert first["dagster/column_lineage"].deps_by_column["doubled"] == [
+        dg.TableColumnDep(asset_key=dg.AssetKey(list(EVENTS)), column_name="value")]
+    assert idle["dagster/column_lineage"] == first["dagster/column_lineage"]
 
     # Without the record (another Dagster instance) the query is started, and finds nothing.
     unrecorded = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
