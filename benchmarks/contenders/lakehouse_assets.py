@@ -152,6 +152,18 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
     from lakehouse_assets.io import delta_io_manager
 
     targets: list[tuple[Any, str]] = [(delta_io_manager, "table_metadata"), (query_module, "run_query")]
+    # Column lineage (an explain of the plan: seconds in a cold JVM) and the look upstream
+    # before a table's body runs (called through their modules' globals).
+    targets += [(module, name) for module, name in ((delta_io_manager, "derived_lineage"),
+                                                    (query_module, "has_work"))
+                if hasattr(module, name)]
+    try:
+        from lakehouse_assets.assets import table_asset
+
+        targets += [(table_asset, name) for name in ("nothing_to_read", "landed_files", "unchanged_landing")
+                    if hasattr(table_asset, name)]
+    except ImportError:
+        pass
     store_methods = ("write", "merge", "read", "read_stream", "schema", "_open", "_open_for_write", "history",
                      "replace_files")
     try:  # Delta Lake's connector (from issue 30 on)
