@@ -154,9 +154,8 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
     targets: list[tuple[Any, str]] = [(delta_io_manager, "table_metadata"), (query_module, "run_query")]
     # Column lineage (an explain of the plan: seconds in a cold JVM) and the look upstream
     # before a table's body runs (called through their modules' globals).
-    targets += [(module, name) for module, name in ((delta_io_manager, "derived_lineage"),
-                                                    (query_module, "has_work"))
-                if hasattr(module, name)]
+    if hasattr(delta_io_manager, "derived_lineage"):
+        targets.append((delta_io_manager, "derived_lineage"))
     try:
         from lakehouse_assets.assets import table_asset
 
