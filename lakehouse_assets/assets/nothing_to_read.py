@@ -32,6 +32,7 @@ import dagster as dg
 from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.outputs import MissingTable
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
+from lakehouse_assets.spec import last_recorded
 from lakehouse_assets.storage import DeltaTableStore
 
 #: The materialization metadata entry of a table loaded in batch from landed files: what
@@ -95,11 +96,8 @@ def unchanged_landing(table: dg.AssetKey, landed: Mapping[str, str], instance: d
                       settings: LakehouseSettings, store: DeltaTableStore) -> Keep | None:
     """A :class:`Keep` when ``table``'s last materialization (in ``instance``) read the
     landed files ``landed`` describes and the table is still the version it wrote; else None."""
-    event = instance.get_latest_materialization_event(table) if landed else None
-    materialization = event.asset_materialization if event is not None else None
-    if materialization is None:
-        return None
-    recorded, version = materialization.metadata.get(LANDED_FILES), materialization.metadata.get("delta_version")
+    metadata = last_recorded(instance, table) if landed else {}
+    recorded, version = metadata.get(LANDED_FILES), metadata.get("delta_version")
     if not isinstance(recorded, dg.JsonMetadataValue) or recorded.data != dict(landed):
         return None
     now = store.version(str(settings.table_path(*table.path)))

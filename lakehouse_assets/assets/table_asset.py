@@ -151,7 +151,7 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, .
     def body(*args: Any, **kwargs: Any) -> Iterator[dg.Output[Any]]:
         context = args[0] if args else kwargs.get("context")
         if context_added:
-            args = args[1:] if args else args
+            args = args[1:]
             kwargs.pop("context", None)
         lakehouse = kwargs.pop(LAKEHOUSE_RESOURCE) if added else kwargs[LAKEHOUSE_RESOURCE]
         settings, store = lakehouse.settings(), lakehouse.store()

@@ -19,7 +19,7 @@ import dagster as dg
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.io.upstream_versions import UpstreamVersions
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spec import TableRunConfig, TableSpec
+from lakehouse_assets.spec import TableRunConfig, TableSpec, last_recorded
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.streaming import Trigger
 
@@ -116,9 +116,7 @@ def resolve_table_run(context: dg.OutputContext, settings: LakehouseSettings,
         run = table_run_of(key, TableSpec.of(step_asset.specs_by_key[key].metadata), config, settings,
                            _run_id(context))
     instance = _instance(context)
-    event = instance.get_latest_materialization_event(run.table.key) if instance is not None else None
-    materialization = event.asset_materialization if event is not None else None
-    return replace(run, last_recorded=materialization.metadata) if materialization is not None else run
+    return replace(run, last_recorded=last_recorded(instance, run.table.key)) if instance is not None else run
 
 
 def table_run_of(key: dg.AssetKey, spec: TableSpec | None, config: TableRunConfig, settings: LakehouseSettings,
