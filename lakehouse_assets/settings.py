@@ -65,6 +65,9 @@ class LakehouseSettings:
     #: Where an embedded driver's JVM writes its own output (Spark's log lines, the JVM's
     #: warnings); None: this process's terminal. The `lakehouse` command sets it.
     spark_log: Path | None = None
+    #: Dagster's instance folder (``DAGSTER_HOME``): its runs' records say how far each table's
+    #: query has read, which ``lakehouse vacuum`` asks; None: unset.
+    dagster_home: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LakehouseSettings:
@@ -73,7 +76,8 @@ class LakehouseSettings:
         ``LAKEHOUSE_SPARK_REMOTE`` (a Spark Connect URL), ``LAKEHOUSE_ENGINE_PORT``,
         ``LAKEHOUSE_DELTA_JARS`` (the folder of Delta Lake's jars) and
         ``LAKEHOUSE_ASSET_PACKAGES`` (importable package names, separated by commas) and
-        ``LAKEHOUSE_PIPELINES`` (pipeline project folders, separated by ``:``)."""
+        ``LAKEHOUSE_PIPELINES`` (pipeline project folders, separated by ``:``), and Dagster's
+        ``DAGSTER_HOME``."""
         env = os.environ if environ is None else environ
         root = Path(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT).expanduser().resolve()
         conf_text = env.get("LAKEHOUSE_SPARK_CONF", "").strip()
@@ -115,6 +119,7 @@ class LakehouseSettings:
             asset_packages=_package_names(env.get("LAKEHOUSE_ASSET_PACKAGES", "")),
             pipelines=tuple(Path(folder).expanduser().resolve()
                             for folder in env.get("LAKEHOUSE_PIPELINES", "").split(os.pathsep) if folder.strip()),
+            dagster_home=Path(env["DAGSTER_HOME"]).expanduser().resolve() if env.get("DAGSTER_HOME") else None,
         )
 
     def layer_path(self, layer: str) -> Path:

@@ -186,14 +186,6 @@ class TableSpec:
         )
 
 
-def last_recorded(instance: dg.DagsterInstance, key: dg.AssetKey) -> Mapping[str, Any]:
-    """The metadata of the latest materialization of ``key`` in ``instance`` (Dagster's
-    record of the table's last run); empty when there is none."""
-    event = instance.get_latest_materialization_event(key)
-    materialization = event.asset_materialization if event is not None else None
-    return materialization.metadata if materialization is not None else {}
-
-
 def _plain(value: Any) -> Any:
     """``value`` as JSON data: dataclasses as dicts, tuples as lists, enums as their values."""
     if isinstance(value, IncrementalAggregate):

@@ -46,7 +46,7 @@ def maintain_tables(context: dg.OpExecutionContext, config: MaintenanceConfig) -
     A generator: each observation is recorded as it is yielded, so a failure at the end
     keeps the record of the tables that were maintained."""
     lakehouse = context.resources.spark
-    maintenance = TableMaintenance(lakehouse.spark_session, lakehouse.settings(),
+    maintenance = TableMaintenance(lakehouse.spark_session, lakehouse.settings(), context.instance,
                                    lock_timeout_seconds=LOCK_TIMEOUT_SECONDS,
                                    holder=f"Dagster run {context.run_id} (table maintenance)")
     # A lost engine fails the run once, naming it, rather than each remaining table in turn.
@@ -75,7 +75,8 @@ def _maintain(context: dg.OpExecutionContext, config: MaintenanceConfig,
             "optimize_version": optimized.version, "files_compacted": optimized.files_removed,
             "files_written": optimized.files_added, "vacuum_files": len(vacuumed.files),
             "vacuum_bytes": vacuumed.bytes, "vacuum_dry_run": vacuumed.dry_run,
-            "stream_readers": ", ".join(f"{r.name}@{r.version}" for r in vacuumed.readers) or "none",
+            "stream_readers": ", ".join(f"{r.name}@{'?' if r.version is None else r.version}"
+                                        for r in vacuumed.readers) or "none",
         })
     if failures:
         raise dg.Failure(

@@ -32,8 +32,8 @@ import dagster as dg
 from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.outputs import MissingTable
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
-from lakehouse_assets.spec import last_recorded
 from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.tables.upstream_versions import last_recorded
 
 #: The materialization metadata entry of a table loaded in batch from landed files: what
 #: its landing folders held when it read them (:func:`landed_files`).

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
 
     names = catalog.selected_tables(settings, args.table, args.every)
     spark = build_spark_session(settings, app_name="lakehouse optimize")
-    maintenance = TableMaintenance(spark, settings, holder="lakehouse optimize")
+    maintenance = TableMaintenance(spark, settings, None, holder="lakehouse optimize")
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
     targets = [target for table in names for target in maintenance.targets(table)]

@@ -27,7 +27,9 @@ working. With --dry-run, list the files and delete nothing.
 
 Refuses, deleting nothing, when a streaming query reading the table (any checkpoint under
 $LAKEHOUSE_ROOT/_checkpoints) has yet to read one of those files, and says which query and
-what retention it needs. Then Delta Lake's VACUUM deletes them, in a Spark session (the
+what retention it needs. How far each query has read is its table's last materialization in
+the Dagster instance at DAGSTER_HOME; a query no materialization there accounts for may need
+any file, so then nothing is deleted either. Then Delta Lake's VACUUM deletes them, in a Spark session (the
 engine's, when LAKEHOUSE_SPARK_REMOTE names one). Delta itself removes the log's commit files
 older than the table's delta.logRetentionDuration (30 days) at its log checkpoints.
 """
@@ -50,13 +52,16 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Vacuum the tables; 1 when one of them was refused or failed (the others are vacuumed)."""
+    import dagster as dg
+
     from lakehouse_assets.errors import LakehouseError
     from lakehouse_assets.spark import build_spark_session
     from lakehouse_assets.tables.maintenance import TableMaintenance
 
     names = catalog.selected_tables(settings, args.table, args.every)
     spark = build_spark_session(settings, app_name="lakehouse vacuum")
-    maintenance = TableMaintenance(spark, settings, holder="lakehouse vacuum")
+    instance = dg.DagsterInstance.from_config(str(settings.dagster_home)) if settings.dagster_home else None
+    maintenance = TableMaintenance(spark, settings, instance, holder="lakehouse vacuum")
     retention = dt.timedelta(hours=args.retain_hours)
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
@@ -71,7 +76,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
             continue
         rows.append({"table": name, "dry_run": result.dry_run, "retain_hours": args.retain_hours,
                      "files": list(result.files), "bytes": result.bytes,
-                     "readers": [{"table": r.name, "checkpoint": r.checkpoint, "version": r.version}
+                     "readers": [{"table": r.name, "checkpoint": r.checkpoint, "read_to_version": r.version}
                                  for r in result.readers]})
     if args.json:
         print_json({"vacuumed": rows, "failed": failures})
@@ -80,7 +85,8 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         print(render_table(
             ["TABLE", f"FILES {verb}", "BYTES", "STREAM READERS"],
             [[r["table"], len(r["files"]), format_count(r["bytes"]),
-              ", ".join(f"{x['table']}@{x['version']}" for x in r["readers"]) or "none"] for r in rows],
+              ", ".join(f"{x['table']}@{'?' if x['read_to_version'] is None else x['read_to_version']}"
+                        for x in r["readers"]) or "none"] for r in rows],
             right_align=("BYTES",)))
         if args.dry_run:
             for row in rows:

@@ -168,7 +168,7 @@ def _route_with(asset: dg.AssetsDefinition, spark: SparkSession, store: DeltaTab
         if getattr(input_def, "input_manager_key", None) == STREAM_INPUT_KEY:
             inputs[name] = rows
         else:
-            upstream = str(TableRef.of(key, _settings_of(run)).path)
+            upstream = str(TableRef.of(key, run.settings).path)
             inputs[name] = store.read(spark, upstream)
     body = asset.op.compute_fn.decorated_fn  # type: ignore[union-attr]
     for output in body(**inputs):
@@ -190,10 +190,6 @@ def row_identity(run: TableRun, table_columns: Sequence[str], quarantine_columns
             f"{run.quarantine.table_name} lacks {', '.join(lacking)}, so a moved row could not be told apart in "
             "both. Tables written before they kept where each row landed: `lakehouse reset` them to rebuild.")
     return identity
-
-
-def _settings_of(run: TableRun) -> LakehouseSettings:
-    return LakehouseSettings(run.root)
 
 
 def _finish_pending(store: DeltaTableStore, spark: SparkSession, run: TableRun) -> int | None:

@@ -17,11 +17,11 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.io.upstream_versions import UpstreamVersions
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spec import TableRunConfig, TableSpec, last_recorded
+from lakehouse_assets.spec import TableRunConfig, TableSpec
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.streaming import Trigger
+from lakehouse_assets.tables.upstream_versions import UpstreamVersions, last_recorded
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ class TableRun:
     table: TableRef
     #: The table's quarantine, for a routed table (its query writes both).
     quarantine: TableRef | None
-    root: Path
+    #: The lakehouse the run writes.
+    settings: LakehouseSettings
     run_id: str | None
     full_refresh: bool
     trigger: Trigger
@@ -74,6 +75,11 @@ class TableRun:
     #: The metadata of the table's latest materialization (Dagster's record of its last
     #: run); empty when there is none, or no Dagster instance to ask.
     last_recorded: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def root(self) -> Path:
+        """The lakehouse's folder."""
+        return self.settings.root
 
     @property
     def last_read(self) -> UpstreamVersions | None:
@@ -128,7 +134,7 @@ def table_run_of(key: dg.AssetKey, spec: TableSpec | None, config: TableRunConfi
     return TableRun(
         table=table,
         quarantine=TableRef.of(dg.AssetKey(spec.quarantine.split(".")), settings) if spec.quarantine else None,
-        root=settings.root,
+        settings=settings,
         run_id=run_id,
         full_refresh=config.full_refresh,
         trigger=Trigger(

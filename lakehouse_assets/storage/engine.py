@@ -110,15 +110,13 @@ class SnapshotFile:
 
 @dataclass(frozen=True)
 class StreamReader:
-    """A streaming query reading a table: where its checkpoint is, the table it writes
-    (``layer.name``, as its checkpoint folder names it), and the position it resumes from
-    (its Delta source offset: the table version, and the file index within it)."""
+    """A streaming query reading a table: the table it writes (``layer.name``), where its
+    checkpoint is, and the newest version of the table it has read whole (as its table's last
+    materialization recorded it); None when no record says, so it may need any version."""
 
-    checkpoint: str
     name: str
-    version: int
-    index: int = -1
-    snapshot: bool = False
+    version: int | None
+    checkpoint: str = ""
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,12 @@ What each promises:
   reference whose removal (or, for a file no commit lists, whose last modification) is older
   than that, ``_change_data`` files included; folders named ``_...`` (the AUTO CDC and
   aggregate state tables inside a table) are left alone. Before anything is deleted, the
-  files are checked against every streaming reader of the table: if one has yet to read a
-  file, it refuses with :class:`~lakehouse_assets.errors.VacuumRefusedError` naming the
-  table, the reader, the retention it needs and the ways out, and deletes nothing. A dry run
-  lists the files and deletes nothing.
+  files are checked against every streaming reader of the table, given with the newest
+  version it has read whole (delta-rs lists the files of each version since): if one has
+  yet to read a file, or no record says how far it has read, it refuses with
+  :class:`~lakehouse_assets.errors.VacuumRefusedError` naming the table, the reader, the
+  retention it needs and the ways out, and deletes nothing. A dry run lists the files and
+  deletes nothing.
 - The log's commit files older than ``delta.logRetentionDuration`` (30 days) are removed by
   Delta itself, at its log checkpoints: a reader that lags longer must be reset.
 """
@@ -26,16 +28,17 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
 from lakehouse_assets.spark_conf import is_connect_session, session_settings
 from lakehouse_assets.storage._files import local_path
-from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
+from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table
 from lakehouse_assets.storage.engine import OptimizeResult, StreamReader, VacuumResult
 from lakehouse_assets.storage.merge import quote
-from lakehouse_assets.storage.stream_readers import files_still_needed
 
 DEFAULT_RETENTION = dt.timedelta(days=7)
 # Delta refuses a retention under its default (a week) unless told the caller checked: the
@@ -46,6 +49,10 @@ _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 _RETENTION_IGNORED = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
 # The size OPTIMIZE aims at, when one is asked for.
 _MAX_FILE_SIZE = "spark.databricks.delta.optimize.maxFileSize"
+# The folder of a table that holds its change data feed's files.
+_CHANGE_DATA = "_change_data"
+# Operations whose commits change no rows (dataChange=false): streams skip them.
+_NO_DATA_CHANGE = frozenset({"OPTIMIZE"})
 
 
 def optimize(spark: SparkSession, path: str, columns: Sequence[str], *, target_size: int | None = None,
@@ -107,25 +114,63 @@ def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[St
     doomed = set(candidates)
     latest = open_delta_table(path).version()
     for reader in readers:
-        try:
-            needed = files_still_needed(path, reader, latest)
-        except (OSError, ValueError) as exc:
+        if reader.version is None:
             raise VacuumRefusedError(
                 f"Not vacuuming Delta table {path}: the streaming query writing {reader.name} (checkpoint "
-                f"{reader.checkpoint}) resumes from version {reader.version}, which cannot be read any "
+                f"{reader.checkpoint}) may still read it, and no materialization of {reader.name} records "
+                f"how far it has read (upstream_versions), so which of the {len(doomed)} files this would "
+                f"delete it needs is unknown. Materialize {reader.name} (its run records it), or reset it "
+                f"(`lakehouse reset {reader.name} --yes`), then vacuum again. Nothing was deleted.")
+        if reader.version >= latest:
+            continue  # read whole: every file a version of it removed was read before
+        try:
+            needed = files_still_needed(path, reader.version, latest, candidates)
+        except LakehouseError as exc:
+            raise VacuumRefusedError(
+                f"Not vacuuming Delta table {path}: the streaming query writing {reader.name} (checkpoint "
+                f"{reader.checkpoint}) has read it to version {reader.version}, which cannot be read any "
                 f"more ({exc}), so which files it still needs is unknown. Reset {reader.name} "
                 f"(`lakehouse reset {reader.name} --yes`), then vacuum again.") from exc
-        clash = {local_path(f) for f in needed} & doomed
+        clash = needed & doomed
         if not clash:
             continue
-        needs = _hours_since(_commit_time(path, min(reader.version, latest)))
+        needs = _hours_since(_commit_time(path, reader.version + 1))
         raise VacuumRefusedError(
             f"Not vacuuming Delta table {path} with a retention of {hours} hours: the streaming query "
-            f"writing {reader.name} (checkpoint {reader.checkpoint}) resumes from version {reader.version} "
+            f"writing {reader.name} (checkpoint {reader.checkpoint}) has read it to version {reader.version} "
             f"and has yet to read {len(clash)} of the {len(doomed)} files this would delete (e.g. "
             f"{sorted(clash)[0]}). It needs a retention of at least {needs} hours. Keep that much "
             f"(`lakehouse vacuum ... --retain-hours {needs}`), or let {reader.name} catch up first "
             f"(materialize it), then vacuum again. Nothing was deleted.")
+
+
+def files_still_needed(path: str, read_through: int, latest: int, candidates: Sequence[str]) -> set[str]:
+    """Of ``candidates`` (local paths), those a reader that has read the table whole to version
+    ``read_through`` may still read: the data files each later version added, and those each
+    removed (a change feed reads them as deletes) unless it was a compaction, which changes
+    no rows (delta-rs lists every version's files, its history names the operation); and the
+    change data files written since ``read_through`` was committed (no snapshot lists those:
+    their time says). Keeping a file too many is safe."""
+    operations = {c["version"]: c.get("operation") for c in open_delta_table(path).history(latest - read_through)}
+    table = open_delta_table(path, version=read_through)
+    before = _listed(path, table)
+    needed: set[str] = set()
+    for version in range(read_through + 1, latest + 1):
+        table.load_as_version(version)
+        now = _listed(path, table)
+        needed |= now - before
+        if operations.get(version) not in _NO_DATA_CHANGE:
+            needed |= before - now
+        before = now
+    # A change data file is written before its version commits, and after the version
+    # before it did (writers hold the table's lock); a minute's margin covers clock steps.
+    since = _commit_time(path, read_through).timestamp() - 60
+    changes = {c for c in candidates if _CHANGE_DATA in Path(c).parts and _mtime(c) >= since}
+    return (needed & set(candidates)) | changes
+
+
+def _listed(path: str, table: DeltaTable) -> set[str]:
+    return {local_path(f.path) for f in DeltaRsSnapshot(path, table).files()}
 
 
 @contextmanager
@@ -163,6 +208,13 @@ def _hours_since(moment: dt.datetime) -> int:
     return max(1, math.ceil((dt.datetime.now(dt.UTC) - moment).total_seconds() / 3600))
 
 
+def _mtime(path: str) -> float:
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return float("inf")  # gone already, or unknown: kept
+
+
 def _size(path: str) -> int:
     try:
         return os.path.getsize(path)
@@ -170,4 +222,4 @@ def _size(path: str) -> int:
         return 0  # already gone, or not on a local file system
 
 
-__all__ = ["DEFAULT_RETENTION", "optimize", "vacuum"]
+__all__ = ["DEFAULT_RETENTION", "files_still_needed", "optimize", "vacuum"]

@@ -4,8 +4,10 @@ its write lock, VACUUM told about every streaming reader the lakehouse has.
 What it promises on top of :mod:`lakehouse_assets.storage.maintenance`: maintenance never
 runs while a run writes the table (it takes the table's lock, as writers do, and waits for
 one that holds it), and a VACUUM is always checked against every query checkpointed under
-``$LAKEHOUSE_ROOT/_checkpoints``, so no caller can forget a reader. ``lakehouse optimize``,
-``lakehouse vacuum`` and the Dagster maintenance job all go through here.
+``$LAKEHOUSE_ROOT/_checkpoints``, each at the version its table's last materialization in
+the Dagster ``instance`` recorded reading to (:func:`~lakehouse_assets.tables.upstream_versions.recorded_readers`),
+so no caller can forget a reader. ``lakehouse optimize``, ``lakehouse vacuum`` and the
+Dagster maintenance job all go through here.
 """
 
 from __future__ import annotations
@@ -16,15 +18,16 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dagster as dg
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import UnknownTableError
-from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, OptimizeResult, StreamReader, VacuumResult
 from lakehouse_assets.storage.discovery import discover_tables, is_table
 from lakehouse_assets.storage.maintenance import DEFAULT_RETENTION
-from lakehouse_assets.storage.stream_readers import stream_readers
 from lakehouse_assets.storage.table_lock import table_lock
+from lakehouse_assets.tables.upstream_versions import recorded_readers
 
 # A run writing the table holds its lock for one materialization: a minute covers most.
 DEFAULT_LOCK_TIMEOUT_SECONDS = 60.0
@@ -33,10 +36,12 @@ DEFAULT_LOCK_TIMEOUT_SECONDS = 60.0
 @dataclass(frozen=True)
 class TableMaintenance:
     """Compaction and VACUUM of the tables under ``settings.root``, by name, run by Delta
-    Lake in ``spark``."""
+    Lake in ``spark``; the readers' positions come from the Dagster ``instance`` (None: none
+    known, so a VACUUM that would delete anything is refused while a query is checkpointed)."""
 
     spark: SparkSession
     settings: LakehouseSettings
+    instance: dg.DagsterInstance | None
     store: DeltaTableStore = field(default_factory=DeltaTableStore)
     lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS
     holder: str = "table maintenance"  # who holds the lock, for a writer kept waiting
@@ -82,9 +87,12 @@ class TableMaintenance:
                                      readers=self.readers(name))
 
     def readers(self, name: str) -> list[StreamReader]:
-        """The streaming queries reading the table ``name``, at the positions they resume from."""
+        """The streaming queries that may read the table ``name``, each at the version it has
+        read whole (None: unknown). A state table inside a table is read by no query."""
+        if "/" in name:
+            return []
         path = self.path(name)
-        return stream_readers(str(path), self.store.table_id(str(path)), self.settings.root / CHECKPOINTS_DIR)
+        return recorded_readers(self.instance, self.settings, name, self.store.table_id(str(path)))
 
     def _lock(self, target: str) -> AbstractContextManager[None]:
         # A state table is written by its table's sink, under the table's lock.

@@ -14,7 +14,7 @@ from lakehouse_assets.assets.maintenance import maintenance_job
 from lakehouse_assets.definitions import defs
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
-from lakehouse_assets_tests.cli.helpers import delta_offset, write_checkpoint
+from lakehouse_assets.tables.upstream_versions import TableVersion, UpstreamVersions
 
 
 def _three_commits(root: Path, layer: str, name: str) -> Path:
@@ -34,11 +34,15 @@ def test_the_job_maintains_every_table_and_fails_naming_a_refused_one(
     root = settings.root
     events = _three_commits(root, "bronze", "events")
     other = _three_commits(root, "silver", "other")
-    write_checkpoint(root, "gold.reader", committed=0, planned=0, offset=delta_offset(events, 0))
+    # gold.reader's query has read bronze.events to version 0, as its last materialization says.
+    settings.checkpoint_path("gold", "reader").mkdir(parents=True)
+    instance = dg.DagsterInstance.ephemeral()
+    read = UpstreamVersions({"bronze.events": TableVersion(str(DeltaTable(str(events)).metadata().id), 0)})
+    instance.report_runless_asset_event(dg.AssetMaterialization(dg.AssetKey(["gold", "reader"]), metadata=read.metadata()))
 
     result = maintenance_job.execute_in_process(
         run_config={"ops": {"maintain_tables": {"config": {"retain_hours": 0}}}}, raise_on_error=False,
-        resources={"spark": SparkResource()})
+        resources={"spark": SparkResource()}, instance=instance)
 
     assert not result.success
     failure = result.failure_data_for_node("maintain_tables")

@@ -10,6 +10,7 @@ import pytest
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.tables.upstream_versions import recorded_readers
 from lakehouse_assets_tests.assets.pipeline import (
     SEED_WITHOUT_CHECKS,
     delta_rows,
@@ -81,6 +82,15 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
         assert run[key]["query_id"] == "", key
     assert run["silver/patients"]["delta_version"] == 0 and "not_written" in run["silver/patients"]
     assert_tables_match_batch_recomputation(spark, settings)
+    # Each query's materializations recorded how far it read, which VACUUM asks: the readers
+    # of bronze and silver have read them to their latest versions, and no checkpointed query
+    # is unaccounted for.
+    store = DeltaTableStore()
+    for table in ("bronze.recordings", "silver.recordings_enriched"):
+        path = str(settings.table_path(*table.split(".")))
+        readers = recorded_readers(instance, settings, table, store.table_id(path))
+        assert readers and {r.version for r in readers} == {store.version(path)}, (table, readers)
+    assert all(r.version is not None for r in recorded_readers(instance, settings, "silver.patients", None))
 
     # A lookup file landed again (here: touched) is read again; so is one whose run asks for
     # a full refresh.

@@ -8,10 +8,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
-from lakehouse_assets_tests.cli.helpers import Runner, delta_offset, write_checkpoint, write_table
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.tables.upstream_versions import TableVersion, UpstreamVersions
+from lakehouse_assets_tests.cli.helpers import Runner, write_table
 from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -56,10 +59,22 @@ def test_vacuum_lists_deletes_and_refuses_what_a_stream_reader_still_needs(
     events = _three_commits(root, "bronze.events")
     other = _three_commits(root, "bronze.other")
     compacted_away = _files(other)
-    write_checkpoint(root, "silver.reader", committed=0, planned=0, offset=delta_offset(events, 0))
+    # silver.reader's query has read bronze.events to version 0, as its last materialization
+    # in the Dagster instance at DAGSTER_HOME records.
+    LakehouseSettings(root).checkpoint_path("silver", "reader").mkdir(parents=True)
+    home = root.parent / "dagster_home"
+    home.mkdir()
+    read = UpstreamVersions({"bronze.events": TableVersion(str(DeltaTable(str(events)).metadata().id), 0)})
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        instance.report_runless_asset_event(dg.AssetMaterialization(["silver", "reader"], metadata=read.metadata()))
+    dagster_home = {"DAGSTER_HOME": str(home)}
     assert lakehouse("optimize", "--all").code == 0
 
-    dry = lakehouse("vacuum", "--all", "--retain-hours", "0", "--dry-run")
+    # Without the instance, where silver.reader has read to is unknown: nothing is deleted.
+    blind = lakehouse("vacuum", "bronze.other", "--retain-hours", "0", extra_env={"DAGSTER_HOME": ""})
+    assert blind.code == 1 and "no materialization of silver.reader records" in blind.stderr, blind
+
+    dry = lakehouse("vacuum", "--all", "--retain-hours", "0", "--dry-run", extra_env=dagster_home)
 
     assert dry.code == 1, dry  # bronze.events is refused, even listing
     assert {line.split(": ")[1] for line in dry.stdout.splitlines() if line.startswith("bronze.other: ")} == \
@@ -72,7 +87,7 @@ def test_vacuum_lists_deletes_and_refuses_what_a_stream_reader_still_needs(
     # test session's is a child process with console streams of its own, which nothing run in
     # this process captures. (A short-lived JVM's options: it starts in about half the time.)
     every = lakehouse_process("vacuum", "--all", "--retain-hours", "0", "--json", extra_env={
-        "LAKEHOUSE_SPARK_CONF": json.dumps({"spark.driver.extraJavaOptions": TEST_JVM_OPTIONS})})
+        **dagster_home, "LAKEHOUSE_SPARK_CONF": json.dumps({"spark.driver.extraJavaOptions": TEST_JVM_OPTIONS})})
 
     assert every.code == 1 and "1 of 2 tables were not vacuumed" in every.stderr, every
     assert "silver.reader" in every.stderr and "--retain-hours 1" in every.stderr, every

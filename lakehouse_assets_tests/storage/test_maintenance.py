@@ -2,7 +2,8 @@
 files deleted only past the retention and never under a streaming reader that still needs them.
 
 Tables are written with delta-rs, as another writer would (Delta Lake maintains them all the
-same); readers are checkpoints shaped like Spark's.
+same); readers are given at the version they have read whole, as their tables' last
+materializations record it.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ from deltalake import DeltaTable, write_deltalake
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
-from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage.stream_readers import stream_readers
-from lakehouse_assets_tests.cli.helpers import delta_offset, write_checkpoint
+from lakehouse_assets.storage import DeltaTableStore, StreamReader
 
 NO_TIME = dt.timedelta(0)
 
@@ -40,11 +39,6 @@ def _commit_actions(path: str, version: int) -> list[dict]:
 
 def _ids(path: str) -> list[int]:
     return sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist())
-
-
-def _reader_at(root: Path, path: str, version: int) -> None:
-    """A streaming query writing silver.reader that has read ``path`` up to ``version`` whole."""
-    write_checkpoint(root, "silver.reader", committed=0, planned=0, offset=delta_offset(path, version))
 
 
 def test_compaction_keeps_the_rows_and_commits_without_data_change(spark: SparkSession, tmp_path: Path) -> None:
@@ -99,12 +93,9 @@ def test_vacuum_dry_run_lists_and_then_deletes_only_files_past_the_retention(spa
 
 def test_vacuum_refuses_to_delete_files_a_streaming_reader_has_yet_to_read(spark: SparkSession, tmp_path: Path) -> None:
     store = DeltaTableStore()
-    root = tmp_path / "lakehouse"
-    path = _table(root / "bronze" / "t", [[1], [2], [3]])
-    _reader_at(root, path, 0)  # read version 0's file; versions 1 and 2 still to read
+    path = _table(tmp_path / "t", [[1], [2], [3]])
+    readers = [StreamReader("silver.reader", 0, "ckpt")]  # read version 0; versions 1 and 2 still to read
     store.optimize(spark, path)
-    readers = stream_readers(path, store.table_id(path), root / "_checkpoints")
-    assert [(r.name, r.version) for r in readers] == [("silver.reader", 1)]  # resumes at version 1
 
     with pytest.raises(VacuumRefusedError) as refused:
         store.vacuum(spark, path, retention=NO_TIME, dry_run=False, readers=readers)
@@ -119,24 +110,25 @@ def test_vacuum_refuses_to_delete_files_a_streaming_reader_has_yet_to_read(spark
 
 def test_vacuum_goes_ahead_once_the_reader_has_read_what_it_deletes(spark: SparkSession, tmp_path: Path) -> None:
     store = DeltaTableStore()
-    root = tmp_path / "lakehouse"
-    path = _table(root / "bronze" / "t", [[1], [2], [3]])
-    _reader_at(root, path, 2)  # read everything
+    path = _table(tmp_path / "t", [[1], [2], [3]])
+    readers = [StreamReader("silver.reader", 2, "ckpt")]  # read everything
     store.optimize(spark, path)
-    readers = stream_readers(path, store.table_id(path), root / "_checkpoints")
 
     assert len(store.vacuum(spark, path, retention=NO_TIME, dry_run=False, readers=readers).files) == 3
 
 
-def test_a_reader_of_an_older_incarnation_of_the_table_is_not_a_reader(spark: SparkSession, tmp_path: Path) -> None:
+def test_a_reader_with_no_record_of_what_it_read_stops_a_vacuum_that_deletes_anything(
+        spark: SparkSession, tmp_path: Path) -> None:
     store = DeltaTableStore()
-    root = tmp_path / "lakehouse"
-    path = _table(root / "bronze" / "t", [[1]])
-    _reader_at(root, path, 0)
+    path = _table(tmp_path / "t", [[1], [2]])
+    unknown = [StreamReader("silver.reader", None, "ckpt")]
 
-    assert len(stream_readers(path, store.table_id(path), root / "_checkpoints")) == 1
-    assert stream_readers(path, "another-table-id", root / "_checkpoints") == []
-    assert stream_readers(str(root / "bronze" / "other"), None, root / "_checkpoints") == []
+    # Nothing to delete: nothing to refuse.
+    assert store.vacuum(spark, path, retention=NO_TIME, dry_run=False, readers=unknown).files == ()
+    store.optimize(spark, path)
+    with pytest.raises(VacuumRefusedError, match=r"silver\.reader.*no materialization of silver\.reader records"):
+        store.vacuum(spark, path, retention=NO_TIME, dry_run=False, readers=unknown)
+    assert len(store.vacuum(spark, path, retention=NO_TIME, dry_run=True, readers=[]).files) == 2
 
 
 def test_vacuum_finds_files_whose_removal_left_the_log_checkpoints(spark: SparkSession, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import dagster as dg
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -11,15 +12,16 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import TableBusyError, UnknownTableError
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage import StreamReader
 from lakehouse_assets.storage.table_lock import table_lock
 from lakehouse_assets.tables.maintenance import TableMaintenance
-from lakehouse_assets_tests.cli.helpers import delta_offset, write_checkpoint
+from lakehouse_assets.tables.upstream_versions import TableVersion, UpstreamVersions
 
 
 def test_maintenance_waits_for_the_writer_holding_the_table(spark: SparkSession, settings: LakehouseSettings) -> None:
     path = settings.table_path("bronze", "events")
     write_deltalake(str(path), pa.table({"id": [1]}))
-    maintenance = TableMaintenance(spark, settings, lock_timeout_seconds=0.3)
+    maintenance = TableMaintenance(spark, settings, None, lock_timeout_seconds=0.3)
 
     with table_lock(settings.root, "bronze.events", timeout_seconds=1, holder="a test writer"):
         with pytest.raises(TableBusyError, match="a test writer"):
@@ -31,16 +33,35 @@ def test_maintenance_waits_for_the_writer_holding_the_table(spark: SparkSession,
         maintenance.optimize("bronze.nope")
 
 
-def test_every_checkpoint_under_the_root_is_asked(spark: SparkSession, settings: LakehouseSettings) -> None:
+def test_every_checkpoint_under_the_root_is_asked_at_what_its_table_recorded_reading(
+        spark: SparkSession, settings: LakehouseSettings) -> None:
     path = settings.table_path("bronze", "events")
     write_deltalake(str(path), pa.table({"id": [1]}))
-    offset = delta_offset(path, 0)
-    write_checkpoint(settings.root, "silver.one", committed=0, planned=0, offset=offset)
-    write_checkpoint(settings.root, "gold.two", committed=0, planned=1, offset=offset)
+    write_deltalake(str(path), pa.table({"id": [2]}), mode="append")
+    events = TableVersion(str(DeltaTable(str(path)).metadata().id), 0)
+    instance = dg.DagsterInstance.ephemeral()
+    recorded = {
+        "silver.one": {"bronze.events": events},
+        "gold.two": {"bronze.events": TableVersion(events.table_id, 1), "silver.one": TableVersion("x", 3)},
+        "silver.other": {"bronze.others": TableVersion("y", 4)},  # reads another table
+        "silver.old": {"bronze.events": TableVersion("dropped-since", 9)},  # read a table since dropped
+        "bronze.events": {},  # a query of landed files
+    }
+    for table, read in recorded.items():
+        instance.report_runless_asset_event(dg.AssetMaterialization(
+            asset_key=dg.AssetKey(table.split(".")), metadata=UpstreamVersions(read).metadata()))
+    for table in [*recorded, "gold.unknown"]:  # gold.unknown: no materialization records it
+        settings.checkpoint_path(*table.split(".")).mkdir(parents=True)
+    (settings.root / "_checkpoints" / "silver" / ".one.damaged-1").mkdir()  # moved aside by a repair
 
-    readers = TableMaintenance(spark, settings).vacuum("bronze.events", dry_run=True).readers
+    readers = TableMaintenance(spark, settings, instance).vacuum("bronze.events", dry_run=True).readers
 
-    assert sorted(r.name for r in readers) == ["gold.two", "silver.one"]
+    assert [(r.name, r.version) for r in readers] == [("gold.two", 1), ("gold.unknown", None), ("silver.one", 0)]
+    assert readers[0].checkpoint == str(settings.checkpoint_path("gold", "two"))
+    # Without an instance no query's position is known.
+    unknown = TableMaintenance(spark, settings, None).readers("bronze.events")
+    assert all(r.version is None for r in unknown) and len(unknown) == 5
+    assert unknown[0] == StreamReader("gold.two", None, str(settings.checkpoint_path("gold", "two")))
 
 
 def test_the_state_tables_inside_a_table_are_maintained_with_it(spark: SparkSession, settings: LakehouseSettings) -> None:
@@ -49,7 +70,7 @@ def test_the_state_tables_inside_a_table_are_maintained_with_it(spark: SparkSess
     for batch in range(3):  # a state table a merge rewrites each batch
         write_deltalake(str(path / "_cdc_state"), pa.table({"key": [batch]}), mode="append")
     (path / "_not_a_table").mkdir()
-    maintenance = TableMaintenance(spark, settings)
+    maintenance = TableMaintenance(spark, settings, None)
 
     assert maintenance.targets("silver.current") == ["silver.current", "silver.current/_cdc_state"]
     compacted = maintenance.optimize("silver.current/_cdc_state")

@@ -20,13 +20,15 @@ from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.storage.sink import DeltaStreamSink
 from lakehouse_assets.streaming import RunSink
+from lakehouse_assets.tables.upstream_versions import UpstreamVersions
 
 
 def write_ingestion(source: IncrementalSource, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Run the ingestion query of ``source`` into the table."""
     rules = source.expectations
+    reading = UpstreamVersions({})  # landed files, no table
     if not has_work(run, store, source.has_new_data):
-        return stream_written(run, store, skipped(run, log), rules, reads_files=True,
+        return stream_written(run, store, skipped(run, log), rules, reads_files=True, reading=reading,
                               files_vanished=dg.MetadataValue.json([]))
     checkpoint = str(run.table.checkpoint)
     done_before = Checkpoint(checkpoint).last_committed_batch()
@@ -42,4 +44,5 @@ def write_ingestion(source: IncrementalSource, run: TableRun, store: DeltaTableS
     vanished = vanished_files(checkpoint, after_batch=done_before)
     for path in vanished:
         log.warning(vanished_message(path, run.table.table_name))
-    return stream_written(run, store, query, rules, reads_files=True, files_vanished=dg.MetadataValue.json(vanished))
+    return stream_written(run, store, query, rules, reads_files=True, reading=reading,
+                          files_vanished=dg.MetadataValue.json(vanished))

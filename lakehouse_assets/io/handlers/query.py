@@ -19,11 +19,23 @@ from lakehouse_assets.io.events import events_metadata, expectation_counts, reco
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.io.upstream_versions import UpstreamVersions
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.checkpoint import Checkpoint
-from lakehouse_assets.streaming import RestartPolicy, RunSink, StreamRun, run_stream
+from lakehouse_assets.streaming import RestartPolicy, RunSink, StreamRun, TriggerKind, run_stream
+from lakehouse_assets.tables.upstream_versions import UpstreamVersions
+
+# Triggers whose query reads everything its sources held when it started.
+_READS_ALL = (TriggerKind.availableNow, TriggerKind.once)
+
+
+def upstream_before(run: TableRun, store: DeltaTableStore) -> UpstreamVersions | None:
+    """The tables the run's query streams as they are before it starts: it will have read
+    them at least this far once it has run (recorded as ``upstream_versions``). None for a
+    trigger that may stop first (``processingTime``), or a query not declared to stream tables."""
+    if run.trigger.kind not in _READS_ALL:
+        return None
+    return UpstreamVersions.now(run.spec.streams_from, run.settings, store)
 
 
 def has_work(run: TableRun, store: DeltaTableStore, has_new_data: Callable[[], bool | None] | None = None,
@@ -31,7 +43,7 @@ def has_work(run: TableRun, store: DeltaTableStore, has_new_data: Callable[[], b
     """Check the checkpoint, then say whether the query has anything to read: starting a
     query costs seconds even when it reads nothing. ``has_new_data`` is the source's own
     answer; otherwise the upstream tables as the run found them (``reading``) say, against
-    what the last materialization read (:mod:`lakehouse_assets.io.upstream_versions`), and
+    what the last materialization read (:mod:`lakehouse_assets.tables.upstream_versions`), and
     without a checkpoint everything is new. Unknown counts as work."""
     state = None
     if not run.full_refresh:  # a full refresh has just cleared the checkpoint

@@ -9,10 +9,9 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
+from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written, upstream_before
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.io.upstream_versions import UpstreamVersions
 from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality.duplicates import DUPLICATES_KEY
 from lakehouse_assets.quality.quarantine import QuarantineSink, route, split_routed
@@ -26,7 +25,7 @@ def write_routed(routed: RoutedRows, run: TableRun, store: DeltaTableStore, log:
             f"{run.table.table_name} returned routed rows, but its asset names no quarantine table: "
             "declare it with routed_table_asset(quarantine_name=...)")
     rules = routed.expectations
-    reading = UpstreamVersions.now(run.spec, run.root, store)  # before the query: see write_stream
+    reading = upstream_before(run, store)
     if not has_work(run, store, reading=reading):
         return stream_written(run, store, skipped(run, log), rules, reading=reading)
     checkpoint = str(run.table.checkpoint)

@@ -10,10 +10,9 @@ from typing import Any
 
 from lakehouse_assets.aggregates import AggregateSink
 from lakehouse_assets.cdc import AutoCdcSink
-from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
+from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written, upstream_before
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.io.upstream_versions import UpstreamVersions
 from lakehouse_assets.outputs import ExpectedRows
 from lakehouse_assets.quality.expectations import expecting
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
@@ -24,8 +23,7 @@ from lakehouse_assets.streaming import RunSink
 def write_stream(output: ExpectedRows, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Run the query of the streaming DataFrame into the table."""
     rules = output.expectations
-    # Read before the query starts: it reads at least this far (recorded as what it read).
-    reading = UpstreamVersions.now(run.spec, run.root, store)
+    reading = upstream_before(run, store)
     if not has_work(run, store, reading=reading):
         return stream_written(run, store, skipped(run, log), rules, reading=reading)
     sink: RunSink
