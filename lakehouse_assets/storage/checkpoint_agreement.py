@@ -98,7 +98,8 @@ def check_sources(state: CheckpointState, store: DeltaTableStore, table_name: st
             "Delta Lake's connector used, which Delta's streaming source cannot resume from. Rebuild the table "
             f"from its sources, with no run in progress: `lakehouse reset {name} --yes`, then materialize it "
             "and the tables it feeds.")
-    positions = [p for p in map(DeltaSourcePosition.parse, state.source_offsets) if p is not None]
+    where = f"{table_name or table_name_of(state.location)}: checkpoint {state.location}"
+    positions = [p for p in (DeltaSourcePosition.parse(o, where) for o in state.source_offsets) if p is not None]
     if not positions or root is None:
         return
     tables = tables_by_id(root, store.table_id)

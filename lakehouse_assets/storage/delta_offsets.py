@@ -12,11 +12,13 @@ name the table by id, not by path: a table is found from its id among the lakeho
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage._checkpoint_files import BatchOffsets
 from lakehouse_assets.storage._delta_log import read_commit
@@ -24,6 +26,9 @@ from lakehouse_assets.storage.discovery import discover_tables
 
 # Delta's index for "every file of this version read" (Long.MaxValue).
 _END_INDEX = 2**63 - 1
+# The offset serializations Delta Lake 4.x writes: 1, and 3 when a schema change is tracked
+# (its indexes -20 and -19 fall before a version's files); Delta reserves 2.
+_SOURCE_VERSIONS = frozenset({1, 3})
 
 
 @dataclass(frozen=True)
@@ -37,10 +42,20 @@ class DeltaSourcePosition:
     starting: bool
 
     @classmethod
-    def parse(cls, offset: Any) -> DeltaSourcePosition | None:
-        """The position in a parsed offset line; None for a source that is not Delta's."""
+    def parse(cls, offset: Any, where: str = "A streaming query's checkpoint") -> DeltaSourcePosition | None:
+        """The position in a parsed offset line; None for a source that is not Delta's. An
+        offset of a serialization version this module was not written for is refused by
+        name rather than misread (a Delta Lake upgrade that changed it); ``where`` says whose
+        offset it is."""
         if not isinstance(offset, dict) or "reservoirId" not in offset or "reservoirVersion" not in offset:
             return None
+        if offset.get("sourceVersion", 1) not in _SOURCE_VERSIONS:
+            raise LakehouseError(
+                f"{where} holds a Delta source offset of serialization version "
+                f"{offset.get('sourceVersion')!r} ({json.dumps(offset)}), which lakehouse_assets does not read: "
+                f"it reads versions {', '.join(map(str, sorted(_SOURCE_VERSIONS)))} (Delta Lake 4.x's). The "
+                "Delta Lake the engine runs is newer than this lakehouse_assets knows; use the Delta Lake "
+                "version its install pins (jars/), or a lakehouse_assets release that reads this one.")
         return cls(str(offset["reservoirId"]), int(offset["reservoirVersion"]),
                    int(offset.get("index", -1)), bool(offset.get("isStartingVersion", False)))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from lakehouse_assets.errors import LegacyCheckpointError
+from lakehouse_assets.errors import LakehouseError, LegacyCheckpointError
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage._checkpoint_files import read_state
 from lakehouse_assets.storage.checkpoint_agreement import check_sources
@@ -34,3 +34,17 @@ def test_a_run_over_old_positions_stops_naming_the_reset_that_rebuilds_its_table
     # Delta's own positions, the same table: nothing to refuse.
     current = write_checkpoint(root, "silver.enriched", committed=0, planned=0, offset=delta_offset(bronze, 0))
     check_sources(read_state(str(current)), store, "silver.enriched", root)
+
+
+def test_a_delta_offset_of_an_unknown_serialization_is_refused_by_name(root: Path) -> None:
+    bronze = write_table(root, "bronze.recordings", {"x": [1]})
+    offset = json.loads(delta_offset(bronze, 0))
+    newer = write_checkpoint(root, "silver.enriched", committed=0, planned=0,
+                             offset=json.dumps({**offset, "sourceVersion": 4}))
+
+    with pytest.raises(LakehouseError, match=r"silver\.enriched: checkpoint .*serialization version 4.*reads versions 1, 3"):
+        check_sources(read_state(str(newer)), DeltaTableStore(), "silver.enriched", root)
+    # Version 3 (a schema change tracked) is Delta's own: read.
+    tracked = write_checkpoint(root, "silver.tracked", committed=0, planned=0,
+                               offset=json.dumps({**offset, "sourceVersion": 3, "index": -20}))
+    check_sources(read_state(str(tracked)), DeltaTableStore(), "silver.tracked", root)
