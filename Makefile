@@ -106,6 +106,13 @@ bench-routed: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.routed_flows
 
+## Who appends the event log: delta-rs against Delta Lake's connector, embedded and on a warm engine:
+## benchmarks/results/event_log_writer.{json,md}. About 3 minutes.
+.PHONY: bench-event-log
+bench-event-log: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.event_log_writer
+
 ## A one-file gold increment on 10k, 1M and 10M silver rows, kept by key and in complete
 ## mode: benchmarks/results/gold_increment.{json,md}. About 15-20 minutes.
 bench-gold: $(INSTALLED)
