@@ -97,14 +97,6 @@ class ExpectationFailedError(LakehouseError):
         self.table = table
 
 
-class UnsupportedTableError(LakehouseError):
-    """The table uses Delta features this engine cannot read correctly."""
-
-
-class StreamSourceError(LakehouseError):
-    """A Delta table cannot serve as a streaming source from the requested offsets."""
-
-
 class CorruptCheckpointError(LakehouseError):
     """A streaming query's checkpoint has a file Spark cannot read."""
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from lakehouse_assets.errors import SchemaMismatchError
 from lakehouse_assets.storage.merge import quote
@@ -19,12 +19,6 @@ from lakehouse_assets.storage.merge import quote
 _INTEGRAL_ORDER = [T.ByteType, T.ShortType, T.IntegerType, T.LongType]
 # The most digits a value of each integer type has.
 _INTEGRAL_DIGITS: dict[type[T.DataType], int] = {T.ByteType: 3, T.ShortType: 5, T.IntegerType: 10, T.LongType: 19}
-
-
-def spark_to_arrow(schema: T.StructType) -> pa.Schema:
-    """The Arrow schema of a Spark schema, every field nullable, timestamps in UTC."""
-    arrow = to_arrow_schema(schema, timezone="UTC")
-    return pa.schema([column.with_nullable(True) for column in arrow])
 
 
 def arrow_to_spark(schema: pa.Schema) -> T.StructType:

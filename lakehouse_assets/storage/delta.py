@@ -65,9 +65,8 @@ class DeltaTableStore:
     """Batch and streaming access to the Delta tables at storage paths: Delta Lake's connector
     writes, streams and merges them in Spark; delta-rs reads them in processes without Spark."""
 
-    def __init__(self, storage_options: Mapping[str, str] | None = None, root: str | None = None) -> None:
+    def __init__(self, storage_options: Mapping[str, str] | None = None) -> None:
         self._storage_options = dict(storage_options) if storage_options else None
-        self._root = root
 
     # -- inspecting, without Spark ----------------------------------------------------------
     def exists(self, path: str) -> bool:

@@ -170,3 +170,19 @@ def test_vacuum_keeps_what_is_younger_than_the_retention_asked_for(spark: SparkS
 
     assert store.vacuum(spark, path, retention=dt.timedelta(hours=3), dry_run=True, readers=[]).files == ()
     assert store.vacuum(spark, path, retention=dt.timedelta(hours=1), dry_run=True, readers=[]).files == (debris.name,)
+
+
+def test_a_change_feed_reader_keeps_the_change_files_it_has_yet_to_read(spark: SparkSession, tmp_path: Path) -> None:
+    store = DeltaTableStore()
+    path = str(tmp_path / "t")
+    spark.sql(f"CREATE TABLE delta.`{path}` (id BIGINT, v STRING) USING delta "
+              "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
+    spark.sql(f"INSERT INTO delta.`{path}` VALUES (1, 'a'), (2, 'b')")  # version 1
+    spark.sql(f"UPDATE delta.`{path}` SET v = 'c' WHERE id = 1")  # version 2: a change file, a file rewritten
+    changes = [p.name for p in (Path(path) / "_change_data").iterdir()]
+    assert changes, "the update wrote no change data file"
+
+    with pytest.raises(VacuumRefusedError, match=r"has yet to read 2 of the 2 files"):
+        store.vacuum(spark, path, retention=NO_TIME, dry_run=True, readers=[StreamReader("gold.changes", 1, "ckpt")])
+    done = store.vacuum(spark, path, retention=NO_TIME, dry_run=False, readers=[StreamReader("gold.changes", 2, "ckpt")])
+    assert len(done.files) == 2 and any(f.startswith("_change_data/") for f in done.files)
