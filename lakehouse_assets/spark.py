@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import REQUIRED_CONF, engine_conf, is_connect_session
-from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.storage import DeltaTableStore, lakehouse_store
 from lakehouse_assets.tables import LakehouseTables
 from lakehouse_assets.tables.catalog import register_tables
 
@@ -157,7 +157,7 @@ class SparkResource(LazyPySparkResource):
     def store(self) -> DeltaTableStore:
         """The lakehouse's tables, read and written through Delta Lake's connector (and read
         by delta-rs where no Spark is needed)."""
-        return DeltaTableStore()
+        return lakehouse_store(self.settings())
 
     @property
     def tables(self) -> LakehouseTables:

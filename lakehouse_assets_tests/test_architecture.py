@@ -90,6 +90,18 @@ def test_only_the_entry_points_read_the_lakehouse_from_the_environment() -> None
     assert not found, "settings read from the environment below the entry points: " + ", ".join(found)
 
 
+def test_the_store_is_built_in_one_place() -> None:
+    """Every store comes from ``storage.lakehouse_store(settings)`` (or is handed down from it),
+    so what reaching the lakehouse's tables takes is said once."""
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path in _modules() if str(path.relative_to(PACKAGE)) != "storage/delta.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if "DeltaTableStore(" in line
+    ]
+    assert not found, "a store built outside storage.lakehouse_store: " + ", ".join(found)
+
+
 def test_only_storage_imports_deltalake() -> None:
     outside = [
         f"{path.relative_to(PACKAGE)}:{line}"

@@ -113,7 +113,9 @@ def log_skip(table: dg.AssetKey, skip: Skip | Keep) -> None:
     lakehouse, and so is a lookup whose files did not change; a landing folder emptied under
     a built table is worth a warning."""
     log = dg.get_dagster_logger()
-    if isinstance(skip, Skip) or skip.expected:
+    if isinstance(skip, Skip):
         log.info(f"{'.'.join(table.path)} skipped: {skip.reason}")
+    elif skip.expected:
+        log.info(f"{'.'.join(table.path)} not written: {skip.reason}")
     else:
         log.warning(f"{'.'.join(table.path)} not written: {skip.reason}")

@@ -62,12 +62,13 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
 
     from lakehouse_assets.ingestion import copy_into
     from lakehouse_assets.spark import build_spark_session
+    from lakehouse_assets.storage import lakehouse_store
 
     spark = build_spark_session(settings, app_name=f"lakehouse copy-into {table}")
     result = copy_into(
         spark, table_path=settings.table_path(table.layer, table.name), source=source.resolve(),
         format=args.format, pattern=args.pattern, force=args.force, merge_schema=args.merge_schema,
-        format_options=dict(args.options),
+        format_options=dict(args.options), store=lakehouse_store(settings),
     )
     if args.json:
         print_json({"table": str(table), "loaded": list(result.loaded), "skipped": list(result.skipped),

@@ -37,10 +37,10 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Print the table's history."""
-    from lakehouse_assets.storage import DeltaTableStore
+    from lakehouse_assets.storage import lakehouse_store
 
     path = catalog.require_table(settings, args.table)
-    store = DeltaTableStore()
+    store = lakehouse_store(settings)
     with catalog.reading(args.table, path):
         entries = store.history(str(path), limit=args.limit)
         latest = store.version(str(path))

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     from lakehouse_assets.definitions import project_definitions
     from lakehouse_assets.io.replay import replay_quarantine, routed_table_assets
     from lakehouse_assets.spark import build_spark_session
-    from lakehouse_assets.storage import DeltaTableStore
+    from lakehouse_assets.storage import lakehouse_store
 
     routed = routed_table_assets(list(project_definitions(settings).assets or []))
     asset = routed.get(str(args.table))
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         raise CommandError(f"{args.table} is not a routed table, so it has no quarantine to replay; routed tables: "
                            f"{', '.join(sorted(routed)) or 'none'}")
     spark = build_spark_session(settings, app_name="lakehouse quarantine replay")
-    result = replay_quarantine(asset, spark, settings, DeltaTableStore())
+    result = replay_quarantine(asset, spark, settings, lakehouse_store(settings))
     if args.json:
         print_json(dataclasses.asdict(result))
         return EXIT_OK

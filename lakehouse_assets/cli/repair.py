@@ -51,7 +51,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Check, then repair when needed; 1 when --check finds a problem."""
     from lakehouse_assets.errors import LakehouseError
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
-    from lakehouse_assets.storage import DeltaTableStore
+    from lakehouse_assets.storage import lakehouse_store
     from lakehouse_assets.storage.checkpoint import Checkpoint
     from lakehouse_assets.storage.checkpoint_repair import tables_written_by
     from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     checkpoint = settings.checkpoint_path(table.layer, table.name)
     model = Checkpoint(str(checkpoint), str(table))
     main = settings.table_path(table.layer, table.name)
-    store = DeltaTableStore()
+    store = lakehouse_store(settings)
     if not checkpoint.exists() and not store.exists(str(main)):
         raise CommandError(
             f"Nothing to repair for {table}: no checkpoint at {checkpoint} and no table at {main}. "

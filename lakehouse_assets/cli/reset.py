@@ -72,9 +72,9 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         return EXIT_FAILURE
 
     from lakehouse_assets.io import TableRef, full_refresh
-    from lakehouse_assets.storage import DeltaTableStore
+    from lakehouse_assets.storage import lakehouse_store
 
-    full_refresh(DeltaTableStore(), TableRef(
+    full_refresh(lakehouse_store(settings), TableRef(
         table.layer, table.name, targets["table"], targets["checkpoint"], targets["stored schema"]))
     # full_refresh ignores errors deleting the checkpoint and schema: check nothing is left,
     # since a stale checkpoint against a new table would skip or repeat data silently.

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Print the rows."""
     path = catalog.require_table(settings, args.table)
     with catalog.reading(args.table, path):
-        rows, total, version, latest = _read(args.table, path, args.version, args.limit)
+        rows, total, version, latest = _read(args.table, path, args.version, args.limit, settings)
     records = rows.to_pylist()
     if args.json:
         print_json({"table": str(args.table), "path": str(path), "version": version,
@@ -60,13 +60,13 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     return EXIT_OK
 
 
-def _read(name: TableName, path: Path, version: int | None,
-          limit: int) -> tuple[pa.Table, int | None, int, int]:
+def _read(name: TableName, path: Path, version: int | None, limit: int,
+          settings: LakehouseSettings) -> tuple[pa.Table, int | None, int, int]:
     """The first ``limit`` rows at ``version`` (default: the latest), the version's row
     count, the version read and the latest version."""
-    from lakehouse_assets.storage import DeltaTableStore
+    from lakehouse_assets.storage import lakehouse_store
 
-    store = DeltaTableStore()
+    store = lakehouse_store(settings)
     snapshot = store.snapshot(str(path))
     latest = snapshot.version
     wanted = latest if version is None else version

@@ -84,12 +84,12 @@ def _table_state(name: str, settings: LakehouseSettings) -> TableState:
 
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
     from lakehouse_assets.ingestion.files import local_file_path
-    from lakehouse_assets.storage import DeltaTableStore
+    from lakehouse_assets.storage import lakehouse_store
 
     layer, table_name = name.split(".", 1)
     path = settings.table_path(layer, table_name)
     state = TableState(name, path)
-    store = DeltaTableStore()
+    store = lakehouse_store(settings)
     try:
         snapshot = store.snapshot(str(path))
         state.version = snapshot.version

@@ -52,10 +52,10 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
     from lakehouse_assets.reliability.provenance import group_json, trace_groups, trace_json, trace_rows
     from lakehouse_assets.spark import build_spark_session
-    from lakehouse_assets.storage import DeltaTableStore
+    from lakehouse_assets.storage import lakehouse_store
     from lakehouse_assets.tables import LakehouseTables
 
-    grouped = SOURCE_FILE_COLUMN not in DeltaTableStore().schema(str(path)).names
+    grouped = SOURCE_FILE_COLUMN not in lakehouse_store(settings).schema(str(path)).names
     tables = LakehouseTables(build_spark_session(settings, app_name="lakehouse trace"), settings)
     table = str(args.table)
     if grouped:

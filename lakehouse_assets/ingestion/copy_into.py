@@ -63,7 +63,7 @@ def copy_into(
     force: bool = False,
     merge_schema: bool = False,
     format_options: Mapping[str, str] | None = None,
-    store: DeltaTableStore | None = None,
+    store: DeltaTableStore,
 ) -> CopyIntoResult:
     """Load the files in ``source`` (and its subfolders) that the table has not loaded yet.
 
@@ -73,12 +73,12 @@ def copy_into(
     columns are an error naming them. ``format_options`` go to Spark's reader
     (``{"header": "true", "inferSchema": "true"}`` for CSV). The table is created by the first
     load. Files are recognised by path: a file rewritten under a loaded name is skipped
-    unless ``force``. A load that writes no rows (its files are all empty) commits nothing, so
+    unless ``force``. ``store`` is the lakehouse's (:func:`~lakehouse_assets.storage.lakehouse_store`).
+    A load that writes no rows (its files are all empty) commits nothing, so
     it is not remembered: such files are listed as loaded again, with no rows, next time.
     """
     if format not in _FORMATS:
         raise IngestionOptionsError(f"COPY INTO cannot read format {format!r}: use one of {', '.join(_FORMATS)}")
-    store = store or DeltaTableStore()
     table = str(table_path)
     listed = list_data_files(str(source), recursive=True)
     matching = [f for f in listed if pattern is None or glob_matches(f.relative_path, pattern)]
@@ -125,11 +125,10 @@ def copy_into(
     )
 
 
-def copied_files(table_path: str | os.PathLike[str], *, store: DeltaTableStore | None = None) -> list[IngestedFile]:
+def copied_files(table_path: str | os.PathLike[str], *, store: DeltaTableStore) -> list[IngestedFile]:
     """The files COPY INTO loaded into the table, oldest load first (a file loaded again with
     ``force`` appears once per load). ``batch_id`` is the load's number and ``seen_at`` when
     it ran; ``size`` and ``modification_time`` are the file's at that time."""
-    store = store or DeltaTableStore()
     table = str(table_path)
     if not store.exists(table):
         return []

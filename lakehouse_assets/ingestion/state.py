@@ -115,16 +115,15 @@ def ingested_files(
     store: DeltaTableStore | None = None,
 ) -> list[IngestedFile]:
     """The files an ingestion query has taken in, oldest batch first: path, size, modification
-    time, when it was seen, its batch, and (given ``table_path``) the table version holding its
-    rows. The paths are spelt as the bronze ``_source_file`` column spells them."""
+    time, when it was seen, its batch, and (given ``table_path`` and its ``store``) the table
+    version holding its rows. The paths are spelt as the bronze ``_source_file`` column spells them."""
     checkpoint = Checkpoint(checkpoint_location)
     entries = [e for e in checkpoint.file_source_log() if is_data_file(e.path.rsplit("/", 1)[-1])]
     done = checkpoint.last_committed_batch()
     started = checkpoint.batch_start_times()
     versions: dict[int, int] = {}
     commit_times: dict[int, dt.datetime] = {}
-    if table_path is not None:
-        store = store or DeltaTableStore()
+    if table_path is not None and store is not None:
         query = checkpoint.query_id()
         if query is not None and store.exists(table_path):
             for entry in store.history(table_path):

@@ -22,7 +22,7 @@ from lakehouse_assets.pipelines.graph import PipelineFlow, PipelineRegistry, Sna
 from lakehouse_assets.pipelines.session import active_run
 from lakehouse_assets.pipelines.spec import PipelineError, SourceLocation
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.storage import lakehouse_store
 
 
 def create_auto_cdc_flow(
@@ -95,7 +95,7 @@ def snapshots_of(flow: PipelineFlow, spark: SparkSession, settings: LakehouseSet
         # Every version of the table is offered: the one before the first new one is what
         # that one's changes are computed from; those the table holds are skipped unread.
         table = flow.source
-        current = DeltaTableStore().version(str(settings.table_path(*table.split("."))))
+        current = lakehouse_store(settings).version(str(settings.table_path(*table.split("."))))
         return SnapshotSource(table, [
             Snapshot(version, partial(_table_version, spark, table, version), f"{table} version {version}")
             for version in range(0 if current is None else current + 1)])

@@ -19,7 +19,7 @@ def check_checkpoints_agree(settings: LakehouseSettings, flows: Flows) -> Invari
     query commits to: the table of its own name, the quarantine of a routed query, and any
     table whose log holds a batch of its query id."""
     from lakehouse_assets.errors import CheckpointMismatchError, CorruptCheckpointError
-    from lakehouse_assets.storage import DeltaTableStore
+    from lakehouse_assets.storage import lakehouse_store
     from lakehouse_assets.storage.checkpoint import Checkpoint
 
     result = InvariantResult(CHECKPOINTS_AGREE, "checkpoints and tables agree")
@@ -31,7 +31,7 @@ def check_checkpoints_agree(settings: LakehouseSettings, flows: Flows) -> Invari
     if not folders:
         result.skipped = "no checkpoints yet"
         return result
-    store = DeltaTableStore()
+    store = lakehouse_store(settings)
     writers = _tables_by_query(settings)
     for folder in folders:
         layer, table = folder.relative_to(base).parts[:2]

@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse_assets.storage import DELTA_LOG, DeltaTableStore, SnapshotFile
+from lakehouse_assets.storage import DELTA_LOG, DeltaRsSnapshot, SnapshotFile
+from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet")
@@ -117,7 +118,7 @@ def _parse_commit(version: int, path: Path) -> LogVersion:
 
 def snapshot_files(path: Path) -> list[SnapshotFile]:
     """The data files of the latest snapshot with the size and row count the log states."""
-    return DeltaTableStore().snapshot(str(path)).files()
+    return _snapshot(path).files()
 
 
 def parquet_rows(path: Path) -> int:
@@ -127,7 +128,7 @@ def parquet_rows(path: Path) -> int:
 
 def read_rows(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
     """The latest snapshot's rows (all columns, or ``columns`` that exist)."""
-    snapshot = DeltaTableStore().snapshot(str(path))
+    snapshot = _snapshot(path)
     if columns is not None:
         present = set(snapshot.column_names())
         columns = [c for c in columns if c in present]
@@ -157,3 +158,10 @@ def error_summary(exc: Exception) -> str:
     """The first line of a read error: delta-rs appends a native backtrace to some messages,
     and the first line says what failed."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _snapshot(path: Path) -> DeltaRsSnapshot:
+    # The table folder as it is on this machine's disk, read without a store: the checker
+    # looks at the files a crash left, where they are.
+    return DeltaRsSnapshot(str(path), open_delta_table(str(path)))
+

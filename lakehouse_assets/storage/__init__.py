@@ -8,7 +8,7 @@ from lakehouse_assets.storage._delta_log import DELTA_LOG
 from lakehouse_assets.storage._files import local_path
 from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.delta import DeltaTableStore
+from lakehouse_assets.storage.delta import DeltaTableStore, lakehouse_store
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
 from lakehouse_assets.storage.engine import (
     AppTransaction,
@@ -41,6 +41,7 @@ __all__ = [
     "TableLayout",
     "VacuumResult",
     "WriteMode",
+    "lakehouse_store",
     "local_path",
     "run_commits",
     "type_sql",

@@ -22,6 +22,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
 from lakehouse_assets.storage._files import Location, locate
@@ -377,4 +378,13 @@ def _already_committed(table: DeltaTable | None, transaction: AppTransaction | N
     return committed is not None and committed >= transaction.batch_id
 
 
-__all__ = ["DeltaTableStore"]
+
+
+def lakehouse_store(settings: LakehouseSettings) -> DeltaTableStore:
+    """The store of the lakehouse ``settings`` describe. The one place a store is built, so
+    that what reaching the lakehouse's tables takes is said once: a local root needs nothing
+    more."""
+    return DeltaTableStore()
+
+
+__all__ = ["DeltaTableStore", "lakehouse_store"]

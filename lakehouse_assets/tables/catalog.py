@@ -32,7 +32,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore, local_path
+from lakehouse_assets.storage import lakehouse_store, local_path
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.storage.merge import quote, sql_literal
 
@@ -55,7 +55,7 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
     A layer registered for another root (a driver that served another lakehouse: a test
     session does) is moved to this one, its external tables unregistered first; their data
     stays where it is, and a table created in the catalog itself (managed) is left alone."""
-    store = DeltaTableStore()
+    store = lakehouse_store(settings)
     # A folder whose first write never committed holds no table yet.
     on_disk = [name for name in (discover_tables(settings.root) if names is None else names)
                if store.exists(str(_table_path(settings, name)))]

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_assets.errors import LakehouseError, UnknownTableError
 from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore, StreamOptions
+from lakehouse_assets.storage import DeltaTableStore, StreamOptions, lakehouse_store
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.tables.catalog import register_tables
 
@@ -35,7 +35,7 @@ class LakehouseTables:
     def __init__(self, spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore | None = None) -> None:
         self.spark = spark
         self.settings = settings
-        self.store = store or DeltaTableStore()
+        self.store = store or lakehouse_store(settings)
         register_tables(spark, self.settings)
 
     def names(self) -> list[str]:
