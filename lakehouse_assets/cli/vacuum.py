@@ -29,9 +29,10 @@ Refuses, deleting nothing, when a streaming query reading the table (any checkpo
 $LAKEHOUSE_ROOT/_checkpoints) has yet to read one of those files, and says which query and
 what retention it needs. How far each query has read is its table's last materialization in
 the Dagster instance at DAGSTER_HOME; a query no materialization there accounts for may need
-any file, so then nothing is deleted either. Then Delta Lake's VACUUM deletes them, in a Spark session (the
-engine's, when LAKEHOUSE_SPARK_REMOTE names one). Delta itself removes the log's commit files
-older than the table's delta.logRetentionDuration (30 days) at its log checkpoints.
+any file, so then nothing is deleted either. Then Delta Lake's VACUUM deletes them, in a
+Spark session (the engine's, when LAKEHOUSE_SPARK_REMOTE names one). Delta itself removes the
+log's commit files older than the table's delta.logRetentionDuration (30 days) at its log
+checkpoints.
 """
 
 

@@ -113,6 +113,7 @@ def vacuum(spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: 
 def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[StreamReader], hours: int) -> None:
     doomed = set(candidates)
     latest = open_delta_table(path).version()
+    needed_after: dict[int, set[str]] = {}  # readers at one version (the usual case) share a listing
     for reader in readers:
         if reader.version is None:
             raise VacuumRefusedError(
@@ -124,7 +125,9 @@ def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[St
         if reader.version >= latest:
             continue  # read whole: every file a version of it removed was read before
         try:
-            needed = files_still_needed(path, reader.version, latest, candidates)
+            if reader.version not in needed_after:
+                needed_after[reader.version] = _files_still_needed(path, reader.version, latest, candidates)
+            needed = needed_after[reader.version]
         except LakehouseError as exc:
             raise VacuumRefusedError(
                 f"Not vacuuming Delta table {path}: the streaming query writing {reader.name} (checkpoint "
@@ -144,7 +147,7 @@ def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[St
             f"(materialize it), then vacuum again. Nothing was deleted.")
 
 
-def files_still_needed(path: str, read_through: int, latest: int, candidates: Sequence[str]) -> set[str]:
+def _files_still_needed(path: str, read_through: int, latest: int, candidates: Sequence[str]) -> set[str]:
     """Of ``candidates`` (local paths), those a reader that has read the table whole to version
     ``read_through`` may still read: the data files each later version added, and those each
     removed (a change feed reads them as deletes) unless it was a compaction, which changes
@@ -222,4 +225,4 @@ def _size(path: str) -> int:
         return 0  # already gone, or not on a local file system
 
 
-__all__ = ["DEFAULT_RETENTION", "files_still_needed", "optimize", "vacuum"]
+__all__ = ["DEFAULT_RETENTION", "optimize", "vacuum"]
