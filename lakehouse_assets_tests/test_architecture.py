@@ -102,6 +102,35 @@ def test_the_store_is_built_in_one_place() -> None:
     assert not found, "a store built outside storage.lakehouse_store: " + ", ".join(found)
 
 
+# What only Spark's checkpoint logs and Delta's source offsets and commit files say: their
+# folder names, field names and file names.
+PRIVATE_FORMAT_WORDS = {"offsets", "commits", ".compact", "logOffset", "batchWatermarkMs", "batchTimestampMs",
+                        "nextBatchWatermarkMs", "reservoirId", "reservoirVersion", "sourceVersion",
+                        "isStartingVersion"}
+PRIVATE_FORMAT_MODULES = {
+    "storage/_checkpoint_files.py",  # Spark's checkpoint logs: read, checked and rebuilt
+    "storage/delta_offsets.py",  # Delta's source offsets, and a commit's change files
+    "reliability/delta_files.py",  # the crash checker reads Delta's log files on purpose
+}
+
+
+def test_only_two_modules_read_spark_and_delta_private_formats() -> None:
+    """Everything else reads public interfaces (Delta's history and snapshots, query progress,
+    Dagster's records): a Spark or Delta upgrade that changes a format is met in one place,
+    where each format's version is checked (docs/reliability.md)."""
+    found = []
+    for path in _modules():
+        if str(path.relative_to(PACKAGE)) in PRIVATE_FORMAT_MODULES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+            if isinstance(node, ast.JoinedStr) and "020d" in ast.unparse(node):
+                text = "a Delta log file name"
+            if text in PRIVATE_FORMAT_WORDS or text == "a Delta log file name":
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} ({text})")
+    assert not found, "private on-disk formats read outside their modules: " + ", ".join(sorted(set(found)))
+
+
 def test_only_storage_imports_deltalake() -> None:
     outside = [
         f"{path.relative_to(PACKAGE)}:{line}"

@@ -47,6 +47,7 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import DELTA_CONF, delta_jars, engine_conf
 from lakehouse_assets.spec import TableSpec
 from lakehouse_assets.storage import type_sql
+from lakehouse_assets.storage.discovery import is_table
 from lakehouse_assets.tables.sql_definition import OnViolation, SqlTableKind, parse_sql_definition
 from lakehouse_assets.tables.sql_refs import batch_query
 
@@ -250,7 +251,7 @@ def _declared(spec: dg.AssetSpec) -> TableSpec:
 
 
 def _has_table(settings: LakehouseSettings, table: str) -> bool:
-    return (settings.table_path(*table.split(".")) / "_delta_log").is_dir()
+    return is_table(settings.table_path(*table.split(".")))
 
 
 def _export_sql(export: SdpExport, table: str, spec: dg.AssetSpec, exported: set[str]) -> str | None:

@@ -36,7 +36,7 @@ from lakehouse_assets.quality.rules import Rule, Severity, UniqueKey
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage.changes import ChangePlan, plan_changes, read_plan, schema_at, table_id
+from lakehouse_assets.storage.changes import ChangePlan, plan_changes, read_plan
 
 Scope = Literal["new", "full"]
 
@@ -156,7 +156,7 @@ def run_checks(
         context.log.info(f"{contract.table} has no table yet (nothing has been written to {path}): "
                          "its checks are skipped until it is materialized")
         return
-    identity = table_id(path)
+    identity = store.snapshot(path).table_id
     after = resume_after(context, key, contract, identity) if scope == "new" else None
     plan = plan_changes(store, path, after_version=after)
     context.log.info(
@@ -171,7 +171,7 @@ def run_checks(
     yield _structure_result(key, evaluation, common)
     for result in evaluation.results.values():
         yield _rule_result(key, result, evaluation, common)
-    yield schema_drift_result(context, key, path, plan.latest_version, identity)
+    yield schema_drift_result(context, key, store, path, plan.latest_version, identity)
 
 
 def kept_results(context: dg.AssetCheckExecutionContext, key: dg.AssetKey, contract: Contract,
@@ -241,7 +241,8 @@ def plain_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def schema_drift_result(
-    context: dg.AssetCheckExecutionContext, key: dg.AssetKey, path: str, version: int, identity: str
+    context: dg.AssetCheckExecutionContext, key: dg.AssetKey, store: DeltaTableStore, path: str, version: int,
+    identity: str,
 ) -> dg.AssetCheckResult:
     """WARN when the table's columns at ``version`` differ from those at the version the
     previous drift check saw (or, the first time, the version before)."""
@@ -255,7 +256,7 @@ def schema_drift_result(
     if base is None and version > 0:
         base = version - 1
     metadata = {DELTA_VERSION: dg.MetadataValue.int(version), DELTA_TABLE_ID: identity}
-    current = schema_at(path, version)
+    current = store.snapshot(path, version=version).schema()
     metadata["dagster/column_schema"] = dg.TableSchema(
         columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in current.fields]
     )
@@ -263,7 +264,7 @@ def schema_drift_result(
         return _drift(key, True, metadata, "The table's first version: nothing to compare with yet")
     metadata["compared_with_version"] = dg.MetadataValue.int(base)
     try:
-        before = schema_at(path, base)
+        before = store.snapshot(path, version=base).schema()
     except LakehouseError as exc:
         return _drift(key, True, metadata, f"Version {base} can no longer be read, so it was not compared ({exc})")
     added, removed, changed = schema_changes(before, current)

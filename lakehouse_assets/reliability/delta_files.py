@@ -51,11 +51,6 @@ class LogVersion:
         return recorded
 
 
-def is_table(path: Path) -> bool:
-    """Whether ``path`` holds a Delta log."""
-    return (path / DELTA_LOG).is_dir()
-
-
 def log_versions(path: Path) -> list[LogVersion]:
     """Every commit file in the table's log, oldest first, each parsed line by line."""
     found = []

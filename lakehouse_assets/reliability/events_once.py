@@ -12,6 +12,7 @@ from collections import Counter
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
+from lakehouse_assets.storage.discovery import is_table
 from lakehouse_assets.storage.event_log import EVENT_LOG_TABLE, event_log_path
 
 EVENTS_ONCE = "events_once"
@@ -29,7 +30,7 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
     log = event_log_path(settings.root)
     logged: Counter[tuple[str, str, int]] = Counter()
     logged_at: dict[tuple[str, str, int], int] = {}  # the table version each logged batch names
-    if delta_files.is_table(log):
+    if is_table(log):
         columns = ["table", "query_id", "batch_id", "status", "table_version"]
         try:
             rows = delta_files.read_rows(log, columns)
@@ -45,7 +46,7 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
         return result
     for name in queried:
         path = settings.table_path(*name.split("."))
-        if not delta_files.is_table(path):
+        if not is_table(path):
             continue
         versions = delta_files.log_versions(path)
         committed = {(app, batch) for v in versions for app, batch in v.transactions()}

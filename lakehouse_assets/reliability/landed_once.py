@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections import Counter
 
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN as SOURCE_FILE
-from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.flows import Flows, Ingestion
 from lakehouse_assets.reliability.landed import landed_record_counts, landing_key, record_counter
 from lakehouse_assets.reliability.reading import read_or_report, table_path
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage.discovery import is_table
 
 LANDED_ONCE = "landed_once"
 
@@ -38,7 +38,7 @@ def _check_ingestion(result: InvariantResult, settings: LakehouseSettings, inges
         return
     bronze = table_path(settings, bronze_name)
     expected = landed_record_counts(landing, count) if landing.is_dir() else {}
-    if not delta_files.is_table(bronze):
+    if not is_table(bronze):
         if expected and not pending_ok:
             result.checked.append(bronze_name)
             result.add(bronze_name, f"no table, but {len(expected)} files landed in {landing}")

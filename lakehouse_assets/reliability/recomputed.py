@@ -24,6 +24,7 @@ from lakehouse_assets.reliability.flows import Flows, Recomputation
 from lakehouse_assets.reliability.reading import read_or_report, table_path
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage.discovery import is_table
 from lakehouse_assets.tables import LakehouseTables
 
 GOLD_RECOMPUTED = "gold_recomputed"
@@ -40,7 +41,7 @@ def check_gold_recomputed(settings: LakehouseSettings, flows: Flows, spark: Call
     tables: LakehouseTables | None = None
     for recomputation in flows.recomputations:
         path = table_path(settings, recomputation.table)
-        if not delta_files.is_table(path):
+        if not is_table(path):
             continue
         result.checked.append(recomputation.table)
         actual = read_or_report(result, recomputation.table, path, None)

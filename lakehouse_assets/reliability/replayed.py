@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.storage.discovery import is_table
 
 #: The app transaction replays are recorded under, in the table and in its quarantine.
 REPLAY_APP = "quarantine-replay"
@@ -36,7 +37,7 @@ def owed_to_table(table: Path, quarantine: Path,
     replay already moved to the table: those of the table's replays the quarantine has not
     recorded yet."""
     # From the app transaction, not the replay commits: those may be cleaned from the log.
-    done = delta_files.app_versions(quarantine).get(REPLAY_APP, -1) if delta_files.is_table(quarantine) else -1
+    done = delta_files.app_versions(quarantine).get(REPLAY_APP, -1) if is_table(quarantine) else -1
     owed: Counter[tuple[Any, ...]] = Counter()
     for version in delta_files.log_versions(table):
         if not any(app == REPLAY_APP and n > done for app, n in version.transactions()):

@@ -24,6 +24,7 @@ from lakehouse_assets.reliability.reading import quote, read_or_report, table_pa
 from lakehouse_assets.reliability.replayed import is_replay, owed_to_table
 from lakehouse_assets.reliability.report import SAMPLE_SIZE, InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage.discovery import is_table
 
 ROUTED = "routed"
 #: How a record is known in a source, its table and its quarantine: where it landed.
@@ -35,7 +36,7 @@ def check_routed(settings: LakehouseSettings, flows: Flows, *, pending_ok: bool 
     the quarantine hold only source records, each at most once)."""
     result = InvariantResult(ROUTED, "source = table + quarantine, record for record, for every routed table")
     for routing in flows.routings:
-        if delta_files.is_table(table_path(settings, routing.source)):
+        if is_table(table_path(settings, routing.source)):
             result.checked.append(routing.table)
             _check_routing(result, settings, routing, pending_ok=pending_ok)
     if not result.checked:
@@ -49,7 +50,7 @@ def _check_routing(result: InvariantResult, settings: LakehouseSettings, routing
     paths = {name: table_path(settings, name) for name in names}
     tables: dict[str, Any] = {}
     for name in names:
-        if delta_files.is_table(paths[name]):
+        if is_table(paths[name]):
             tables[name] = read_or_report(result, name, paths[name], None)
             if tables[name] is None:
                 return

@@ -4,12 +4,12 @@ Tables are written and streamed by Delta Lake's connector in Spark, and read wit
 by delta-rs; everything above this package speaks of a :class:`DeltaTableStore` and table paths.
 """
 
-from lakehouse_assets.storage._delta_log import DELTA_LOG
 from lakehouse_assets.storage._files import local_path
 from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta import DeltaTableStore, lakehouse_store
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
+from lakehouse_assets.storage.discovery import DELTA_LOG
 from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,

@@ -1,5 +1,11 @@
-"""Spark's checkpoint log files, read and checked as Spark will read them on restart.
+"""Spark's checkpoint log files: read and checked as Spark reads them on restart, and written
+again by ``lakehouse repair``. With :mod:`~lakehouse_assets.storage.delta_offsets`, the only
+code that reads Spark's or Delta's own on-disk formats (``docs/reliability.md`` says what and
+why no public interface serves); each format is checked for the version written for.
 
+A checkpoint holds ``metadata`` (the query id), ``offsets/N`` (what batch N reads, logged
+before it runs), ``commits/N`` (batch N is done), ``state/`` (operator state) and, for a file
+source, ``sources/<i>/N`` and ``N.compact`` (the files each batch read), each log ``v1``.
 Each reader raises :class:`~lakehouse_assets.errors.CorruptCheckpointError` naming the
 checkpoint, the file and what is wrong with it, where Spark would fail with a stack trace.
 """
@@ -11,7 +17,9 @@ import json
 import re
 import struct
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pyarrow.fs as pafs
@@ -26,7 +34,6 @@ _OFFSET_FILES_SPARK_READS = 2
 # A file source's log: one file per batch, and every 10 batches a compacted one.
 _SOURCE_LOG_NAME = re.compile(r"^(\d+)(\.compact)?$")
 _SUPPORTED_LOG_VERSION = 1
-
 
 
 @dataclass(frozen=True)
@@ -72,16 +79,20 @@ def read_state(location: str, table_name: str | None = None) -> CheckpointState 
         if not planned and not committed:
             return None  # the query never got as far as starting: nothing to resume
         corrupt(location, metadata, "is missing", name)
-    query_id = read_query_id(str(location), metadata, name)
+    query_id = _read_query_id(str(location), metadata, name)
     offsets: tuple[Any, ...] = ()
     for batch in planned[-_OFFSET_FILES_SPARK_READS:]:
-        offsets = read_offsets(str(location), checkpoint.child("offsets", str(batch)), name)
+        _, offsets = _read_offsets(str(location), checkpoint.child("offsets", str(batch)), name)
     if committed:
         read_log(str(location), checkpoint.child("commits", str(committed[-1])), name, body_lines=1)
         if not planned or committed[-1] > planned[-1]:
             corrupt(location, checkpoint.child("commits", str(committed[-1])),
                      f"marks batch {committed[-1]} done, but offsets/{committed[-1]} (what it read) is missing", name)
-    check_source_logs(str(location), checkpoint, name)
+    sources = checkpoint.child("sources")
+    if sources.exists():  # every file source's log Spark reads on restart, each entry parsed
+        for source in sources.fs.get_file_info(pafs.FileSelector(sources.path, recursive=False)):
+            if source.type == pafs.FileType.Directory and source.base_name.isdigit():
+                read_file_source_log(str(location), int(source.base_name), name)
     return CheckpointState(
         location=str(location),
         query_id=query_id,
@@ -109,7 +120,13 @@ def batch_ids(folder: Location) -> list[int]:
     )
 
 
-def read_query_id(location: str, metadata: Location, name: str | None) -> str:
+def read_query_id(location: str, table_name: str | None = None) -> str | None:
+    """The id of the query whose checkpoint is at ``location``, or None before its first start."""
+    metadata = locate(str(location)).child("metadata")
+    return _read_query_id(str(location), metadata, table_name) if metadata.exists() else None
+
+
+def _read_query_id(location: str, metadata: Location, name: str | None) -> str:
     text = read_checked(location, metadata, name)
     try:
         query_id = json.loads(text)["id"]
@@ -120,7 +137,8 @@ def read_query_id(location: str, metadata: Location, name: str | None) -> str:
     return query_id
 
 
-def read_offsets(location: str, file: Location, name: str | None) -> tuple[Any, ...]:
+def _read_offsets(location: str, file: Location, name: str | None) -> tuple[dict[str, Any], tuple[Any, ...]]:
+    """An ``offsets/N`` file: the batch's metadata line, and one offset per source."""
     lines = read_log(location, file, name, body_lines=1)
     sources = lines[2:]
     if not sources:
@@ -134,7 +152,7 @@ def read_offsets(location: str, file: Location, name: str | None) -> tuple[Any, 
             offsets.append(json.loads(line))
         except ValueError:
             corrupt(location, file, f"has a source offset that is not JSON ({line[:80]!r})", name)
-    return tuple(offsets)
+    return json.loads(lines[1]), tuple(offsets)
 
 
 def read_log(location: str, file: Location, name: str | None, *, body_lines: int) -> list[str]:
@@ -157,17 +175,6 @@ def read_log(location: str, file: Location, name: str | None, *, body_lines: int
         if not isinstance(parsed, dict):
             corrupt(location, file, f"has a garbled line ({line[:80]!r})", name)
     return lines
-
-
-def check_source_logs(location: str, checkpoint: Location, name: str | None) -> None:
-    """The file sources' logs (``sources/<i>/N`` and ``N.compact``) Spark reads on restart:
-    the latest compacted file and every file after it, each entry parsed."""
-    sources = checkpoint.child("sources")
-    if not sources.exists():
-        return
-    for source in sources.fs.get_file_info(pafs.FileSelector(sources.path, recursive=False)):
-        if source.type == pafs.FileType.Directory and source.base_name.isdigit():
-            read_file_source_log(location, checkpoint, int(source.base_name), name)
 
 
 def read_checked(location: str, file: Location, name: str | None) -> str:
@@ -221,10 +228,10 @@ class FileLogEntry:
     batch_id: int
 
 
-def read_file_source_log(location: str, checkpoint: Location, source: int, name: str | None) -> list[FileLogEntry]:
+def read_file_source_log(location: str, source: int, name: str | None) -> list[FileLogEntry]:
     """Every file a file source assigned to a batch, once each, by batch then path: the
     latest compacted log (``N.compact``, all files up to batch N) and the batches after it."""
-    folder = checkpoint.child("sources", str(source))
+    folder = locate(str(location)).child("sources", str(source))
     if not folder.exists():
         return []
     logs: dict[int, bool] = {}
@@ -252,19 +259,12 @@ def read_file_source_log(location: str, checkpoint: Location, source: int, name:
     return sorted(entries.values(), key=lambda e: (e.batch_id, e.path))
 
 
-def batch_start_times(checkpoint: Location) -> dict[int, dt.datetime]:
+def batch_start_times(location: str) -> dict[int, dt.datetime]:
     """When each batch still in the offset log started (Spark keeps the last 100 or so); a
     file being written, or from another Spark version, has no known time."""
-    times = {}
-    offsets = checkpoint.child("offsets")
-    for batch in batch_ids(offsets):
-        try:
-            lines = offsets.child(str(batch)).read_text().splitlines()
-            millis = json.loads(lines[1])["batchTimestampMs"]
-        except (OSError, ValueError, KeyError, IndexError, TypeError):
-            continue
-        times[batch] = dt.datetime.fromtimestamp(millis / 1000, dt.UTC)
-    return times
+    logged = {batch: read_batch_offsets(location, batch) for batch in planned_batches(location)}
+    return {batch: dt.datetime.fromtimestamp(offsets.timestamp_ms / 1000, dt.UTC)
+            for batch, offsets in logged.items() if offsets is not None and offsets.timestamp_ms}
 
 
 @dataclass(frozen=True)
@@ -308,12 +308,63 @@ def read_batch_offsets(location: str, batch_id: int) -> BatchOffsets | None:
     when the file is missing or unreadable."""
     file = locate(str(location)).child("offsets", str(batch_id))
     try:
-        lines = read_log(str(location), file, None, body_lines=1)
-        metadata = json.loads(lines[1])
-        sources = read_offsets(str(location), file, None)
+        metadata, sources = _read_offsets(str(location), file, None)
         return BatchOffsets(
             int(metadata.get("batchWatermarkMs", 0)), int(metadata.get("batchTimestampMs", 0)),
             sources, dict(metadata.get("conf") or {}),
         )
     except (CorruptCheckpointError, OSError, ValueError, TypeError):
         return None
+
+
+def planned_batches(location: str) -> list[int]:
+    """The batches the checkpoint at ``location`` planned (``offsets/N``), ascending."""
+    return batch_ids(locate(str(location)).child("offsets"))
+
+
+def committed_batches(location: str) -> list[int]:
+    """The batches the checkpoint at ``location`` marked done (``commits/N``), ascending."""
+    return batch_ids(locate(str(location)).child("commits"))
+
+
+def keeps_state(location: str) -> bool:
+    """Whether the query keeps operator state (windows, a watermark) in its checkpoint."""
+    return Path(location, "state").is_dir()
+
+
+# -- writing a checkpoint (lakehouse repair) ----------------------------------------------------
+#: The file source's offset of a rebuilt log: its one entry, at log position 0.
+FILE_SOURCE_START: tuple[Any, ...] = ({"logOffset": 0},)
+
+
+def reads_files(offsets: BatchOffsets) -> bool:
+    """Whether the batch's one source is a file source (its offset is a file log position)."""
+    sources = offsets.sources
+    return len(sources) == 1 and isinstance(sources[0], dict) and set(sources[0]) == {"logOffset"}
+
+
+def file_log_entry(source_file: str, modification_time_ms: int) -> dict[str, Any]:
+    """A file source's log entry for a landed file, as Spark spells it (``file:///abs``,
+    where rows spell it ``file:/abs``), assigned to batch 0."""
+    uri = source_file
+    if uri.startswith("file:/") and not uri.startswith("file://"):
+        uri = "file://" + uri[len("file:"):]
+    elif uri.startswith("/"):
+        uri = "file://" + uri
+    return {"path": uri, "timestamp": modification_time_ms, "batchId": 0}
+
+
+def write_checkpoint(folder: Path, query_id: str, offsets: Mapping[int, BatchOffsets], conf: dict[str, str], *,
+                     done: int, files: list[dict[str, Any]] | None) -> None:
+    """Write a checkpoint of query ``query_id`` into the new ``folder``: the ``offsets`` of
+    each batch, batch ``done`` marked done, and (for a file source) ``files`` as its log."""
+    (folder / "offsets").mkdir(parents=True)
+    (folder / "commits").mkdir()
+    (folder / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
+    for batch, recorded in sorted(offsets.items()):
+        (folder / "offsets" / str(batch)).write_text(recorded.log_text(conf))
+    (folder / "commits" / str(done)).write_text(f'v1\n{{"nextBatchWatermarkMs":{offsets[done].watermark_ms:d}}}')
+    if files is not None:
+        (folder / "sources" / "0").mkdir(parents=True)
+        lines = ["v1", *(json.dumps(entry, separators=(",", ":")) for entry in files)]
+        (folder / "sources" / "0" / "0").write_text("\n".join(lines))

@@ -13,16 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-from deltalake import DeltaTable
-from deltalake.exceptions import DeltaError
-from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, TableNotFoundError
-from lakehouse_assets.storage._delta_log import snapshot_files
-from lakehouse_assets.storage._schema import arrow_to_spark
 
 if TYPE_CHECKING:
     from lakehouse_assets.storage.delta import DeltaTableStore
@@ -83,20 +76,18 @@ def plan_changes(store: DeltaTableStore, path: str, *, after_version: int | None
         return ChangePlan(path, after_version, latest, True,
                           reason=f"version {after_version} is newer than the table's latest ({latest})")
     try:
-        before = {f.path for f in snapshot_files(path, after_version)}
-    except (DeltaError, OSError, ValueError) as exc:
+        before = {f.path for f in store.snapshot(path, version=after_version).files()}
+    except LakehouseError as exc:
         # Log cleanup removed the version: the range can no longer be read piecewise.
         return ChangePlan(path, after_version, latest, True, reason=f"version {after_version} cannot be read ({exc})")
-    now = snapshot_files(path, latest)
-    if not before <= {f.path for f in now}:
+    now = store.snapshot(path, version=latest)
+    files = [f.path for f in now.files()]
+    if not before <= set(files):
         return ChangePlan(path, after_version, latest, True,
                           reason=_removal(store, path, after_version, latest))
-    added = [f for f in now if f.path not in before]
-    return ChangePlan(
-        path, after_version, latest, False,
-        files=tuple(f.path for f in added),
-        partitioned=any(f.partition_values for f in added),
-    )
+    added = tuple(f for f in files if f not in before)
+    return ChangePlan(path, after_version, latest, False, files=added,
+                      partitioned=bool(added) and bool(now.partition_columns))
 
 
 def read_plan(store: DeltaTableStore, spark: SparkSession, plan: ChangePlan) -> DataFrame:
@@ -104,7 +95,7 @@ def read_plan(store: DeltaTableStore, spark: SparkSession, plan: ChangePlan) -> 
     ``plan.latest_version`` (files written before a column was added read it as null)."""
     if plan.whole_table:
         return store.read(spark, plan.path, version=plan.latest_version)
-    schema = schema_at(plan.path, plan.latest_version)
+    schema = store.snapshot(plan.path, version=plan.latest_version).schema()
     if not plan.files:
         return spark.createDataFrame([], schema)
     reader = spark.read.schema(schema)
@@ -112,26 +103,6 @@ def read_plan(store: DeltaTableStore, spark: SparkSession, plan: ChangePlan) -> 
         # Partition values live in the folder names, which Spark reads relative to the table.
         reader = reader.option("basePath", plan.path)
     return reader.parquet(*plan.files)
-
-
-def schema_at(path: str, version: int) -> T.StructType:
-    """The table's Spark schema at ``version``."""
-    try:
-        table = DeltaTable(str(path), version=version)
-    except DeltaTableNotFound as exc:
-        raise TableNotFoundError(str(path)) from exc
-    except DeltaError as exc:
-        raise LakehouseError(
-            f"Version {version} of Delta table {path} cannot be read ({exc}); its log was cleaned "
-            "up or the version does not exist. Compare with a later version."
-        ) from exc
-    return arrow_to_spark(pa.schema(table.schema().to_arrow()))
-
-
-def table_id(path: str) -> str:
-    """The table's identity (Delta's ``metaData.id``): it changes when the table is dropped
-    and created again, so versions recorded before then no longer mean anything."""
-    return str(DeltaTable(str(path)).metadata().id)
 
 
 def _removal(store: DeltaTableStore, path: str, after_version: int, latest: int) -> str:
@@ -144,4 +115,4 @@ def _removal(store: DeltaTableStore, path: str, after_version: int, latest: int)
     return f"a version after {after_version} removed data"
 
 
-__all__ = ["ChangePlan", "plan_changes", "read_plan", "schema_at", "table_id"]
+__all__ = ["ChangePlan", "plan_changes", "read_plan"]

@@ -1,9 +1,7 @@
 """A Structured Streaming checkpoint: the one model every other module asks about it.
 
-A checkpoint (Spark 4.x layout) holds ``metadata`` (the query id), ``offsets/N`` (what
-batch N reads, logged before it runs), ``commits/N`` (batch N is done) and, for file
-sources, ``sources/<i>/N`` (the files each batch read). :class:`Checkpoint` reads it (every
-file Spark reads on restart checked as Spark will read it), validates it against the tables
+:class:`Checkpoint` reads it (every file Spark reads on restart checked as Spark will read
+it, by :mod:`~lakehouse_assets.storage._checkpoint_files`), validates it against the tables
 its query writes and reads, reports on it, and repairs it from the tables. A damaged file,
 or a checkpoint that disagrees with its tables, stops a run with an error naming the
 checkpoint and the way out, where Spark would fail with a stack trace or lose rows.
@@ -22,22 +20,20 @@ from lakehouse_assets.storage._checkpoint_files import (
     BatchOffsets,
     CheckpointState,
     FileLogEntry,
-    batch_ids,
     batch_start_times,
+    committed_batches,
+    planned_batches,
     read_batch_offsets,
     read_file_source_log,
     read_query_id,
     read_state,
     table_name_of,
 )
-from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.checkpoint_agreement import check_agreement, check_sources
 
 if TYPE_CHECKING:
-    from lakehouse_assets.storage.delta import DeltaTableStore
-
-if TYPE_CHECKING:
     from lakehouse_assets.storage.checkpoint_repair import RepairResult
+    from lakehouse_assets.storage.delta import DeltaTableStore
 
 
 @dataclass(frozen=True)
@@ -87,12 +83,11 @@ class Checkpoint:
 
     def query_id(self) -> str | None:
         """The query's id, or None before its first start."""
-        metadata = locate(self.location).child("metadata")
-        return read_query_id(self.location, metadata, self.name) if metadata.exists() else None
+        return read_query_id(self.location, self.name)
 
     def last_committed_batch(self) -> int | None:
         """The newest batch the query finished, or None."""
-        done = batch_ids(locate(self.location).child("commits"))
+        done = committed_batches(self.location)
         return done[-1] if done else None
 
     def batch_offsets(self, batch_id: int) -> BatchOffsets | None:
@@ -101,11 +96,11 @@ class Checkpoint:
 
     def batch_start_times(self) -> dict[int, dt.datetime]:
         """When each batch still in the offset log started."""
-        return batch_start_times(locate(self.location))
+        return batch_start_times(self.location)
 
     def file_source_log(self, source: int = 0) -> list[FileLogEntry]:
         """Every file the file source ``source`` assigned to a batch, by batch then path."""
-        return read_file_source_log(self.location, locate(self.location), source, self.name)
+        return read_file_source_log(self.location, source, self.name)
 
     # -- validating ---------------------------------------------------------------------------
     def validate(self, table_paths: Sequence[str], store: DeltaTableStore) -> CheckpointState | None:
@@ -129,8 +124,7 @@ class Checkpoint:
         try:
             state = self.state()
         except CorruptCheckpointError as exc:
-            folder = locate(self.location)
-            planned, committed = batch_ids(folder.child("offsets")), batch_ids(folder.child("commits"))
+            planned, committed = planned_batches(self.location), committed_batches(self.location)
             return CheckpointReport(self.name, self.location, None, planned[-1] if planned else None,
                                     committed[-1] if committed else None, str(exc))
         if state is None:

@@ -10,12 +10,12 @@ or skip new batches as if already written (checkpoint behind). Spark itself chec
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.errors import CheckpointMismatchError, LegacyCheckpointError, SourceRecreatedError
 from lakehouse_assets.storage._checkpoint_files import CheckpointState, read_batch_offsets, table_name_of
-from lakehouse_assets.storage.delta_offsets import DeltaSourcePosition, tables_by_id
+from lakehouse_assets.storage.delta_offsets import DeltaSourcePosition, is_pre_connector_offset
+from lakehouse_assets.storage.discovery import tables_by_id
 
 if TYPE_CHECKING:
     from lakehouse_assets.storage.delta import DeltaTableStore
@@ -91,7 +91,7 @@ def check_sources(state: CheckpointState, store: DeltaTableStore, table_name: st
     used raise :class:`~lakehouse_assets.errors.LegacyCheckpointError` naming the reset that
     rebuilds the table.
     """
-    if any(_is_legacy_offset(offset) for offset in state.source_offsets):
+    if any(is_pre_connector_offset(offset) for offset in state.source_offsets):
         name = table_name or table_name_of(state.location)
         raise LegacyCheckpointError(
             f"{name}: checkpoint {state.location} holds positions of the Delta source that releases before "
@@ -143,10 +143,3 @@ def _name_under(path: str, root: Any) -> str:
         if path.startswith(prefix) and path[len(prefix):].count("/") == 1:
             return path[len(prefix):].replace("/", ".")
     return path
-
-
-def _is_legacy_offset(offset: Any) -> bool:
-    """Whether a source's offset is the one the project's own Delta source logged, before
-    Delta Lake's connector read the tables."""
-    return (isinstance(offset, Mapping) and "tableId" in offset and "snapshot" in offset
-            and "reservoirId" not in offset)

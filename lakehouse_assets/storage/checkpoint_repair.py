@@ -29,7 +29,6 @@ The old checkpoint is never deleted: it is moved beside the new one, hidden from
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,11 +36,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.storage._checkpoint_files import BatchOffsets, batch_ids, read_batch_offsets, table_name_of
-from lakehouse_assets.storage._files import local_path, locate
+from lakehouse_assets.storage._checkpoint_files import (
+    FILE_SOURCE_START,
+    BatchOffsets,
+    file_log_entry,
+    keeps_state,
+    planned_batches,
+    read_batch_offsets,
+    reads_files,
+    table_name_of,
+    write_checkpoint,
+)
+from lakehouse_assets.storage._files import local_path
 from lakehouse_assets.storage.engine import HistoryEntry
 from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.sink import OUTPUT_MODE_KEY, READS_FILES_KEY, recorded_offsets
@@ -100,14 +108,14 @@ def repair_checkpoint(
         return RepairResult(location, "restarted", moved, reason="the table holds nothing from the query yet")
     query_id = str(last.query)
     complete = last.custom_metadata.get(OUTPUT_MODE_KEY) == "complete"
-    if _has_state(location) and not complete:
+    if keeps_state(location) and not complete:
         # Windows or deduplicated rows already appended would be appended again by a query
         # reading its source from the start, and the state that says which is in the checkpoint.
         raise LakehouseError(
             f"Cannot rebuild checkpoint {location}: query {query_id} keeps state (windows, a watermark) only "
             f"in its checkpoint and appends to {main}, so neither resuming nor restarting it keeps each row "
             f"once. Full-refresh it: `lakehouse reset {name}`.")
-    if complete or _has_state(location):
+    if complete or keeps_state(location):
         moved = _move_aside(location)
         return RepairResult(
             location, "restarted", moved, query_id=query_id,
@@ -137,18 +145,18 @@ def repair_checkpoint(
     conf = _old_conf(location)
     files: list[dict[str, Any]] | None = None
     high_offsets = offsets[high]
-    if last.custom_metadata.get(READS_FILES_KEY) == "true" or (high_offsets is not None and _reads_files(high_offsets)):
+    if last.custom_metadata.get(READS_FILES_KEY) == "true" or (high_offsets is not None and reads_files(high_offsets)):
         # The file source's offset is a position in its own file log, rebuilt here as one
         # entry (log position 0) listing every file the table holds rows of. Delta's own
         # sink records no offsets: the batch's time is its commit's.
-        files = _ingested_files(main, source_file_column)
+        files = _ingested_files(store, main, source_file_column)
         for batch, commit in commits.items():
             if commit is not None:
                 recorded = offsets[batch]
                 offsets[batch] = BatchOffsets(
                     recorded.watermark_ms if recorded else 0,
                     recorded.timestamp_ms if recorded else int(commit.timestamp.timestamp() * 1000),
-                    ({"logOffset": 0},))
+                    FILE_SOURCE_START)
     for batch in (low, high):
         if offsets[batch] is None:
             raise LakehouseError(
@@ -161,7 +169,8 @@ def repair_checkpoint(
         # Spark reads offsets/<last - 1> on restart; when the last batch is done it only
         # needs to parse (the next batch starts from the last batch's offsets).
         offsets[high - 1] = offsets[high]
-    staging = _write_checkpoint(location, query_id, offsets, conf, done=low, files=files)  # type: ignore[arg-type]
+    staging = Path(f"{location.rstrip('/')}.repairing-{_stamp()}")
+    write_checkpoint(staging, query_id, offsets, conf, done=low, files=files)  # type: ignore[arg-type]
     moved = _move_aside(location)
     os.replace(staging, location)
     return RepairResult(
@@ -211,44 +220,19 @@ def _batch_commit(store: DeltaTableStore, paths: Sequence[str], query_id: str, b
 
 
 def _has_rows(store: DeltaTableStore, path: str) -> bool:
-    if not store.exists(path):
-        return False
-    from deltalake import DeltaTable
-
-    return len(DeltaTable(path).file_uris()) > 0
+    return store.exists(path) and bool(store.snapshot(path).files())
 
 
-def _reads_files(offsets: BatchOffsets) -> bool:
-    sources = offsets.sources
-    return len(sources) == 1 and isinstance(sources[0], dict) and set(sources[0]) == {"logOffset"}
-
-
-def _ingested_files(path: str, column: str) -> list[dict[str, Any]]:
+def _ingested_files(store: DeltaTableStore, path: str, column: str) -> list[dict[str, Any]]:
     """Every file the table holds rows of, as the file source's log spells them."""
-    from deltalake import DeltaTable
-
-    table = DeltaTable(path)
-    dataset = table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(path, pafs.LocalFileSystem()))
-    if column not in dataset.schema.names:
+    snapshot = store.snapshot(path)
+    if column not in snapshot.column_names():
         raise LakehouseError(
             f"Cannot rebuild the file source's log from {path}: it has no {column} column naming the "
             "file of each row. Full-refresh the table."
         )
-    paths = pc.unique(dataset.to_table(columns=[column]).column(column).cast("string")).to_pylist()
-    entries = []
-    for source_file in sorted(p for p in paths if p):
-        uri = _file_log_uri(source_file)
-        entries.append({"path": uri, "timestamp": _mtime_ms(source_file), "batchId": 0})
-    return entries
-
-
-def _file_log_uri(path: str) -> str:
-    """Spark's file log spells local files ``file:///abs``; rows spell them ``file:/abs``."""
-    if path.startswith("file:/") and not path.startswith("file://"):
-        return "file://" + path[len("file:"):]
-    if path.startswith("/"):
-        return "file://" + path
-    return path
+    paths = pc.unique(snapshot.to_arrow([column]).column(column).cast("string")).to_pylist()
+    return [file_log_entry(source_file, _mtime_ms(source_file)) for source_file in sorted(p for p in paths if p)]
 
 
 def _mtime_ms(path: str) -> int:
@@ -258,37 +242,13 @@ def _mtime_ms(path: str) -> int:
         return 0  # gone since: it is listed as seen all the same, so it is never read again
 
 
-def _has_state(location: str) -> bool:
-    return Path(location, "state").is_dir()
-
-
 def _old_conf(location: str) -> dict[str, str]:
     """The session settings Spark logged in the old checkpoint, when a file still says."""
-    for batch in reversed(batch_ids(locate(location).child("offsets"))):
+    for batch in reversed(planned_batches(location)):
         found = read_batch_offsets(location, batch)
         if found is not None and found.conf:
             return found.conf
     return {}
-
-
-# -- writing the checkpoint ---------------------------------------------------------------------
-def _write_checkpoint(
-    location: str, query_id: str, offsets: dict[int, BatchOffsets], conf: dict[str, str], *, done: int,
-    files: list[dict[str, Any]] | None,
-) -> str:
-    """The new checkpoint in a folder beside ``location`` (moved in place by the caller)."""
-    staging = Path(f"{location.rstrip('/')}.repairing-{_stamp()}")
-    (staging / "offsets").mkdir(parents=True)
-    (staging / "commits").mkdir()
-    (staging / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
-    for batch, recorded in sorted(offsets.items()):
-        (staging / "offsets" / str(batch)).write_text(recorded.log_text(conf))
-    (staging / "commits" / str(done)).write_text(f'v1\n{{"nextBatchWatermarkMs":{offsets[done].watermark_ms:d}}}')
-    if files is not None:
-        (staging / "sources" / "0").mkdir(parents=True)
-        lines = ["v1", *(json.dumps(entry, separators=(",", ":")) for entry in files)]
-        (staging / "sources" / "0" / "0").write_text("\n".join(lines))
-    return str(staging)
 
 
 def _move_aside(location: str) -> str | None:

@@ -30,6 +30,7 @@ from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.conform import allows, conformed
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
+from lakehouse_assets.storage.discovery import DELTA_LOG
 from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,
@@ -309,9 +310,9 @@ def _holds_only_unlisted_data_files(location: Location) -> bool:
     unlisted (VACUUM deletes them)."""
     infos = location.fs.get_file_info(pafs.FileSelector(location.path, recursive=False))
     return all(info.base_name.startswith(("part-", ".part-")) or
-               (info.base_name == "_delta_log" and not any(
+               (info.base_name == DELTA_LOG and not any(
                    entry.type == pafs.FileType.File for entry in location.fs.get_file_info(
-                       pafs.FileSelector(location.child("_delta_log").path, recursive=True))))
+                       pafs.FileSelector(location.child(DELTA_LOG).path, recursive=True))))
                for info in infos)
 
 

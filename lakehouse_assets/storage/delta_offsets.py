@@ -1,28 +1,28 @@
-"""Where a query reading a Delta table stands, from the offsets Delta's streaming source logs
-in the query's checkpoint (``offsets/N``, one JSON line per source), which each batch's
-commit (:data:`~lakehouse_assets.storage.sink.OFFSETS_KEY`) or the event log records.
+"""Delta Lake's streaming source offsets, and the commit file of a version: where a query
+reading a Delta table stands, from the offsets Delta logs in the query's checkpoint
+(``offsets/N``, one JSON line per source; each batch's commit, ``sink.OFFSETS_KEY``, and the
+event log record them too). With :mod:`~lakehouse_assets.storage._checkpoint_files`, the only
+code that reads Spark's or Delta's own on-disk formats; an offset of a serialization version
+not written for is refused by name.
 
 Delta's offset is ``{"sourceVersion", "reservoirId", "reservoirVersion", "index",
 "isStartingVersion"}``: the table's id, the version the source stands in, and the index of
 the last file it read there (-1: none yet). Reading the snapshot a new query starts from,
 ``isStartingVersion`` is true; once a version is read whole, a plain read moves to its end
 index (or the next version's index -1), a change feed read stays at its last file. Offsets
-name the table by id, not by path: a table is found from its id among the lakehouse's tables.
+name the table by id, not by path.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage._checkpoint_files import BatchOffsets
-from lakehouse_assets.storage._delta_log import read_commit
-from lakehouse_assets.storage.discovery import discover_tables
+from lakehouse_assets.storage._files import locate
 
 # Delta's index for "every file of this version read" (Long.MaxValue).
 _END_INDEX = 2**63 - 1
@@ -45,8 +45,7 @@ class DeltaSourcePosition:
     def parse(cls, offset: Any, where: str = "A streaming query's checkpoint") -> DeltaSourcePosition | None:
         """The position in a parsed offset line; None for a source that is not Delta's. An
         offset of a serialization version this module was not written for is refused by
-        name rather than misread (a Delta Lake upgrade that changed it); ``where`` says whose
-        offset it is."""
+        name rather than misread; ``where`` says whose offset it is."""
         if not isinstance(offset, dict) or "reservoirId" not in offset or "reservoirVersion" not in offset:
             return None
         if offset.get("sourceVersion", 1) not in _SOURCE_VERSIONS:
@@ -61,8 +60,7 @@ class DeltaSourcePosition:
 
     def version_read_whole(self, table_path: str) -> int | None:
         """The newest version of the table (at ``table_path``) this position has read every
-        row of; None when it has read none whole (a snapshot read in part counts as nothing
-        read)."""
+        row of; None when it has read none whole (a snapshot read in part counts as nothing)."""
         if self.starting:
             return None
         unread = self.first_unread_version(table_path)
@@ -79,11 +77,11 @@ class DeltaSourcePosition:
         return self.version
 
 
-def _indexed_files(table_path: str, version: int) -> int:
-    """How many files Delta's streaming source numbers in ``version``: its change data files
-    when it has any (what a change feed read reads), else the files it adds and removes."""
-    commit = read_commit(table_path, version)
-    return len(commit.changes) if commit.changes else len(commit.added) + len(commit.removed)
+def is_pre_connector_offset(offset: Any) -> bool:
+    """Whether a source's offset is the one the project's own Delta source logged, before
+    Delta Lake's connector read the tables."""
+    return (isinstance(offset, Mapping) and "tableId" in offset and "snapshot" in offset
+            and "reservoirId" not in offset)
 
 
 def delta_source_end(offsets: BatchOffsets) -> DeltaSourcePosition | None:
@@ -92,19 +90,17 @@ def delta_source_end(offsets: BatchOffsets) -> DeltaSourcePosition | None:
     return next((p for p in map(DeltaSourcePosition.parse, offsets.sources) if p is not None), None)
 
 
-def tables_by_id(root: Path | str | None, table_id: Callable[[str], str | None]) -> dict[str, str]:
-    """The tables under the lakehouse ``root``, by their Delta table id."""
-    if root is None:
-        return {}
-    found = {}
-    root = Path(root)
-    for name in discover_tables(root):
-        layer, table = name.split(".", 1)
-        path = str(root / (SYSTEM_DIR if layer == SYSTEM_LAYER else layer) / table)
-        identity = table_id(path)
-        if identity is not None:
-            found[identity] = path
-    return found
-
-
-__all__ = ["DeltaSourcePosition", "delta_source_end", "tables_by_id"]
+def _indexed_files(table_path: str, version: int) -> int:
+    """How many files Delta's streaming source numbers in ``version``: its change data files
+    when it has any (what a change feed read reads), else the data files it adds and removes.
+    From the commit file itself: no snapshot lists change files."""
+    text = locate(table_path).child("_delta_log", f"{version:020d}.json").read_text()
+    changes = data_files = 0
+    for line in filter(str.strip, text.splitlines()):
+        action: dict[str, Any] = json.loads(line)
+        if "cdc" in action:
+            changes += 1
+        for kind in ("add", "remove"):
+            if kind in action and action[kind].get("dataChange", True):
+                data_files += 1
+    return changes or data_files

@@ -72,6 +72,11 @@ class DeltaRsSnapshot:
         """The table's Delta id (a table dropped and created again at the path has a new one)."""
         return str(self._table.metadata().id)
 
+    @property
+    def partition_columns(self) -> list[str]:
+        """The columns the table is partitioned by (none: not partitioned)."""
+        return list(self._table.metadata().partition_columns)
+
     def column_names(self) -> list[str]:
         """The table's columns at this version."""
         return [field.name for field in self._table.schema().fields]

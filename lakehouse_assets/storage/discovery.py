@@ -5,10 +5,13 @@ asset defines any more included.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
-from lakehouse_assets.storage._delta_log import DELTA_LOG
+
+#: The folder of a table that holds its Delta log: a folder with one is a Delta table.
+DELTA_LOG = "_delta_log"
 
 # The medallion layers first, in the order data flows; any other layer after, by name.
 _LAYER_ORDER = {"bronze": 0, "silver": 1, "gold": 2}
@@ -36,3 +39,19 @@ def discover_tables(root: Path) -> list[str]:
 
 def _visible_folders(folder: Path) -> list[Path]:
     return [entry for entry in folder.iterdir() if entry.is_dir() and not entry.name.startswith(("_", "."))]
+
+
+def tables_by_id(root: Path | str | None, table_id: Callable[[str], str | None]) -> dict[str, str]:
+    """The tables under the lakehouse ``root``, by their Delta table id (``table_id`` of a
+    path): how a streaming query's offsets, which name a table by id, find its path."""
+    if root is None:
+        return {}
+    found = {}
+    root = Path(root)
+    for name in discover_tables(root):
+        layer, table = name.split(".", 1)
+        path = str(root / (SYSTEM_DIR if layer == SYSTEM_LAYER else layer) / table)
+        identity = table_id(path)
+        if identity is not None:
+            found[identity] = path
+    return found

@@ -7,7 +7,7 @@ import pytest
 from deltalake import DeltaTable
 
 from lakehouse_assets.errors import TableNotFoundError
-from lakehouse_assets.storage.changes import plan_changes, read_plan, schema_at, table_id
+from lakehouse_assets.storage.changes import plan_changes, read_plan
 
 SCHEMA = "id BIGINT, label STRING"
 
@@ -65,7 +65,7 @@ def test_nothing_new_reads_no_rows_but_keeps_the_schema(spark, store, appended):
 
     assert latest == 2
     assert df.count() == 0
-    assert df.schema == schema_at(appended, 2)
+    assert df.schema == store.snapshot(appended, version=2).schema()
     assert plan_changes(store, appended, after_version=2).versions == "none after 2"
 
 
@@ -112,14 +112,14 @@ def test_plan_names_the_versions_it_reads(store, appended):
 
 
 def test_table_identity_changes_when_the_table_is_rebuilt(spark, store, table):
-    before = table_id(table)
+    before = store.table_id(table)
     _write(spark, store, table, [8])
-    assert table_id(table) == before
+    assert store.table_id(table) == before
 
     store.drop(table)
     _write(spark, store, table, [9])
 
-    assert table_id(table) != before
+    assert store.table_id(table) != before
 
 
 def test_a_missing_table_is_named(spark, store, settings):
