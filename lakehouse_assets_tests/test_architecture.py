@@ -131,6 +131,26 @@ def test_only_two_modules_read_spark_and_delta_private_formats() -> None:
     assert not found, "private on-disk formats read outside their modules: " + ", ".join(sorted(set(found)))
 
 
+def test_the_tables_have_one_writer_and_delta_rs_writes_only_the_event_log() -> None:
+    """Delta Lake's connector writes every table; delta-rs only reads, in processes without
+    Spark, except the event log, which stays a delta-rs table because the connector's append
+    costs 50 times as much per event (docs/performance.md, benchmarks/results/event_log_writer.md)."""
+    writing = {"write_deltalake", "CommitProperties", "Transaction", "WriterProperties", "PostCommitHookProperties"}
+    found = []
+    for path in _modules():
+        if str(path.relative_to(PACKAGE)) == "storage/event_log.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "deltalake":
+                found += [f"{path.relative_to(PACKAGE)}:{node.lineno} ({a.name})" for a in node.names if a.name in writing]
+            if isinstance(node, ast.Attribute) and node.attr in {"optimize", "vacuum", "create_checkpoint", "restore"}:
+                base = node.value
+                if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "DeltaTable":
+                    found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} (DeltaTable(...).{node.attr})")
+    assert not found, "delta-rs writes outside the event log: " + ", ".join(found)
+
+
 def test_only_storage_imports_deltalake() -> None:
     outside = [
         f"{path.relative_to(PACKAGE)}:{line}"
