@@ -63,8 +63,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
 from benchmarks.scenarios import machine_facts
+from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore, StreamOptions
-from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.storage.event_log import commit_properties
 
 if TYPE_CHECKING:

@@ -23,9 +23,9 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.errors import CorruptCheckpointError, LakehouseError, QueryFailedError, failure_text
 from lakehouse_assets.storage import CommitResult
-from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.storage.sink import DeltaStreamSink
 
 

@@ -21,7 +21,7 @@ from lakehouse_assets.errors import LakehouseError, similar_table
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LANDING_DIR, LakehouseSettings
 
 if TYPE_CHECKING:
-    from lakehouse_assets.storage.checkpoint import CheckpointReport
+    from lakehouse_assets.checkpoints.checkpoint import CheckpointReport
 
 
 def require_root(settings: LakehouseSettings) -> Path:
@@ -119,7 +119,7 @@ def landing_sources(root: Path) -> list[Path]:
 
 def checkpoints(root: Path) -> Iterator[CheckpointReport]:
     """The state of every checkpoint ``root/_checkpoints/<layer>/<table>``."""
-    from lakehouse_assets.storage.checkpoint import Checkpoint
+    from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 
     base = root / CHECKPOINTS_DIR
     if not base.is_dir():

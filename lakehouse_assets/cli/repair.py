@@ -1,7 +1,7 @@
 """``lakehouse repair TABLE``: rebuild a streaming checkpoint from what its tables hold.
 
 The way out of a damaged checkpoint, or one that is ahead of or behind its table, without a
-full refresh: see :mod:`lakehouse_assets.storage.checkpoint_repair`.
+full refresh: see :mod:`lakehouse_assets.checkpoints.repair`.
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Check, then repair when needed; 1 when --check finds a problem."""
+    from lakehouse_assets.checkpoints.checkpoint import Checkpoint
+    from lakehouse_assets.checkpoints.repair import tables_written_by
     from lakehouse_assets.errors import LakehouseError
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
     from lakehouse_assets.storage import lakehouse_store
-    from lakehouse_assets.storage.checkpoint import Checkpoint
-    from lakehouse_assets.storage.checkpoint_repair import tables_written_by
     from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
     from lakehouse_assets.storage.table_lock import table_locks
 

@@ -19,7 +19,7 @@ from lakehouse_assets.cli.output import format_count, format_time, print_json, r
 from lakehouse_assets.settings import LakehouseSettings
 
 if TYPE_CHECKING:
-    from lakehouse_assets.storage.checkpoint import CheckpointReport
+    from lakehouse_assets.checkpoints.checkpoint import CheckpointReport
 
 DESCRIPTION = """\
 Show every table under the lakehouse root with its version, row count (from the Delta log's

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
+from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.ingestion.files import LandedFile, filesystem, is_data_file, list_data_files, spark_file_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage.checkpoint import Checkpoint
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from typing import Any
 
 import dagster as dg
 
+from lakehouse_assets.checkpoints.checkpoint import BatchOffsets, Checkpoint, recorded_offsets
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
 from lakehouse_assets.storage import AppTransaction, CommitResult, DeltaTableStore, HistoryEntry
-from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.event_log import (
     BatchEvent,
     ExpectationResult,
@@ -38,7 +38,7 @@ from lakehouse_assets.storage.event_log import (
     read_events,
 )
 from lakehouse_assets.storage.history import newest_first
-from lakehouse_assets.storage.sink import RUN_KEY, recorded_offsets
+from lakehouse_assets.storage.sink import RUN_KEY
 from lakehouse_assets.streaming import StreamRun
 
 # How much of a failed batch's error the log keeps: its first lines name what failed.

@@ -27,14 +27,13 @@ from typing import Any
 
 import dagster as dg
 
+from lakehouse_assets.checkpoints.checkpoint import BatchOffsets, Checkpoint, recorded_offsets
+from lakehouse_assets.checkpoints.delta_offsets import delta_source_end
 from lakehouse_assets.ingestion.files import list_data_files, local_file_path
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, HistoryEntry
-from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
-from lakehouse_assets.storage.delta_offsets import delta_source_end
 from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
 from lakehouse_assets.storage.history import newest_first
-from lakehouse_assets.storage.sink import recorded_offsets
 
 #: How far behind a gold table may fall by default: the seeds' "no more than 5 minutes".
 DEFAULT_MAX_LAG = dt.timedelta(minutes=5)

@@ -18,9 +18,9 @@ def check_checkpoints_agree(settings: LakehouseSettings, flows: Flows) -> Invari
     """Every checkpoint under ``_checkpoints`` is readable and agrees with each table its
     query commits to: the table of its own name, the quarantine of a routed query, and any
     table whose log holds a batch of its query id."""
+    from lakehouse_assets.checkpoints.checkpoint import Checkpoint
     from lakehouse_assets.errors import CheckpointMismatchError, CorruptCheckpointError
     from lakehouse_assets.storage import lakehouse_store
-    from lakehouse_assets.storage.checkpoint import Checkpoint
 
     result = InvariantResult(CHECKPOINTS_AGREE, "checkpoints and tables agree")
     base = settings.root / CHECKPOINTS_DIR

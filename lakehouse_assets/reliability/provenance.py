@@ -24,16 +24,15 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.aggregates.sink import AGGREGATE_KEY
+from lakehouse_assets.checkpoints.checkpoint import BatchOffsets, Checkpoint, recorded_offsets
+from lakehouse_assets.checkpoints.delta_offsets import delta_source_end
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.ingestion.files import local_file_path
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage import HistoryEntry
-from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
-from lakehouse_assets.storage.delta_offsets import delta_source_end
 from lakehouse_assets.storage.discovery import tables_by_id
 from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
-from lakehouse_assets.storage.sink import recorded_offsets
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
 

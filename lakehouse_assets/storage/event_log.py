@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,10 +32,12 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
-from lakehouse_assets.storage._checkpoint_files import BatchOffsets
 from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
 from lakehouse_assets.storage.engine import AppTransaction
+
+if TYPE_CHECKING:
+    from lakehouse_assets.checkpoints.logs import BatchOffsets
 
 EVENT_LOG = "event_log"
 #: The event log by name.
@@ -208,6 +210,9 @@ def logged_offsets(path: Path, table: str) -> dict[tuple[str, int], BatchOffsets
     where = (pc.field("table") == table) & pc.field("source_offsets").is_valid()
     rows = DeltaRsSnapshot(str(path), log).to_arrow(
         where=where, columns=["query_id", "batch_id", "source_offsets"]).to_pylist()
+    # Imported here: checkpoints/ builds on storage/.
+    from lakehouse_assets.checkpoints.logs import BatchOffsets
+
     return {(row["query_id"], int(row["batch_id"])): BatchOffsets.from_json(row["source_offsets"])
             for row in rows if row["query_id"] is not None and row["batch_id"] is not None}
 

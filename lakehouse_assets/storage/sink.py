@@ -27,13 +27,13 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.storage.checkpoint import BatchOffsets, Checkpoint
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult
 from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.layout import TableLayout
 
 if TYPE_CHECKING:
+    from lakehouse_assets.checkpoints.checkpoint import Checkpoint
     from lakehouse_assets.storage.delta import DeltaTableStore
 
 OutputMode = Literal["append", "complete", "update"]
@@ -142,8 +142,8 @@ class DeltaSink:
         metadata: dict[str, str] = {**(commit_metadata or {}), OUTPUT_MODE_KEY: self.output_mode}
         if self.run_id:
             metadata[RUN_KEY] = self.run_id
-        # Spark logged offsets/<batch_id> before calling us; it is always there.
-        offsets = Checkpoint(self.checkpoint_location).batch_offsets(int(batch_id))
+        # Spark logged the batch's offsets before calling us; they are always there.
+        offsets = _checkpoint(self.checkpoint_location).batch_offsets(int(batch_id))
         if offsets is not None:
             metadata[OFFSETS_KEY] = offsets.to_json()
         return transaction, metadata
@@ -152,7 +152,7 @@ class DeltaSink:
         """The streaming query's id, from its checkpoint: it names the query's commits."""
         if self._query_id is None:
             # Spark writes the metadata file before the first batch, so a batch always has it.
-            query_id = Checkpoint(self.checkpoint_location).query_id()
+            query_id = _checkpoint(self.checkpoint_location).query_id()
             if query_id is None:
                 raise LakehouseError(
                     f"Checkpoint {self.checkpoint_location} has no metadata file, so the query writing "
@@ -249,17 +249,11 @@ class KeptTableSink:
         return self.table.apply(batch_df, transaction, metadata)
 
 
-def recorded_offsets(commit: HistoryEntry,
-                     logged: Mapping[tuple[str, int], BatchOffsets] | None = None) -> BatchOffsets | None:
-    """The checkpoint offsets of a batch's commit: as the commit recorded them, else as the
-    event log did (``logged``, by query and batch: Delta's own sink records none in the
-    commit); None for a commit that is not a streaming batch's, or predates both records."""
-    if commit.batch_id is None:
-        return None
-    text = commit.custom_metadata.get(OFFSETS_KEY)
-    if text:
-        return BatchOffsets.from_json(str(text))
-    return (logged or {}).get((str(commit.query), commit.batch_id))
+def _checkpoint(location: str) -> Checkpoint:
+    # Imported here: checkpoints/ builds on storage/ (its store, history and this module's keys).
+    from lakehouse_assets.checkpoints.checkpoint import Checkpoint
+
+    return Checkpoint(location)
 
 
 def run_commits(store: DeltaTableStore, path: str, run_id: str) -> list[CommitResult]:

@@ -14,12 +14,12 @@ from pyspark.sql import DataFrame
 from lakehouse_assets.assets.bronze import bronze_table
 from lakehouse_assets.assets.sql_asset import sql_asset
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
+from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.rules import Severity, greater_than, not_null, null_or_empty
 from lakehouse_assets.spec import TableSpec
-from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.tables.sql_definition import SqlDefinitionError
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize_alone
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from lakehouse_assets.checkpoints.agreement import check_sources
+from lakehouse_assets.checkpoints.logs import read_state
 from lakehouse_assets.errors import LakehouseError, LegacyCheckpointError
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage._checkpoint_files import read_state
-from lakehouse_assets.storage.checkpoint_agreement import check_sources
 from lakehouse_assets_tests.cli.helpers import Runner, delta_offset, write_checkpoint, write_table
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.errors import CorruptCheckpointError
 from lakehouse_assets.ingestion import AutoLoaderOptions, ingested_files, unread_files
 from lakehouse_assets.ingestion.state import uncommitted_files
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets_tests.cli.helpers import hadoop_checksum
 
 from .helpers import Bronze, by_source, file_uri, json_lines, recording

@@ -11,13 +11,13 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
+from lakehouse_assets.checkpoints.logs import batch_ids
 from lakehouse_assets.cli import main as lakehouse
 from lakehouse_assets.errors import CorruptCheckpointError
 from lakehouse_assets.quality.freshness import FreshnessPath, data_lag
 from lakehouse_assets.reliability.invariants import check_all
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaSink
-from lakehouse_assets.storage._checkpoint_files import batch_ids
 from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
 from lakehouse_assets.storage.sink import OFFSETS_KEY

@@ -10,6 +10,7 @@ from typing import Any
 
 import dagster as dg
 
+from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.ingestion.state import vanished_files, vanished_message
 from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written
 from lakehouse_assets.io.handlers.written import Written
@@ -17,7 +18,6 @@ from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.outputs import IncrementalSource
 from lakehouse_assets.quality.expectations import expecting
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
-from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.storage.sink import DeltaStreamSink
 from lakehouse_assets.streaming import RunSink
 from lakehouse_assets.tables.upstream_versions import UpstreamVersions

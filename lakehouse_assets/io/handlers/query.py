@@ -15,13 +15,13 @@ from typing import Any
 import dagster as dg
 from pyspark.sql import DataFrame
 
+from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.io.events import events_metadata, expectation_counts, record_query
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.metadata import expectations_metadata
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage.checkpoint import Checkpoint
 from lakehouse_assets.streaming import RestartPolicy, RunSink, StreamRun, TriggerKind, run_stream
 from lakehouse_assets.tables.upstream_versions import UpstreamVersions
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from lakehouse_assets.checkpoints.delta_offsets import DeltaSourcePosition, is_pre_connector_offset
+from lakehouse_assets.checkpoints.logs import CheckpointState, read_batch_offsets, table_name_of
 from lakehouse_assets.errors import CheckpointMismatchError, LegacyCheckpointError, SourceRecreatedError
-from lakehouse_assets.storage._checkpoint_files import CheckpointState, read_batch_offsets, table_name_of
-from lakehouse_assets.storage.delta_offsets import DeltaSourcePosition, is_pre_connector_offset
 from lakehouse_assets.storage.discovery import tables_by_id
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def check_sources(state: CheckpointState, store: DeltaTableStore, table_name: st
     query reads is gone, or was recreated (a full refresh) since the checkpoint's last
     batch: the checkpoint's positions are versions of the old table.
 
-    Delta's source names the table it reads by id (:mod:`~lakehouse_assets.storage.delta_offsets`);
+    Delta's source names the table it reads by id (:mod:`~lakehouse_assets.checkpoints.delta_offsets`);
     a table under ``root`` (the lakehouse root) with that id is the one read. When none has
     it, the tables created since the checkpoint's last batch are the ones recreated.
     Other sources (files) are not checked here. Positions of the Delta source older releases

@@ -1,7 +1,7 @@
 """Delta Lake's streaming source offsets, and the commit file of a version: where a query
 reading a Delta table stands, from the offsets Delta logs in the query's checkpoint
 (``offsets/N``, one JSON line per source; each batch's commit, ``sink.OFFSETS_KEY``, and the
-event log record them too). With :mod:`~lakehouse_assets.storage._checkpoint_files`, the only
+event log record them too). With :mod:`~lakehouse_assets.checkpoints.logs`, the only
 code that reads Spark's or Delta's own on-disk formats; an offset of a serialization version
 not written for is refused by name.
 
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lakehouse_assets.checkpoints.logs import BatchOffsets
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.storage._checkpoint_files import BatchOffsets
 from lakehouse_assets.storage._files import locate
 
 # Delta's index for "every file of this version read" (Long.MaxValue).

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow.compute as pc
 
-from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.storage._checkpoint_files import (
+from lakehouse_assets.checkpoints.checkpoint import recorded_offsets
+from lakehouse_assets.checkpoints.logs import (
     FILE_SOURCE_START,
     BatchOffsets,
     file_log_entry,
@@ -49,10 +49,11 @@ from lakehouse_assets.storage._checkpoint_files import (
     table_name_of,
     write_checkpoint,
 )
+from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage._files import local_path
 from lakehouse_assets.storage.engine import HistoryEntry
 from lakehouse_assets.storage.history import newest_first
-from lakehouse_assets.storage.sink import OUTPUT_MODE_KEY, READS_FILES_KEY, recorded_offsets
+from lakehouse_assets.storage.sink import OUTPUT_MODE_KEY, READS_FILES_KEY
 
 if TYPE_CHECKING:
     from lakehouse_assets.storage.delta import DeltaTableStore

@@ -1,5 +1,5 @@
 """Spark's checkpoint log files: read and checked as Spark reads them on restart, and written
-again by ``lakehouse repair``. With :mod:`~lakehouse_assets.storage.delta_offsets`, the only
+again by ``lakehouse repair``. With :mod:`~lakehouse_assets.checkpoints.delta_offsets`, the only
 code that reads Spark's or Delta's own on-disk formats (``docs/reliability.md`` says what and
 why no public interface serves); each format is checked for the version written for.
 
@@ -273,7 +273,7 @@ class BatchOffsets:
     timestamp (``current_timestamp()`` in the batch) and where each source ends.
 
     The exactly-once sink records it in the batch's Delta commit, so a checkpoint can be
-    rebuilt from the table (:mod:`lakehouse_assets.storage.checkpoint_repair`).
+    rebuilt from the table (:mod:`lakehouse_assets.checkpoints.repair`).
     """
 
     watermark_ms: int

@@ -1,7 +1,7 @@
 """A Structured Streaming checkpoint: the one model every other module asks about it.
 
 :class:`Checkpoint` reads it (every file Spark reads on restart checked as Spark will read
-it, by :mod:`~lakehouse_assets.storage._checkpoint_files`), validates it against the tables
+it, by :mod:`~lakehouse_assets.checkpoints.logs`), validates it against the tables
 its query writes and reads, reports on it, and repairs it from the tables. A damaged file,
 or a checkpoint that disagrees with its tables, stops a run with an error naming the
 checkpoint and the way out, where Spark would fail with a stack trace or lose rows.
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakehouse_assets.errors import CorruptCheckpointError
-from lakehouse_assets.storage._checkpoint_files import (
+from lakehouse_assets.checkpoints.agreement import check_agreement, check_sources
+from lakehouse_assets.checkpoints.logs import (
     BatchOffsets,
     CheckpointState,
     FileLogEntry,
@@ -29,10 +29,12 @@ from lakehouse_assets.storage._checkpoint_files import (
     read_state,
     table_name_of,
 )
-from lakehouse_assets.storage.checkpoint_agreement import check_agreement, check_sources
+from lakehouse_assets.errors import CorruptCheckpointError
+from lakehouse_assets.storage.engine import HistoryEntry
+from lakehouse_assets.storage.sink import OFFSETS_KEY
 
 if TYPE_CHECKING:
-    from lakehouse_assets.storage.checkpoint_repair import RepairResult
+    from lakehouse_assets.checkpoints.repair import RepairResult
     from lakehouse_assets.storage.delta import DeltaTableStore
 
 
@@ -136,11 +138,24 @@ class Checkpoint:
                logged_offsets: Mapping[tuple[str, int], BatchOffsets] | None = None) -> RepairResult:
         """Rebuild the checkpoint from what its tables (and the event log's
         ``logged_offsets``) record, the old one moved aside; see
-        :func:`~lakehouse_assets.storage.checkpoint_repair.repair_checkpoint`."""
-        from lakehouse_assets.storage.checkpoint_repair import repair_checkpoint
+        :func:`~lakehouse_assets.checkpoints.repair.repair_checkpoint`."""
+        from lakehouse_assets.checkpoints.repair import repair_checkpoint
 
         return repair_checkpoint(store, self.location, table_paths, table_name=self.name,
                                  source_file_column=source_file_column, logged_offsets=logged_offsets)
 
 
-__all__ = ["BatchOffsets", "Checkpoint", "CheckpointReport", "CheckpointState", "FileLogEntry"]
+def recorded_offsets(commit: HistoryEntry,
+                     logged: Mapping[tuple[str, int], BatchOffsets] | None = None) -> BatchOffsets | None:
+    """The checkpoint offsets of a batch's commit: as the commit recorded them, else as the
+    event log did (``logged``, by query and batch: Delta's own sink records none in the
+    commit); None for a commit that is not a streaming batch's, or predates both records."""
+    if commit.batch_id is None:
+        return None
+    text = commit.custom_metadata.get(OFFSETS_KEY)
+    if text:
+        return BatchOffsets.from_json(str(text))
+    return (logged or {}).get((str(commit.query), commit.batch_id))
+
+
+__all__ = ["BatchOffsets", "Checkpoint", "CheckpointReport", "CheckpointState", "FileLogEntry", "recorded_offsets"]
