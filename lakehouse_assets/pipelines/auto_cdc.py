@@ -2,7 +2,8 @@
 ``dlt.apply_changes``) onto the project's AUTO CDC (:class:`~lakehouse_assets.cdc.AutoCdc`),
 SCD type 1 and 2 with Databricks' arguments. pyspark's own version takes SCD type 1 only and
 builds Spark Connect columns; this one keeps the arguments as SQL text, so loading a pipeline
-starts nothing.
+starts nothing: Columns given at a file's top level (``sequence_by=col("ts")``,
+``apply_as_deletes=expr("op = 'DELETE'")`` or ``col("op") == "DELETE"``) are rendered to it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.cdc.snapshots import Snapshot, SnapshotSource
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.pipelines.graph import PipelineFlow, PipelineRegistry, SnapshotFlow, location
+from lakehouse_assets.pipelines.import_columns import NotSqlError, sql_text
 from lakehouse_assets.pipelines.session import active_run
 from lakehouse_assets.pipelines.spec import PipelineError, SourceLocation
 from lakehouse_assets.settings import LakehouseSettings
@@ -38,15 +40,24 @@ def create_auto_cdc_flow(
     for given, argument in ((ignore_null_updates, "ignore_null_updates"), (once, "once")):
         if given:
             raise PipelineError(f"{where}: create_auto_cdc_flow({argument}=True) is not mapped; leave it out")
-    texts = {"keys": keys, "sequence_by": sequence_by, "apply_as_deletes": apply_as_deletes,
-             "apply_as_truncates": apply_as_truncates, "column_list": column_list,
-             "except_column_list": except_column_list, "track_history_column_list": track_history_column_list,
-             "track_history_except_column_list": track_history_except_column_list}
-    for argument, value in texts.items():
+    def text(argument: str, value: Any) -> Any:
+        try:
+            value = sql_text(value)
+        except NotSqlError as exc:
+            raise PipelineError(f"{where}: create_auto_cdc_flow's {argument}: {exc}") from exc
         values = [value] if isinstance(value, str) or value is None else list(value)
         if not all(v is None or isinstance(v, str) for v in values):
-            raise PipelineError(f"{where}: create_auto_cdc_flow's {argument} must be written as SQL text or column "
-                                "names (strings), not Columns, so that the pipeline loads without Spark")
+            raise PipelineError(f"{where}: create_auto_cdc_flow's {argument} must be SQL text, column names or "
+                                "col(...)/expr(...) written at the file's top level, not Columns a Spark session "
+                                "built, so that the pipeline loads without Spark")
+        return value
+
+    keys, sequence_by = text("keys", keys), text("sequence_by", sequence_by)
+    apply_as_deletes, apply_as_truncates = text("apply_as_deletes", apply_as_deletes), text(
+        "apply_as_truncates", apply_as_truncates)
+    column_list, except_column_list = text("column_list", column_list), text("except_column_list", except_column_list)
+    track_history_column_list = text("track_history_column_list", track_history_column_list)
+    track_history_except_column_list = text("track_history_except_column_list", track_history_except_column_list)
     try:
         spec = AutoCdc(keys=list(keys), sequence_by=sequence_by, stored_as_scd_type=int(stored_as_scd_type),  # type: ignore[arg-type]
                        apply_as_deletes=apply_as_deletes, apply_as_truncates=apply_as_truncates,

@@ -1,5 +1,7 @@
 """Loading a pipeline's Python files unchanged: ``from pyspark import pipelines as dp``
-(or Lakeflow's ``import dlt``) and its decorators, with Databricks' extensions.
+(or Lakeflow's ``import dlt``) and its decorators, with Databricks' extensions; Columns built
+at a file's top level are recorded and built when Spark needs them
+(:mod:`~lakehouse_assets.pipelines.import_columns`).
 
 While a file is imported, ``pyspark.pipelines`` and ``dlt`` are one module holding pyspark's
 own API (``table``, ``materialized_view``, ``temporary_view``, ``create_streaming_table``,
@@ -27,6 +29,7 @@ from pyspark.pipelines.graph_element_registry import graph_element_registration_
 
 from lakehouse_assets.pipelines.auto_cdc import create_auto_cdc_flow, create_auto_cdc_from_snapshot_flow
 from lakehouse_assets.pipelines.graph import EXPECTATIONS_ATTRIBUTE, Expectation, PipelineRegistry
+from lakehouse_assets.pipelines.import_columns import deferred_columns
 from lakehouse_assets.pipelines.session import PipelineSession, active_run
 from lakehouse_assets.pipelines.spec import PipelineError
 from lakehouse_assets.tables.sql_definition import OnViolation
@@ -135,7 +138,7 @@ def load_python_file(path: Path, registry: PipelineRegistry, session: PipelineSe
         raise PipelineError(f"{path}: cannot be imported as a Python file")
     module = importlib.util.module_from_spec(spec)
     module.__dict__["spark"] = session
-    with graph_element_registration_context(registry), _lakeflow_names():
+    with graph_element_registration_context(registry), _lakeflow_names(), deferred_columns():
         try:
             spec.loader.exec_module(module)
         except PipelineError as exc:
