@@ -8,7 +8,8 @@ one is.
   their column list (``name TYPE [COMMENT '...']``), ``CONSTRAINT name EXPECT (condition) [ON
   VIOLATION DROP ROW | FAIL UPDATE]``, ``COMMENT`` and ``TBLPROPERTIES``, then ``AS`` and the
   query (:mod:`.sql_query`: ``STREAM read_files`` is the Auto Loader, as ``cloudFiles`` in Python);
-- ``SET key = value``: a Spark setting of the flows after it in the file;
+- ``SET key = value``: a Spark setting of the flows after it in the file (``SET key``, which
+  only shows a setting, does nothing);
 - ``USE SCHEMA name``: the schema of the names after it written without one (``USE CATALOG`` is
   accepted: catalogs are dropped, as in :meth:`~.spec.PipelineProject.qualified`);
 - ``${key}`` anywhere outside comments: the pipeline's configuration, or the lakehouse's
@@ -16,11 +17,14 @@ one is.
 
 - ``CREATE FLOW name AS INSERT INTO table BY NAME query``: an append flow into a streaming
   table (its own query and checkpoint); ``CREATE FLOW name AS AUTO CDC INTO table FROM
-  STREAM(changes) KEYS (...) SEQUENCE BY ...``: the project's AUTO CDC, as in Python.
+  STREAM(changes) KEYS (...) SEQUENCE BY ...`` (or Lakeflow's older ``APPLY CHANGES INTO
+  table FROM ...``): the project's AUTO CDC, as in Python.
+- A Databricks notebook export (``-- Databricks notebook source``): each cell
+  (``-- COMMAND ----------``) ends its last statement, ``;`` or not; ``-- MAGIC`` lines are
+  comments.
 
-Everything else stops the load, naming the file, the line and the construct: ``APPLY
-CHANGES INTO``, ``INSERT INTO ONCE``, sinks, persisted views, partitioning and clustering
-clauses, Databricks-only functions.
+Everything else stops the load, naming the file, the line and the construct: ``INSERT INTO
+ONCE``, sinks, persisted views, partitioning and clustering clauses, Databricks-only functions.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ from lakehouse_assets.tables.sql_refs import Token, tokens
 from lakehouse_assets.tables.sql_types import spark_type
 
 _SUBSTITUTION = re.compile(r"\$\{([^}]*)\}")
+_NOTEBOOK = "-- Databricks notebook source"
+_CELL_BREAK = re.compile(r"^-- COMMAND -{3,}[ \t]*$", re.MULTILINE)
 #: Words that may stand between CREATE [OR REFRESH] and TABLE / VIEW.
 _MODIFIERS = ("streaming", "materialized", "temporary", "temp", "live", "private")
 #: Clauses a dataset may have that the lakehouse does not map, by their first word.
@@ -78,6 +84,8 @@ class _FileState:
 
 def register_sql_file(registry: PipelineRegistry, sql_text: str, file: Path) -> None:
     """Register the datasets the SQL file ``file`` (its text ``sql_text``) declares."""
+    if sql_text.lstrip().startswith(_NOTEBOOK):
+        sql_text = _CELL_BREAK.sub(";", sql_text)  # a cell ends its statement; lines keep their numbers
     text = _substituted(sql_text, file, PipelineConf(registry.project, registry.settings))
     state = _FileState(registry.project, {})
     for statement in _statements(tokens(text)):
@@ -118,7 +126,9 @@ def _register(registry: PipelineRegistry, text: str, toks: list[Token], file: Pa
     where = SourceLocation(file, text.count("\n", 0, toks[0].start) + 1)
     written = " ".join(tok.text for tok in toks[:6])
     if words[0] == "set":
-        equals = words.index("=") if "=" in words else -1
+        if "=" not in words:
+            return  # SET key shows a setting; a pipeline has no one to show it to
+        equals = words.index("=")
         if equals < 2 or equals == len(words) - 1:
             raise PipelineError(f"{where}: SET takes key = value (found {written!r})")
         key = "".join(unquoted(tok) for tok in toks[1:equals])
@@ -132,9 +142,9 @@ def _register(registry: PipelineRegistry, text: str, toks: list[Token], file: Pa
         if len(words) == 3 and words[1] == "catalog":
             return
         raise PipelineError(f"{where}: {written!r} is not mapped; write USE SCHEMA name or USE CATALOG name")
-    if words[:2] == ["apply", "changes"]:
-        raise PipelineError(f"{where}: APPLY CHANGES INTO (the older AUTO CDC) is not mapped; write it as CREATE "
-                            "FLOW name AS AUTO CDC INTO table FROM STREAM(changes) KEYS (...) SEQUENCE BY column ...")
+    if words[:3] == ["apply", "changes", "into"]:  # Lakeflow's older AUTO CDC: a flow named after its table
+        _register_change_flow(registry, text, toks, where, state)
+        return
     if words[0] != "create":
         raise PipelineError(f"{where}: {written!r} is not a statement a pipeline's SQL file may hold; write CREATE "
                             "STREAMING TABLE, CREATE MATERIALIZED VIEW or CREATE TEMPORARY VIEW ... AS query")
@@ -167,14 +177,7 @@ def _register_flow(registry: PipelineRegistry, text: str, toks: list[Token], wor
     if len(toks) < 6 or toks[2].name is None or words[3] != "as":
         raise PipelineError(f"{where}: a flow is written {shape}")
     if words[4:7] == ["auto", "cdc", "into"]:
-        def name_at(statement: list[Token], at: int, source: str) -> tuple[str, int]:
-            name, after = _dataset_name(statement, at, where)
-            return state.project.qualified(name, where), after
-        try:
-            flow, target, changes, spec = parse_auto_cdc_flow(toks, text, str(where), name_at)
-        except SqlDefinitionError as exc:
-            raise PipelineError(str(exc).replace("An AUTO CDC table is written", "A flow is written")) from exc
-        registry.register_change_flow(flow, target, changes, spec, where, change_feed)
+        _register_change_flow(registry, text, toks, where, state)
         return
     if words[4:6] != ["insert", "into"]:
         raise PipelineError(f"{where}: CREATE FLOW {toks[2].text} AS {' '.join(words[4:6]).upper()} is not mapped; "
@@ -189,6 +192,19 @@ def _register_flow(registry: PipelineRegistry, text: str, toks: list[Token], wor
     query = sql_flow(text, toks[at + 2:], state.project, where.file)
     registry.register_flow(Flow(name=str(toks[2].name), target=state.project.qualified(target, where),
                                 spark_conf=dict(state.spark_conf), source_code_location=location, func=query))
+
+
+def _register_change_flow(registry: PipelineRegistry, text: str, toks: list[Token], where: SourceLocation,
+                          state: _FileState) -> None:
+    """``CREATE FLOW name AS AUTO CDC INTO ...`` or ``APPLY CHANGES INTO ...``: the project's AUTO CDC."""
+    def name_at(statement: list[Token], at: int, source: str) -> tuple[str, int]:
+        name, after = _dataset_name(statement, at, where)
+        return state.project.qualified(name, where), after
+    try:
+        flow, target, changes, spec = parse_auto_cdc_flow(toks, text, str(where), name_at)
+    except SqlDefinitionError as exc:
+        raise PipelineError(str(exc).replace("An AUTO CDC table is written", "A flow is written")) from exc
+    registry.register_change_flow(flow, target, changes, spec, where, change_feed)
 
 
 def _kind(modifiers: set[str], what: str) -> type[Output] | None:

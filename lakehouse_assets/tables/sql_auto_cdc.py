@@ -15,7 +15,10 @@ applies a change feed to it::
 
 Clauses after ``FROM`` may come in any order; ``KEYS`` and ``SEQUENCE BY`` are required,
 ``STORED AS`` defaults to SCD type 1. ``COLUMNS`` and ``TRACK HISTORY ON`` take a column list
-in parentheses or ``* EXCEPT (...)``.
+(in parentheses or not) or ``* EXCEPT (...)``. Lakeflow's older spelling of the flow, still
+that of most published pipelines, is the same flow named after its table::
+
+    APPLY CHANGES INTO silver.patients_history FROM STREAM bronze.patient_changes KEYS (mrn) ...
 """
 
 from __future__ import annotations
@@ -74,9 +77,9 @@ class SqlAutoCdc:
 
 
 def is_auto_cdc(text: str) -> bool:
-    """Whether a SQL file's text defines an AUTO CDC flow."""
+    """Whether a SQL file's text defines an AUTO CDC flow (or APPLY CHANGES INTO)."""
     words = [t.text.lower() for t in tokens(text)]
-    return any(words[i:i + 3] == ["as", "auto", "cdc"] for i in range(len(words)))
+    return any(words[i:i + 3] in (["as", "auto", "cdc"], ["apply", "changes", "into"]) for i in range(len(words)))
 
 
 def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
@@ -95,9 +98,10 @@ def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
 
 def parse_auto_cdc_flow(toks: list[Token], text: str, source: str,
                         table_at: TableAt | None = None) -> tuple[str, str, str, AutoCdc]:
-    """``CREATE FLOW name AS AUTO CDC INTO table FROM STREAM(changes) KEYS (...) ...`` (the
-    statement's tokens ``toks`` of ``text``): the flow's name, its target, the table it streams
-    changes from, and how they apply. ``table_at`` reads a table name at a token (the project's
+    """``CREATE FLOW name AS AUTO CDC INTO table FROM STREAM(changes) KEYS (...) ...``, or
+    ``APPLY CHANGES INTO table FROM ...`` (a flow named after its table) (the statement's
+    tokens ``toks`` of ``text``): the flow's name, its target, the table it streams changes
+    from, and how they apply. ``table_at`` reads a table name at a token (the project's
     ``layer.name`` by default; a pipeline's names as the pipeline resolves them)."""
     flow, target, changes_from, clauses = _flow(toks, source, table_at)
     for required in ("keys", "sequence"):
@@ -159,18 +163,25 @@ def _flow(toks: list[Token], source: str,
           table_at: TableAt | None = None) -> tuple[str, str, str, dict[str, list[Token]]]:
     table_at = table_at or _table_at
     words = [t.text.lower() for t in toks]
-    if len(words) < 8 or words[:2] != ["create", "flow"] or words[3:7] != ["as", "auto", "cdc", "into"]:
+    if words[:3] == ["apply", "changes", "into"] and len(words) > 4:
+        target, at = table_at(toks, 3, source)
+        flow = target.rsplit(".", 1)[-1]
+    elif len(words) >= 8 and words[:2] == ["create", "flow"] and words[3:7] == ["as", "auto", "cdc", "into"]:
+        flow = str(toks[2].name)
+        target, at = table_at(toks, 7, source)
+    else:
         raise _error(source, "the second statement must be CREATE FLOW name AS AUTO CDC INTO layer.name ...")
-    flow = str(toks[2].name)
-    target, at = table_at(toks, 7, source)
-    if words[at:at + 3] != ["from", "stream", "("]:
-        raise _error(source, "the flow must read its changes FROM STREAM(layer.table)")
-    changes_from, at = table_at(toks, at + 3, source)
-    if at >= len(toks) or toks[at].text != ")":
+    if words[at:at + 3] == ["from", "stream", "("]:
+        changes_from, at = table_at(toks, at + 3, source)
+        if at >= len(toks) or toks[at].text != ")":
+            raise _error(source, "the flow must read its changes FROM STREAM(layer.table)")
+        at += 1
+    elif words[at:at + 2] == ["from", "stream"] and at + 2 < len(toks) and toks[at + 2].text != "(":
+        changes_from, at = table_at(toks, at + 2, source)
+    else:
         raise _error(source, "the flow must read its changes FROM STREAM(layer.table)")
     clauses: dict[str, list[Token]] = {}
     current: str | None = None
-    at += 1
     while at < len(toks):
         clause = next(((name, len(lead)) for lead, name in _CLAUSES.items()
                        if tuple(words[at:at + len(lead)]) == lead), None)
@@ -208,14 +219,14 @@ def _names(toks: list[Token], source: str, clause: str, *, parenthesised: bool =
 
 
 def _column_choice(toks: list[Token] | None, source: str, clause: str) -> tuple[list[str] | None, list[str] | None]:
-    """``(columns)`` as (columns, None); ``* EXCEPT (columns)`` as (None, columns)."""
+    """``(columns)`` or ``columns`` as (columns, None); ``* EXCEPT (columns)`` as (None, columns)."""
     if toks is None:
         return None, None
     if toks and toks[0].text == "*":
         if len(toks) < 2 or toks[1].text.lower() != "except":
             raise _error(source, f"{clause} * must be followed by EXCEPT (columns)")
         return None, _names(toks[2:], source, f"{clause} * EXCEPT")
-    return _names(toks, source, clause), None
+    return _names(toks, source, clause, parenthesised=bool(toks) and toks[0].text == "("), None
 
 
 def _condition(toks: list[Token] | None, text: str) -> str | None:

@@ -206,6 +206,40 @@ def _line_of(source: str, refused: str) -> int:
     return next(number for number, line in enumerate(lines, start=1) if needles[refused] in line)
 
 
+def test_a_python_notebook_export_loads_as_the_python_it_is(tmp_path, settings) -> None:
+    # Cells, magic lines, a star import and a blank line between a decorator and its function.
+    folder = pipeline(tmp_path / "notebook", """\
+        # Databricks notebook source
+        # MAGIC %md
+        # MAGIC # Orders, bronze to silver
+
+        # COMMAND ----------
+
+        import dlt
+        from pyspark.sql.functions import *
+
+        # COMMAND ----------
+
+        @dlt.table(comment="Orders as they arrive")
+
+        def orders_raw():
+            return spark.readStream.table("bronze.orders")
+
+        # COMMAND ----------
+
+        @dlt.table
+        @dlt.expect_or_drop("positive_amount", "amount > 0")
+        def orders_clean():
+            return dlt.read_stream("orders_raw").where(col("amount").isNotNull())
+        """, file="orders.py")
+
+    loaded = specs(pipeline_assets(folder, settings))
+
+    assert sorted(loaded) == ["default/orders_clean", "default/orders_clean_quarantine", "default/orders_raw"]
+    assert loaded["default/orders_raw"].description == "Orders as they arrive"
+    assert {d.asset_key.to_user_string() for d in loaded["default/orders_clean"].deps} == {"default/orders_raw"}
+
+
 def test_an_auto_cdc_flow_is_an_auto_cdc_table_reading_its_change_feed(tmp_path, settings) -> None:
     folder = pipeline(tmp_path / "cdc", """
         from pyspark import pipelines as dp

@@ -116,7 +116,8 @@ def test_configuration_is_substituted_and_a_missing_key_is_refused(tmp_path) -> 
     ("CREATE FLOW f AS INSERT INTO ONCE t BY NAME SELECT * FROM s", "INSERT INTO ONCE (a backfill run once) is not mapped"),
     ("CREATE FLOW f AS AUTO CDC INTO t FROM STREAM(s) KEYS (id) SEQUENCE BY seq", "must be declared first"),
     ("CREATE FLOW f AS AUTO CDC INTO ok FROM STREAM(s) SEQUENCE BY seq", "the flow has no KEYS clause"),
-    ("APPLY CHANGES INTO LIVE.t FROM STREAM(s) KEYS (id) SEQUENCE BY seq", "APPLY CHANGES INTO (the older AUTO CDC) is not mapped"),
+    ("APPLY CHANGES INTO LIVE.t FROM STREAM(s) KEYS (id) SEQUENCE BY seq", "must be declared first"),
+    ("APPLY CHANGES INTO LIVE.ok FROM s KEYS (id) SEQUENCE BY seq", "must read its changes FROM STREAM"),
     ("CREATE SINK k OPTIONS (kafka.bootstrap.servers = 'h:9092')", "CREATE SINK writes outside the lakehouse"),
     ("CREATE STREAMING TABLE t AS SELECT * FROM STREAM read_kafka(bootstrapServers => 'h:9092')", "read_kafka(...) is a Databricks-only function"),
     ("CREATE MATERIALIZED VIEW t AS SELECT ai_query('m', text) AS a FROM s", "ai_query(...) is a Databricks-only function"),
@@ -166,6 +167,63 @@ def test_create_flow_appends_into_a_streaming_table_or_applies_changes_auto_cdc(
             customers.auto_cdc.apply_as_deletes, customers.auto_cdc.except_column_list) == (
         ("id",), "ts", 2, "op = 'D'", ("op", "ts"))
     assert tables(loaded, "sch.customers") == [("bronze.customer_changes", True)]
+
+
+def test_apply_changes_into_is_the_same_auto_cdc_as_lakeflows_older_pipelines_write_it(tmp_path) -> None:
+    # As Databricks' CDC tutorial and most published SQL pipelines write it.
+    loaded = pipeline(tmp_path, """
+        CREATE OR REFRESH STREAMING LIVE TABLE customer_silver;
+        APPLY CHANGES INTO LIVE.customer_silver
+        FROM stream(LIVE.customer_bronze_clean)
+          KEYS (id)
+          APPLY AS DELETE WHEN operation = "DELETE"
+          SEQUENCE BY operation_date
+          COLUMNS * EXCEPT (operation, operation_date, _rescued_data);
+        CREATE OR REFRESH STREAMING TABLE customer_history;
+        APPLY CHANGES INTO customer_history FROM STREAM bronze.customer_changes
+          KEYS (id) SEQUENCE BY operation_date COLUMNS id, name, city STORED AS SCD TYPE 2 TRACK HISTORY ON name, city
+        """)
+
+    silver = loaded.datasets["sch.customer_silver"].flow
+    assert silver.name == "customer_silver" and silver.source == "sch.customer_bronze_clean"
+    assert silver.auto_cdc is not None
+    assert (silver.auto_cdc.keys, silver.auto_cdc.sequence_by, silver.auto_cdc.apply_as_deletes,
+            silver.auto_cdc.except_column_list, silver.auto_cdc.stored_as_scd_type) == (
+        ("id",), "operation_date", 'operation = "DELETE"', ("operation", "operation_date", "_rescued_data"), 1)
+    history = loaded.datasets["sch.customer_history"].flow
+    assert history.auto_cdc is not None
+    assert (history.source, history.auto_cdc.column_list, history.auto_cdc.stored_as_scd_type,
+            history.auto_cdc.track_history_column_list) == (
+        "bronze.customer_changes", ("id", "name", "city"), 2, ("name", "city"))
+
+
+def test_a_sql_notebook_export_is_read_as_its_cells(tmp_path) -> None:
+    loaded = pipeline(tmp_path, """\
+        -- Databricks notebook source
+        -- MAGIC %md
+        -- MAGIC # Customers: bronze to silver
+
+        -- COMMAND ----------
+
+        SET pipelines.trigger.interval
+
+        -- COMMAND ----------
+
+        CREATE OR REFRESH STREAMING LIVE TABLE customers_clean
+        COMMENT 'Customers with an id'
+        AS SELECT * FROM STREAM(bronze.customers) WHERE id IS NOT NULL
+
+        -- COMMAND ----------
+
+        CREATE OR REFRESH LIVE TABLE customer_count AS SELECT count(*) AS n FROM LIVE.customers_clean;
+        """)
+
+    assert sorted(loaded.datasets) == ["sch.customer_count", "sch.customers_clean"]
+    assert tables(loaded, "sch.customers_clean") == [("bronze.customers", True)]
+    assert tables(loaded, "sch.customer_count") == [("sch.customers_clean", False)]
+    with pytest.raises(PipelineError, match=r"flows.sql:6: "):  # lines keep their numbers
+        pipeline(tmp_path, "-- Databricks notebook source\n-- COMMAND ----------\n\n-- COMMAND ----------\n\n"
+                           "CREATE OR REFRESH LIVE\n")
 
 
 def test_a_dataset_defined_twice_across_files_is_refused(tmp_path) -> None:
