@@ -33,7 +33,8 @@ export LAKEHOUSE_SPARK_REMOTE
 # of its own (its landing sensor's run, checks, and verify recomputing its gold over the engine), a
 # Lakeflow Python pipeline loaded through LAKEHOUSE_PIPELINES (flows called with the run's Connect
 # session behind the pipeline's `spark`, cloudFiles as Auto Loader, expect_or_drop routing, AUTO
-# CDC; its SQL twin's statements are SQL assets, as in the replay test), a killed run, dagster dev from landing to gold (the sensors'
+# CDC; its SQL twin's statements are SQL assets, as in the replay test), Columns a pipeline file
+# built at its top level (recorded at load, built as Spark Connect plans in the run), a killed run, dagster dev from landing to gold (the sensors'
 # path) and the UI's Materialize all in Chromium: both as `make run` runs them, on its engine, and
 # here only.
 # Arguments replace the list (any pytest arguments); PYTEST_EXTRA adds options to either (e.g. --junitxml=FILE).
@@ -73,6 +74,7 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/test_admissions.py \
     "lakehouse_assets_tests/pipelines/test_lakeflow_examples.py::test_each_lakeflow_examples_tables_equal_the_native_ones[python]" \
     lakehouse_assets_tests/pipelines/test_lakeflow_examples.py::test_the_examples_checks_run_and_their_tables_hold_verifys_invariants \
+    lakehouse_assets_tests/pipelines/test_import_columns.py::test_a_tutorial_style_cdc_pipeline_runs_with_its_top_level_columns \
     "lakehouse_assets_tests/reliability/test_killed_run_on_engine.py::test_a_run_killed_mid_query_is_followed_by_a_whole_run[silver.recordings_enriched]" \
     lakehouse_assets_tests/e2e/test_land_to_gold.py \
     lakehouse_assets_tests/e2e/test_ui.py
