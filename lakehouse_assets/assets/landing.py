@@ -37,6 +37,9 @@ class LandingFolder:
     #: whoever counts them without the reader (``lakehouse verify``).
     header: bool = False
     multi_line: bool = False
+    #: The files of the folder the table reads, as a path pattern below it (``batch_*/orders.csv``,
+    #: ``customers``; see :func:`~lakehouse_assets.ingestion.files.path_matches`); None for all.
+    pattern: str | None = None
 
     @property
     def key(self) -> dg.AssetKey:

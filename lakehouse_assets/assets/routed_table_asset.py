@@ -26,7 +26,7 @@ from lakehouse_assets.assets.table_asset import (
     with_lakehouse_resource,
 )
 from lakehouse_assets.engine.client import engine_errors
-from lakehouse_assets.outputs import QuarantineOf, RoutedRows, TableKept
+from lakehouse_assets.outputs import IncrementalSource, QuarantineOf, RoutedRows, TableKept
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.spec import IO_MANAGER_KEY, ColumnSource, DeclaredExpectation, TableRunConfig, TableSpec
@@ -57,12 +57,15 @@ def routed_table_asset(
     clustered_by: Sequence[str] = (),
     streams_from: Sequence[str] = (),
     pipeline: str | None = None,
-) -> Callable[[Callable[..., RoutedRows]], dg.AssetsDefinition]:
+) -> Callable[[Callable[..., RoutedRows | IncrementalSource]], dg.AssetsDefinition]:
     """Like :func:`table_asset` for an append stream whose rows failing an ERROR expectation
     go to a quarantine table ``layer.quarantine_name``, with the names of the rules they
     failed: one query, one checkpoint, both tables written per micro-batch, each exactly
-    once. Both are assets, so both show in the lineage; either may be selected alone, and the
-    query still writes both and the run reports both. WARN expectations keep the row and
+    once. The body returns :class:`RoutedRows` (a stream, or a batch recomputed whole: the
+    table and its quarantine are replaced) or an ingestion's :class:`IncrementalSource`
+    (every column of each landed record kept in one or the other). Both are assets, so both
+    show in the lineage; either may be selected alone, and the query still writes both and
+    the run reports both. WARN expectations keep the row and
     count it; FAIL ones fail the update. ``deps`` are upstream tables the body reads by name
     (not as inputs).
 
@@ -75,7 +78,7 @@ def routed_table_asset(
     body reads as streams by name, besides its stream inputs; ``pipeline`` names the Lakeflow
     pipeline it is loaded from."""
 
-    def decorate(fn: Callable[..., RoutedRows]) -> dg.AssetsDefinition:
+    def decorate(fn: Callable[..., RoutedRows | IncrementalSource]) -> dg.AssetsDefinition:
         main_key = dg.AssetKey([layer, name])
         quarantine_key = dg.AssetKey([layer, quarantine_name])
         asset_ins, stream_options, streamed = split_ins(ins)

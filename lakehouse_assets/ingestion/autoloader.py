@@ -31,7 +31,7 @@ from lakehouse_assets.ingestion.errors import (
     SchemaEvolvedError,
     UnknownColumnsError,
 )
-from lakehouse_assets.ingestion.files import folder_exists, list_data_files, spark_file_uri
+from lakehouse_assets.ingestion.files import folder_exists, spark_file_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import glob_of_names, hold_back
 from lakehouse_assets.ingestion.records import file_reader, json_documents, records, text_lines, with_source_file
@@ -123,7 +123,7 @@ def autoload_stream(
     reader = file_reader(spark, options, streaming=True, name_glob=name_glob)
     mode = options.schema_evolution_mode
     if options.format != "parquet":
-        lines = text_lines(reader.load(source), options)
+        lines = text_lines(reader.load(options.read_path(source)), options)
         if options.format == "json":
             return shape_json_records(
                 json_documents(lines, options), stored.schema, mode=mode,
@@ -133,7 +133,7 @@ def autoload_stream(
     extra = (
         _unread_parquet_columns(spark, source, options, stored, checkpoint) if mode == "rescue" else T.StructType([])
     )
-    rows = reader.schema(T.StructType(list(stored.schema.fields) + list(extra.fields))).load(source)
+    rows = reader.schema(T.StructType(list(stored.schema.fields) + list(extra.fields))).load(options.read_path(source))
     return shape_parquet(
         with_source_file(rows, options), stored.schema, mode=mode, extra=extra, schema_location=str(schema_location)
     )
@@ -314,8 +314,7 @@ def _names_to_read(source: str, options: AutoLoaderOptions, checkpoint: str | No
         unread = unread_files(source, checkpoint, options)
         replayed = {spark_file_uri(p) for p in uncommitted_files(checkpoint)}
     else:
-        recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
-        unread = list_data_files(source, recursive=recursive, path_glob_filter=options.path_glob_filter)
+        unread = options.landed_files(source)
         replayed = set()
     # Files of a batch that did not finish are replayed by Spark whatever the glob says.
     held = [h for h in hold_back(unread) if h.file.path not in replayed]
@@ -337,7 +336,6 @@ def _unread_parquet_columns(
     if checkpoint_location is not None:
         pending = [f.path for f in unread_files(source, checkpoint_location, options)]
     else:
-        recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
-        landed = list_data_files(source, recursive=recursive, path_glob_filter=options.path_glob_filter)
+        landed = options.landed_files(source)
         pending = [f.path for f in landed]
     return new_columns(stored.schema, infer_schema(spark, pending, options)) if pending else T.StructType([])

@@ -167,12 +167,22 @@ class LandedFile:
     modification_time: dt.datetime
 
 
+def path_matches(relative_path: str, pattern: str) -> bool:
+    """Whether the file at ``relative_path`` (``a/b/c.json``) is among those a path pattern
+    names, as Spark's file source reads ``folder/pattern``: the pattern's parts (Hadoop globs,
+    ``batch_*/orders.csv``) match the file's path or one of its folders, part by part."""
+    wanted, parts = pattern.strip("/").split("/"), relative_path.split("/")
+    return len(parts) >= len(wanted) and all(glob_matches(p, w) for p, w in zip(parts, wanted, strict=False))
+
+
 def list_data_files(
-    folder: str, *, recursive: bool = False, path_glob_filter: str | None = None
+    folder: str, *, recursive: bool = False, path_glob_filter: str | None = None, path_pattern: str | None = None
 ) -> list[LandedFile]:
     """The data files in ``folder``, oldest first (then by name). Hidden and in-progress names
     are skipped, and so are folders whose names start with ``_`` or ``.``. A folder that does
-    not exist holds no files."""
+    not exist holds no files. With ``path_pattern`` only the files it names
+    (:func:`path_matches`), at any depth."""
+    recursive = recursive or path_pattern is not None
     fs, root = filesystem(folder)
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.NotFound:
@@ -188,6 +198,8 @@ def list_data_files(
             continue
         if path_glob_filter and not glob_matches(parts[-1], path_glob_filter):
             continue
+        if path_pattern is not None and not path_matches(relative, path_pattern):
+            continue
         uri = spark_file_uri(entry.path) if isinstance(fs, pafs.LocalFileSystem) else f"{folder.rstrip('/')}/{relative}"
         found.append(
             LandedFile(
@@ -201,7 +213,8 @@ def list_data_files(
     return found
 
 
-def landed_paths(folder: Path) -> list[Path]:
-    """The data files under the local landing folder ``folder``, nested folders included, in
-    name order: what ingestion reads from it."""
-    return sorted(Path(local_file_path(f.path)) for f in list_data_files(str(folder), recursive=True))
+def landed_paths(folder: Path, pattern: str | None = None) -> list[Path]:
+    """The data files under the local landing folder ``folder``, nested folders included (only
+    those ``pattern`` names, if given), in name order: what ingestion reads from it."""
+    listed = list_data_files(str(folder), recursive=True, path_pattern=pattern)
+    return sorted(Path(local_file_path(f.path)) for f in listed)

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from lakehouse_assets.ingestion.errors import IngestionOptionsError
+from lakehouse_assets.ingestion.files import LandedFile, list_data_files
 
 SourceFormat = Literal["json", "csv", "parquet"]
 SchemaEvolutionMode = Literal["addNewColumns", "rescue", "failOnNewColumns", "none"]
@@ -73,6 +74,9 @@ class AutoLoaderOptions:
     - ``header``: CSV files start with a header line naming the columns (matched by name,
       file by file); without it columns are ``_c0``, ``_c1``, ...
     - ``path_glob_filter``: only file names matching this glob are data (``"*.json"``).
+    - ``path_pattern``: only the files the folder's path ``folder/path_pattern`` names are read
+      (``batch_*/orders.csv``, ``customers``: the files of a sub-folder), at any depth; set when
+      a reader is given a glob or a path below its landing folder.
     - ``schema_inference_max_files``: how many of the files present the first schema is
       inferred from.
     - ``reader_options``: further format options (JSON: ``allowComments``...; CSV: ``sep``,
@@ -89,6 +93,7 @@ class AutoLoaderOptions:
     multi_line: bool = False
     header: bool = False
     path_glob_filter: str | None = None
+    path_pattern: str | None = None
     schema_inference_max_files: int = DEFAULT_INFERENCE_MAX_FILES
     reader_options: Mapping[str, str] = field(default_factory=dict)
 
@@ -163,6 +168,18 @@ class AutoLoaderOptions:
         return cls(**typed, reader_options=reader)
 
     # -- derived ---------------------------------------------------------------------------------
+    def landed_files(self, source_dir: str) -> list[LandedFile]:
+        """The data files in ``source_dir`` these options read (nested folders with
+        ``recursiveFileLookup``, names matching ``path_glob_filter``, under ``path_pattern``)."""
+        recursive = self.reader_options.get("recursiveFileLookup", "").lower() == "true"
+        return list_data_files(source_dir, recursive=recursive, path_glob_filter=self.path_glob_filter,
+                               path_pattern=self.path_pattern)
+
+    def read_path(self, source_dir: str) -> str:
+        """The path Spark's file source is given for ``source_dir``: the folder, or the files of it
+        ``path_pattern`` names."""
+        return f"{source_dir.rstrip('/')}/{self.path_pattern.strip('/')}" if self.path_pattern else source_dir
+
     @property
     def max_bytes(self) -> int | None:
         """``max_bytes_per_trigger`` in bytes."""

@@ -31,7 +31,7 @@ from lakehouse_assets.ingestion.errors import (
     NothingToInferError,
     StoredSchemaError,
 )
-from lakehouse_assets.ingestion.files import list_data_files, to_local_or_uri
+from lakehouse_assets.ingestion.files import to_local_or_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.records import FIELDS, file_reader, json_options, read_batch_records
@@ -309,11 +309,7 @@ def resolve_schema(
     """
     latest = store.latest()
     if latest is None:
-        files = list_data_files(
-            source_dir,
-            recursive=options.reader_options.get("recursiveFileLookup", "false").lower() == "true",
-            path_glob_filter=options.path_glob_filter,
-        )
+        files = options.landed_files(source_dir)
         # Files a run would not read yet (empty, unopenable, unreadable names) are not read
         # to infer the schema either: one of them would fail the inference.
         held = {h.file.path for h in hold_back(files)}
@@ -321,7 +317,8 @@ def resolve_schema(
         if not readable:
             raise NothingToInferError(source_dir, store.location)
         sample = [f.path for f in readable[: options.schema_inference_max_files]]
-        whole_folder = not held and len(sample) == len(files) and "recursiveFileLookup" not in options.reader_options
+        whole_folder = (not held and len(sample) == len(files) and "recursiveFileLookup" not in options.reader_options
+                        and options.path_pattern is None)
         inferred = infer_schema(spark, source_dir if whole_folder else sample, options)
         inferred = apply_schema_hints(inferred, options.schema_hints)
         return store.add(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from lakehouse_assets.checkpoints.checkpoint import Checkpoint
-from lakehouse_assets.ingestion.files import LandedFile, filesystem, is_data_file, list_data_files, spark_file_uri
+from lakehouse_assets.ingestion.files import LandedFile, filesystem, is_data_file, spark_file_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.storage import DeltaTableStore
 
@@ -61,8 +61,7 @@ def unread_files(source_dir: str, checkpoint_location: str, options: AutoLoaderO
         if done is not None
         else set()
     )
-    recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
-    landed = list_data_files(source_dir, recursive=recursive, path_glob_filter=options.path_glob_filter)
+    landed = options.landed_files(source_dir)
     return [f for f in landed if f.path not in taken]
 
 
@@ -79,8 +78,7 @@ def relanded_files(source_dir: str, checkpoint_location: str, options: AutoLoade
         for e in checkpoint.file_source_log()
         if e.batch_id <= done
     }
-    recursive = options.reader_options.get("recursiveFileLookup", "false").lower() == "true"
-    landed = list_data_files(source_dir, recursive=recursive, path_glob_filter=options.path_glob_filter)
+    landed = options.landed_files(source_dir)
     return [
         f for f in landed
         if f.path in seen and abs(int(f.modification_time.timestamp() * 1000) - seen[f.path]) >= 1

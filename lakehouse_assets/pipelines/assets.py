@@ -32,7 +32,7 @@ from pyspark.sql.types import StructType
 from lakehouse_assets.assets.auto_cdc import auto_cdc_from_snapshot_table, auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.bronze import landing_source
-from lakehouse_assets.assets.landing import LandingFolder
+from lakehouse_assets.assets.landing import LANDING_FOLDERS, LandingFolder
 from lakehouse_assets.assets.routed_table_asset import routed_table_asset
 from lakehouse_assets.assets.sql_asset import QUARANTINE_SUFFIX, expectation
 from lakehouse_assets.assets.table_asset import table_asset
@@ -41,9 +41,10 @@ from lakehouse_assets.cdc.snapshots import SnapshotSource
 from lakehouse_assets.outputs import AppendFlow, AppendFlows, IncrementalSource, RoutedRows
 from lakehouse_assets.pipelines.auto_cdc import snapshots_of
 from lakehouse_assets.pipelines.graph import DatasetKind, PipelineDataset, PipelineFlow, PipelineRegistry
+from lakehouse_assets.pipelines.landing_paths import auto_loader_defaults, landed_path
 from lakehouse_assets.pipelines.python_api import load_python_file
 from lakehouse_assets.pipelines.reads import FileRead, FlowReads, TableRead, flow_reads
-from lakehouse_assets.pipelines.session import PipelineRun, PipelineSession, running
+from lakehouse_assets.pipelines.session import FILE_METADATA, PipelineRun, PipelineSession, running
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, load_project
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity
@@ -83,7 +84,12 @@ def load_pipeline(folder: Path, settings: LakehouseSettings) -> LoadedPipeline:
             load_python_file(file, registry, session)
         else:
             registry.register_sql(file.read_text(encoding="utf-8"), file)
-    datasets = registry.finished()
+    # A temporary view with expectations is kept as a table of its own (streaming or recomputed
+    # as it reads): inlined, the rows it drops would vanish uncounted; kept, they go to its
+    # quarantine with their reasons and its counts to its commits.
+    datasets = {table: dataclasses.replace(dataset, kind=DatasetKind.streaming_table)
+                if dataset.kind is DatasetKind.temporary_view and dataset.expectations else dataset
+                for table, dataset in registry.finished().items()}
     direct = {table: _reads(dataset, project) for table, dataset in datasets.items()}
     return LoadedPipeline(project, session, datasets, {table: _through_views(table, direct, datasets)
                                                        for table in datasets})
@@ -146,23 +152,24 @@ def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: Lakehou
         return _auto_cdc(common, dataset.flow.auto_cdc, build)
     if len(dataset.flows) > 1:
         return _append_flows(pipeline, dataset, common, reads)
-    if any(rule.severity is Severity.ERROR for rule in rules):
-        if folders or dataset.kind is not DatasetKind.streaming_table:
-            raise PipelineError(
-                f"{dataset.location}: {dataset.table} drops rows (expect_or_drop) but is "
-                f"{'fed by landed files' if folders else 'recomputed whole'}; rows are dropped into a quarantine by "
-                "a streaming table reading another table: move the expectation there, or use expect / expect_or_fail")
-        return _routed(common, build)
+    routes = any(rule.severity is Severity.ERROR for rule in rules)
     if any(read.cloud_files for read in reads.files):
         if len(reads.files) != 1 or reads.tables:
             raise PipelineError(f"{dataset.location}: {dataset.table} reads cloudFiles and other sources; Auto Loader "
                                 "feeds a table of its own: read one landing folder per table")
 
-        @table_asset(output_mode="append", merge_schema=True, **common)
         def _ingested(spark: SparkResource) -> IncrementalSource:
             return _auto_loader_source(spark, build)
 
-        return _ingested
+        if routes:  # each landed record in the table or, dropped, in its quarantine
+            return _routed(common, _ingested, merge_schema=True)
+        return table_asset(output_mode="append", merge_schema=True, **common)(_ingested)
+    if routes:
+        def _routed_rows(spark: SparkResource) -> RoutedRows:
+            frame = build(spark).frame
+            return RoutedRows(rows=frame, passed_columns=frame.columns, quarantine_columns=frame.columns)
+
+        return _routed(common, _routed_rows)
 
     @table_asset(output_mode="append", write_mode="overwrite", **common)
     def _dataset(spark: SparkResource) -> DataFrame:
@@ -242,20 +249,18 @@ def _append_flows(pipeline: LoadedPipeline, dataset: PipelineDataset, common: di
     return _flows
 
 
-def _routed(common: dict[str, Any], build: Callable[[SparkResource], _Built]) -> dg.AssetsDefinition:
+def _routed(common: dict[str, Any], body: Callable[[SparkResource], RoutedRows | IncrementalSource],
+            merge_schema: bool = True) -> dg.AssetsDefinition:
+    """A dataset dropping rows (``expect_or_drop``) into its quarantine: a streaming table's
+    query or an ingestion routes each batch, a materialized view its whole result."""
     layer, name = common.pop("layer"), common.pop("name")
-    metadata = common.pop("metadata")
-    table_properties = common.pop("table_properties")
+    described = "Rows" if common["streams_from"] or common["metadata"].get(LANDING_FOLDERS) else "Rows it now"
+    routed = routed_table_asset(
+        layer=layer, name=name, quarantine_name=name + QUARANTINE_SUFFIX, ins={}, merge_schema=merge_schema,
+        quarantine_description=f"{described} {layer}.{name} dropped by its expect_or_drop expectations, with the "
+        "names of those they failed.", **common)
+    return routed(body)
 
-    @routed_table_asset(
-        layer=layer, name=name, quarantine_name=name + QUARANTINE_SUFFIX, ins={},
-        quarantine_description=f"Rows {layer}.{name} dropped by its expect_or_drop expectations, with the names of "
-        "those they failed.", metadata=metadata, table_properties=table_properties, **common)
-    def _routed_dataset(spark: SparkResource) -> RoutedRows:
-        frame = build(spark).frame
-        return RoutedRows(rows=frame, passed_columns=frame.columns, quarantine_columns=frame.columns)
-
-    return _routed_dataset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,6 +286,8 @@ def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset,
         if not isinstance(frame, DataFrame):
             raise PipelineError(f"{flow.location}: the function of {dataset.table} returned "
                                 f"{type(frame).__name__}, not a DataFrame")
+        if FILE_METADATA in frame.columns:  # hidden in Spark: SELECT * leaves it out
+            frame = frame.drop(FILE_METADATA)
         if frame.isStreaming != expected_streaming:
             raise PipelineError(f"{flow.location}: {dataset.table} is a {dataset.kind} but its function returned a "
                                 f"{'streaming' if frame.isStreaming else 'batch'} DataFrame")
@@ -303,19 +310,13 @@ def _auto_loader_source(spark: SparkResource, build: Callable[[SparkResource], _
 
 
 def _landing_folder(read: FileRead, project: PipelineProject, settings: LakehouseSettings) -> LandingFolder:
-    """The landing folder a flow reads files from; it must be one under the lakehouse's
-    landing root, for its sensor and ``lakehouse verify`` to find."""
-    path = Path(read.path.removeprefix("file:"))
-    path = (path if path.is_absolute() else project.folder / path).resolve()
-    landing = settings.root / LANDING_DIR
-    if path.parent != landing:
-        raise PipelineError(
-            f"{read.location}: the flow reads files at {path}, outside the lakehouse's landing folders "
-            f"({landing}/<source>); land them in one (set the path in the pipeline's configuration) so that "
-            "its sensor and verify see them")
-    options = {k.removeprefix("cloudFiles.").lower(): v.lower() for k, v in read.options.items()}
-    return LandingFolder(path.name, read.format, streamed=read.streamed,
-                         header=options.get("header") == "true", multi_line=options.get("multiline") == "true")
+    """The landing folder a flow reads files from (:func:`landed_path`), for its sensor and
+    ``lakehouse verify`` to find."""
+    landed = landed_path(read.path, project, settings, read.location)
+    given = auto_loader_defaults(read.format, read.options) if read.cloud_files else read.options
+    options = {k.removeprefix("cloudFiles.").lower(): str(v).lower() for k, v in given.items()}
+    return LandingFolder(landed.source, read.format, streamed=read.streamed, header=options.get("header") == "true",
+                         multi_line=options.get("multiline") == "true", pattern=landed.pattern)
 
 
 def _code_reference(dataset: PipelineDataset) -> dg.CodeReferencesMetadataValue:

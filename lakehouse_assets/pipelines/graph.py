@@ -6,7 +6,7 @@ so nothing here runs a query: the files are imported, their functions kept for l
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -156,6 +156,10 @@ class PipelineRegistry(GraphElementRegistry):
                                 "checkpoint is its own)")
         dataset.flows.append(PipelineFlow(flow.name, flow.func, where, dict(flow.spark_conf)))
         dataset.expectations.extend(getattr(flow.func, EXPECTATIONS_ATTRIBUTE, ()))
+
+    def expect(self, name: str, expectations: Sequence[Expectation]) -> None:
+        """Expectations of the dataset ``name`` declared with it (``create_streaming_table(expect_all=...)``)."""
+        self.datasets[self.project.qualified(name)].expectations.extend(expectations)
 
     def register_auto_cdc_flow(self, flow: AutoCdcFlow) -> None:
         # pyspark's own create_auto_cdc_flow; the Lakeflow module a pipeline file sees has the

@@ -25,7 +25,10 @@ from typing import Any
 
 import pyspark
 import pyspark.pipelines as sdp
-from pyspark.pipelines.graph_element_registry import graph_element_registration_context
+from pyspark.pipelines.graph_element_registry import (
+    get_active_graph_element_registry,
+    graph_element_registration_context,
+)
 
 from lakehouse_assets.pipelines.auto_cdc import create_auto_cdc_flow, create_auto_cdc_from_snapshot_flow
 from lakehouse_assets.pipelines.graph import EXPECTATIONS_ATTRIBUTE, Expectation, PipelineRegistry
@@ -80,6 +83,20 @@ def expect_all_or_fail(expectations: Mapping[str, str]) -> Callable[[Any], Any]:
     return _expecting(OnViolation.fail_update, expectations)
 
 
+def create_streaming_table(name: str, *args: Any, expect_all: Mapping[str, str] | None = None,
+                           expect_all_or_drop: Mapping[str, str] | None = None,
+                           expect_all_or_fail: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+    """pyspark's ``create_streaming_table``, with Lakeflow's expectations of the table
+    (``expect_all``, ``expect_all_or_drop``, ``expect_all_or_fail``), as decorators give them."""
+    sdp.create_streaming_table(name, *args, **kwargs)
+    declared = [Expectation(rule, condition, on_violation) for on_violation, given in (
+        (OnViolation.warn, expect_all), (OnViolation.drop_row, expect_all_or_drop),
+        (OnViolation.fail_update, expect_all_or_fail)) for rule, condition in (given or {}).items()]
+    registry = get_active_graph_element_registry()
+    if declared and isinstance(registry, PipelineRegistry):
+        registry.expect(name, declared)
+
+
 def read(name: str) -> Any:
     """Lakeflow's ``dlt.read(name)``: the dataset as it stands."""
     return active_run(f"read({name!r})").session.read_dataset(name, streaming=False)
@@ -97,11 +114,12 @@ def _lakeflow_module() -> ModuleType:
     extensions: dict[str, Any] = dict(
         expect=expect, expect_or_drop=expect_or_drop, expect_or_fail=expect_or_fail, expect_all=expect_all,
         expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail, read=read,
-        read_stream=read_stream,
+        read_stream=read_stream, create_streaming_table=create_streaming_table,
         create_auto_cdc_flow=create_auto_cdc_flow,
         create_auto_cdc_from_snapshot_flow=create_auto_cdc_from_snapshot_flow,
         # Lakeflow's older names.
-        view=sdp.temporary_view, create_target_table=sdp.create_streaming_table,
+        view=sdp.temporary_view, create_target_table=create_streaming_table,
+        create_streaming_live_table=create_streaming_table,
         apply_changes=create_auto_cdc_flow, apply_changes_from_snapshot=create_auto_cdc_from_snapshot_flow)
     for name, value in extensions.items():
         setattr(module, name, value)

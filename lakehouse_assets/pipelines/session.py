@@ -19,20 +19,25 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from lakehouse_assets.ingestion import AutoLoader, AutoLoaderOptions
+from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
 from lakehouse_assets.pipelines.graph import PipelineDataset
+from lakehouse_assets.pipelines.landing_paths import auto_loader_defaults, landed_path
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
 from lakehouse_assets.storage import type_sql
 
 CLOUD_FILES = "cloudfiles"
+# The readers' methods taking a path to files.
+_FILE_READS = frozenset({"json", "csv", "parquet", "text", "orc"})
 
 
 @dataclass
@@ -144,7 +149,7 @@ class PipelineReader:
                 raise PipelineError("cloudFiles is read with spark.readStream.format('cloudFiles')...load(path)")
             return self._session.auto_loader(path, self._options, self._schema)
         reader = self._reader()
-        frame: DataFrame = reader.load(path) if path is not None else reader.load()
+        frame: DataFrame = reader.load(self._session.landed(path)) if path is not None else reader.load()
         return frame
 
     def _reader(self) -> Any:
@@ -157,8 +162,17 @@ class PipelineReader:
         return reader.options(**{k: str(v) for k, v in self._options.items()})
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        # json(path), csv(path), parquet(path), ...: the session's reader with what was recorded.
-        return getattr(self._reader(), name)  # type: ignore[no-any-return]
+        # json(path), csv(path), parquet(path), ...: the session's reader with what was recorded,
+        # reading the path where it lands.
+        read = getattr(self._reader(), name)
+        if name not in _FILE_READS:
+            return read  # type: ignore[no-any-return]
+
+        def landed(path: str, *args: Any, **kwargs: Any) -> DataFrame:
+            frame: DataFrame = read(self._session.landed(path), *args, **kwargs)
+            return frame
+
+        return landed
 
 
 class PipelineSession:
@@ -194,6 +208,11 @@ class PipelineSession:
         flow: DataFrame = sql_flow(query, tokens(query), self._project, Path("<spark.sql>"))()
         return flow
 
+    def landed(self, path: str) -> str:
+        """Where the files at ``path`` land in the run's lakehouse, as Spark reads them
+        (:func:`~lakehouse_assets.pipelines.landing_paths.landed_path`)."""
+        return landed_path(path, self._project, active_run(f"files at {path}").settings).spark_path
+
     def read_dataset(self, name: str, streaming: bool, options: Mapping[str, Any] | None = None) -> DataFrame:
         """The dataset ``name`` as the pipeline names it: a temporary view's DataFrame, else the
         table, as it stands or (``streaming``) as a stream of what it gains."""
@@ -211,18 +230,48 @@ class PipelineSession:
         """``cloudFiles`` at ``path``: the lakehouse's Auto Loader, its schema stored and its
         files tracked as the table's own."""
         run = active_run(f"cloudFiles at {path}")
-        given = {k: v for k, v in options.items() if k.lower() != "cloudfiles.schemalocation"}
+        fmt = next((str(v) for k, v in options.items() if k.lower() in ("cloudfiles.format", "format")), "")
+        given = {k: v for k, v in auto_loader_defaults(fmt, options).items()
+                 if k.lower() != "cloudfiles.schemalocation"}
         if schema is not None:
             # A schema given to Auto Loader fixes its columns' types: the same as hinting every one.
             ddl = schema if isinstance(schema, str) else ", ".join(
                 f"`{f.name}` {type_sql(f.dataType)}" for f in schema.fields)
             given["cloudFiles.schemaHints"] = ddl
         layer, name = run.table.split(".")
-        loader = AutoLoader(source_dir=path, options=AutoLoaderOptions.from_options(given),
+        landed = landed_path(path, self._project, run.settings)
+        loader = AutoLoader(source_dir=str(landed.folder),
+                            options=replace(AutoLoaderOptions.from_options(given), path_pattern=landed.pattern),
                             schema_location=str(run.settings.schema_path(layer, name)),
                             checkpoint_location=str(run.settings.checkpoint_path(layer, name)))
         run.loaders.append(loader)
-        return loader.stream(run.spark)
+        frame = loader.stream(run.spark)
+        return with_file_metadata(frame, loader, run.spark) if self._reads_file_metadata else frame
+
+    @property
+    def _reads_file_metadata(self) -> bool:
+        """Whether the pipeline's code names ``_metadata`` (the files' columns)."""
+        return any(FILE_METADATA in path.read_text(encoding="utf-8") for path in self._project.files)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(active_run(f"spark.{name}").spark, name)
+
+
+#: Spark's hidden column of the file a row comes from (``file_path``, ``file_name``, ...).
+FILE_METADATA = "_metadata"
+
+
+def with_file_metadata(frame: DataFrame, loader: AutoLoader, spark: SparkSession) -> DataFrame:
+    """An Auto Loader stream with Spark's ``_metadata`` column of each row's file (``file_path``,
+    ``file_name``, ``file_size``, ``file_modification_time``), as Databricks' Auto Loader has
+    it: the files listed now, joined by path (the stream's own file column, ``_source_file``).
+    The flow's output leaves it out, as ``SELECT *`` does Spark's."""
+    files = [(f.path, f.relative_path.rsplit("/", 1)[-1], f.size, f.modification_time)
+             for f in loader.options.landed_files(loader.source_dir)]
+    listed = spark.createDataFrame(files, "path STRING, name STRING, size BIGINT, mtime TIMESTAMP")
+    joined = frame.join(F.broadcast(listed), frame[SOURCE_FILE_COLUMN] == listed["path"], "left")
+    metadata = F.struct(
+        frame[SOURCE_FILE_COLUMN].alias("file_path"),
+        F.coalesce(listed["name"], F.regexp_extract(frame[SOURCE_FILE_COLUMN], "[^/]+$", 0)).alias("file_name"),
+        listed["size"].alias("file_size"), listed["mtime"].alias("file_modification_time"))
+    return joined.select(*[frame[c] for c in frame.columns], metadata.alias(FILE_METADATA))

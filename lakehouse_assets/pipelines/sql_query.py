@@ -31,6 +31,7 @@ from pyspark.sql import DataFrame
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from lakehouse_assets.pipelines.landing_paths import auto_loader_defaults
 from lakehouse_assets.pipelines.reads import FILE_FORMATS, FileRead, FlowReads, TableRead
 from lakehouse_assets.pipelines.session import PipelineRun, active_run
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
@@ -116,8 +117,10 @@ def _files_frame(run: PipelineRun, read: FileRead) -> DataFrame:
     schema = next((v for k, v in read.options.items() if k.lower() == "schema"), None)
     if read.cloud_files:
         return run.session.auto_loader(read.path, {"format": read.format, **options}, schema)
+    if options.get("inferColumnTypes", "").lower() == "true":
+        options["inferSchema"] = "true"  # Spark's name for it, in a batch read
     reader = run.spark.read.format(read.format).options(**options)
-    frame: DataFrame = (reader.schema(schema) if schema else reader).load(read.path)
+    frame: DataFrame = (reader.schema(schema) if schema else reader).load(run.session.landed(read.path))
     return frame
 
 
@@ -201,6 +204,8 @@ def _files_call(text: str, toks: list[Token], at: int, streamed: bool, where: An
         raise PipelineError(f"{where(toks[at])}: {function} reads format {fmt or 'not given'}; give format => "
                             f"{', '.join(repr(f) for f in FILE_FORMATS)}")
     rest = {k: v for k, v in options.items() if k.lower() != "format"}
+    if not _word(toks[at], CLOUD_FILES):
+        rest = auto_loader_defaults(fmt, rest, read_files=True)
     return FileRead(unquoted(arguments[0][0]), fmt, streamed, streamed, rest, where(toks[at])), close
 
 

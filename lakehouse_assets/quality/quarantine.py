@@ -73,16 +73,19 @@ def route(df: DataFrame, rules: Sequence[Rule]) -> DataFrame:
 
 
 def split_routed(
-    routed: DataFrame, *, passed_columns: Sequence[ColumnLike], quarantine_columns: Sequence[ColumnLike]
+    routed: DataFrame, *, passed_columns: Sequence[ColumnLike] | None, quarantine_columns: Sequence[ColumnLike] | None
 ) -> tuple[DataFrame, DataFrame]:
     """Split a :func:`route`-d DataFrame on its reason: the passed rows projected on
     ``passed_columns``, and the quarantined rows on ``quarantine_columns`` plus
-    ``_quarantine_reason``."""
+    ``_quarantine_reason`` (None: every column the rows have, as an ingestion whose columns
+    evolve)."""
     if QUARANTINE_REASON not in routed.columns:
         raise LakehouseError(f"split_routed needs the {QUARANTINE_REASON} column that route() adds")
     reason = F.col(QUARANTINE_REASON)
-    passed = routed.where(reason.isNull()).select(*_columns(passed_columns))
-    quarantined = routed.where(reason.isNotNull()).select(*_columns(quarantine_columns), reason)
+    rows = [c for c in routed.columns if c != QUARANTINE_REASON]
+    passed = routed.where(reason.isNull()).select(*_columns(rows if passed_columns is None else passed_columns))
+    quarantined = routed.where(reason.isNotNull()).select(
+        *_columns(rows if quarantine_columns is None else quarantine_columns), reason)
     return passed, quarantined
 
 
@@ -116,8 +119,8 @@ class QuarantineSink:
 
     passed: DeltaSink
     quarantine: DeltaSink
-    passed_columns: Sequence[ColumnLike]
-    quarantine_columns: Sequence[ColumnLike]
+    passed_columns: Sequence[ColumnLike] | None
+    quarantine_columns: Sequence[ColumnLike] | None
     rules: Sequence[Rule] = ()
     table: str = ""
     output_mode: str = "append"

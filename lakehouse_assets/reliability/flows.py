@@ -21,13 +21,19 @@ from lakehouse_assets.settings import LakehouseSettings
 
 @dataclass(frozen=True)
 class Ingestion:
-    """Bronze table ``bronze`` streams every file landing in ``landing/<landing_source>``."""
+    """Bronze table ``bronze`` streams every file landing in ``landing/<landing_source>`` (those
+    ``pattern`` names), each record into itself or its ``quarantine``."""
 
     bronze: str
     landing_source: str
     format: str
     header: bool = False
     multi_line: bool = False
+    #: The files of the folder it reads (``batch_*/orders.csv``), when not all of them.
+    pattern: str | None = None
+    #: Where the records its expectations drop go (a routed ingestion): each landed record is
+    #: in the table or there.
+    quarantine: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +79,8 @@ def declared_flows(assets: Iterable[Any]) -> Flows:
         if source is not None:
             declared = spec.metadata[LANDING_FOLDERS][source]
             ingestions.append(Ingestion(table, source, str(declared.get("format", "json")),
-                                        bool(declared.get("header")), bool(declared.get("multi_line"))))
+                                        bool(declared.get("header")), bool(declared.get("multi_line")),
+                                        declared.get("pattern"), tables[table].quarantine))
         declared_table = tables[table]
         streams = declared_table.streams_from
         if declared_table.quarantine and len(streams) == 1:

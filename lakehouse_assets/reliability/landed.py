@@ -82,13 +82,15 @@ def record_counter(file_format: str, *, header: bool = False,
     return None
 
 
-def landed_record_counts(source_dir: Path, count: Callable[[Path], int] = json_record_count) -> dict[str, int]:
-    """Per landed data file of ``source_dir`` (by :func:`landing_key`), its record count.
+def landed_record_counts(source_dir: Path, count: Callable[[Path], int] = json_record_count,
+                         pattern: str | None = None) -> dict[str, int]:
+    """Per landed data file of ``source_dir`` (by :func:`landing_key`; only those ``pattern``
+    names, if given), its record count.
 
     Files that vanish while being counted, or cannot be read, are left out: ingestion cannot
     read them either, and it reports them itself."""
     counts = {}
-    for path in landed_paths(source_dir):
+    for path in landed_paths(source_dir, pattern):
         try:
             counts[landing_key(str(path), source_dir)] = count(path)
         except OSError:

@@ -37,17 +37,24 @@ def _check_ingestion(result: InvariantResult, settings: LakehouseSettings, inges
         result.passed_over.append(f"{bronze_name}: its {ingestion.format} files cannot be counted without Spark")
         return
     bronze = table_path(settings, bronze_name)
-    expected = landed_record_counts(landing, count) if landing.is_dir() else {}
+    expected = landed_record_counts(landing, count, ingestion.pattern) if landing.is_dir() else {}
     if not is_table(bronze):
         if expected and not pending_ok:
             result.checked.append(bronze_name)
             result.add(bronze_name, f"no table, but {len(expected)} files landed in {landing}")
         return
     result.checked.append(bronze_name)
-    rows = read_or_report(result, bronze_name, bronze, [SOURCE_FILE])
-    if rows is None:
-        return
-    found = Counter(landing_key(v, landing) if v else None for v in rows.column(SOURCE_FILE).to_pylist())
+    found: Counter[str | None] = Counter()
+    # A routed ingestion keeps each landed record in the table or its quarantine.
+    for name in (bronze_name, *([ingestion.quarantine] if ingestion.quarantine else [])):
+        location = table_path(settings, name)
+        if name != bronze_name and not is_table(location):
+            continue
+        rows = read_or_report(result, name, location, [SOURCE_FILE])
+        if rows is None:
+            return
+        found.update(landing_key(v, landing) if v else None for v in rows.column(SOURCE_FILE).to_pylist())
+    held = "bronze or its quarantine" if ingestion.quarantine else "bronze"
     missing, duplicated, partial = [], [], []
     for path, records in sorted(expected.items()):
         got = found.get(path, 0)
@@ -56,17 +63,17 @@ def _check_ingestion(result: InvariantResult, settings: LakehouseSettings, inges
             continue
         if got == 0:
             if not pending_ok and records:
-                missing.append(f"{shown}: {records} records landed, none in bronze")
+                missing.append(f"{shown}: {records} records landed, none in {held}")
         elif got > records:
-            duplicated.append(f"{shown}: {records} records landed, {got} rows in bronze")
+            duplicated.append(f"{shown}: {records} records landed, {got} rows in {held}")
         else:
-            partial.append(f"{shown}: {records} records landed, only {got} rows in bronze")
+            partial.append(f"{shown}: {records} records landed, only {got} rows in {held}")
     if missing:
-        result.add(bronze_name, f"{len(missing)} landed files are not in bronze", missing)
+        result.add(bronze_name, f"{len(missing)} landed files are not in {held}", missing)
     if duplicated:
-        result.add(bronze_name, f"{len(duplicated)} landed files have more rows in bronze than records "
+        result.add(bronze_name, f"{len(duplicated)} landed files have more rows in {held} than records "
                    "(ingested twice)", duplicated)
     if partial:
-        result.add(bronze_name, f"{len(partial)} landed files are only partly in bronze", partial)
+        result.add(bronze_name, f"{len(partial)} landed files are only partly in {held}", partial)
     if found.get(None):
         result.add(bronze_name, f"{found[None]} bronze rows have no {SOURCE_FILE}")

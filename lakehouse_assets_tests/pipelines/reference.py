@@ -28,11 +28,14 @@ def settle(landing: Path) -> None:
         os.utime(path, (settled, settled))
 
 
-def run_landing_sensors(definitions: dg.Definitions, instance: dg.DagsterInstance) -> list[dg.ExecuteInProcessResult]:
-    """Each landing sensor's tick, and the run it requests, patients first."""
+def run_landing_sensors(definitions: dg.Definitions, instance: dg.DagsterInstance,
+                        sources: tuple[str, ...] = ("patients", "recordings", "patient_changes"),
+                        ) -> list[dg.ExecuteInProcessResult]:
+    """Each landing sensor's tick, and the run it requests, in the order of ``sources``
+    (the reference's: patients first)."""
     repository = definitions.get_repository_def()
     results = []
-    for source in ("patients", "recordings", "patient_changes"):
+    for source in sources:
         sensor = repository.get_sensor_def(f"landing_{source}_sensor")
         with dg.build_sensor_context(definitions=definitions, instance=instance,
                                      resources=dict(definitions.resources or {})) as context:

@@ -73,7 +73,7 @@ def test_a_datasets_upstream_description_and_code_location_come_from_its_source(
     assert bronze.metadata["lakehouse/landing_folders"]["recordings"]["streamed"] is True
     patients = found["default/patients"]
     assert patients.metadata["lakehouse/landing_folders"]["patients"] == {
-        "format": "csv", "description": None, "streamed": False, "header": True, "multi_line": False}
+        "format": "csv", "description": None, "streamed": False, "header": True, "multi_line": False, "pattern": None}
     assert table_spec(found["default/recordings_enriched_quarantine"]).quarantine_for == "default.recordings_enriched"
 
 

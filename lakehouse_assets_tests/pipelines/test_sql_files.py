@@ -63,7 +63,9 @@ def test_each_statement_is_a_dataset_with_its_kind_names_resolved_as_the_pipelin
     landing = tmp_path / "root" / "landing"
     (raw,) = loaded.reads["sch.raw"].files
     assert raw == FileRead(str(landing / "events"), "json", True, True,
-                           {"schemaHints": "id BIGINT", "inferColumnTypes": "true"}, raw.location)
+                           # read_files reads nested folders, as Databricks' does.
+                           {"recursiveFileLookup": "true", "schemaHints": "id BIGINT", "inferColumnTypes": "true"},
+                           raw.location)
     assert raw.location.line == 3
     (legacy,) = loaded.reads["sch.legacy"].files
     assert (legacy.path, legacy.format, legacy.streamed, legacy.cloud_files, legacy.options) == (
@@ -234,8 +236,9 @@ def test_a_dataset_defined_twice_across_files_is_refused(tmp_path) -> None:
 
 
 def test_a_query_runs_with_its_views_inlined_its_files_read_and_its_own_braces_kept(spark, tmp_path) -> None:
-    files = tmp_path / "files"
-    files.mkdir()
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path / "lakehouse")})
+    files = settings.landing_path("files")
+    files.mkdir(parents=True)
     (files / "a.json").write_text('{"id": 1, "name": "ann"}\n{"id": -2, "name": "bob"}\n')
     loaded = pipeline(tmp_path, """
         CREATE TEMPORARY VIEW people AS
@@ -245,7 +248,7 @@ def test_a_query_runs_with_its_views_inlined_its_files_read_and_its_own_braces_k
           SELECT id, concat('{', name, '}') AS braced FROM p WHERE id > 0
         """, configuration=f"configuration:\n  folder: {files}\n")
     dataset = loaded.datasets["sch.named"]
-    run = PipelineRun(spark, "sch.named", loaded.views, LakehouseSettings.from_env(), loaded.session)
+    run = PipelineRun(spark, "sch.named", loaded.views, settings, loaded.session)
 
     with running(run):
         frame = dataset.flow.func()

@@ -1,0 +1,114 @@
+"""Where the files a pipeline's code reads land here.
+
+A pipeline names its files as its authors' workspace has them: a folder under the lakehouse's
+landing root (``spark.conf.get("lakehouse.landing") + "/orders"``), a glob
+(``.../landing/retail/batch_*/orders.csv``), a sub-folder or one file, or a path of their own
+(``/Volumes/main/raw/orders``, ``/databricks-datasets/retail-org/customers/``). The last are
+mapped to the landing root by the pipeline's configuration, unchanged code and all::
+
+    configuration:
+      lakehouse.mounts: /databricks-datasets/retail-org = retail, /Volumes/main/raw = .
+
+Each entry is ``prefix = folder``: a path starting with ``prefix`` is read from ``folder`` (under
+the landing root when relative; ``.`` is the root itself) followed by the rest of the path. A
+path lands in the landing folder its first part below the root names (its sensor watches it,
+``lakehouse verify`` counts it); what follows is the pattern of the folder's files it reads.
+Auto Loader and ``read_files`` read them with Databricks' defaults (:func:`auto_loader_defaults`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
+from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
+
+#: The configuration key mapping the pipeline's own paths to the landing root.
+MOUNTS = "lakehouse.mounts"
+
+
+@dataclass(frozen=True)
+class LandedPath:
+    """A path a pipeline reads, as the lakehouse lands it: the landing folder ``source``
+    (``$LAKEHOUSE_ROOT/landing/<source>``, at ``folder``) and the ``pattern`` of its files the
+    path names (None: all of them)."""
+
+    source: str
+    folder: Path
+    pattern: str | None
+
+    @property
+    def spark_path(self) -> str:
+        """The path Spark's file source reads."""
+        return str(self.folder / self.pattern) if self.pattern else str(self.folder)
+
+
+def mounts(project: PipelineProject) -> list[tuple[str, str]]:
+    """The pipeline's ``lakehouse.mounts``: (prefix, folder) pairs, the longest prefix first."""
+    text = project.configuration.get(MOUNTS, "")
+    pairs = []
+    for entry in text.replace("\n", ",").split(","):
+        if not entry.strip():
+            continue
+        prefix, equals, folder = entry.partition("=")
+        if not equals or not prefix.strip() or not folder.strip():
+            raise PipelineError(f"{project.spec_file}: {MOUNTS} entry {entry.strip()!r} is not 'prefix = folder' "
+                                "(e.g. /Volumes/main/raw = orders)")
+        pairs.append((prefix.strip().rstrip("/"), folder.strip()))
+    return sorted(pairs, key=lambda pair: -len(pair[0]))
+
+
+def landed_path(path: str, project: PipelineProject, settings: LakehouseSettings,
+                where: SourceLocation | None = None) -> LandedPath:
+    """Where the files at ``path`` (as a flow of ``project`` names them) land in the lakehouse
+    of ``settings``; a path neither under the landing root nor mounted is refused."""
+    landing = settings.root / LANDING_DIR
+    local = _mounted(path, project, landing)
+    local = local if local.is_absolute() else project.folder / local
+    local = Path(os.path.realpath(local))  # as the landing root is: symlinks resolved, globs kept
+    at = f"{where}: " if where else ""
+    try:
+        parts = local.relative_to(landing).parts
+    except ValueError:
+        raise PipelineError(
+            f"{at}the flow reads files at {path}, outside the lakehouse's landing folders ({landing}/<source>); "
+            f"land them in one and name it in the code or the pipeline's configuration, or map the path with "
+            f"{MOUNTS} ({path.rstrip('/').rsplit('/', 1)[0]} = <folder under {landing}>)") from None
+    if not parts or any(char in parts[0] for char in "*?[{"):
+        raise PipelineError(f"{at}the flow reads {local}, which names no landing folder: name one "
+                            f"({landing}/<source>, optionally followed by a sub-folder, file or glob)")
+    return LandedPath(parts[0], landing / parts[0], "/".join(parts[1:]) or None)
+
+
+def _mounted(path: str, project: PipelineProject, landing: Path) -> Path:
+    """``path`` with a mounted prefix replaced by its folder (under ``landing`` when relative)."""
+    written = path.removeprefix("file:")
+    for prefix, folder in mounts(project):
+        if written == prefix or written.startswith(prefix + "/"):
+            target = Path(folder) if Path(folder).is_absolute() else landing / folder
+            return Path(str(target) + written[len(prefix):])
+    return Path(written)
+
+
+def auto_loader_defaults(fmt: str, options: Mapping[str, Any], *, read_files: bool = False) -> dict[str, Any]:
+    """``options`` of an Auto Loader (``cloudFiles``) or ``read_files`` read of ``fmt`` files,
+    with Databricks' defaults where Spark's file source has others: nested folders are read
+    (``recursiveFileLookup``), a CSV file starts with a header line (Auto Loader assumes one),
+    and ``read_files`` infers column types (``inferColumnTypes``, which Spark's ``inferSchema``
+    also names)."""
+    options = dict(options)
+    spark_name = next((key for key in options if key.lower() == "inferschema"), None)
+    if spark_name is not None:
+        inferred = options.pop(spark_name)
+        options.setdefault("inferColumnTypes", inferred)
+    given = {key.removeprefix("cloudFiles.").lower() for key in options}
+    defaults = {"recursiveFileLookup": "true"}
+    if fmt.lower() == "csv":
+        defaults["header"] = "true"
+    if read_files:
+        defaults["inferColumnTypes"] = "true"
+    return {**{k: v for k, v in defaults.items() if k.lower() not in given}, **options}
