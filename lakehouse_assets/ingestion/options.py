@@ -156,10 +156,12 @@ class AutoLoaderOptions:
             key = raw_key[len("cloudFiles.") :] if raw_key.startswith("cloudFiles.") else raw_key
             target = _AUTO_LOADER_NAMES.get(key)
             if target is None:
-                if key in {"schemaLocation", "useNotifications", "includeExistingFiles"}:
+                if key in _LISTED_ANYWAY and str(value).strip().lower() == _LISTED_ANYWAY[key]:
+                    continue  # what this ingestion does anyway
+                if key in {"schemaLocation", *_LISTED_ANYWAY}:
                     raise IngestionOptionsError(
-                        f"Option {raw_key} has no effect here: the schema location is an argument, and "
-                        "files are found by listing the folder, existing files included"
+                        f"Option {raw_key}={value} has no effect here: the schema location is an argument, and "
+                        "files are found by listing the whole folder on every run, existing files included"
                     )
                 reader[key] = str(value)
                 continue
@@ -203,6 +205,11 @@ class AutoLoaderOptions:
             "header": self.header,
         }
 
+
+# Auto Loader's listing options, with the one value that says what this ingestion does anyway:
+# list the whole folder each run (no notifications, no incremental listing), existing files included.
+_LISTED_ANYWAY = {"useNotifications": "false", "includeExistingFiles": "true", "useIncrementalListing": "false",
+                  "validateOptions": "true"}
 
 _AUTO_LOADER_NAMES: Mapping[str, tuple[str, str]] = {
     "format": ("format", "str"),

@@ -6,6 +6,7 @@ so nothing here runs a query: the files are imported, their functions kept for l
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -94,9 +95,22 @@ class PipelineDataset:
 
 
 def location(where: SourceCodeLocation) -> SourceLocation:
-    """pyspark's source location as the lakehouse's."""
-    return SourceLocation(Path(where.filename), where.line_number)
+    """pyspark's source location as the lakehouse's. pyspark takes its caller's line; when that
+    is one of the lakehouse's Lakeflow names (``dlt.table(temporary=True)``), the pipeline
+    file's line that called it."""
+    file = Path(where.filename)
+    if _PACKAGE not in file.resolve().parents:
+        return SourceLocation(file, where.line_number)
+    frame = inspect.currentframe()
+    while frame is not None:
+        caller = Path(frame.f_code.co_filename).resolve()
+        if _PACKAGE not in caller.parents and "pyspark" not in caller.parts:
+            return SourceLocation(caller, frame.f_lineno)
+        frame = frame.f_back
+    return SourceLocation(file, where.line_number)
 
+
+_PACKAGE = Path(__file__).resolve().parents[1]
 
 _KINDS = {MaterializedView: DatasetKind.materialized_view, StreamingTable: DatasetKind.streaming_table,
           TemporaryView: DatasetKind.temporary_view}

@@ -38,6 +38,11 @@ from lakehouse_assets.pipelines.spec import PipelineError
 from lakehouse_assets.tables.sql_definition import OnViolation
 
 _MODULE = "pyspark.pipelines"
+# Databricks' notebook globals, and what to write instead.
+_DATABRICKS_ONLY = {
+    "dbutils": "list folders with pathlib or os, and pass settings through the pipeline's configuration "
+               "(spark.conf.get)",
+    "display": "leave displays out of pipeline files", "displayHTML": "leave displays out of pipeline files"}
 _LEGACY_MODULE = "dlt"
 
 
@@ -97,6 +102,17 @@ def create_streaming_table(name: str, *args: Any, expect_all: Mapping[str, str] 
         registry.expect(name, declared)
 
 
+def table(query_function: Any = None, *, temporary: bool = False, **kwargs: Any) -> Any:
+    """pyspark's ``table``, taking Lakeflow's ``temporary`` (a table kept out of the catalog):
+    a table of the pipeline's own here too."""
+    return sdp.table(query_function, **kwargs)
+
+
+def materialized_view(query_function: Any = None, *, temporary: bool = False, **kwargs: Any) -> Any:
+    """pyspark's ``materialized_view``, taking Lakeflow's ``temporary``, as :func:`table`."""
+    return sdp.materialized_view(query_function, **kwargs)
+
+
 def read(name: str) -> Any:
     """Lakeflow's ``dlt.read(name)``: the dataset as it stands."""
     return active_run(f"read({name!r})").session.read_dataset(name, streaming=False)
@@ -114,7 +130,8 @@ def _lakeflow_module() -> ModuleType:
     extensions: dict[str, Any] = dict(
         expect=expect, expect_or_drop=expect_or_drop, expect_or_fail=expect_or_fail, expect_all=expect_all,
         expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail, read=read,
-        read_stream=read_stream, create_streaming_table=create_streaming_table,
+        read_stream=read_stream, create_streaming_table=create_streaming_table, table=table,
+        materialized_view=materialized_view,
         create_auto_cdc_flow=create_auto_cdc_flow,
         create_auto_cdc_from_snapshot_flow=create_auto_cdc_from_snapshot_flow,
         # Lakeflow's older names.
@@ -163,6 +180,12 @@ def load_python_file(path: Path, registry: PipelineRegistry, session: PipelineSe
             if str(exc).startswith(str(path)) or str(exc).startswith(str(registry.project.spec_file)):
                 raise
             raise PipelineError(f"{_where(exc, path)}: {exc}") from exc
+        except NameError as exc:
+            if exc.name in _DATABRICKS_ONLY:
+                raise PipelineError(
+                    f"{_where(exc, path)}: the file calls {exc.name} while it is loaded; {exc.name} is Databricks' "
+                    f"own and has no counterpart here: {_DATABRICKS_ONLY[exc.name]}") from exc
+            raise PipelineError(f"{_where(exc, path)}: loading the pipeline file failed: NameError: {exc}") from exc
         except Exception as exc:
             raise PipelineError(f"{_where(exc, path)}: loading the pipeline file failed: "
                                 f"{type(exc).__name__}: {exc}") from exc

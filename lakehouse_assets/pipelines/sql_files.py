@@ -4,7 +4,7 @@ flows of :class:`~.graph.PipelineRegistry`, so a SQL dataset is mapped exactly a
 one is.
 
 - ``CREATE [OR REFRESH] STREAMING TABLE`` (legacy ``STREAMING LIVE TABLE``), ``MATERIALIZED
-  VIEW`` (legacy ``LIVE TABLE``) and ``TEMPORARY [LIVE] VIEW`` (legacy ``LIVE VIEW``), with
+  VIEW`` (legacy ``LIVE TABLE``) and ``TEMPORARY [LIVE] VIEW`` (legacy ``[STREAMING] LIVE VIEW``), with
   their column list (``name TYPE [COMMENT '...']``), ``CONSTRAINT name EXPECT (condition) [ON
   VIOLATION DROP ROW | FAIL UPDATE]``, ``COMMENT`` and ``TBLPROPERTIES``, then ``AS`` and the
   query (:mod:`.sql_query`: ``STREAM read_files`` is the Auto Loader, as ``cloudFiles`` in Python);
@@ -213,7 +213,8 @@ def _kind(modifiers: set[str], what: str) -> type[Output] | None:
         return StreamingTable if "streaming" in modifiers else MaterializedView if "live" in modifiers else None
     if what == "view" and modifiers in ({"materialized"}, {"materialized", "private"}):
         return MaterializedView
-    if what == "view" and modifiers and modifiers <= {"temporary", "temp", "live"}:
+    # Legacy STREAMING LIVE VIEW: a temporary view read as a stream.
+    if what == "view" and modifiers and modifiers <= {"temporary", "temp", "live", "streaming"}:
         return TemporaryView
     return None
 

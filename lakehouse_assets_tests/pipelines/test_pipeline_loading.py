@@ -278,3 +278,32 @@ def test_a_pipeline_loads_for_the_lakehouse_it_is_given_whatever_the_environment
     bronze = specs(pipeline_assets(example, settings))[bronze]
 
     assert {dep.asset_key.to_user_string() for dep in bronze.deps} == {"landing/recordings"}
+
+
+def test_lakeflows_own_arguments_load_and_keep_the_lines_they_are_written_on(tmp_path, settings) -> None:
+    source = """\
+        import dlt
+
+
+        @dlt.table(temporary=True, comment="kept out of the catalog on Databricks")
+        def staged():
+            return spark.readStream.table("events")
+
+
+        dlt.create_streaming_table("checked", expect_all_or_drop={"has_id": "id IS NOT NULL"})
+
+
+        @dlt.append_flow(target="checked")
+        def staged_in():
+            return dlt.read_stream("staged")
+        """
+    found = specs(pipeline_assets(pipeline(tmp_path / "lakeflow_args", source), settings))
+
+    lines = textwrap.dedent(source).splitlines()
+    for key, written in (("default/staged", "@dlt.table("), ("default/checked", "create_streaming_table")):
+        [reference] = found[key].metadata["dagster/code_references"].code_references
+        assert reference.file_path.endswith("flows.py")
+        assert written in lines[reference.line_number - 1]
+    assert {e.name: e.on_violation for e in table_spec(found["default/checked"]).expectations} == {
+        "has_id": "drop row"}
+    assert "default/checked_quarantine" in found
