@@ -18,7 +18,6 @@ their source (:mod:`.reads`).
 from __future__ import annotations
 
 import dataclasses
-import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -51,7 +50,7 @@ from lakehouse_assets.quality.rules import Rule, Severity
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import type_sql
-from lakehouse_assets.tables.sql_definition import SqlConstraint, SqlDefinitionError, condition_columns
+from lakehouse_assets.tables.sql_definition import SqlConstraint, SqlDefinitionError, check_name, condition_columns
 from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
 
 CODE_REFERENCES = "dagster/code_references"
@@ -329,14 +328,11 @@ def _code_reference(dataset: PipelineDataset) -> dg.CodeReferencesMetadataValue:
 
 
 def _rule(dataset: PipelineDataset, name: str, condition: str, on_violation: Any) -> Rule:
-    check_name = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
-    if not check_name or not check_name[0].isalpha():
-        check_name = f"expect_{check_name}"
     try:
         columns = condition_columns(condition)
     except SqlDefinitionError as exc:
         raise PipelineError(f"{dataset.location}: {dataset.table}: expectation {name!r}: {exc}") from exc
-    return expectation(SqlConstraint(check_name, condition, columns, on_violation))
+    return expectation(SqlConstraint(check_name(name), condition, columns, on_violation))
 
 
 def _columns(dataset: PipelineDataset) -> Sequence[DescribedColumn]:

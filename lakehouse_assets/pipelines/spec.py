@@ -55,6 +55,11 @@ class PipelineProject:
 
     def qualified(self, name: str, where: SourceLocation | None = None) -> str:
         """``name`` as written in the pipeline's code, as the table it is: ``schema.name``."""
+        at = f"{where}: " if where else ""
+        if "/" in name:  # delta.`/path`: a table by its path, not its name
+            raise PipelineError(f"{at}{name!r} reads a table by its path, which the asset graph cannot map to an "
+                                "asset: read the table by name (one of the pipeline's, or a lakehouse table), or land "
+                                "its data as files and read them with read_files / cloudFiles")
         parts = [part.strip("`") for part in name.split(".")]
         if len(parts) == 2 and parts[0].lower() == "live":
             parts = parts[1:]
@@ -63,7 +68,6 @@ class PipelineProject:
         if len(parts) == 1:
             parts = [self.schema, *parts]
         if len(parts) != 2 or not all(parts):
-            at = f"{where}: " if where else ""
             raise PipelineError(f"{at}{name!r} is not a dataset name: write name, schema.name or catalog.schema.name")
         return ".".join(parts)
 

@@ -312,6 +312,13 @@ def unquoted(tok: Token) -> str:
     return tok.name or tok.text
 
 
+def check_name(name: str) -> str:
+    """An expectation's name as its asset check and quarantine reason name it: lower-case letters,
+    digits and underscores (Lakeflow's ```Balance should be positive``` is ``balance_should_be_positive``)."""
+    named = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_")
+    return named if named and named[0].isalpha() else f"expect_{named}"
+
+
 def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlConstraint:
     """One ``CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]``
     (``toks`` of the definition's text ``sql``)."""
@@ -323,11 +330,7 @@ def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlCons
     close = closing_parenthesis(toks, 3)
     if close is None or close == 4:
         raise SqlDefinitionError(f"{source}: {table}: the condition of {toks[1].name} is empty or unclosed")
-    name = str(toks[1].name)
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-        raise SqlDefinitionError(
-            f"{source}: {table}: CONSTRAINT {name} must be named in lower-case letters, digits and underscores "
-            "(it names the asset check and the quarantine reason)")
+    name = check_name(str(toks[1].name))
     condition_sql = sql[toks[4].start:toks[close - 1].end]
     rest = words[close + 1:]
     actions = {(): OnViolation.warn, ("on", "violation", "drop", "row"): OnViolation.drop_row,
