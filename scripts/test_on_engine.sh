@@ -75,6 +75,7 @@ if [ $# -eq 0 ]; then
     "lakehouse_assets_tests/pipelines/test_lakeflow_examples.py::test_each_lakeflow_examples_tables_equal_the_native_ones[python]" \
     lakehouse_assets_tests/pipelines/test_lakeflow_examples.py::test_the_examples_checks_run_and_their_tables_hold_verifys_invariants \
     lakehouse_assets_tests/pipelines/test_import_columns.py::test_a_tutorial_style_cdc_pipeline_runs_with_its_top_level_columns \
+    lakehouse_assets_tests/pipelines/test_landing_paths.py::test_globs_mounts_and_dropped_rows_run_from_the_landing_sensors \
     "lakehouse_assets_tests/reliability/test_killed_run_on_engine.py::test_a_run_killed_mid_query_is_followed_by_a_whole_run[silver.recordings_enriched]" \
     lakehouse_assets_tests/e2e/test_land_to_gold.py \
     lakehouse_assets_tests/e2e/test_ui.py
