@@ -3,7 +3,7 @@ allows it: a glob over batch folders (two tables reading one folder), a path of 
 own workspace mapped with ``lakehouse.mounts``, Auto Loader's defaults (CSV headers,
 ``inferSchema``) and ``_metadata``; records dropped by an Auto Loader table, by a table
 declared with ``expect_all_or_drop``, by a view feeding AUTO CDC and by a materialized view,
-each into a quarantine. Run through Dagster from the landing sensors, compared with an
+each into a quarantine; a Python and a SQL notebook export (``APPLY CHANGES INTO``). Run through Dagster from the landing sensors, compared with an
 independent computation, and checked by ``lakehouse verify``."""
 
 from __future__ import annotations
@@ -36,10 +36,18 @@ libraries:
 """
 
 RETAIL = """
+    # Databricks notebook source
+    # MAGIC %md
+    # MAGIC # Retail, as a notebook export: cells, magic lines, a module-level col()
+
+    # COMMAND ----------
+
     import dlt
     from pyspark.sql.functions import col, sum as total
 
     LANDING = spark.conf.get("lakehouse.landing")
+
+    # COMMAND ----------
 
 
     @dlt.table(comment="Orders of every batch folder")
@@ -96,11 +104,33 @@ CUSTOMERS = {"batch_1": [(10, 1, 1), (11, 2, 1)], "batch_2": [(12, 1, 1), (11, 1
 REGIONS = [{"region_id": 1, "region": "north"}, {"region_id": 2, "region": "south"}]
 
 
+# Lakeflow's older SQL spelling, in a SQL notebook export, over the Python file's view.
+HISTORY = """\
+-- Databricks notebook source
+-- MAGIC %md
+-- MAGIC Every region a customer was in
+
+-- COMMAND ----------
+
+CREATE OR REFRESH STREAMING TABLE customers_history
+
+-- COMMAND ----------
+
+APPLY CHANGES INTO LIVE.customers_history
+FROM STREAM(LIVE.customers_clean)
+KEYS (customer_id)
+SEQUENCE BY version
+COLUMNS * EXCEPT (version, _rescued_data, _source_file, _source_line, _ingested_at)
+STORED AS SCD TYPE 2
+"""
+
+
 def _project(tmp_path: Path) -> Path:
     folder = tmp_path / "retail_pipeline"
     (folder / "transformations").mkdir(parents=True)
     (folder / "spark-pipeline.yml").write_text(SPEC)
     (folder / "transformations" / "retail.py").write_text(textwrap.dedent(RETAIL))
+    (folder / "transformations" / "history.sql").write_text(HISTORY)
     return folder
 
 
@@ -168,6 +198,10 @@ def test_globs_mounts_and_dropped_rows_run_from_the_landing_sensors(spark, tmp_p
     # The view's dropped change is kept in its quarantine, not lost on its way to AUTO CDC.
     assert delta_rows(settings, "default", "customers_clean_quarantine", ["customer_id"]) == [(13,)]
     assert delta_rows(settings, "default", "customers", ["customer_id", "region_id"]) == sorted(region_of.items())
+    versions = sorted((c, r, v) for c, r, v in changes if r is not None)
+    assert delta_rows(settings, "default", "customers_history", ["customer_id", "region_id", "__END_AT"], key=repr) == \
+        sorted(((c, r, None if (c, v) == max((k, w) for k, _, w in versions if k == c) else
+                 next(w for k, _, w in versions if k == c and w > v)) for c, r, v in versions), key=repr)
     assert delta_rows(settings, "default", "regions", ["region_id", "region"]) == sorted(
         (r["region_id"], r["region"]) for r in REGIONS)
     assert delta_rows(settings, "default", "revenue_by_region", ["region", "revenue"]) == sorted(
