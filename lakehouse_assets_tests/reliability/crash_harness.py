@@ -60,10 +60,11 @@ KINDS = ("batch.started", "delta.files_written", "delta.committed", "asset.mater
 ENGINE_KINDS = ("asset.materialized", RANDOM_KILL, ENGINE_KILL)
 # What a run whose engine died must say (EngineUnavailableError's opening).
 ENGINE_LOST_MESSAGE = "No Spark engine answers at"
-# How often each point is reached in one run of the whole graph with new data everywhere:
-# batch.started once per sink call (bronze, device_counts, quarantine + silver, daily);
-# the Delta points once per write (the same, plus the patients table); asset.materialized
-# once per asset output (six tables).
+# The most a run of the whole graph with new data can reach each point: batch.started once
+# per sink call, the Delta points once per write of the lakehouse's own sinks, and
+# asset.materialized once per asset output (six tables). Writes that Delta's own streaming
+# sink makes reach no point, so runs reach fewer than this; a campaign learns how many
+# (`CrashHarness.reach`) and draws its hits from that.
 MAX_HIT = {"batch.started": 5, "delta.files_written": 6, "delta.committed": 6, "asset.materialized": 6}
 # Small data: a round's cost is the JVM start and the queries' fixed costs, not the rows.
 LANDING = dict(records_per_file=120, bad_rate=0.05, files_per_year=8760)
@@ -124,6 +125,9 @@ class CrashSummary:
     killed_run_seconds: list[float] = field(default_factory=list)
     #: On an engine: how long `lakehouse engine start` took to bring it back after each kill.
     engine_restart_seconds: list[float] = field(default_factory=list)
+    #: The most arrivals at each fault point the campaign saw a run with new data make (at
+    #: most MAX_HIT; lowered each time such a run outlived its hit).
+    reach: dict[str, int] = field(default_factory=lambda: dict(MAX_HIT))
     duration_seconds: float = 0.0
 
     @property
@@ -240,16 +244,22 @@ class CrashHarness:
         # kind follows the kills, not the attempts, so a point that a run outlived is tried
         # again (with new data landed, so every table has work and reaches the point) rather
         # than skipped: every kind gets its kill.
+        # A run with new data that outlives hit h of a point reaches it fewer than h times,
+        # so later hits are drawn below h: the schedule follows what runs reach today
+        # rather than spending runs on hits they no longer make.
         outlived = False
         while summary.kills < kills and summary.attempts < 3 * kills:
             kind = self.kinds[summary.kills % len(self.kinds)]
             summary.attempts += 1
-            if outlived or self.rng.random() < 0.7:
+            landed = outlived or self.rng.random() < 0.7
+            if landed:
                 self.land_some(files=1)
             if kind in (RANDOM_KILL, ENGINE_KILL):
                 outcome = self.run_child(kind, delay=self.rng.uniform(1.0, self._typical_run_seconds()))
             else:
-                outcome = self.run_child(kind, hit=self.rng.randint(1, MAX_HIT[kind]))
+                outcome = self.run_child(kind, hit=self.rng.randint(1, summary.reach[kind]))
+                if landed and not outcome.killed and outcome.returncode == 0 and outcome.hit:
+                    summary.reach[kind] = max(1, min(summary.reach[kind], outcome.hit - 1))
             outlived = not outcome.killed
             if outcome.killed:
                 summary.kills += 1
@@ -495,6 +505,8 @@ def format_summary(summary: CrashSummary) -> str:
         f"completed runs {seconds(summary.clean_run_seconds)}",
         *([f"- engine restarts after its kills: {seconds(summary.engine_restart_seconds)}"]
           if summary.engine_restart_seconds else []),
+        "- arrivals a run with new data makes at each point, as the campaign learned them: "
+        + ", ".join(f"{point} ≤ {n}" for point, n in summary.reach.items() if point in summary.kills_by_point),
         "",
         "| kill point | kills |",
         "|---|---:|",
