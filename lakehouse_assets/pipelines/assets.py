@@ -40,7 +40,7 @@ from lakehouse_assets.cdc.snapshots import SnapshotSource
 from lakehouse_assets.outputs import AppendFlow, AppendFlows, IncrementalSource, RoutedRows
 from lakehouse_assets.pipelines.auto_cdc import snapshots_of
 from lakehouse_assets.pipelines.graph import DatasetKind, PipelineDataset, PipelineFlow, PipelineRegistry
-from lakehouse_assets.pipelines.landing_paths import auto_loader_defaults, landed_path
+from lakehouse_assets.pipelines.landing_paths import landed_path
 from lakehouse_assets.pipelines.python_api import load_python_file
 from lakehouse_assets.pipelines.reads import FileRead, FlowReads, TableRead, flow_reads
 from lakehouse_assets.pipelines.session import FILE_METADATA, PipelineRun, PipelineSession, running
@@ -312,8 +312,7 @@ def _landing_folder(read: FileRead, project: PipelineProject, settings: Lakehous
     """The landing folder a flow reads files from (:func:`landed_path`), for its sensor and
     ``lakehouse verify`` to find."""
     landed = landed_path(read.path, project, settings, read.location)
-    given = auto_loader_defaults(read.format, read.options) if read.cloud_files else read.options
-    options = {k.removeprefix("cloudFiles.").lower(): str(v).lower() for k, v in given.items()}
+    options = {k.removeprefix("cloudFiles.").lower(): str(v).lower() for k, v in read.options.items()}
     return LandingFolder(landed.source, read.format, streamed=read.streamed, header=options.get("header") == "true",
                          multi_line=options.get("multiline") == "true", pattern=landed.pattern)
 

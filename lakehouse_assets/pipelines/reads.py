@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from lakehouse_assets.pipelines.landing_paths import auto_loader_defaults
 from lakehouse_assets.pipelines.python_api import LAKEFLOW
 from lakehouse_assets.pipelines.session import PipelineSession
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
@@ -49,7 +50,8 @@ class TableRead:
 @dataclass(frozen=True)
 class FileRead:
     """Files a flow reads at ``path``: with Auto Loader (``cloud_files``), as a plain file
-    stream, or in batch; ``options`` as given to the reader."""
+    stream, or in batch; ``options`` as given to the reader, with Databricks' defaults for
+    Auto Loader and ``read_files`` (:func:`~lakehouse_assets.pipelines.landing_paths.auto_loader_defaults`)."""
 
     path: str
     format: str
@@ -211,7 +213,8 @@ def _reader_call(calls: list[tuple[str, ast.Call | None]], values: Mapping[str, 
                 raise PipelineError(f"{where}: the flow reads {path} as {fmt or 'an unnamed format'}; read json, csv "
                                     "or parquet (cloudFiles.format for Auto Loader)")
             options.update({kw.arg: str(_evaluate(kw.value, values, where)) for kw in call.keywords if kw.arg})
-            return FileRead(path, fmt, streamed, cloud_files, options, where)
+            return FileRead(path, fmt, streamed, cloud_files,
+                            auto_loader_defaults(fmt, options) if cloud_files else options, where)
     return None
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,8 @@ class PipelineReader:
         if (self._format or "").lower() == CLOUD_FILES:
             if not self._streaming or path is None:
                 raise PipelineError("cloudFiles is read with spark.readStream.format('cloudFiles')...load(path)")
-            return self._session.auto_loader(path, self._options, self._schema)
+            fmt = next((str(v) for k, v in self._options.items() if k.lower() == "cloudfiles.format"), "")
+            return self._session.auto_loader(path, fmt, self._options, self._schema)
         reader = self._reader()
         frame: DataFrame = reader.load(self._session.landed(path)) if path is not None else reader.load()
         return frame
@@ -226,13 +228,13 @@ class PipelineSession:
         reader: Any = run.spark.readStream if streaming else run.spark.read
         return reader.options(**{k: str(v) for k, v in (options or {}).items()}).table(table)  # type: ignore[no-any-return]
 
-    def auto_loader(self, path: str, options: Mapping[str, Any], schema: StructType | str | None) -> DataFrame:
-        """``cloudFiles`` at ``path``: the lakehouse's Auto Loader, its schema stored and its
-        files tracked as the table's own."""
+    def auto_loader(self, path: str, fmt: str, options: Mapping[str, Any],
+                    schema: StructType | str | None) -> DataFrame:
+        """``cloudFiles`` of ``fmt`` files at ``path``: the lakehouse's Auto Loader, its schema
+        stored and its files tracked as the table's own."""
         run = active_run(f"cloudFiles at {path}")
-        fmt = next((str(v) for k, v in options.items() if k.lower() in ("cloudfiles.format", "format")), "")
         given = {k: v for k, v in auto_loader_defaults(fmt, options).items()
-                 if k.lower() != "cloudfiles.schemalocation"}
+                 if k.lower() not in ("cloudfiles.schemalocation", "cloudfiles.format", "format")}
         if schema is not None:
             # A schema given to Auto Loader fixes its columns' types: the same as hinting every one.
             ddl = schema if isinstance(schema, str) else ", ".join(
@@ -248,9 +250,10 @@ class PipelineSession:
         frame = loader.stream(run.spark)
         return with_file_metadata(frame, loader, run.spark) if self._reads_file_metadata else frame
 
-    @property
+    @cached_property
     def _reads_file_metadata(self) -> bool:
-        """Whether the pipeline's code names ``_metadata`` (the files' columns)."""
+        """Whether the pipeline's code names ``_metadata`` (the files' columns): read once, as
+        the files are loaded once."""
         return any(FILE_METADATA in path.read_text(encoding="utf-8") for path in self._project.files)
 
     def __getattr__(self, name: str) -> Any:

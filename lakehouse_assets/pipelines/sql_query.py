@@ -116,7 +116,7 @@ def _files_frame(run: PipelineRun, read: FileRead) -> DataFrame:
     options = {k: v for k, v in read.options.items() if k.lower() != "schema"}
     schema = next((v for k, v in read.options.items() if k.lower() == "schema"), None)
     if read.cloud_files:
-        return run.session.auto_loader(read.path, {"format": read.format, **options}, schema)
+        return run.session.auto_loader(read.path, read.format, options, schema)
     if options.get("inferColumnTypes", "").lower() == "true":
         options["inferSchema"] = "true"  # Spark's name for it, in a batch read
     reader = run.spark.read.format(read.format).options(**options)
@@ -203,9 +203,8 @@ def _files_call(text: str, toks: list[Token], at: int, streamed: bool, where: An
     if fmt not in FILE_FORMATS:
         raise PipelineError(f"{where(toks[at])}: {function} reads format {fmt or 'not given'}; give format => "
                             f"{', '.join(repr(f) for f in FILE_FORMATS)}")
-    rest = {k: v for k, v in options.items() if k.lower() != "format"}
-    if not _word(toks[at], CLOUD_FILES):
-        rest = auto_loader_defaults(fmt, rest, read_files=True)
+    rest = auto_loader_defaults(fmt, {k: v for k, v in options.items() if k.lower() != "format"},
+                                read_files=not _word(toks[at], CLOUD_FILES))
     return FileRead(unquoted(arguments[0][0]), fmt, streamed, streamed, rest, where(toks[at])), close
 
 

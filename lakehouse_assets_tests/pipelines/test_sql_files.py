@@ -69,7 +69,7 @@ def test_each_statement_is_a_dataset_with_its_kind_names_resolved_as_the_pipelin
     assert raw.location.line == 3
     (legacy,) = loaded.reads["sch.legacy"].files
     assert (legacy.path, legacy.format, legacy.streamed, legacy.cloud_files, legacy.options) == (
-        str(landing / "old"), "csv", True, True, {"cloudFiles.header": "true"})
+        str(landing / "old"), "csv", True, True, {"recursiveFileLookup": "true", "cloudFiles.header": "true"})
     (lookup,) = loaded.reads["sch.lookup"].files
     assert (lookup.format, lookup.streamed, lookup.cloud_files, lookup.options["header"]) == ("csv", False, False, "true")
     assert loaded.datasets["other.counts"].location.line == 6
