@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +80,7 @@ class LakehouseSettings:
         ``LAKEHOUSE_PIPELINES`` (pipeline project folders, separated by ``:``), and Dagster's
         ``DAGSTER_HOME``."""
         env = os.environ if environ is None else environ
-        root = Path(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT).expanduser().resolve()
+        root = local_root(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT)
         conf_text = env.get("LAKEHOUSE_SPARK_CONF", "").strip()
         try:
             spark_conf = json.loads(conf_text) if conf_text else {}
@@ -150,6 +151,27 @@ class LakehouseSettings:
     def schema_path(self, layer: str, name: str) -> Path:
         """Where ingestion stores the inferred schema of ``layer.name``."""
         return self.root / SCHEMAS_DIR / _safe_part(layer) / _safe_part(name)
+
+
+# ``scheme:`` or ``scheme://`` at the start of a location (a URL, not a path).
+_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def local_root(text: str) -> Path:
+    """The lakehouse's root from ``LAKEHOUSE_ROOT``: a local folder, given as a path or a
+    ``file://`` URL, made absolute. Any other scheme (``s3a://``, ``abfss://``, ...) is refused,
+    since every reader and writer here opens local paths: taken as a relative path, such a root
+    would make a new folder named after the URL and find every table empty."""
+    scheme = _URL_SCHEME.match(text.strip())
+    if scheme is not None and scheme.group(1).lower() == "file":
+        text = text.strip()[len("file:"):].removeprefix("//")
+    elif scheme is not None:
+        raise ConfigurationError(
+            f"LAKEHOUSE_ROOT={text.strip()!r}: the lakehouse's root must be a local folder (a path or a file:// URL); "
+            f"{scheme.group(1)}:// storage is not supported yet: set LAKEHOUSE_ROOT to a local folder, or a folder "
+            "every Spark worker mounts at the same path"
+        )
+    return Path(text).expanduser().resolve()
 
 
 def _package_names(text: str) -> tuple[str, ...]:

@@ -65,6 +65,22 @@ def test_malformed_settings_are_configuration_errors(env: dict[str, str], messag
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize("root", ["s3a://bucket/lake", "s3://bucket/lake", "abfss://c@account.dfs.core.windows.net/x",
+                                  "gs://bucket", "hdfs:///lake"])
+def test_a_root_on_storage_the_lakehouse_cannot_open_is_refused_in_one_line(root: str) -> None:
+    # Taken as a relative path, such a root made a folder named "s3a:" and a green run that
+    # skipped every table.
+    with pytest.raises(ConfigurationError) as caught:
+        LakehouseSettings.from_env({"LAKEHOUSE_ROOT": root})
+    message = str(caught.value)
+    assert f"LAKEHOUSE_ROOT={root!r}" in message and "must be a local folder" in message and "\n" not in message
+
+
+def test_a_file_url_root_is_the_local_folder(tmp_path: Path) -> None:
+    assert LakehouseSettings.from_env({"LAKEHOUSE_ROOT": f"file://{tmp_path}/lake"}).root == tmp_path.resolve() / "lake"
+    assert LakehouseSettings.from_env({"LAKEHOUSE_ROOT": f"file:{tmp_path}/lake"}).root == tmp_path.resolve() / "lake"
+
+
 def test_locations(settings: LakehouseSettings) -> None:
     root = settings.root
     assert settings.table_path("silver", "orders") == root / "silver" / "orders"
