@@ -235,6 +235,7 @@ class PipelineSession:
         run = active_run(f"cloudFiles at {path}")
         given = {k: v for k, v in auto_loader_defaults(fmt, options).items()
                  if k.lower() not in ("cloudfiles.schemalocation", "cloudfiles.format", "format")}
+        given["cloudFiles.format"] = fmt
         if schema is not None:
             # A schema given to Auto Loader fixes its columns' types: the same as hinting every one.
             ddl = schema if isinstance(schema, str) else ", ".join(
