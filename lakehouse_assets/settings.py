@@ -157,17 +157,18 @@ class LakehouseSettings:
 _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
-def local_root(text: str) -> Path:
-    """The lakehouse's root from ``LAKEHOUSE_ROOT``: a local folder, given as a path or a
-    ``file://`` URL, made absolute. Any other scheme (``s3a://``, ``abfss://``, ...) is refused,
-    since every reader and writer here opens local paths: taken as a relative path, such a root
-    would make a new folder named after the URL and find every table empty."""
+def local_root(text: str, given_as: str = "LAKEHOUSE_ROOT") -> Path:
+    """The lakehouse's root as ``given_as`` (the variable, or a resource's setting) gives it:
+    a local folder, given as a path or a ``file://`` URL, made absolute. Any other scheme
+    (``s3a://``, ``abfss://``, ...) is refused, since every reader and writer here opens local
+    paths: taken as a relative path, such a root would make a new folder named after the URL
+    and find every table empty."""
     scheme = _URL_SCHEME.match(text.strip())
     if scheme is not None and scheme.group(1).lower() == "file":
         text = text.strip()[len("file:"):].removeprefix("//")
     elif scheme is not None:
         raise ConfigurationError(
-            f"LAKEHOUSE_ROOT={text.strip()!r}: the lakehouse's root must be a local folder (a path or a file:// URL); "
+            f"{given_as}={text.strip()!r}: the lakehouse's root must be a local folder (a path or a file:// URL); "
             f"{scheme.group(1)}:// storage is not supported yet: set LAKEHOUSE_ROOT to a local folder, or a folder "
             "every Spark worker mounts at the same path"
         )

@@ -107,3 +107,10 @@ def test_the_engine_url_and_port_are_read_and_checked() -> None:
         LakehouseSettings.from_env({"LAKEHOUSE_SPARK_REMOTE": "spark://head:7077"})
     with pytest.raises(ConfigurationError, match="LAKEHOUSE_ENGINE_PORT"):
         LakehouseSettings.from_env({"LAKEHOUSE_ENGINE_PORT": "70000"})
+
+
+def test_the_resource_refuses_an_object_storage_root_as_the_environment_does() -> None:
+    from lakehouse_assets.spark import SparkResource
+
+    with pytest.raises(ConfigurationError, match=r"SparkResource\(root\)='s3a://bucket/lake'"):
+        SparkResource(root="s3a://bucket/lake").settings()

@@ -14,6 +14,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, cast
 
 from lakehouse_assets.cli import (
     copy_into,
@@ -43,6 +44,9 @@ from lakehouse_assets.cli.errors import (
 )
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.settings import DEFAULT_ENGINE_PORT, DEFAULT_ROOT, LOGS_DIR, LakehouseSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["main", "build_parser"]
 
@@ -117,7 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "spark", False):
             settings = _spark_settings(settings, embedded=getattr(args, "embedded", False),
                                        verbose=getattr(args, "verbose", False))
-        return int(args.run(args, settings))
+        running = _engine_session()
+        try:
+            return int(args.run(args, settings))
+        finally:
+            _release_engine_session(running)
     except CommandError as exc:
         _error(str(exc))
         return exc.exit_code
@@ -164,6 +172,29 @@ def _spark_settings(settings: LakehouseSettings, *, embedded: bool, verbose: boo
                   "(--embedded for a Spark of its own)", file=sys.stderr)
             return attached
     return settings if verbose else replace(settings, spark_log=settings.log_path(SPARK_LOG))
+
+
+def _engine_session() -> object | None:
+    """The process's Spark Connect session, if it has one (None if pyspark's Connect client
+    was never imported)."""
+    if "pyspark.sql.connect.session" not in sys.modules:
+        return None
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    return ConnectSession.getActiveSession() or ConnectSession._get_default_session()
+
+
+def _release_engine_session(running: object | None) -> None:
+    """Release the Spark Connect session the command attached to an engine, unless the
+    process had it before (a test calling the command in process): the engine would
+    otherwise keep it, its views and cached plans, until its idle timeout, long after the
+    process has gone."""
+    session = _engine_session()
+    if session is not None and session is not running:
+        from lakehouse_assets.engine.client import close_session
+
+        # pyspark hands Connect sessions out typed as its classic SparkSession, as close_session takes them.
+        close_session(cast("SparkSession", session))
 
 
 def _error(message: str) -> None:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+from benchmarks.engine import SessionLog
 from lakehouse_assets.cli import main
 from lakehouse_assets.engine.files import EngineFiles
 from lakehouse_assets.engine.probe import listening
@@ -422,6 +423,9 @@ def test_commands_use_the_running_engine_unless_told_embedded(engine: Engine) ->
     root = engine.settings.root
     # A setting only the engine's driver has: read back, it says which Spark answered.
     probe = "SET spark.lakehouse.engine.stoppedQueryRetention"
+    sessions = SessionLog(engine.files.log)
+    sessions.counts()
+    earlier = sessions.seen | sessions.closed  # sessions of the tests before this one
 
     on_engine = _command("sql", probe, "--format", "json", root=root)
     assert on_engine.returncode == 0, on_engine.stderr[-3000:]
@@ -429,6 +433,10 @@ def test_commands_use_the_running_engine_unless_told_embedded(engine: Engine) ->
     assert f"on the lakehouse's running Spark Connect engine at sc://localhost:{engine.status.port}" in on_engine.stderr
     verified = _command("verify", root=root)
     assert verified.returncode == 0 and "running Spark Connect engine" in verified.stderr, verified.stderr[-3000:]
+    # Each command released its session as it exited, not left it to the engine's idle timeout.
+    sessions.counts()
+    theirs = (sessions.seen | sessions.closed) - earlier
+    assert theirs and theirs <= sessions.closed, f"left open: {theirs - sessions.closed}"
 
     embedded = _command("sql", probe, "--format", "json", "--embedded", root=root)
     assert embedded.returncode == 0, embedded.stderr[-3000:]
