@@ -47,7 +47,13 @@ lint: $(INSTALLED)
 ## Spark Connect engine, with the lint and type checks (`make lint`) beside them as they start.
 ## Budget: 25 minutes on 2 cores, install included; each pass prints its 20 slowest tests, and the
 ## total is printed last (scripts/test_suite.sh).
-test: $(INSTALLED)
+S3_SERVER := jars/s3-server/lib/.installed
+$(S3_SERVER): jars/s3-server/pom.xml jars/s3-server/SHA256SUMS scripts/install_jars.sh
+	@# The tests' S3-API server (s3proxy), with Maven, checked against its committed sum.
+	@scripts/install_jars.sh jars/s3-server
+	@touch $@
+
+test: $(INSTALLED) $(S3_SERVER)
 	@scripts/check_java.sh
 	@# The UI tests drive Debian's Chromium (Playwright cannot download its own browser here).
 	@scripts/install_browser.sh
@@ -153,4 +159,4 @@ soak: $(INSTALLED)
 	$(BIN)/python -m lakehouse_assets_tests.reliability.soak --kills $(SOAK_KILLS) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_ENGINE),--engine)
 
 clean:
-	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache jars/lib
+	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache jars/lib jars/s3-server/lib

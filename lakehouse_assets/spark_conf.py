@@ -86,10 +86,11 @@ DELTA_CONF: Mapping[str, str] = {
 
 def engine_conf(settings: LakehouseSettings, extra_conf: Mapping[str, str] | None = None) -> dict[str, str]:
     """The settings a Spark driver of the lakehouse starts with, embedded or as an engine:
-    local defaults for a ``local[...]`` master, then the user's settings, then what
+    local defaults for a ``local[...]`` master, S3A's for the object store, then the user's settings, then what
     correctness requires, Delta Lake's jars (after any jars of the user's) and its connector, and
     the driver's JVM maps the classes archived at install (:mod:`lakehouse_assets.class_archive`)."""
     conf: dict[str, str] = dict(LOCAL_DEFAULTS) if settings.spark_master.startswith("local") else {}
+    conf.update({f"spark.hadoop.{key}": value for key, value in settings.object_store.hadoop_conf().items()})
     conf.update(settings.spark_conf)
     conf.update(extra_conf or {})
     conf.update(REQUIRED_CONF)

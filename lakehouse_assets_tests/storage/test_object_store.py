@@ -1,0 +1,106 @@
+"""S3-API object storage: the settings come from the AWS variables, and the Spark the lakehouse
+builds reads, writes, merges and streams Delta tables on a real S3-API server (s3proxy, started
+on loopback) with the jars `make install` resolves."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.settings import LakehouseSettings, ObjectStore
+from lakehouse_assets.spark_conf import engine_conf
+from lakehouse_assets_tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
+
+
+def test_the_object_store_is_read_from_the_aws_variables_and_keeps_no_secret(tmp_path: Path) -> None:
+    env = {"LAKEHOUSE_ROOT": str(tmp_path), "AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_REGION": "eu-west-1",
+           "AWS_ACCESS_KEY_ID": "key-id", "AWS_SECRET_ACCESS_KEY": "very-secret"}
+    settings = LakehouseSettings.from_env(env)
+    assert settings.object_store == ObjectStore("http://127.0.0.1:9000", "eu-west-1")
+    conf = engine_conf(settings)
+    assert {key: conf[key] for key in conf if key.startswith("spark.hadoop.fs.s3a.")} == {
+        "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9000",
+        "spark.hadoop.fs.s3a.path.style.access": "true",  # a custom endpoint is addressed by path
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.endpoint.region": "eu-west-1",
+        "spark.hadoop.fs.s3a.input.stream.type": "classic",
+    }
+    # Spark's settings show in its UI and logs: S3A reads the credentials from the environment.
+    assert not any("very-secret" in value or "key-id" in value for value in conf.values())
+    # On AWS itself: nothing but the region and the stream.
+    plain = engine_conf(LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path), "AWS_DEFAULT_REGION": "us-east-2"}))
+    assert "spark.hadoop.fs.s3a.endpoint" not in plain and plain["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-2"
+    # The user's own Spark settings win over the derived ones.
+    mine = LakehouseSettings.from_env({**env, "LAKEHOUSE_SPARK_CONF": '{"spark.hadoop.fs.s3a.path.style.access": "false"}'})
+    assert engine_conf(mine)["spark.hadoop.fs.s3a.path.style.access"] == "false"
+
+
+def test_an_endpoint_that_is_not_a_url_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="AWS_ENDPOINT_URL must be an http:// or https:// URL"):
+        LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path), "AWS_ENDPOINT_URL": "127.0.0.1:9000"})
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    with s3_server(tmp_path_factory.mktemp("s3") / "data") as running:
+        yield running
+
+
+@pytest.fixture
+def on_server(spark: SparkSession, server: S3Server) -> Iterator[str]:
+    """The shared session set up for ``server`` as the object store's settings set up a new
+    one (S3A reads its settings when it first opens a bucket), with the test credentials the
+    environment would give; the bucket's name."""
+    conf = {**ObjectStore(server.endpoint_url, "us-east-1").hadoop_conf(),
+            "fs.s3a.access.key": ACCESS_KEY, "fs.s3a.secret.key": SECRET_KEY,
+            # Spark's default checkpoint manager creates files in S3A's directories through
+            # FileContext, which fails on this server; the FileSystem one works on both.
+            "spark.sql.streaming.checkpointFileManagerClass":
+                "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield server.bucket("lake")
+    finally:
+        for key in conf:
+            spark.conf.unset(key)
+
+
+@pytest.mark.slow
+def test_delta_tables_are_written_merged_and_streamed_on_the_server(spark: SparkSession, server: S3Server,
+                                                                    on_server: str) -> None:
+    from delta.tables import DeltaTable as SparkDeltaTable
+
+    table = f"s3a://{on_server}/bronze/numbers"
+    spark.range(100).write.format("delta").save(table)
+    spark.range(100, 110).write.format("delta").mode("append").save(table)
+    updates = spark.range(95, 105).selectExpr("id", "id * 10 AS tens")
+    (SparkDeltaTable.forPath(spark, table).alias("t").merge(updates.alias("u"), "t.id = u.id")
+     .whenMatchedDelete().execute())
+    copy = f"s3a://{on_server}/silver/numbers"
+
+    def increment() -> None:
+        query = (spark.readStream.format("delta").load(table).writeStream.format("delta")
+                 .option("checkpointLocation", f"s3a://{on_server}/_checkpoints/silver/numbers")
+                 .trigger(availableNow=True).start(copy))
+        query.awaitTermination()
+
+    increment()
+    assert spark.read.format("delta").load(table).count() == 100  # 110 written, 10 deleted by the merge
+    assert spark.read.format("delta").load(copy).count() == 100  # a new stream starts from the table as it is
+    spark.range(200, 205).write.format("delta").mode("append").save(table)
+    increment()  # from its checkpoint on the server: only what was appended since
+    assert spark.read.format("delta").load(copy).count() == 105
+    # Other readers open the table where it is: delta-rs, with the same endpoint.
+    opened = DeltaTable(f"s3://{on_server}/bronze/numbers", storage_options={
+        "AWS_ENDPOINT_URL": server.endpoint_url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
+    assert [c["operation"] for c in opened.history()] == ["WRITE", "MERGE", "WRITE", "WRITE"]
+    assert opened.to_pyarrow_table().num_rows == 105
+    # The files are on the server, not on a local path named after the URL.
+    assert (server.base / on_server / "bronze" / "numbers" / "_delta_log").is_dir()
