@@ -112,6 +112,12 @@ bench-routed: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.routed_flows
 
+## A landing sensor's look as files pile up, on a local disk and on an S3-API server (s3proxy):
+## benchmarks/results/landing_listing.{json,md}. About 3 minutes.
+.PHONY: bench-landing
+bench-landing: $(INSTALLED) $(S3_SERVER)
+	$(BIN)/python -m benchmarks.landing_listing
+
 ## Who appends the event log: delta-rs against Delta Lake's connector, embedded and on a warm engine:
 ## benchmarks/results/event_log_writer.{json,md}. About 3 minutes.
 .PHONY: bench-event-log

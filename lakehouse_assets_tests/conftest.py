@@ -17,6 +17,7 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import build_spark_session
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.built import BuiltLakehouse, build_lakehouse
+from lakehouse_assets_tests.s3_server import S3Server, s3_server
 
 #: JVMs that live for one run (crash children, command subprocesses): the C1 compiler alone
 #: and the serial GC spend far less CPU warming up (about 40% on 2 cores).
@@ -35,6 +36,21 @@ SESSION_JVM_OPTIONS = "-XX:+UseSerialGC"
 #: spark.catalog.listTables()'s rows: the project lists by SQL (SHOW VIEWS), and so do the tests.
 SMALL_DATA_CONF = {"spark.sql.shuffle.partitions": "2", "spark.databricks.delta.snapshotPartitions": "1",
                    "spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One real S3-API server (s3proxy on loopback) for the session's object-storage tests."""
+    with s3_server(tmp_path_factory.mktemp("s3") / "data") as running:
+        yield running
+
+
+@pytest.fixture
+def on_s3(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
+    """The server, with the AWS variables its user would set in the environment for the test."""
+    for name, value in s3.environment().items():
+        monkeypatch.setenv(name, value)
+    return s3
 
 
 @pytest.fixture(scope="session")

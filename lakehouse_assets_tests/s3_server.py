@@ -28,6 +28,15 @@ class S3Server:
     endpoint_url: str
     base: Path
 
+    def environment(self) -> dict[str, str]:
+        """The AWS variables a user of this server sets: its endpoint, the test credentials, a
+        region, and the checksums an S3-API server other than AWS's understands (the AWS SDKs
+        of 2025 on send newer ones, which s3proxy refuses as ``XAmzContentSHA256Mismatch``)."""
+        return {"AWS_ENDPOINT_URL": self.endpoint_url, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": "us-east-1",
+                "AWS_REQUEST_CHECKSUM_CALCULATION": "when_required",
+                "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
+
     def bucket(self, name: str) -> str:
         """Create the bucket ``name`` (a folder of the filesystem backend); its name back."""
         (self.base / name).mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 import pyarrow.fs as pafs
 
 from lakehouse_assets.errors import CorruptCheckpointError
-from lakehouse_assets.storage._files import Location, locate
+from lakehouse_assets.storage.files import Location, locate
 
 # Log format versions this module (and Spark 4.x) reads: "v1" in offsets, commits, sources.
 _VERSION_LINE = re.compile(r"v(\d+)")

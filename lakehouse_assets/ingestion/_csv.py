@@ -227,10 +227,10 @@ def cached_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
 
 def read_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
     """The header of the file at ``path``, read from the file as it is now."""
-    from lakehouse_assets.ingestion.files import filesystem
+    from lakehouse_assets.storage.files import locate
 
-    fs, local = filesystem(path)
-    with fs.open_input_stream(local) as stream:
+    file = locate(path)
+    with file.fs.open_input_stream(file.path) as stream:
         return header_of(io.TextIOWrapper(stream, encoding="utf-8", newline=""), dialect)
 
 

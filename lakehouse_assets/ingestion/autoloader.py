@@ -31,7 +31,6 @@ from lakehouse_assets.ingestion.errors import (
     SchemaEvolvedError,
     UnknownColumnsError,
 )
-from lakehouse_assets.ingestion.files import folder_exists, spark_file_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import glob_of_names, hold_back
 from lakehouse_assets.ingestion.records import file_reader, json_documents, records, text_lines, with_source_file
@@ -55,6 +54,7 @@ from lakehouse_assets.ingestion.state import (
     uncommitted_files,
     unread_files,
 )
+from lakehouse_assets.storage.files import locate, spark_file_uri
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def autoload_stream(
     """
     source = str(source_dir)
     stored = resolve_schema(spark, source, options, SchemaStore(schema_location))
-    if not folder_exists(source):
+    if not locate(source).is_dir():
         raise LandingFolderMissingError(source, str(schema_location))
     checkpoint = None if checkpoint_location is None else str(checkpoint_location)
     name_glob = _names_to_read(source, options, checkpoint)
@@ -171,7 +171,7 @@ class AutoLoader:
         False when nothing readable has landed (a first run with an empty folder does nothing);
         None when the folder is gone after files were ingested from it, so that the query's
         start says so."""
-        if not folder_exists(self.source_dir):
+        if not locate(self.source_dir).is_dir():
             return None if SchemaStore(self.schema_location).latest() is not None else False
         unread = unread_files(self.source_dir, self.checkpoint_location, self.options)
         return len(hold_back(unread)) < len(unread)
@@ -292,7 +292,7 @@ def landing_warnings(source_dir: PathLike, options: AutoLoaderOptions, checkpoin
     """What a run of the ingestion will not read, file by file, each with what to do: files held
     back (:mod:`.readiness`) and files written again under a name already ingested."""
     source, checkpoint = str(source_dir), str(checkpoint_location)
-    if not folder_exists(source):
+    if not locate(source).is_dir():
         return []
     replayed = {spark_file_uri(p) for p in uncommitted_files(checkpoint)}
     unread = unread_files(source, checkpoint, options)

@@ -30,10 +30,11 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.ingestion.errors import CopyIntoError, IngestionOptionsError
-from lakehouse_assets.ingestion.files import LandedFile, glob_matches, list_data_files, to_local_or_uri
+from lakehouse_assets.ingestion.files import LandedFile, glob_matches, list_data_files
 from lakehouse_assets.ingestion.options import SourceFormat
 from lakehouse_assets.ingestion.state import IngestedFile
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
+from lakehouse_assets.storage.files import local_path
 
 COPY_INTO_APP_ID = "lakehouse.copy_into"
 MANIFESTS_DIR = "_copy_into"
@@ -163,7 +164,7 @@ def copied_files(table_path: str | os.PathLike[str], *, store: DeltaTableStore) 
 def _manifest_folder(table: str) -> Path:
     if "://" in table and not table.startswith("file:"):
         raise CopyIntoError(f"COPY INTO keeps its manifests on the local file system; {table} is not local")
-    return Path(to_local_or_uri(table)) / MANIFESTS_DIR
+    return Path(local_path(table)) / MANIFESTS_DIR
 
 
 def _write_manifest(table: str, load_id: int, files: list[LandedFile], *, source: str, force: bool) -> None:

@@ -13,12 +13,10 @@ import fnmatch
 import itertools
 import os
 import re
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, unquote, urlparse
 
-import pyarrow.fs as pafs
+from lakehouse_assets.storage.files import local_path, locate
 
 IGNORED_PREFIXES = ("_", ".")
 IGNORED_SUFFIXES = (".tmp", ".partial")
@@ -115,46 +113,10 @@ def glob_matches(text: str, pattern: str) -> bool:
 
 
 # -- paths ---------------------------------------------------------------------------------------
-def to_local_or_uri(path: str) -> str:
-    """A path as pyarrow's file systems take it: ``file:`` URIs become local paths."""
-    if path.startswith("file:"):
-        return unquote(urlparse(path).path)
-    return path
-
-
 def local_file_path(path: str) -> str:
     """A local file's path or ``file:`` URI (as ``_source_file`` records it: Spark spells
     ``file:///a/b%20c.json``) as a plain, normalised path (``/a/b c.json``)."""
-    return os.path.normpath(to_local_or_uri(path))
-
-
-def spark_file_uri(path: str) -> str:
-    """A file's path as Spark's ``_metadata.file_path`` spells it (``file:/abs/path``), so
-    paths from listings, checkpoints and bronze rows compare equal."""
-    if path.startswith("file:"):
-        path = unquote(urlparse(path).path)
-    elif "://" in path:
-        return path
-    # java.net.URI keeps non-ASCII characters as they are, except spaces and controls.
-    return "file:" + "".join(c if _uri_keeps(c) else quote(c, safe="/:@!$&'()*+,;=~") for c in path)
-
-
-def _uri_keeps(ch: str) -> bool:
-    return ord(ch) > 127 and not unicodedata.category(ch).startswith(("Z", "Cc"))
-
-
-def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
-    """The file system holding ``path`` (a local path or a URI) and the path on it."""
-    if "://" in path and not path.startswith("file:"):
-        on_uri: tuple[pafs.FileSystem, str] = pafs.FileSystem.from_uri(path)
-        return on_uri
-    return pafs.LocalFileSystem(), to_local_or_uri(path)
-
-
-def folder_exists(folder: str) -> bool:
-    """Whether ``folder`` (a local path or a URI) is an existing folder."""
-    fs, root = filesystem(folder)
-    return bool(fs.get_file_info(root).type == pafs.FileType.Directory)
+    return os.path.normpath(local_path(path))
 
 
 @dataclass(frozen=True)
@@ -183,32 +145,20 @@ def list_data_files(
     not exist holds no files. With ``path_pattern`` only the files it names
     (:func:`path_matches`), at any depth."""
     recursive = recursive or path_pattern is not None
-    fs, root = filesystem(folder)
-    info = fs.get_file_info(root)
-    if info.type == pafs.FileType.NotFound:
-        return []
-    root = root.rstrip("/")
+    location = locate(folder)
     found = []
-    for entry in fs.get_file_info(pafs.FileSelector(root, recursive=recursive)):
-        if entry.type != pafs.FileType.File:
-            continue
-        relative = entry.path[len(root) + 1 :]
-        parts = relative.split("/")
+    for stored in location.files(recursive=recursive):
+        parts = stored.relative_path.split("/")
         if any(p.startswith(IGNORED_PREFIXES) for p in parts[:-1]) or not is_data_file(parts[-1]):
             continue
         if path_glob_filter and not glob_matches(parts[-1], path_glob_filter):
             continue
-        if path_pattern is not None and not path_matches(relative, path_pattern):
+        if path_pattern is not None and not path_matches(stored.relative_path, path_pattern):
             continue
-        uri = spark_file_uri(entry.path) if isinstance(fs, pafs.LocalFileSystem) else f"{folder.rstrip('/')}/{relative}"
-        found.append(
-            LandedFile(
-                path=uri,
-                relative_path=relative,
-                size=int(entry.size or 0),
-                modification_time=entry.mtime or dt.datetime.fromtimestamp(0, dt.UTC),
-            )
-        )
+        uri = (location.uri(stored.relative_path) if location.is_local
+               else f"{folder.rstrip('/')}/{stored.relative_path}")
+        found.append(LandedFile(path=uri, relative_path=stored.relative_path, size=stored.size,
+                                modification_time=stored.modified))
     found.sort(key=lambda f: (f.modification_time, f.relative_path))
     return found
 

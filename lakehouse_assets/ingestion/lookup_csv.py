@@ -43,10 +43,11 @@ from pyspark.sql import types as T
 from lakehouse_assets.ingestion._csv import OUTPUT_SCHEMA as RECORDS_ARROW_SCHEMA
 from lakehouse_assets.ingestion._csv import CsvDialect, header_of, parse_document
 from lakehouse_assets.ingestion.errors import LookupCsvError
-from lakehouse_assets.ingestion.files import filesystem, list_data_files
+from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD
 from lakehouse_assets.ingestion.rescue import parse_value
+from lakehouse_assets.storage.files import locate
 
 # Bad rows named in an error; the error gives the total as well.
 _SAMPLE_ROWS = 5
@@ -151,8 +152,8 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
 def _read_text(path: str) -> str:
     """A landed file's text; bytes that are not UTF-8 become U+FFFD, as Spark's text reader
     reads them (the value holding one then fails its column's type, by row)."""
-    fs, local = filesystem(path)
-    with fs.open_input_stream(local) as stream:
+    file = locate(path)
+    with file.fs.open_input_stream(file.path) as stream:
         return str(stream.read().decode("utf-8", errors="replace"))
 
 

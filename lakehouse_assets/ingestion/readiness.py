@@ -23,9 +23,8 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import pyarrow.fs as pafs
-
-from lakehouse_assets.ingestion.files import LandedFile, filesystem
+from lakehouse_assets.ingestion.files import LandedFile
+from lakehouse_assets.storage.files import locate
 
 # Characters a landed file name must not hold for Spark's file source to read it correctly.
 UNREADABLE_NAME_CHARACTERS = frozenset(":?*[]{}\\")
@@ -81,14 +80,14 @@ def _reason(landed: LandedFile) -> str | None:
 
 
 def _open_problem(path: str) -> str | None:
-    fs, local = filesystem(path)
+    file = locate(path)
     try:
-        if isinstance(fs, pafs.LocalFileSystem):
+        if file.is_local:
             # Opening is the test: the owner, mode and ACLs all decide, and root reads anything.
-            with open(local, "rb") as handle:
+            with open(file.path, "rb") as handle:
                 handle.read(1)
         else:
-            with fs.open_input_stream(local) as stream:
+            with file.fs.open_input_stream(file.path) as stream:
                 stream.read(1)
     except OSError as exc:
         return exc.strerror or type(exc).__name__

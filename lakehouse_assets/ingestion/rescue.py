@@ -37,7 +37,6 @@ from lakehouse_assets.ingestion.columns import (
     SOURCE_FILE_COLUMN,
     SOURCE_LINE_COLUMN,
 )
-from lakehouse_assets.ingestion.files import filesystem
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode
 from lakehouse_assets.ingestion.records import (
     FIELDS,
@@ -49,6 +48,7 @@ from lakehouse_assets.ingestion.records import (
     json_options,
     parse_json_documents,
 )
+from lakehouse_assets.storage.files import locate
 
 # Markers in the errors a query raises from its executors; the driver finds them in the
 # StreamingQueryException's text to learn which columns appeared, and where.
@@ -324,5 +324,5 @@ def parquet_columns(path: str) -> tuple[str, ...]:
     """The top-level column names in a Parquet file's footer (cached per executor process)."""
     import pyarrow.parquet as pq
 
-    fs, local = filesystem(path)
-    return tuple(pq.read_schema(local, filesystem=fs).names)
+    file = locate(path)
+    return tuple(pq.read_schema(file.path, filesystem=file.fs).names)

@@ -13,11 +13,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, cast
 
 from pyspark.errors import PySparkException
@@ -31,10 +29,10 @@ from lakehouse_assets.ingestion.errors import (
     NothingToInferError,
     StoredSchemaError,
 )
-from lakehouse_assets.ingestion.files import to_local_or_uri
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.records import FIELDS, file_reader, json_options, read_batch_records
+from lakehouse_assets.storage.files import locate
 
 # Auto Loader keeps a stream's schema versions in this folder of its schema location.
 SCHEMA_VERSIONS_FOLDER = "_schemas"
@@ -85,31 +83,25 @@ class StoredSchema:
 
 
 class SchemaStore:
-    """The versions of one table's stored schema under ``location`` (a local folder)."""
+    """The versions of one table's stored schema under ``location`` (a local folder or an
+    object store's prefix)."""
 
     def __init__(self, location: str | os.PathLike[str]) -> None:
-        text = str(location)
-        if "://" in text and not text.startswith("file:"):
-            raise IngestionOptionsError(
-                f"Schema location {text} is not on the local file system; give a local folder"
-            )
         self.location = str(location)
-        self.folder = Path(to_local_or_uri(text)) / SCHEMA_VERSIONS_FOLDER
+        self.folder = locate(self.location).child(SCHEMA_VERSIONS_FOLDER)
 
     def versions(self) -> list[int]:
         """The stored versions, oldest first."""
-        if not self.folder.is_dir():
-            return []
-        return sorted(int(p.name) for p in self.folder.iterdir() if p.name.isdigit())
+        return sorted(int(name) for name in self.folder.names() if name.isdigit())
 
     def read(self, version: int) -> StoredSchema:
-        path = self.folder / str(version)
+        file = self.folder.child(str(version))
         try:
-            return StoredSchema.from_json(path.read_text(encoding="utf-8"))
+            return StoredSchema.from_json(file.read_text())
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise StoredSchemaError(
-                f"Stored schema {path} cannot be read ({exc}). Restore it from a backup, or delete "
-                f"{self.folder} and full-refresh the table to infer the schema again."
+                f"Stored schema {file.path} cannot be read ({exc}). Restore it from a backup, or delete "
+                f"{self.folder.path} and full-refresh the table to infer the schema again."
             ) from exc
 
     def latest(self) -> StoredSchema | None:
@@ -137,19 +129,9 @@ class SchemaStore:
             created_at=dt.datetime.now(dt.UTC),
             files=tuple(files[:100]),
         )
-        self.folder.mkdir(parents=True, exist_ok=True)
-        target = self.folder / str(stored.version)
-        # Written aside, then linked into place: readers never see half a file, and of two
-        # writers of the same version exactly one succeeds.
-        fd, temp = tempfile.mkstemp(prefix=f".{stored.version}.", suffix=".tmp", dir=self.folder)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(stored.to_json())
-            os.link(temp, target)
-        except FileExistsError:
+        # Of two writers of the same version exactly one succeeds.
+        if not self.folder.child(str(stored.version)).create_text(stored.to_json()):
             return self.read(stored.version)
-        finally:
-            os.unlink(temp)
         return stored
 
 

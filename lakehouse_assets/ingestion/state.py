@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from lakehouse_assets.checkpoints.checkpoint import Checkpoint
-from lakehouse_assets.ingestion.files import LandedFile, filesystem, is_data_file, spark_file_uri
+from lakehouse_assets.ingestion.files import LandedFile, is_data_file
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.storage.files import locate, spark_file_uri
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,7 @@ def vanished_files(checkpoint_location: str, *, after_batch: int | None) -> list
     entries = [e for e in log if after_batch is None or e.batch_id > after_batch]
     gone = []
     for entry in entries:
-        fs, local = filesystem(entry.path)
-        if fs.get_file_info(local).type == pafs.FileType.NotFound:
+        if not locate(entry.path).exists():
             gone.append(spark_file_uri(entry.path))
     return gone
 
@@ -146,8 +146,8 @@ def ingested_files(
 def _sizes(paths: Iterable[str]) -> dict[str, int]:
     by_fs: dict[str, int] = {}
     for path in paths:
-        fs, local = filesystem(path)
-        info = fs.get_file_info(local)
+        file = locate(path)
+        info = file.fs.get_file_info(file.path)
         if info.type == pafs.FileType.File:
             by_fs[path] = int(info.size or 0)
     return by_fs

@@ -9,15 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from lakehouse_assets.assets.landing import companion_readers, downstream_tables, landing_readers
 from lakehouse_assets.ingestion.files import is_data_file
+from lakehouse_assets.storage.files import Location, locate
 
 # A file younger than this, whose size we have not seen hold still, may still be written.
 SETTLE_SECONDS = 2.0
@@ -83,7 +83,7 @@ class LandingScan:
     cursor: LandingCursor
 
 
-def scan_landing(folder: Path, cursor: LandingCursor, *, now: float | None = None) -> LandingScan:
+def scan_landing(folder: Location, cursor: LandingCursor, *, now: float | None = None) -> LandingScan:
     """Compare the folder with the cursor: which files are new (or changed) and settled,
     which are new but may still be growing."""
     now = time.time() if now is None else now
@@ -91,7 +91,7 @@ def scan_landing(folder: Path, cursor: LandingCursor, *, now: float | None = Non
     pending: dict[str, FileState] = {}
     ready: list[str] = []
     waiting: list[str] = []
-    for name, state in _list_files(folder):
+    for name, state in landed_files(folder):
         if announced.get(name) == state:
             continue
         settled = cursor.pending.get(name) == state or now - state.mtime_ns / 1e9 >= SETTLE_SECONDS
@@ -104,19 +104,12 @@ def scan_landing(folder: Path, cursor: LandingCursor, *, now: float | None = Non
     return LandingScan(sorted(ready), sorted(waiting), LandingCursor(announced, pending))
 
 
-def _list_files(folder: Path) -> Iterable[tuple[str, FileState]]:
-    if not folder.is_dir():
-        return
-    for path in folder.rglob("*"):
-        relative = path.relative_to(folder)
-        if any(not is_data_file(part) for part in relative.parts):
-            continue
-        try:
-            stat = path.stat()
-        except FileNotFoundError:  # removed between listing and looking
-            continue
-        if path.is_file():
-            yield relative.as_posix(), FileState(stat.st_size, stat.st_mtime_ns)
+def landed_files(folder: Location) -> Iterator[tuple[str, FileState]]:
+    """The data files under ``folder`` (at any depth; none in hidden or temporary folders), by
+    their path below it: one listing of the folder, on a disk or an object store."""
+    for stored in folder.files(recursive=True):
+        if all(is_data_file(part) for part in stored.relative_path.split("/")):
+            yield stored.relative_path, FileState(stored.size, stored.mtime_ns)
 
 
 @dataclass(frozen=True)
@@ -201,8 +194,8 @@ def landing_sensor(
         settings = lakehouse.settings()
         folder = settings.landing_path(source)
         cursor = LandingCursor.parse(context.cursor)
-        scan = scan_landing(folder, cursor)
-        if not folder.is_dir():
+        scan = scan_landing(locate(str(folder)), cursor)
+        if not scan.ready and not scan.waiting and not locate(str(folder)).is_dir():
             # The cursor is kept: files that come back unchanged are not announced again.
             return dg.SkipReason(
                 f"The landing folder {folder} does not exist: nothing to ingest. Create it (or land "
@@ -222,7 +215,7 @@ def landing_sensor(
         shown = scan.ready[:TAGGED_FILE_NAMES]
         store = lakehouse.store()
         along = companions_needed(
-            companions, landed=lambda other: any(True for _ in _list_files(settings.landing_path(other))),
+            companions, landed=lambda other: any(True for _ in landed_files(locate(str(settings.landing_path(other))))),
             built=lambda key: store.exists(str(settings.table_path(*key.path))))
         request = dg.RunRequest(
             run_key=f"{source}:{digest[:16]}",

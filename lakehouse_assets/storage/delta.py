@@ -25,7 +25,6 @@ from lakehouse_assets.faults import fault_point
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
-from lakehouse_assets.storage._files import Location, locate
 from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.conform import allows, conformed
 from lakehouse_assets.storage.declared_types import DeclaredTypes
@@ -38,6 +37,7 @@ from lakehouse_assets.storage.engine import (
     StreamOptions,
     WriteMode,
 )
+from lakehouse_assets.storage.files import Location, locate
 from lakehouse_assets.storage.layout import TableLayout, create_table, recluster, table_ref
 from lakehouse_assets.storage.merge import MergePlan, merge_statement, quote
 

@@ -17,8 +17,8 @@ from lakehouse_assets.ingestion.files import (
     is_data_file,
     list_data_files,
     local_file_path,
-    spark_file_uri,
 )
+from lakehouse_assets.storage.files import spark_file_uri
 
 
 @pytest.mark.parametrize(

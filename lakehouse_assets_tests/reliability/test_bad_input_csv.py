@@ -14,9 +14,9 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.silver import PATIENTS_SCHEMA
 from lakehouse_assets.ingestion import LookupCsvError, read_lookup_csv
-from lakehouse_assets.ingestion.files import spark_file_uri
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land as land_recordings
+from lakehouse_assets.storage.files import spark_file_uri
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize
 from lakehouse_assets_tests.ingestion.helpers import land
 

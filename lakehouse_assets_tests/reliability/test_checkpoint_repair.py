@@ -18,8 +18,8 @@ from lakehouse_assets.quality.freshness import FreshnessPath, data_lag
 from lakehouse_assets.reliability.invariants import check_all
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaSink
-from lakehouse_assets.storage._files import locate
 from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
+from lakehouse_assets.storage.files import locate
 from lakehouse_assets.storage.sink import OFFSETS_KEY
 from lakehouse_assets.streaming import run_stream
 from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, delta_rows, materialize

@@ -14,13 +14,13 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.bronze import bronze_table
 from lakehouse_assets.ingestion import AutoLoaderOptions
-from lakehouse_assets.ingestion.files import spark_file_uri
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.rules import Severity, not_null
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.spec import IO_MANAGER_KEY
 from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.storage.files import spark_file_uri
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
 from lakehouse_assets_tests.ingestion.helpers import file_uri, json_lines, land, recording
 from lakehouse_assets_tests.reliability.test_bad_input_files import DeletingStore

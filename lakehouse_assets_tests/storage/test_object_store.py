@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.settings import LakehouseSettings, ObjectStore
 from lakehouse_assets.spark_conf import engine_conf
-from lakehouse_assets_tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
+from lakehouse_assets_tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
 
 
 def test_the_object_store_is_read_from_the_aws_variables_and_keeps_no_secret(tmp_path: Path) -> None:
@@ -45,18 +45,12 @@ def test_an_endpoint_that_is_not_a_url_is_refused_by_name(tmp_path: Path) -> Non
         LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path), "AWS_ENDPOINT_URL": "127.0.0.1:9000"})
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    with s3_server(tmp_path_factory.mktemp("s3") / "data") as running:
-        yield running
-
-
 @pytest.fixture
-def on_server(spark: SparkSession, server: S3Server) -> Iterator[str]:
+def on_server(spark: SparkSession, s3: S3Server) -> Iterator[str]:
     """The shared session set up for ``server`` as the object store's settings set up a new
     one (S3A reads its settings when it first opens a bucket), with the test credentials the
     environment would give; the bucket's name."""
-    conf = {**ObjectStore(server.endpoint_url, "us-east-1").hadoop_conf(),
+    conf = {**ObjectStore(s3.endpoint_url, "us-east-1").hadoop_conf(),
             "fs.s3a.access.key": ACCESS_KEY, "fs.s3a.secret.key": SECRET_KEY,
             # Spark's default checkpoint manager creates files in S3A's directories through
             # FileContext, which fails on this server; the FileSystem one works on both.
@@ -65,14 +59,14 @@ def on_server(spark: SparkSession, server: S3Server) -> Iterator[str]:
     for key, value in conf.items():
         spark.conf.set(key, value)
     try:
-        yield server.bucket("lake")
+        yield s3.bucket("lake")
     finally:
         for key in conf:
             spark.conf.unset(key)
 
 
 @pytest.mark.slow
-def test_delta_tables_are_written_merged_and_streamed_on_the_server(spark: SparkSession, server: S3Server,
+def test_delta_tables_are_written_merged_and_streamed_on_the_server(spark: SparkSession, s3: S3Server,
                                                                     on_server: str) -> None:
     from delta.tables import DeltaTable as SparkDeltaTable
 
@@ -98,9 +92,9 @@ def test_delta_tables_are_written_merged_and_streamed_on_the_server(spark: Spark
     assert spark.read.format("delta").load(copy).count() == 105
     # Other readers open the table where it is: delta-rs, with the same endpoint.
     opened = DeltaTable(f"s3://{on_server}/bronze/numbers", storage_options={
-        "AWS_ENDPOINT_URL": server.endpoint_url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": s3.endpoint_url, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
     assert [c["operation"] for c in opened.history()] == ["WRITE", "MERGE", "WRITE", "WRITE"]
     assert opened.to_pyarrow_table().num_rows == 105
     # The files are on the server, not on a local path named after the URL.
-    assert (server.base / on_server / "bronze" / "numbers" / "_delta_log").is_dir()
+    assert (s3.base / on_server / "bronze" / "numbers" / "_delta_log").is_dir()

@@ -1,0 +1,111 @@
+"""The lakehouse's own files behave alike on a local disk and on a real S3-API server (s3proxy
+on loopback): listing a landing folder, the landing sensor's scan, stored schemas, writes
+readers never see half of."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pyspark.sql import types as T
+
+from lakehouse_assets.ingestion.files import list_data_files
+from lakehouse_assets.ingestion.schema_store import SchemaStore
+from lakehouse_assets.sensors.landing import LandingCursor, scan_landing
+from lakehouse_assets.storage.files import Location, locate
+from lakehouse_assets_tests.s3_server import S3Server
+
+#: A folder of the lakehouse, on the disk or on the server, as its URI.
+Folder = Callable[[str], str]
+
+
+@pytest.fixture(params=["disk", "store"])
+def folder(request: pytest.FixtureRequest, tmp_path: Path) -> Folder:
+    """A fresh folder's URI under a temporary folder, or under a new bucket of the server."""
+    if request.param == "disk":
+        return lambda name: str(tmp_path / name)
+    server: S3Server = request.getfixturevalue("on_s3")
+    bucket = server.bucket(f"t-{uuid.uuid4().hex[:12]}")
+    return lambda name: f"s3a://{bucket}/lake/{name}"
+
+
+def put(location: Location, text: str) -> None:
+    location.write_text(text)
+
+
+def test_a_folder_lists_its_files_at_any_depth_and_reads_back_what_was_written(folder: Folder) -> None:
+    landing = locate(folder("landing/recordings"))
+    assert not landing.exists() and landing.files() == [] and landing.names() == []
+    put(landing.child("0001.json"), '{"id": 1}\n')
+    put(landing.child("2026", "11", "0002.json"), '{"id": 2}\n{"id": 3}\n')
+    assert landing.is_dir() and not landing.child("0001.json").is_dir()
+    listed = {f.relative_path: f.size for f in landing.files()}
+    # A folder is never listed as a file (s3proxy also lists it as an object of its name).
+    assert listed == {"0001.json": 10, "2026/11/0002.json": 20}
+    assert {f.relative_path for f in landing.files(recursive=False)} == {"0001.json"}
+    assert landing.names() == ["0001.json", "2026"]
+    assert landing.child("2026", "11", "0002.json").read_text() == '{"id": 2}\n{"id": 3}\n'
+    assert all(abs(f.modified.timestamp() - time.time()) < 120 for f in landing.files())
+    # Spark's name for a landed file: what bronze's _source_file holds.
+    uri = landing.uri("0001.json")
+    assert uri.startswith("file:/") if landing.is_local else uri == f"{folder('landing/recordings')}/0001.json"
+
+
+def test_a_file_is_created_once_and_replaced_whole(folder: Folder) -> None:
+    file = locate(folder("_schemas/bronze/recordings/_schemas/0"))
+    assert file.create_text("first") is True
+    assert file.create_text("second") is False and file.read_text() == "first"
+    file.write_text("replaced")
+    assert file.read_text() == "replaced"
+    # Nothing written beside it is left over.
+    assert locate(folder("_schemas/bronze/recordings/_schemas")).names() == ["0"]
+
+
+def test_the_landing_scan_announces_each_settled_file_once(folder: Folder) -> None:
+    landing = locate(folder("landing/recordings"))
+    put(landing.child("a.json"), "1\n")
+    put(landing.child("day=1", "b.json"), "2\n")
+    put(landing.child("c.json.tmp"), "partial")  # still being written under a temporary name
+    put(landing.child("_hidden", "d.json"), "4\n")
+    later = time.time() + 60  # every file settled
+    first = scan_landing(landing, LandingCursor({}, {}), now=later)
+    assert first.ready == ["a.json", "day=1/b.json"]
+    assert scan_landing(landing, first.cursor, now=later).ready == []
+    put(landing.child("a.json"), "1\n1\n")  # re-landed with new content
+    put(landing.child("e.json"), "5\n")
+    assert scan_landing(landing, first.cursor, now=later).ready == ["a.json", "e.json"]
+    # Just landed: waits one look for its size to hold.
+    young = scan_landing(landing, first.cursor, now=time.time() - 60)
+    assert young.ready == [] and young.waiting == ["a.json", "e.json"]
+
+
+def test_ingestion_lists_the_data_files_it_reads_by_the_name_spark_gives_them(folder: Folder) -> None:
+    root = folder("landing/patients")
+    put(locate(root).child("p1.csv"), "mrn\n1\n")
+    put(locate(root).child("x", "p2.csv"), "mrn\n2\n")
+    put(locate(root).child(".p3.csv"), "mrn\n3\n")
+    assert [f.relative_path for f in list_data_files(root)] == ["p1.csv"]
+    listed = list_data_files(root, recursive=True)
+    assert sorted(f.relative_path for f in listed) == ["p1.csv", "x/p2.csv"]
+    if not root.startswith("s3a://"):
+        return
+    assert sorted(f.path for f in listed) == [f"{root}/p1.csv", f"{root}/x/p2.csv"]
+
+
+def test_a_stored_schema_keeps_its_versions(folder: Folder) -> None:
+    store = SchemaStore(folder("_schemas/bronze/recordings"))
+    assert store.versions() == [] and store.latest() is None
+    one = T.StructType([T.StructField("id", T.LongType())])
+    two = T.StructType([*one.fields, T.StructField("name", T.StringType())])
+    store.add(one, inferred_with={"format": "json"}, schema_hints=None, reason="first inference")
+    store.add(two, inferred_with={"format": "json"}, schema_hints=None, reason="new column name",
+              files=["file:/landing/2.json"])
+    again = SchemaStore(folder("_schemas/bronze/recordings"))
+    latest = again.latest()
+    assert again.versions() == [0, 1] and latest is not None
+    assert (latest.version, latest.schema, latest.reason, latest.files) == (1, two, "new column name",
+                                                                            ("file:/landing/2.json",))
+    assert again.read(0).schema == one
