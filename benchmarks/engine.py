@@ -79,9 +79,10 @@ class WarmEngine:
 
     def settings(self) -> Any:
         """The product's settings naming this engine (for its server functions)."""
+        from lakehouse_assets.location import locate
         from lakehouse_assets.settings import LakehouseSettings
 
-        return LakehouseSettings(root=self.root.resolve(), engine_port=self.port)
+        return LakehouseSettings(root=locate(self.root.resolve()), engine_port=self.port)
 
     @property
     def folder(self) -> Path:

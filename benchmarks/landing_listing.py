@@ -26,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from lakehouse_assets.location import Location, locate
 from lakehouse_assets.sensors.landing import LandingCursor, scan_landing
-from lakehouse_assets.storage.files import Location, locate
 
 RESULTS = Path(__file__).parent / "results"
 

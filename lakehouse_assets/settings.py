@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.location import Location, ObjectStore
 
 DEFAULT_ROOT = "./lakehouse_data"
 DEFAULT_SPARK_MASTER = "local[2]"
@@ -44,41 +45,6 @@ SYSTEM_DIR = "_system"
 
 
 @dataclass(frozen=True)
-class ObjectStore:
-    """How S3-API object storage is reached, from the variables every AWS tool reads:
-    ``AWS_ENDPOINT_URL`` (or ``AWS_ENDPOINT_URL_S3``) for a store other than AWS, reached with
-    path-style addresses as local and most S3-compatible servers need, and ``AWS_REGION`` (or
-    ``AWS_DEFAULT_REGION``). Credentials are not held here: S3A and delta-rs read
-    ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` (or a profile, or an instance role)
-    themselves, so no secret is copied into Spark's settings, which its UI and logs show."""
-
-    endpoint_url: str | None = None
-    region: str | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> ObjectStore:
-        endpoint = (env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or "").strip() or None
-        if endpoint is not None and not endpoint.startswith(("http://", "https://")):
-            raise ConfigurationError(
-                f"AWS_ENDPOINT_URL must be an http:// or https:// URL such as http://127.0.0.1:9000, got {endpoint!r}")
-        region = (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "").strip() or None
-        return cls(endpoint_url=endpoint, region=region)
-
-    def hadoop_conf(self) -> dict[str, str]:
-        """S3A's settings (``fs.s3a.*``) for Spark's Hadoop configuration."""
-        # S3A 3.5.0 reads with its new analytics stream by default, reported to grow the heap
-        # of long-lived processes such as the engine; the classic stream is the proven one.
-        conf = {"fs.s3a.input.stream.type": "classic"}
-        if self.endpoint_url is not None:
-            conf["fs.s3a.endpoint"] = self.endpoint_url
-            conf["fs.s3a.path.style.access"] = "true"
-            conf["fs.s3a.connection.ssl.enabled"] = str(self.endpoint_url.startswith("https://")).lower()
-        if self.region is not None:
-            conf["fs.s3a.endpoint.region"] = self.region
-        return conf
-
-
-@dataclass(frozen=True)
 class LakehouseSettings:
     """The lakehouse's locations and Spark connection, resolved to absolute paths.
 
@@ -86,7 +52,7 @@ class LakehouseSettings:
     session of that engine; unset, Spark runs embedded on ``spark_master``.
     """
 
-    root: Path
+    root: Location
     spark_master: str = DEFAULT_SPARK_MASTER
     spark_conf: Mapping[str, str] = field(default_factory=dict)
     sensor_interval_seconds: int = DEFAULT_SENSOR_INTERVAL_SECONDS
@@ -117,7 +83,8 @@ class LakehouseSettings:
         ``LAKEHOUSE_PIPELINES`` (pipeline project folders, separated by ``:``), Dagster's
         ``DAGSTER_HOME``, and the AWS variables of :class:`ObjectStore`."""
         env = os.environ if environ is None else environ
-        root = local_root(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT)
+        store = ObjectStore.from_env(env)
+        root = lakehouse_root(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT, store=store)
         conf_text = env.get("LAKEHOUSE_SPARK_CONF", "").strip()
         try:
             spark_conf = json.loads(conf_text) if conf_text else {}
@@ -158,35 +125,35 @@ class LakehouseSettings:
             pipelines=tuple(Path(folder).expanduser().resolve()
                             for folder in env.get("LAKEHOUSE_PIPELINES", "").split(os.pathsep) if folder.strip()),
             dagster_home=Path(env["DAGSTER_HOME"]).expanduser().resolve() if env.get("DAGSTER_HOME") else None,
-            object_store=ObjectStore.from_env(env),
+            object_store=store,
         )
 
-    def layer_path(self, layer: str) -> Path:
+    def layer_path(self, layer: str) -> Location:
         """The folder of a layer's tables: ``$LAKEHOUSE_ROOT/<layer>`` (``system``: ``_system``)."""
         return self.root / (SYSTEM_DIR if layer == SYSTEM_LAYER else _safe_part(layer))
 
-    def table_path(self, layer: str, name: str) -> Path:
+    def table_path(self, layer: str, name: str) -> Location:
         """The Delta table of ``layer.name``: ``$LAKEHOUSE_ROOT/<layer>/<name>`` (a ``system`` table:
         ``$LAKEHOUSE_ROOT/_system/<name>``)."""
         return self.layer_path(layer) / _safe_part(name)
 
-    def landing_path(self, source: str) -> Path:
+    def landing_path(self, source: str) -> Location:
         """The folder files of ``source`` land in: ``$LAKEHOUSE_ROOT/landing/<source>``."""
         return self.root / LANDING_DIR / _safe_part(source)
 
-    def checkpoint_path(self, layer: str, name: str) -> Path:
+    def checkpoint_path(self, layer: str, name: str) -> Location:
         """The streaming checkpoint of the query that writes ``layer.name``."""
         return self.root / CHECKPOINTS_DIR / _safe_part(layer) / _safe_part(name)
 
-    def engine_path(self) -> Path:
+    def engine_path(self) -> Location:
         """Where the managed Spark Connect engine keeps its pid, token, settings and log."""
         return self.root / ENGINE_DIR
 
-    def log_path(self, name: str) -> Path:
+    def log_path(self, name: str) -> Location:
         """A log file of the lakehouse's own: ``$LAKEHOUSE_ROOT/_logs/<name>``."""
         return self.root / LOGS_DIR / _safe_part(name)
 
-    def schema_path(self, layer: str, name: str) -> Path:
+    def schema_path(self, layer: str, name: str) -> Location:
         """Where ingestion stores the inferred schema of ``layer.name``."""
         return self.root / SCHEMAS_DIR / _safe_part(layer) / _safe_part(name)
 
@@ -195,12 +162,12 @@ class LakehouseSettings:
 _URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
-def local_root(text: str, given_as: str = "LAKEHOUSE_ROOT") -> Path:
+def lakehouse_root(text: str, given_as: str = "LAKEHOUSE_ROOT", store: ObjectStore | None = None) -> Location:
     """The lakehouse's root as ``given_as`` (the variable, or a resource's setting) gives it:
     a local folder, given as a path or a ``file://`` URL, made absolute. Any other scheme
-    (``s3a://``, ``abfss://``, ...) is refused, since every reader and writer here opens local
-    paths: taken as a relative path, such a root would make a new folder named after the URL
-    and find every table empty."""
+    (``s3a://``, ``abfss://``, ...) is refused, since not every reader and writer here opens
+    object storage yet: taken as a relative path, such a root would make a new folder named
+    after the URL and find every table empty."""
     scheme = _URL_SCHEME.match(text.strip())
     if scheme is not None and scheme.group(1).lower() == "file":
         text = text.strip()[len("file:"):].removeprefix("//")
@@ -210,7 +177,7 @@ def local_root(text: str, given_as: str = "LAKEHOUSE_ROOT") -> Path:
             f"{scheme.group(1)}:// storage is not supported yet: set LAKEHOUSE_ROOT to a local folder, or a folder "
             "every Spark worker mounts at the same path"
         )
-    return Path(text).expanduser().resolve()
+    return Location(str(Path(text).expanduser().resolve()), store or ObjectStore())
 
 
 def _package_names(text: str) -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from dagster_pyspark import LazyPySparkResource
 from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.settings import LakehouseSettings, local_root
+from lakehouse_assets.settings import LakehouseSettings, lakehouse_root
 from lakehouse_assets.spark_conf import REQUIRED_CONF, engine_conf, is_connect_session
 from lakehouse_assets.storage import DeltaTableStore, lakehouse_store
 from lakehouse_assets.tables import LakehouseTables
@@ -147,7 +147,8 @@ class SparkResource(LazyPySparkResource):
         """The environment's settings with this resource's overrides."""
         settings = LakehouseSettings.from_env()
         if self.root:
-            settings = replace(settings, root=local_root(self.root, given_as="SparkResource(root)"))
+            settings = replace(settings, root=lakehouse_root(self.root, given_as="SparkResource(root)",
+                                                              store=settings.object_store))
         if self.master:
             settings = replace(settings, spark_master=self.master)
         if self.remote:

@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lakehouse_assets"
 
 # Bottom to top. A module may import from its own layer or any layer below it.
 LAYERS: list[set[str]] = [
-    {"errors", "faults", "settings", "spark_conf"},
+    {"errors", "faults", "settings", "location", "spark_conf"},
     {"storage", "checkpoints", "engine", "simulator"},
     {"streaming", "spark", "class_archive", "tables", "cdc", "aggregates"},
     {"ingestion", "quality", "spec", "outputs"},
@@ -80,7 +80,10 @@ def test_the_io_manager_knows_tables_by_their_spec_not_by_how_they_are_declared(
 def test_only_the_entry_points_read_the_lakehouse_from_the_environment() -> None:
     """Where the lakehouse is comes from one place, the Spark resource (spark.py), built from the
     environment by the definitions and the CLI's entry; everything under them is handed it."""
-    entry_points = {"settings.py", "spark.py", "definitions.py", "class_archive.py", "cli/__init__.py"}
+    entry_points = {"settings.py", "spark.py", "definitions.py", "class_archive.py", "cli/__init__.py",
+                    # Only the AWS chain (endpoint, region) for a bare s3a:// URI, as the AWS
+                    # clients underneath (S3A, delta-rs, pyarrow) read it themselves.
+                    "location.py"}
     found = [
         f"{path.relative_to(PACKAGE)}:{number}"
         for path in _modules() if str(path.relative_to(PACKAGE)) not in entry_points

@@ -17,7 +17,7 @@ from lakehouse_assets.settings import (
 def test_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     settings = LakehouseSettings.from_env({})
-    assert settings.root == tmp_path.resolve() / "lakehouse_data"
+    assert Path(settings.root) == tmp_path.resolve() / "lakehouse_data"
     assert settings.spark_master == DEFAULT_SPARK_MASTER
     assert settings.spark_conf == {}
     assert settings.sensor_interval_seconds == DEFAULT_SENSOR_INTERVAL_SECONDS
@@ -30,7 +30,7 @@ def test_every_variable_is_read(tmp_path: Path) -> None:
         "LAKEHOUSE_SPARK_CONF": '{"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": 8}',
         "LAKEHOUSE_SENSOR_INTERVAL": "5",
     })
-    assert settings.root == (tmp_path / "lake").resolve() and settings.root.is_absolute()
+    assert Path(settings.root) == (tmp_path / "lake").resolve() and Path(settings.root).is_absolute()
     assert settings.spark_master == "spark://head:7077"
     assert settings.spark_conf == {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "8"}
     assert settings.sensor_interval_seconds == 5
@@ -77,8 +77,8 @@ def test_a_root_on_storage_the_lakehouse_cannot_open_is_refused_in_one_line(root
 
 
 def test_a_file_url_root_is_the_local_folder(tmp_path: Path) -> None:
-    assert LakehouseSettings.from_env({"LAKEHOUSE_ROOT": f"file://{tmp_path}/lake"}).root == tmp_path.resolve() / "lake"
-    assert LakehouseSettings.from_env({"LAKEHOUSE_ROOT": f"file:{tmp_path}/lake"}).root == tmp_path.resolve() / "lake"
+    assert LakehouseSettings.from_env({"LAKEHOUSE_ROOT": f"file://{tmp_path}/lake"}).root.local("test") == tmp_path.resolve() / "lake"
+    assert LakehouseSettings.from_env({"LAKEHOUSE_ROOT": f"file:{tmp_path}/lake"}).root.local("test") == tmp_path.resolve() / "lake"
 
 
 def test_locations(settings: LakehouseSettings) -> None:
@@ -93,8 +93,8 @@ def test_locations(settings: LakehouseSettings) -> None:
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b", "a\\b", "../etc", ".hidden", "_checkpoints"])
 def test_names_cannot_leave_the_root_or_hide(settings: LakehouseSettings, name: str) -> None:
-    for locate in (lambda: settings.table_path(name, "t"), lambda: settings.table_path("silver", name),
-                   lambda: settings.landing_path(name), lambda: settings.checkpoint_path("silver", name)):
+    for locate in (lambda: Path(settings.table_path(name, "t")), lambda: Path(settings.table_path("silver", name)),
+                   lambda: Path(settings.landing_path(name)), lambda: Path(settings.checkpoint_path("silver", name))):
         with pytest.raises(ConfigurationError, match="not a valid table, layer or source name"):
             locate()
 

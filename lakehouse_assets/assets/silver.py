@@ -140,7 +140,7 @@ def patients_snapshot_history(spark: SparkResource) -> SnapshotSource:
     order): `__START_AT` and `__END_AT` are the numbers of the snapshots that opened and
     closed a version (AUTO CDC FROM SNAPSHOT)."""
     folder = spark.settings().landing_path(SNAPSHOTS_LANDING.source)
-    files = sorted(folder.glob("*.csv")) if folder.is_dir() else []
+    files = sorted(f.relative_path for f in folder.files(recursive=False) if f.relative_path.endswith(".csv"))
     reader = spark.spark_session.read.option("header", True).option("mode", "FAILFAST").schema(PATIENTS_SCHEMA)
     return SnapshotSource(SNAPSHOTS_LANDING.key.to_user_string(), [
-        Snapshot(number, partial(reader.csv, str(path)), path.name) for number, path in enumerate(files, start=1)])
+        Snapshot(number, partial(reader.csv, str(folder / name)), name) for number, name in enumerate(files, start=1)])

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse_assets.checkpoints.delta_offsets import DeltaSourcePosition, is_pre_connector_offset
 from lakehouse_assets.checkpoints.logs import CheckpointState, read_batch_offsets, table_name_of
 from lakehouse_assets.errors import CheckpointMismatchError, LegacyCheckpointError, SourceRecreatedError
+from lakehouse_assets.location import Location
 from lakehouse_assets.storage.discovery import tables_by_id
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def check_agreement(
 
 
 def check_sources(state: CheckpointState, store: DeltaTableStore, table_name: str | None = None,
-                  root: Any = None) -> None:
+                  root: Location | None = None) -> None:
     """Raise :class:`~lakehouse_assets.errors.SourceRecreatedError` when a Delta table the
     query reads is gone, or was recreated (a full refresh) since the checkpoint's last
     batch: the checkpoint's positions are versions of the old table.

@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.checkpoints.agreement import check_agreement, check_sources
@@ -30,6 +29,7 @@ from lakehouse_assets.checkpoints.logs import (
     table_name_of,
 )
 from lakehouse_assets.errors import CorruptCheckpointError
+from lakehouse_assets.location import Location
 from lakehouse_assets.storage.engine import HistoryEntry
 from lakehouse_assets.storage.sink import OFFSETS_KEY
 
@@ -114,7 +114,7 @@ class Checkpoint:
                 check_agreement(state, path, store, self.name)
         return state
 
-    def check_sources(self, state: CheckpointState, store: DeltaTableStore, root: Path | None = None) -> None:
+    def check_sources(self, state: CheckpointState, store: DeltaTableStore, root: Location | None = None) -> None:
         """Raise when a Delta table the query reads is gone or was recreated since its last
         batch; ``root`` lets the message name the upstream table as ``layer.name``."""
         check_sources(state, store, self.name, root)

@@ -22,7 +22,7 @@ from typing import Any
 
 from lakehouse_assets.checkpoints.logs import BatchOffsets
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.storage.files import locate
+from lakehouse_assets.location import locate
 
 # Delta's index for "every file of this version read" (Long.MaxValue).
 _END_INDEX = 2**63 - 1

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 import pyarrow.fs as pafs
 
 from lakehouse_assets.errors import CorruptCheckpointError
-from lakehouse_assets.storage.files import Location, locate
+from lakehouse_assets.location import Location, locate
 
 # Log format versions this module (and Spark 4.x) reads: "v1" in offsets, commits, sources.
 _VERSION_LINE = re.compile(r"v(\d+)")
@@ -187,9 +187,8 @@ def read_checked(location: str, file: Location, name: str | None) -> str:
         corrupt(location, file, "is missing", name)
     except OSError as exc:
         corrupt(location, file, f"cannot be read ({exc})", name)
-    folder, _, base = file.path.rpartition("/")
-    crc = Location(file.fs, f"{folder}/.{base}.crc")
-    if isinstance(file.fs, pafs.LocalFileSystem) and crc.exists():
+    crc = file.parent.child(f".{file.name}.crc")
+    if file.is_local and crc.exists():
         with crc.fs.open_input_stream(crc.path) as stream:
             if not _crc_matches(data, stream.read()):
                 corrupt(location, file,

@@ -50,8 +50,8 @@ from lakehouse_assets.checkpoints.logs import (
     write_checkpoint,
 )
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.location import local_path
 from lakehouse_assets.storage.engine import HistoryEntry
-from lakehouse_assets.storage.files import local_path
 from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.sink import OUTPUT_MODE_KEY, READS_FILES_KEY
 

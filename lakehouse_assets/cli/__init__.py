@@ -171,7 +171,9 @@ def _spark_settings(settings: LakehouseSettings, *, embedded: bool, verbose: boo
             print(f"{PROG}: on the lakehouse's running Spark Connect engine at {attached.spark_remote} "
                   "(--embedded for a Spark of its own)", file=sys.stderr)
             return attached
-    return settings if verbose else replace(settings, spark_log=settings.log_path(SPARK_LOG))
+    if verbose:
+        return settings
+    return replace(settings, spark_log=settings.log_path(SPARK_LOG).local("A command's Spark log"))
 
 
 def _engine_session() -> object | None:

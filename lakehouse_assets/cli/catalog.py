@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING
 from lakehouse_assets.cli.arguments import TableName
 from lakehouse_assets.cli.errors import CommandError, UsageError
 from lakehouse_assets.errors import LakehouseError, similar_table
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LANDING_DIR, LakehouseSettings
 
 if TYPE_CHECKING:
     from lakehouse_assets.checkpoints.checkpoint import CheckpointReport
 
 
-def require_root(settings: LakehouseSettings) -> Path:
+def require_root(settings: LakehouseSettings) -> Location:
     """The lakehouse root, which must exist."""
     if not settings.root.is_dir():
         raise CommandError(
@@ -33,7 +34,7 @@ def require_root(settings: LakehouseSettings) -> Path:
     return settings.root
 
 
-def require_table(settings: LakehouseSettings, table: TableName) -> Path:
+def require_table(settings: LakehouseSettings, table: TableName) -> Location:
     """The folder of an existing table; otherwise a message that names the path looked at
     and the tables that do exist."""
     from lakehouse_assets.storage import DELTA_LOG
@@ -78,7 +79,7 @@ def selected_tables(settings: LakehouseSettings, table: TableName | None, every:
     return discover_tables(require_root(settings))
 
 
-def describe_known_tables(root: Path, wanted: str) -> str:
+def describe_known_tables(root: Location, wanted: str) -> str:
     """A sentence on what does exist, to follow 'no such table'."""
     from lakehouse_assets.storage.discovery import discover_tables
 
@@ -92,7 +93,7 @@ def describe_known_tables(root: Path, wanted: str) -> str:
 
 
 @contextmanager
-def reading(table: TableName, path: Path) -> Iterator[None]:
+def reading(table: TableName, path: Location) -> Iterator[None]:
     """Turn a failure to read the Delta table into a message that names it and what to do.
 
     delta-rs raises its own errors (a damaged log, a missing data file); the project's own
@@ -117,13 +118,11 @@ def landing_sources(root: Path) -> list[Path]:
                   if entry.is_dir() and not entry.name.startswith(("_", ".")))
 
 
-def checkpoints(root: Path) -> Iterator[CheckpointReport]:
+def checkpoints(root: Location) -> Iterator[CheckpointReport]:
     """The state of every checkpoint ``root/_checkpoints/<layer>/<table>``."""
     from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 
     base = root / CHECKPOINTS_DIR
-    if not base.is_dir():
-        return
-    for layer in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for folder in sorted(p for p in layer.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            yield Checkpoint(str(folder), f"{layer.name}.{folder.name}").report()
+    for layer in (name for name in base.folders() if not name.startswith(".")):
+        for folder in (name for name in (base / layer).folders() if not name.startswith(".")):
+            yield Checkpoint(str(base / layer / folder), f"{layer}.{folder}").report()

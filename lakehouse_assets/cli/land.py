@@ -99,7 +99,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         read_manifest,
     )
 
-    landing_root = settings.root / LANDING_DIR
+    landing_root = (settings.root / LANDING_DIR).local("Landing simulated files (lakehouse land)")
     manifest = read_manifest(landing_root)
     # Continue the folder's data set unless told otherwise; a mismatch is refused by the lander.
     dataset = {

@@ -7,13 +7,13 @@ only the first rows are read.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.arguments import TableName, non_negative_int, positive_int, table_name
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError
 from lakehouse_assets.cli.output import format_count, print_json, render_table
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     return EXIT_OK
 
 
-def _read(name: TableName, path: Path, version: int | None, limit: int,
+def _read(name: TableName, path: Location, version: int | None, limit: int,
           settings: LakehouseSettings) -> tuple[pa.Table, int | None, int, int]:
     """The first ``limit`` rows at ``version`` (default: the latest), the version's row
     count, the version read and the latest version."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK
 from lakehouse_assets.cli.output import format_count, format_time, print_json, render_table
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class TableState:
     """One table's state as the Delta log tells it."""
 
     table: str
-    path: Path
+    path: Location
     version: int | None = None
     rows: int | None = None
     last_updated: dt.datetime | None = None
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
 
     root = catalog.require_root(settings)
     tables = [_table_state(name, settings) for name in discover_tables(root)]
-    landing = _landing_state(root, tables)
+    landing = _landing_state(root.local("Listing what landed (lakehouse status)"), tables)
     checkpoints = list(catalog.checkpoints(root))
     if args.json:
         print_json({"root": str(root),
@@ -126,7 +127,7 @@ def _landing_state(root: Path, tables: list[TableState]) -> list[dict[str, Any]]
     return sources
 
 
-def _print_report(root: Path, tables: list[TableState], landing: list[dict[str, Any]],
+def _print_report(root: Location, tables: list[TableState], landing: list[dict[str, Any]],
                   checkpoints: list[CheckpointReport]) -> None:
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
 

@@ -28,7 +28,7 @@ class EngineFiles:
 
     @classmethod
     def of(cls, settings: LakehouseSettings) -> EngineFiles:
-        return cls(settings.engine_path())
+        return cls(settings.engine_path().local("The managed engine's files (pid, token, log)"))
 
     @property
     def marker(self) -> str:

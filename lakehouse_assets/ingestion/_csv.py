@@ -227,7 +227,7 @@ def cached_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
 
 def read_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
     """The header of the file at ``path``, read from the file as it is now."""
-    from lakehouse_assets.storage.files import locate
+    from lakehouse_assets.location import locate
 
     file = locate(path)
     with file.fs.open_input_stream(file.path) as stream:

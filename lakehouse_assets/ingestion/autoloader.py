@@ -54,7 +54,7 @@ from lakehouse_assets.ingestion.state import (
     uncommitted_files,
     unread_files,
 )
-from lakehouse_assets.storage.files import locate, spark_file_uri
+from lakehouse_assets.location import locate, spark_file_uri
 
 logger = logging.getLogger(__name__)
 

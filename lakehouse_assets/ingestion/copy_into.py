@@ -33,8 +33,8 @@ from lakehouse_assets.ingestion.errors import CopyIntoError, IngestionOptionsErr
 from lakehouse_assets.ingestion.files import LandedFile, glob_matches, list_data_files
 from lakehouse_assets.ingestion.options import SourceFormat
 from lakehouse_assets.ingestion.state import IngestedFile
+from lakehouse_assets.location import local_path
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
-from lakehouse_assets.storage.files import local_path
 
 COPY_INTO_APP_ID = "lakehouse.copy_into"
 MANIFESTS_DIR = "_copy_into"

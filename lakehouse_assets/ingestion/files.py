@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lakehouse_assets.storage.files import local_path, locate
+from lakehouse_assets.location import local_path, locate
 
 IGNORED_PREFIXES = ("_", ".")
 IGNORED_SUFFIXES = (".tmp", ".partial")
@@ -155,7 +155,7 @@ def list_data_files(
             continue
         if path_pattern is not None and not path_matches(stored.relative_path, path_pattern):
             continue
-        uri = (location.uri(stored.relative_path) if location.is_local
+        uri = (location.uri_of(stored.relative_path) if location.is_local
                else f"{folder.rstrip('/')}/{stored.relative_path}")
         found.append(LandedFile(path=uri, relative_path=stored.relative_path, size=stored.size,
                                 modification_time=stored.modified))

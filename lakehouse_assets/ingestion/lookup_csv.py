@@ -47,7 +47,7 @@ from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD
 from lakehouse_assets.ingestion.rescue import parse_value
-from lakehouse_assets.storage.files import locate
+from lakehouse_assets.location import locate
 
 # Bad rows named in an error; the error gives the total as well.
 _SAMPLE_ROWS = 5

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lakehouse_assets.ingestion.files import LandedFile
-from lakehouse_assets.storage.files import locate
+from lakehouse_assets.location import locate
 
 # Characters a landed file name must not hold for Spark's file source to read it correctly.
 UNREADABLE_NAME_CHARACTERS = frozenset(":?*[]{}\\")

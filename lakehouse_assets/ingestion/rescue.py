@@ -48,7 +48,7 @@ from lakehouse_assets.ingestion.records import (
     json_options,
     parse_json_documents,
 )
-from lakehouse_assets.storage.files import locate
+from lakehouse_assets.location import locate
 
 # Markers in the errors a query raises from its executors; the driver finds them in the
 # StreamingQueryException's text to learn which columns appeared, and where.

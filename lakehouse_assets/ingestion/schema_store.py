@@ -32,7 +32,7 @@ from lakehouse_assets.ingestion.errors import (
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.records import FIELDS, file_reader, json_options, read_batch_records
-from lakehouse_assets.storage.files import locate
+from lakehouse_assets.location import locate
 
 # Auto Loader keeps a stream's schema versions in this folder of its schema location.
 SCHEMA_VERSIONS_FOLDER = "_schemas"

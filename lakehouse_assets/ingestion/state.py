@@ -20,8 +20,8 @@ import pyarrow.fs as pafs
 from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.ingestion.files import LandedFile, is_data_file
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
+from lakehouse_assets.location import locate, spark_file_uri
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage.files import locate, spark_file_uri
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ no table, so it reports no lineage.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from lakehouse_assets.cdc import END_AT, START_AT
 from lakehouse_assets.io.table_run import TableRun
+from lakehouse_assets.location import Location
 from lakehouse_assets.outputs import ExpectedRows, RoutedRows
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.tables.plan_lineage import Lineage, plan_lineage
@@ -39,7 +39,7 @@ def derived_lineage(obj: Any, run: TableRun, log: Any = None) -> Lineage | None:
     else:
         return None
     try:
-        lineage = plan_lineage(rows, run.root)
+        lineage = plan_lineage(rows, str(run.root))
     except Exception as exc:  # noqa: BLE001 - lineage is reported, not required: the write goes on
         if log is not None:
             log.warning(f"Column lineage of {run.table.table_name} not derived: {exc}")
@@ -52,12 +52,12 @@ def derived_lineage(obj: Any, run: TableRun, log: Any = None) -> Lineage | None:
 
 
 def kept_lineage(lineage: Mapping[str, Sequence[tuple[str, str]]], table_columns: Iterable[str],
-                 store: DeltaTableStore, root: Path) -> Lineage:
+                 store: DeltaTableStore, root: Location) -> Lineage:
     """``lineage`` held to the written table's columns and to the columns each upstream
     table under ``root`` has (as ``store`` reads its schema; a table it cannot read is trusted)."""
 
     def upstream_columns(table: str) -> set[str] | None:
-        path = str(root.joinpath(*table.split(".")))
+        path = str(root.child(*table.split(".")))
         return set(store.snapshot(path).schema().names) if store.exists(path) else None
 
     written = {c.lower() for c in table_columns}

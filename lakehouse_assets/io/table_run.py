@@ -8,15 +8,14 @@ place, and the handlers only ever see the resulting :class:`TableRun`.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import TableRunConfig, TableSpec
 from lakehouse_assets.storage import DeltaTableStore
@@ -31,9 +30,9 @@ class TableRef:
 
     layer: str
     name: str
-    path: Path
-    checkpoint: Path
-    schema_location: Path
+    path: Location
+    checkpoint: Location
+    schema_location: Location
 
     @property
     def table_name(self) -> str:
@@ -77,7 +76,7 @@ class TableRun:
     last_recorded: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def root(self) -> Path:
+    def root(self) -> Location:
         """The lakehouse's folder."""
         return self.settings.root
 
@@ -151,7 +150,7 @@ def full_refresh(store: DeltaTableStore, table: TableRef) -> None:
     """Forget everything about a table: its data, its query's checkpoint, its stored schema."""
     store.drop(str(table.path))
     for folder in (table.checkpoint, table.schema_location):
-        shutil.rmtree(folder, ignore_errors=True)
+        folder.remove()
 
 
 def _run_id(context: dg.OutputContext) -> str | None:

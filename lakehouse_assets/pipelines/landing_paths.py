@@ -66,7 +66,7 @@ def landed_path(path: str, project: PipelineProject, settings: LakehouseSettings
                 where: SourceLocation | None = None) -> LandedPath:
     """Where the files at ``path`` (as a flow of ``project`` names them) land in the lakehouse
     of ``settings``; a path neither under the landing root nor mounted is refused."""
-    landing = settings.root / LANDING_DIR
+    landing = (settings.root / LANDING_DIR).local("Reading a pipeline's landing paths")
     local = _mounted(path, project, landing)
     local = local if local.is_absolute() else project.folder / local
     local = Path(os.path.realpath(local))  # as the landing root is: symlinks resolved, globs kept

@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -30,6 +29,7 @@ import dagster as dg
 from lakehouse_assets.checkpoints.checkpoint import BatchOffsets, Checkpoint, recorded_offsets
 from lakehouse_assets.checkpoints.delta_offsets import delta_source_end
 from lakehouse_assets.ingestion.files import list_data_files, local_file_path
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, HistoryEntry
 from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
@@ -140,7 +140,7 @@ def _newest_batch_commit(store: DeltaTableStore, path: str, version: int | None,
     return None
 
 
-def _path(settings: LakehouseSettings, table: str) -> Path:
+def _path(settings: LakehouseSettings, table: str) -> Location:
     return settings.table_path(*table.split("."))
 
 

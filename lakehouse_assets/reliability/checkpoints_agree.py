@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.flows import Flows
-from lakehouse_assets.reliability.reading import table_path
+from lakehouse_assets.reliability.reading import CHECKS, table_path
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import CHECKPOINTS_DIR, FLOWS_DIR, LakehouseSettings
 from lakehouse_assets.storage.discovery import discover_tables
@@ -23,7 +23,7 @@ def check_checkpoints_agree(settings: LakehouseSettings, flows: Flows) -> Invari
     from lakehouse_assets.storage import lakehouse_store
 
     result = InvariantResult(CHECKPOINTS_AGREE, "checkpoints and tables agree")
-    base = settings.root / CHECKPOINTS_DIR
+    base = (settings.root / CHECKPOINTS_DIR).local(CHECKS)
     # A table's query keeps <layer>/<name>; a table filled by several append flows, one
     # checkpoint per flow under it (<layer>/<name>/flows/<flow>).
     folders = sorted(p for pattern in ("*/*", f"*/*/{FLOWS_DIR}/*") for p in base.glob(pattern)

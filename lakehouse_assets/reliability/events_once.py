@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 
 from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability.reading import CHECKS
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
 from lakehouse_assets.storage.discovery import is_table
@@ -23,11 +24,11 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
     exactly one ``committed`` row in the event log (with ``pending_ok``: at most one, as
     after a crash, before the table's next run logs it)."""
     result = InvariantResult(EVENTS_ONCE, "every committed batch is in the event log exactly once")
-    base = settings.root / CHECKPOINTS_DIR
+    base = (settings.root / CHECKPOINTS_DIR).local(CHECKS)
     # A damaged checkpoint kept by a repair (".<name>.damaged-<time>") is no table's.
     folders = [p for p in base.glob("*/*") if p.is_dir() and not p.name.startswith(".")] if base.is_dir() else []
     queried = sorted(f"{p.parent.name}.{p.name}" for p in folders)
-    log = event_log_path(settings.root)
+    log = event_log_path(settings.root).local(CHECKS)
     logged: Counter[tuple[str, str, int]] = Counter()
     logged_at: dict[tuple[str, str, int], int] = {}  # the table version each logged batch names
     if is_table(log):
@@ -45,7 +46,7 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
         result.skipped = "no streaming tables yet"
         return result
     for name in queried:
-        path = settings.table_path(*name.split("."))
+        path = settings.table_path(*name.split(".")).local(CHECKS)
         if not is_table(path):
             continue
         versions = delta_files.log_versions(path)

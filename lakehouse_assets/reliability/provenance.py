@@ -29,6 +29,7 @@ from lakehouse_assets.checkpoints.delta_offsets import delta_source_end
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.ingestion.files import local_file_path
+from lakehouse_assets.reliability.reading import CHECKS
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage import HistoryEntry
 from lakehouse_assets.storage.discovery import tables_by_id
@@ -215,7 +216,8 @@ class _Logs:
     def name_of(self, path: str) -> str | None:
         """The table at ``path`` by name, if it is under the lakehouse's root."""
         try:
-            layer, name = Path(path).resolve().relative_to(self.tables.settings.root.resolve()).parts[-2:]
+            root = self.tables.settings.root.local(CHECKS)
+            layer, name = Path(path).resolve().relative_to(root.resolve()).parts[-2:]
         except ValueError:
             return None
         return f"{SYSTEM_LAYER if layer == SYSTEM_DIR else layer}.{name}"

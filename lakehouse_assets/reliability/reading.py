@@ -12,11 +12,14 @@ from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.report import SAMPLE_SIZE, InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
 
+#: What reads tables' and checkpoints' files here: on a local disk only, for now.
+CHECKS = "Checking the lakehouse's invariants (lakehouse verify, lakehouse trace)"
+
 
 def table_path(settings: LakehouseSettings, name: str) -> Path:
     """The folder of table ``layer.name``."""
     layer, table = name.split(".", 1)
-    return settings.table_path(layer, table)
+    return settings.table_path(layer, table).local(CHECKS)
 
 
 def read_or_report(result: InvariantResult, name: str, path: Path, columns: list[str] | None) -> Any:

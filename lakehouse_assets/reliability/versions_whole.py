@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability.reading import CHECKS
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage.discovery import discover_tables
@@ -22,7 +23,7 @@ def check_versions_whole(settings: LakehouseSettings) -> InvariantResult:
         result.skipped = "no tables yet"
     for name in tables:
         layer, table = name.split(".", 1)
-        check_table_whole(result, name, settings.table_path(layer, table))
+        check_table_whole(result, name, settings.table_path(layer, table).local(CHECKS))
     return result
 
 

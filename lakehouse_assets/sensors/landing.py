@@ -17,7 +17,7 @@ import dagster as dg
 
 from lakehouse_assets.assets.landing import companion_readers, downstream_tables, landing_readers
 from lakehouse_assets.ingestion.files import is_data_file
-from lakehouse_assets.storage.files import Location, locate
+from lakehouse_assets.location import Location, locate
 
 # A file younger than this, whose size we have not seen hold still, may still be written.
 SETTLE_SECONDS = 2.0

@@ -4,6 +4,7 @@ Tables are written and streamed by Delta Lake's connector in Spark, and read wit
 by delta-rs; everything above this package speaks of a :class:`DeltaTableStore` and table paths.
 """
 
+from lakehouse_assets.location import local_path
 from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta import DeltaTableStore, lakehouse_store
@@ -20,7 +21,6 @@ from lakehouse_assets.storage.engine import (
     VacuumResult,
     WriteMode,
 )
-from lakehouse_assets.storage.files import local_path
 from lakehouse_assets.storage.layout import TableLayout
 from lakehouse_assets.storage.sink import DeltaSink, OutputMode, run_commits
 

@@ -22,6 +22,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.location import Location, locate
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
@@ -37,7 +38,6 @@ from lakehouse_assets.storage.engine import (
     StreamOptions,
     WriteMode,
 )
-from lakehouse_assets.storage.files import Location, locate
 from lakehouse_assets.storage.layout import TableLayout, create_table, recluster, table_ref
 from lakehouse_assets.storage.merge import MergePlan, merge_statement, quote
 

@@ -18,9 +18,9 @@ from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, TableNotFoundError
+from lakehouse_assets.location import locate, table_file_path
 from lakehouse_assets.storage._schema import arrow_to_spark
 from lakehouse_assets.storage.engine import SnapshotFile
-from lakehouse_assets.storage.files import locate, table_file_path
 
 if TYPE_CHECKING:
     import pyarrow.compute as pc

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 
 #: The folder of a table that holds its Delta log: a folder with one is a Delta table.
@@ -17,37 +18,34 @@ DELTA_LOG = "_delta_log"
 _LAYER_ORDER = {"bronze": 0, "silver": 1, "gold": 2}
 
 
-def is_table(path: Path) -> bool:
+def is_table(path: Location | Path) -> bool:
     """Whether the folder ``path`` holds a Delta table (a Delta log)."""
     return (path / DELTA_LOG).is_dir()
 
 
-def discover_tables(root: Path) -> list[str]:
+def discover_tables(root: Location) -> list[str]:
     """Every table under ``root`` as ``layer.name``, layers in data-flow order, then the
     machinery's own tables (``system.event_log``). Other folders named ``_…`` or ``.…``
     (checkpoints, schemas, the engine) are skipped."""
-    if not root.is_dir():
-        return []
+    layers = _visible_folders(root)
     found: list[str] = []
-    for layer in sorted(_visible_folders(root), key=lambda p: (_LAYER_ORDER.get(p.name, len(_LAYER_ORDER)), p.name)):
-        found.extend(f"{layer.name}.{table.name}" for table in sorted(_visible_folders(layer)) if is_table(table))
+    for layer in sorted(layers, key=lambda name: (_LAYER_ORDER.get(name, len(_LAYER_ORDER)), name)):
+        found.extend(f"{layer}.{table}" for table in _visible_folders(root / layer) if is_table(root / layer / table))
     system = root / SYSTEM_DIR
-    if system.is_dir():
-        found.extend(f"{SYSTEM_LAYER}.{table.name}" for table in sorted(_visible_folders(system)) if is_table(table))
+    found.extend(f"{SYSTEM_LAYER}.{table}" for table in _visible_folders(system) if is_table(system / table))
     return found
 
 
-def _visible_folders(folder: Path) -> list[Path]:
-    return [entry for entry in folder.iterdir() if entry.is_dir() and not entry.name.startswith(("_", "."))]
+def _visible_folders(folder: Location) -> list[str]:
+    return [name for name in folder.folders() if not name.startswith(("_", "."))]
 
 
-def tables_by_id(root: Path | str | None, table_id: Callable[[str], str | None]) -> dict[str, str]:
+def tables_by_id(root: Location | None, table_id: Callable[[str], str | None]) -> dict[str, str]:
     """The tables under the lakehouse ``root``, by their Delta table id (``table_id`` of a
     path): how a streaming query's offsets, which name a table by id, find its path."""
     if root is None:
         return {}
     found = {}
-    root = Path(root)
     for name in discover_tables(root):
         layer, table = name.split(".", 1)
         path = str(root / (SYSTEM_DIR if layer == SYSTEM_LAYER else layer) / table)

@@ -31,6 +31,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
 from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
@@ -142,7 +143,7 @@ class BatchEvent:
         return cls(**{**row, "expectations": expectations})
 
 
-def event_log_path(root: Path) -> Path:
+def event_log_path(root: Location) -> Location:
     """The event log of the lakehouse at ``root``."""
     return LakehouseSettings(root).table_path(SYSTEM_LAYER, EVENT_LOG)
 
@@ -152,13 +153,13 @@ def query_app_id(table: str, query_id: str) -> str:
     return f"{table}#{query_id}"
 
 
-def last_logged_batch(path: Path, table: str, query_id: str) -> int | None:
+def last_logged_batch(path: Location | Path, table: str, query_id: str) -> int | None:
     """The newest batch of ``table``'s query ``query_id`` the log holds, or None."""
     log = _open(path)
     return None if log is None else log.transaction_version(query_app_id(table, query_id))
 
 
-def append_events(path: Path, events: Sequence[BatchEvent], *, logs: AppTransaction | None = None) -> bool:
+def append_events(path: Location | Path, events: Sequence[BatchEvent], *, logs: AppTransaction | None = None) -> bool:
     """Append ``events`` to the log in one commit. With ``logs`` (the query's app transaction
     and the last batch among the events), events the log already holds are not appended again.
     Whether anything was appended."""
@@ -188,7 +189,7 @@ def append_events(path: Path, events: Sequence[BatchEvent], *, logs: AppTransact
     return False
 
 
-def read_events(path: Path, *, table: str | None = None, run_id: str | None = None) -> list[BatchEvent]:
+def read_events(path: Location | Path, *, table: str | None = None, run_id: str | None = None) -> list[BatchEvent]:
     """The logged events, oldest first (by table version, then batch), of ``table`` and/or
     ``run_id`` when given."""
     log = _open(path)
@@ -202,7 +203,7 @@ def read_events(path: Path, *, table: str | None = None, run_id: str | None = No
     return sorted(rows, key=lambda e: (e.recorded_at, e.table, e.batch_id if e.batch_id is not None else -1))
 
 
-def logged_offsets(path: Path, table: str) -> dict[tuple[str, int], BatchOffsets]:
+def logged_offsets(path: Location | Path, table: str) -> dict[tuple[str, int], BatchOffsets]:
     """The source offsets the log holds for ``table``'s batches, by (query id, batch id)."""
     log = _open(path)
     if log is None or "source_offsets" not in log.schema().to_arrow().names:
@@ -217,7 +218,7 @@ def logged_offsets(path: Path, table: str) -> dict[tuple[str, int], BatchOffsets
             for row in rows if row["query_id"] is not None and row["batch_id"] is not None}
 
 
-def _compact(path: Path) -> None:
+def _compact(path: Location | Path) -> None:
     """Compact the log's small files; skipped when it fails (another run's append got in
     first, say): the next compaction, or the daily maintenance, does it."""
     try:
@@ -226,7 +227,7 @@ def _compact(path: Path) -> None:
         pass
 
 
-def _open(path: Path) -> DeltaTable | None:
+def _open(path: Location | Path) -> DeltaTable | None:
     try:
         return DeltaTable(str(path))
     except TableNotFoundError:

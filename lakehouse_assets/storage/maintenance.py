@@ -34,10 +34,10 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
+from lakehouse_assets.location import local_path
 from lakehouse_assets.spark_conf import is_connect_session, session_settings
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table
 from lakehouse_assets.storage.engine import OptimizeResult, StreamReader, VacuumResult
-from lakehouse_assets.storage.files import local_path
 from lakehouse_assets.storage.merge import quote
 
 DEFAULT_RETENTION = dt.timedelta(days=7)

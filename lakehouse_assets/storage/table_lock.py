@@ -25,20 +25,21 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from lakehouse_assets.errors import TableBusyError
+from lakehouse_assets.location import Location
 
 LOCKS_DIR = "_locks"
 # How often a waiting writer tries again: short enough not to add much to a wait.
 _POLL_SECONDS = 0.2
 
 
-def lock_path(root: Path, table_name: str) -> Path:
+def lock_path(root: Location, table_name: str) -> Path:
     """The lock file of ``layer.name`` under the lakehouse root."""
-    return Path(root) / LOCKS_DIR / f"{table_name}.lock"
+    return root.local("Locking a table against other writers") / LOCKS_DIR / f"{table_name}.lock"
 
 
 @contextmanager
 def table_locks(
-    root: Path, table_names: Sequence[str], *, timeout_seconds: float, holder: str = ""
+    root: Location, table_names: Sequence[str], *, timeout_seconds: float, holder: str = ""
 ) -> Iterator[None]:
     """Hold the write locks of ``table_names`` (taken in name order, so two runs that lock
     overlapping sets cannot deadlock). Waits up to ``timeout_seconds`` for each, then raises
@@ -50,7 +51,7 @@ def table_locks(
 
 
 @contextmanager
-def table_lock(root: Path, table_name: str, *, timeout_seconds: float, holder: str = "") -> Iterator[None]:
+def table_lock(root: Location, table_name: str, *, timeout_seconds: float, holder: str = "") -> Iterator[None]:
     """Hold the write lock of one table; see :func:`table_locks`."""
     path = lock_path(root, table_name)
     path.parent.mkdir(parents=True, exist_ok=True)

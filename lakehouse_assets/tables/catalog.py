@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import lakehouse_store, local_path
 from lakehouse_assets.storage.discovery import discover_tables
@@ -70,7 +70,7 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
             except AnalysisException:  # another session of this driver (a run at the same time) dropped it
                 continue
             if previous is not None:
-                _forget_root(spark, settings, Path(previous[0]))
+                _forget_root(spark, settings, str(previous[0]))
             spark.sql(f"DROP VIEW IF EXISTS {view}")
         registered = _register(spark, settings, on_disk)
         spark.sql(f"CREATE OR REPLACE GLOBAL TEMPORARY VIEW {marker} AS "
@@ -106,15 +106,15 @@ def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[
     return registered
 
 
-def _forget_root(spark: SparkSession, settings: LakehouseSettings, previous: Path) -> None:
+def _forget_root(spark: SparkSession, settings: LakehouseSettings, previous: str) -> None:
     """Unregister the external tables of the layers registered for the root ``previous`` when
     it is not this one: this root may have no table in a layer, and the other root's would
     answer for it."""
-    if previous == settings.root:
+    if previous == str(settings.root):
         return
     for row in spark.sql("SHOW SCHEMAS").collect():
         location = _schema_location(spark, row.namespace)
-        if location is not None and Path(location).parent == previous:
+        if location is not None and location.rstrip("/").rsplit("/", 1)[0] == previous:
             for external in _external_tables(spark, row.namespace):
                 spark.sql(f"DROP TABLE IF EXISTS {quote(row.namespace)}.{quote(external)}")
 
@@ -159,12 +159,12 @@ def _create(spark: SparkSession, settings: LakehouseSettings, layer: str, table:
     return True
 
 
-def _table_path(settings: LakehouseSettings, name: str) -> Path:
+def _table_path(settings: LakehouseSettings, name: str) -> Location:
     layer, _, table = name.partition(".")
     return settings.table_path(layer, table)
 
 
-def _fingerprint(root: Path, names: Sequence[str]) -> str:
+def _fingerprint(root: Location, names: Sequence[str]) -> str:
     return hashlib.sha256("\n".join([str(root), *names]).encode()).hexdigest()[:24]
 
 

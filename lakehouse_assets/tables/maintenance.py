@@ -16,12 +16,12 @@ import datetime as dt
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import dagster as dg
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import UnknownTableError
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, OptimizeResult, StreamReader, VacuumResult
 from lakehouse_assets.storage.discovery import discover_tables, is_table
@@ -55,10 +55,10 @@ class TableMaintenance:
         sink keeps inside it (``layer.name/_cdc_state``, ``layer.name/_aggregate_state``),
         which a merge rewrites every batch and need compacting and vacuuming too."""
         path = self.path(name)
-        inside = sorted(p.name for p in path.iterdir() if p.name.startswith("_") and is_table(p))
+        inside = [folder for folder in path.folders() if folder.startswith("_") and is_table(path / folder)]
         return [name, *(f"{name}/{folder}" for folder in inside)]
 
-    def path(self, target: str) -> Path:
+    def path(self, target: str) -> Location:
         """The folder of the existing table ``target`` (``layer.name``, or a state table
         inside one: ``layer.name/_folder``)."""
         name, _, inside = target.partition("/")

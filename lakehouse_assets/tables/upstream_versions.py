@@ -103,7 +103,7 @@ def recorded_readers(instance: dg.DagsterInstance | None, settings: LakehouseSet
     table since dropped, and one whose record does not name it reads other tables: neither
     reads this one. One with no record (never finished a run, a Dagster instance that does
     not know it, or no instance) may read anything: its version is None."""
-    base = settings.root / CHECKPOINTS_DIR
+    base = (settings.root / CHECKPOINTS_DIR).local("Finding the queries that read a table")
     found = []
     for layer in sorted(p for p in base.iterdir() if _is_query_folder(p)) if base.is_dir() else ():
         for folder in sorted(p for p in layer.iterdir() if _is_query_folder(p)):

@@ -101,7 +101,7 @@ def delta_rows(settings: LakehouseSettings, layer: str, name: str, columns: Sequ
                key: Callable[[tuple], Any] | None = None) -> list[tuple]:
     """A table's rows as read by delta-rs alone, sorted (by ``key``: ``repr`` for rows holding
     nulls): the independent reader."""
-    path = settings.table_path(layer, name)
+    path = Path(settings.table_path(layer, name))
     # An explicit local file system: delta-rs' default one can crash the process at exit.
     dataset = DeltaTable(str(path)).to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(str(path), pafs.LocalFileSystem()))
     table = dataset.to_table(columns=list(columns))

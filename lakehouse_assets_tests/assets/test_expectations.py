@@ -75,7 +75,7 @@ def test_a_python_asset_warns_counts_and_fails_its_update_with_nothing_committed
     assert first["expectations/rows_checked"] == 3
     assert "value_positive" in first["expectations"]
 
-    table = settings.table_path("silver", "ex_python")
+    table = Path(settings.table_path("silver", "ex_python"))
     version = store.snapshot(str(table)).version
     checkpoint = Checkpoint(str(settings.checkpoint_path("silver", "ex_python")))
     committed = checkpoint.last_committed_batch()
@@ -146,7 +146,7 @@ STRICT_BRONZE = bronze_table(
 
 
 def test_a_bronze_table_enforces_its_expectations_on_what_it_ingests(spark, store, settings):
-    landing = settings.landing_path("ex_strict")
+    landing = Path(settings.landing_path("ex_strict"))
     landing.mkdir(parents=True)
     (landing / "1.json").write_text('{"id": 1, "value": 10}\n{"id": 2, "value": -3}\n')
 

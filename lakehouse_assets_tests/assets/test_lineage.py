@@ -63,7 +63,7 @@ def reported(asset: dg.AssetsDefinition, returned: Any, settings: LakehouseSetti
     if isinstance(returned, DataFrame):
         returned = ExpectedRows(returned, ())
     lineage = derived_lineage(returned, run) or {}
-    return kept_lineage(lineage, spec.column_descriptions, DeltaTableStore(), Path(settings.root))
+    return kept_lineage(lineage, spec.column_descriptions, DeltaTableStore(), settings.root)
 
 
 def body(asset: dg.AssetsDefinition) -> Callable[..., Any]:

@@ -31,11 +31,11 @@ def _files(path: Path) -> int:
 def test_the_job_maintains_every_table_and_fails_naming_a_refused_one(
     spark: SparkSession, settings: LakehouseSettings
 ) -> None:
-    root = settings.root
+    root = Path(settings.root)
     events = _three_commits(root, "bronze", "events")
     other = _three_commits(root, "silver", "other")
     # gold.reader's query has read bronze.events to version 0, as its last materialization says.
-    settings.checkpoint_path("gold", "reader").mkdir(parents=True)
+    Path(settings.checkpoint_path("gold", "reader")).mkdir(parents=True)
     instance = dg.DagsterInstance.ephemeral()
     read = UpstreamVersions({"bronze.events": TableVersion(str(DeltaTable(str(events)).metadata().id), 0)})
     instance.report_runless_asset_event(dg.AssetMaterialization(dg.AssetKey(["gold", "reader"]), metadata=read.metadata()))

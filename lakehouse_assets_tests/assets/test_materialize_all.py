@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -48,7 +49,7 @@ def run_log(instance: dg.DagsterInstance, result: dg.ExecuteInProcessResult) -> 
 
 
 def tables_on_disk(settings: LakehouseSettings) -> set[str]:
-    return {f"{layer.name}/{table.name}" for layer in settings.root.iterdir() if layer.is_dir()
+    return {f"{layer.name}/{table.name}" for layer in Path(settings.root).iterdir() if layer.is_dir()
             for table in layer.iterdir() if (table / "_delta_log").is_dir()}
 
 
@@ -162,7 +163,7 @@ def test_a_table_materialized_alone_over_an_upstream_never_built_is_skipped(spar
     [freshness] = checks.get_asset_check_evaluations()
     assert freshness.check_name == FRESHNESS_CHECK and freshness.metadata["pending_files"].value == 1
     assert "silver_recordings_enriched_contract" in {e.step_key for e in checks.all_events if e.is_step_success}
-    assert not settings.table_path("silver", "patients_current").exists()
+    assert not Path(settings.table_path("silver", "patients_current")).exists()
     log = run_log(instance, result)
     assert "silver.patients_current skipped: upstream bronze.patient_changes has no table yet" in log
     assert "gold.daily_patient_avg skipped: upstream silver.recordings_enriched has no table yet" in log

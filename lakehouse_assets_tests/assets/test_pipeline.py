@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -27,7 +28,7 @@ LANDING_OPTIONS = dict(records_per_file=400, bad_rate=0.0, seed=11, files_per_ye
 
 
 def assert_tables_match_batch_recomputation(spark, settings: LakehouseSettings) -> None:
-    expected = expected_outputs(spark, settings.root / "landing")
+    expected = expected_outputs(spark, Path(settings.root) / "landing")
     assert delta_rows(settings, "bronze", "recordings", ["device_id", "mrn", "time", "heartrate"]) == spark_rows(
         expected["recordings"], ["device_id", "mrn", "time", "heartrate"]
     )
@@ -68,7 +69,7 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
     assert silver_new == second.counts.total
     assert_tables_match_batch_recomputation(spark, settings)
     # The patients lookup's CSV did not change: it is neither read again nor rewritten.
-    patients = settings.table_path("silver", "patients")
+    patients = Path(settings.table_path("silver", "patients"))
     assert "landing/patients holds the files its last run read" in run["silver/patients"]["not_written"]
     assert run["silver/patients"]["delta_version"] == DeltaTableStore().version(str(patients)) == 0
 
@@ -94,7 +95,7 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
 
     # A lookup file landed again (here: touched) is read again; so is one whose run asks for
     # a full refresh.
-    csv = settings.landing_path("patients") / "patients.csv"
+    csv = Path(settings.landing_path("patients")) / "patients.csv"
     os.utime(csv, ns=(csv.stat().st_atime_ns, csv.stat().st_mtime_ns + 10**9))
     run = materialization_metadata(materialize(["silver/patients"], instance=instance))
     assert "not_written" not in run["silver/patients"] and run["silver/patients"]["delta_version"] == 1

@@ -32,7 +32,7 @@ def _landed(landing: Path) -> list[dict[str, Any]]:
 
 
 def test_landed_changes_reach_both_silver_tables(spark, settings) -> None:
-    landing = settings.root / "landing"
+    landing = Path(settings.root) / "landing"
     land_patient_changes(landing, files=3, changes_per_file=30, seed=5)
     first = materialization_metadata(materialize(FLOW))
     assert first["silver/patients_current"]["micro_batches"] == 1

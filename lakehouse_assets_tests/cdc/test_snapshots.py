@@ -24,7 +24,7 @@ SNAPSHOTS = [
 
 
 def _land(settings, number: int, patients: dict[int, str]) -> None:
-    folder = settings.root / "landing" / "patient_snapshots"
+    folder = Path(settings.root) / "landing" / "patient_snapshots"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"patients-{number:04d}.csv").write_text(
         "mrn,name\n" + "".join(f"{mrn},{name}\n" for mrn, name in patients.items()))

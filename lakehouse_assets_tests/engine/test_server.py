@@ -354,7 +354,7 @@ def test_query_after_query_the_engine_keeps_no_python_workers_monitors_or_stoppe
     a run of four: the engine holds no more of any of them than after the first."""
     env = _client_env(LAKEHOUSE_ROOT=str(engine.settings.root), LAKEHOUSE_ENGINE_PORT=str(engine.status.port),
                       LAKEHOUSE_SPARK_REMOTE=engine.status.url)
-    table = str(engine.settings.root / "many_queries")
+    table = str(Path(engine.settings.root) / "many_queries")
     pid = engine.status.pid
     assert pid is not None
 
@@ -399,7 +399,7 @@ TABLE_CLIENT = textwrap.dedent("""
 def test_cli_start_on_a_running_engine_says_where_and_names_the_tables_for_any_client(
     engine: Engine, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write_deltalake(str(engine.settings.table_path("bronze", "engine_catalog_probe")), pa.table({"id": [1, 2, 3]}))
+    write_deltalake(str(Path(engine.settings.table_path("bronze", "engine_catalog_probe"))), pa.table({"id": [1, 2, 3]}))
     monkeypatch.setenv("LAKEHOUSE_ENGINE_PORT", str(engine.status.port))
     assert main(["engine", "start", "--root", str(engine.settings.root)]) == 0
     out = capsys.readouterr().out
@@ -454,7 +454,7 @@ def test_a_killed_engine_is_reported_and_started_anew(engine: Engine) -> None:
     # The engine dies in the middle of a Dagster run (in a process of its own: a Connect
     # session would turn this one's pyspark to Connect), between a table's step and its
     # contract checks' step: the checks, which find the run's session dead, fail naming it.
-    table = engine.settings.table_path("silver", "recordings_enriched")
+    table = Path(engine.settings.table_path("silver", "recordings_enriched"))
     write_deltalake(str(table), pa.table({"patient_id": [1, 2], "heartrate": [70.0, 80.0]}))
     run = _run_client(CHECKS_AFTER_THE_ENGINE_DIES, engine.url(engine.files.read_token()),
                       str(engine.settings.root), str(engine.status.port))

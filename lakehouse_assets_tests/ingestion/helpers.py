@@ -31,7 +31,7 @@ BOM = b"\xef\xbb\xbf"
 
 def land(folder: Path, name: str, content: str | bytes) -> Path:
     """Land a file atomically, as a well-behaved writer does: written aside, then renamed."""
-    target = folder / name
+    target = Path(folder) / name
     target.parent.mkdir(parents=True, exist_ok=True)
     data = content.encode("utf-8") if isinstance(content, str) else content
     temporary = target.with_name(f".{target.name}.tmp")
@@ -52,7 +52,7 @@ def recording(i: int, **overrides: Any) -> dict[str, Any]:
 
 def file_uri(path: Path) -> str:
     """A local file's path as the bronze ``_source_file`` column spells it."""
-    return "file:" + str(path.resolve())
+    return "file:" + str(Path(path).resolve())
 
 
 class Bronze:
@@ -69,7 +69,7 @@ class Bronze:
         self.store = store
         self.name = name
         self.source_format = source_format
-        self.landing = settings.landing_path(name)
+        self.landing = Path(settings.landing_path(name))
         self.table = str(settings.table_path("bronze", name))
         self.checkpoint = str(settings.checkpoint_path("bronze", name))
         self.schema_location = str(settings.schema_path("bronze", name))

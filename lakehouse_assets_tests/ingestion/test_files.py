@@ -18,7 +18,7 @@ from lakehouse_assets.ingestion.files import (
     list_data_files,
     local_file_path,
 )
-from lakehouse_assets.storage.files import spark_file_uri
+from lakehouse_assets.location import spark_file_uri
 
 
 @pytest.mark.parametrize(

@@ -321,7 +321,7 @@ def test_routed_rows_go_to_the_table_or_to_quarantine_with_their_reason(spark, s
 
 
 def test_ingestion_source_writes_each_landed_file_once(spark, store, settings):
-    landing = settings.landing_path(LANDED)
+    landing = Path(settings.landing_path(LANDED))
     landing.mkdir(parents=True)
     (landing / "1.json").write_text('{"id": 1, "value": 10}\n{"id": 2, "value": 20}\n')
 
@@ -343,7 +343,7 @@ def test_bronze_asset_skips_an_empty_landing_then_stops_on_a_new_column_naming_i
     does nothing; a new column stops the run with the ingestion's own error (the column, the
     file, what happens next), not Spark's; the next run takes the column in."""
     path = table_path(settings, "bronze", "io_autoloaded")
-    landing = settings.landing_path("io_autoloaded")
+    landing = Path(settings.landing_path("io_autoloaded"))
     landing.mkdir(parents=True)
 
     empty = materialize(autoloaded)
@@ -410,7 +410,7 @@ def test_temp_views_and_tables_by_name_work_in_a_body_and_never_reach_the_next_a
 
 def test_full_refresh_clears_table_and_checkpoint_and_rebuilds_from_the_source(spark, store, settings):
     path = table_path(settings, "silver", "io_events_doubled")
-    checkpoint = settings.checkpoint_path("silver", "io_events_doubled")
+    checkpoint = Path(settings.checkpoint_path("silver", "io_events_doubled"))
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 10), (2, 20)])
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(3, 30)])
     materialize(events_doubled)
@@ -434,7 +434,7 @@ def test_full_refresh_clears_table_and_checkpoint_and_rebuilds_from_the_source(s
 
 def test_a_damaged_checkpoint_stops_the_run_naming_the_file_and_leaves_the_table_alone(spark, store, settings):
     path = table_path(settings, "silver", "io_events_doubled")
-    checkpoint = settings.checkpoint_path("silver", "io_events_doubled")
+    checkpoint = Path(settings.checkpoint_path("silver", "io_events_doubled"))
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 10), (2, 20)])
     materialize(events_doubled)
     version = store.version(path)

@@ -91,7 +91,7 @@ def files_at(tables: LakehouseTables, table: str, version: int) -> set[str]:
 
 def test_a_sql_quarantine_keeps_rows_as_they_came_and_is_traced_and_replayed_once(spark, store, settings, tmp_path,
                                                                                    monkeypatch, capsys):
-    landing = settings.landing_path("admissions")
+    landing = Path(settings.landing_path("admissions"))
     landing.mkdir(parents=True)
     (landing / "admissions_1.csv").write_text(LANDED)
     strict = declared(tmp_path, admissions_sql())

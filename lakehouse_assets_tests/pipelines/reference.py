@@ -57,7 +57,7 @@ def reference_run(built: BuiltLakehouse, *examples: Path) -> Iterator[tuple[Lake
     with pytest.MonkeyPatch.context() as patch:
         settings = built.restore()
         patch.setenv("LAKEHOUSE_ROOT", str(settings.root))
-        settle(settings.root / "landing")
+        settle(Path(settings.root) / "landing")
         definitions = build_definitions(lakehouse_assets.assets, settings=settings, pipelines=list(examples))
         yield settings, definitions, run_landing_sensors(definitions, dg.DagsterInstance.ephemeral())
 

@@ -3,6 +3,8 @@ and checkpoint, all appending to the one table, each landed record once across r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -44,7 +46,7 @@ FLOWS = """
 
 
 def land(settings: LakehouseSettings, source: str, name: str, ids: range) -> None:
-    folder = settings.root / "landing" / source
+    folder = Path(settings.root) / "landing" / source
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_text("".join(f'{{"id": {i}, "v": "{source}-{i}"}}\n' for i in ids))
 
@@ -68,7 +70,7 @@ def test_append_flows_fill_one_table_each_with_its_own_checkpoint_exactly_once(s
 
     rows = delta_rows(settings, "default", "visits", ["clinic", "id"])
     assert rows == [("a", i) for i in range(5)] + [("b", i) for i in range(10, 12)]
-    checkpoints = settings.checkpoint_path("default", "visits") / "flows"
+    checkpoints = Path(settings.checkpoint_path("default", "visits")) / "flows"
     assert sorted(p.name for p in checkpoints.iterdir()) == ["from_a", "from_b"]
     [report] = [e.materialization.metadata for e in first.get_asset_materialization_events()
                 if e.asset_key == visits.key]

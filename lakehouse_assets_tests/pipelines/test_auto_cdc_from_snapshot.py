@@ -4,6 +4,8 @@ project's AUTO CDC FROM SNAPSHOT keeps a table (SCD type 2 history, type 1 curre
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lakehouse_assets.definitions import build_definitions
@@ -42,7 +44,7 @@ SNAPSHOTS = """
 
 
 def write(settings: LakehouseSettings, source: str, text: str) -> None:
-    folder = settings.root / "landing" / source
+    folder = Path(settings.root) / "landing" / source
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "data.csv").write_text(text)
 

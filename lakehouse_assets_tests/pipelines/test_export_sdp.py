@@ -59,7 +59,7 @@ def test_every_table_is_exported_or_left_out_with_why(landed: LakehouseSettings,
 
 def test_a_reader_of_a_table_the_lakehouse_never_built_is_left_out(settings: LakehouseSettings,
                                                                    tmp_path: Path) -> None:
-    settings.landing_path("recordings").mkdir(parents=True)
+    Path(settings.landing_path("recordings")).mkdir(parents=True)
     left_out = {o.table: o.reason for o in export_of(settings, tmp_path / "sdp").left_out}
 
     assert "landing/patient_changes" in left_out["bronze.patient_changes"]

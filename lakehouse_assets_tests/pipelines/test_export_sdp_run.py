@@ -68,7 +68,7 @@ def test_spark_pipelines_runs_the_export_and_its_tables_equal_the_lakehouses(bui
     for exported in export.exported:
         layer, name = exported.table.split(".")
         theirs = folder / "spark-warehouse" / f"{layer}.db" / name
-        ours = settings.table_path(layer, name)
+        ours = Path(settings.table_path(layer, name))
         assert (theirs / "_delta_log").is_dir(), f"{exported.table}: spark-pipelines wrote no Delta table at {theirs}"
         compared = [c for c in columns_of(ours) if c not in NOT_COMPARED]
         assert set(compared) <= set(columns_of(theirs)), exported.table

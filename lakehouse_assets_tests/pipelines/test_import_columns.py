@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -122,7 +123,7 @@ def test_a_tutorial_style_cdc_pipeline_runs_with_its_top_level_columns(spark, tm
     monkeypatch.setenv("LAKEHOUSE_ROOT", str(tmp_path / "lakehouse"))
     settings = LakehouseSettings.from_env()
     definitions = build_definitions(settings=settings, pipelines=[pipeline(tmp_path / "customers", CUSTOMERS)])
-    landing = settings.root / "landing" / "customers"
+    landing = Path(settings.root) / "landing" / "customers"
     landing.mkdir(parents=True)
     keys = ("id", "name", "email", "status", "operation", "operation_date")
     for number, batch in enumerate((CHANGES[:3], CHANGES[3:])):

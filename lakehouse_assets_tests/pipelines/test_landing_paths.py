@@ -137,7 +137,7 @@ def _project(tmp_path: Path) -> Path:
 def test_a_path_lands_in_the_folder_its_first_part_names_with_the_rest_its_pattern(tmp_path) -> None:
     settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path / "lakehouse")})
     project = load_project(_project(tmp_path))
-    landing = settings.root / "landing"
+    landing = Path(settings.root) / "landing"
 
     glob = landed_path(f"{landing}/retail/batch_*/orders.csv", project, settings)
     assert (glob.source, glob.pattern, glob.spark_path) == (
@@ -167,7 +167,7 @@ def test_globs_mounts_and_dropped_rows_run_from_the_landing_sensors(spark, tmp_p
     monkeypatch.setenv("LAKEHOUSE_ROOT", str(tmp_path / "lakehouse"))
     settings = LakehouseSettings.from_env()
     definitions = build_definitions(settings=settings, pipelines=[_project(tmp_path)])
-    landing = settings.root / "landing"
+    landing = Path(settings.root) / "landing"
     for batch, orders in ORDERS.items():
         folder = landing / "retail" / batch
         folder.mkdir(parents=True)

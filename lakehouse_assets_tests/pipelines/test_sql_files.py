@@ -237,7 +237,7 @@ def test_a_dataset_defined_twice_across_files_is_refused(tmp_path) -> None:
 
 def test_a_query_runs_with_its_views_inlined_its_files_read_and_its_own_braces_kept(spark, tmp_path) -> None:
     settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path / "lakehouse")})
-    files = settings.landing_path("files")
+    files = Path(settings.landing_path("files"))
     files.mkdir(parents=True)
     (files / "a.json").write_text('{"id": 1, "name": "ann"}\n{"id": -2, "name": "bob"}\n')
     loaded = pipeline(tmp_path, """

@@ -5,6 +5,7 @@ a routed table and its quarantine, a materialized view)."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -49,7 +50,7 @@ def test_declared_partitioning_and_clustering_lay_out_the_tables_they_create(spa
     materialize_all(definitions)
 
     def layout(name: str) -> tuple[list[str], list[str]]:
-        row = spark.sql(f"DESCRIBE DETAIL delta.`{settings.table_path('default', name)}`").first()
+        row = spark.sql(f"DESCRIBE DETAIL delta.`{Path(settings.table_path('default', name))}`").first()
         return list(row["partitionColumns"]), list(row["clusteringColumns"])
 
     assert layout("visits") == (["clinic"], [])

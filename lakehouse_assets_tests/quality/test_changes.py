@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from deltalake import DeltaTable
 
@@ -42,7 +44,7 @@ def appended(spark, store, tmp_path_factory):
 @pytest.fixture
 def table(spark, store, settings):
     """The same three appends, in a table a test may change."""
-    return _three_appends(spark, store, settings.table_path("silver", "things"))
+    return _three_appends(spark, store, Path(settings.table_path("silver", "things")))
 
 
 def test_rows_after_a_version_are_only_the_rows_later_commits_added(spark, store, appended):
@@ -123,6 +125,6 @@ def test_table_identity_changes_when_the_table_is_rebuilt(spark, store, table):
 
 
 def test_a_missing_table_is_named(spark, store, settings):
-    path = settings.table_path("silver", "missing")
+    path = Path(settings.table_path("silver", "missing"))
     with pytest.raises(TableNotFoundError, match="missing"):
         read_changes(store, spark, str(path), after_version=None)

@@ -4,6 +4,7 @@ them with the types its declaration gives."""
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -15,7 +16,7 @@ from lakehouse_assets.spark import SparkResource
 
 
 def _write(settings: LakehouseSettings, table: pa.Table) -> None:
-    path = settings.table_path("silver", "admissions_clean")
+    path = Path(settings.table_path("silver", "admissions_clean"))
     path.parent.mkdir(parents=True, exist_ok=True)
     write_deltalake(str(path), table)
 

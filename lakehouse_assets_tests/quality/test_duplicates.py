@@ -42,11 +42,11 @@ def _drop_last_commit(table: Path) -> None:
 
 
 def test_later_copies_go_to_quarantine_as_duplicates_once_whatever_is_replayed(spark, store, settings) -> None:
-    checkpoint = settings.checkpoint_path("silver", "recordings_enriched")
+    checkpoint = Path(settings.checkpoint_path("silver", "recordings_enriched"))
     checkpoint.mkdir(parents=True)
     (checkpoint / "metadata").write_text('{"id": "query-1"}')
-    silver_path = settings.table_path("silver", "recordings_enriched")
-    quarantine_path = settings.table_path("silver", "recordings_quarantine")
+    silver_path = Path(settings.table_path("silver", "recordings_enriched"))
+    quarantine_path = Path(settings.table_path("silver", "recordings_quarantine"))
     sink = QuarantineSink(
         passed=DeltaSink(store, str(silver_path), str(checkpoint)),
         quarantine=DeltaSink(store, str(quarantine_path), str(checkpoint)),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -93,7 +94,7 @@ def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(sto
 
 
 def test_a_table_never_built_is_as_stale_as_its_oldest_landed_file(store, settings):
-    landing = settings.root / "landing"
+    landing = Path(settings.root) / "landing"
     landed = land(landing, files=1, **LANDING)
     an_hour_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).timestamp()
     for path in landed.paths:

@@ -116,8 +116,8 @@ def _delta_rows(path: Path, columns: list[str]) -> list[dict]:
 def test_a_streaming_query_feeds_both_tables_and_loses_no_row(spark, store, settings, patients, tmp_path):
     landing = tmp_path / "bronze_files"
     checkpoint = str(settings.checkpoint_path("silver", "recordings_enriched"))
-    silver_path = settings.table_path("silver", "recordings_enriched")
-    quarantine_path = settings.table_path("silver", "recordings_quarantine")
+    silver_path = Path(settings.table_path("silver", "recordings_enriched"))
+    quarantine_path = Path(settings.table_path("silver", "recordings_quarantine"))
     all_rows = numbered(mixed_bronze_rows(240, seed=4))
 
     def land(part: int, rows) -> None:
@@ -156,11 +156,11 @@ def test_a_streaming_query_feeds_both_tables_and_loses_no_row(spark, store, sett
 
 
 def test_a_replayed_batch_is_written_once_to_each_table(spark, store, settings, patients):
-    checkpoint = settings.checkpoint_path("silver", "recordings_enriched")
+    checkpoint = Path(settings.checkpoint_path("silver", "recordings_enriched"))
     checkpoint.mkdir(parents=True)
     (checkpoint / "metadata").write_text('{"id": "query-1"}')
-    silver_path = settings.table_path("silver", "recordings_enriched")
-    quarantine_path = settings.table_path("silver", "recordings_quarantine")
+    silver_path = Path(settings.table_path("silver", "recordings_enriched"))
+    quarantine_path = Path(settings.table_path("silver", "recordings_quarantine"))
     rows = numbered([bronze_row(), bronze_row(mrn=99999999), bronze_row(heartrate=0.0)])
     batch = route(joined(spark.createDataFrame(rows, BRONZE_SCHEMA), patients), silver.ROUTING_RULES)
     sink = QuarantineSink(

@@ -14,9 +14,9 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.silver import PATIENTS_SCHEMA
 from lakehouse_assets.ingestion import LookupCsvError, read_lookup_csv
+from lakehouse_assets.location import spark_file_uri
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land as land_recordings
-from lakehouse_assets.storage.files import spark_file_uri
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize
 from lakehouse_assets_tests.ingestion.helpers import land
 
@@ -83,7 +83,7 @@ def test_a_bad_patients_file_keeps_the_last_good_table_and_recordings_flow_on(
     """Through Dagster: an extra column is a warning in the run and metadata; a missing column
     fails the patients step by name, the table is not overwritten, and recordings landed
     afterwards are enriched from the last good patients table."""
-    landing = settings.root / "landing"
+    landing = Path(settings.root) / "landing"
     first = land_recordings(landing, files=1, records_per_file=50, seed=11)
     simulated = first.patients_path.read_text().splitlines()[1:]
     # A second file, its columns in another order and one more: new patients (mrns the

@@ -20,10 +20,10 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.ingestion import AutoLoaderOptions, LandingFolderMissingError
+from lakehouse_assets.location import spark_file_uri
 from lakehouse_assets.quality.rules import Severity, not_null
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage.files import spark_file_uri
 from lakehouse_assets_tests.ingestion.helpers import RUN_LOG, Bronze, file_uri, json_lines, recording
 
 WARNINGS = RUN_LOG

@@ -14,12 +14,12 @@ from deltalake import DeltaTable
 from lakehouse_assets.checkpoints.logs import batch_ids
 from lakehouse_assets.cli import main as lakehouse
 from lakehouse_assets.errors import CorruptCheckpointError
+from lakehouse_assets.location import locate
 from lakehouse_assets.quality.freshness import FreshnessPath, data_lag
 from lakehouse_assets.reliability.invariants import check_all
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaSink
 from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
-from lakehouse_assets.storage.files import locate
 from lakehouse_assets.storage.sink import OFFSETS_KEY
 from lakehouse_assets.streaming import run_stream
 from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, delta_rows, materialize
@@ -67,9 +67,9 @@ def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(built, caps
     settings = built.settings
     built.land_recordings(files=1)  # a second batch in every checkpoint
     materialize(SEED_WITHOUT_CHECKS)
-    bronze = settings.checkpoint_path("bronze", "recordings")
-    silver = settings.checkpoint_path("silver", "recordings_enriched")
-    gold = settings.checkpoint_path("gold", "daily_patient_avg")
+    bronze = Path(settings.checkpoint_path("bronze", "recordings"))
+    silver = Path(settings.checkpoint_path("silver", "recordings_enriched"))
+    gold = Path(settings.checkpoint_path("gold", "daily_patient_avg"))
     offsets = latest(bronze / "offsets")
     offsets.write_bytes(offsets.read_bytes()[:40])  # truncated
     latest(silver / "commits").write_bytes(b"v1\n{\"nextBatchWat\x00\xff")  # garbled
@@ -95,7 +95,7 @@ def test_damaged_checkpoint_files_stop_the_run_and_repair_resumes_it(built, caps
 @pytest.mark.slow
 def test_checkpoints_behind_or_ahead_of_their_tables_stop_the_run_and_repair_resumes_it(built, capsys, tmp_path):
     settings = built.settings
-    silver = settings.checkpoint_path("silver", "recordings_enriched")
+    silver = Path(settings.checkpoint_path("silver", "recordings_enriched"))
     old_silver = tmp_path / "old_silver_checkpoint"
     shutil.copytree(silver, old_silver)
     built.land_recordings(files=1)
@@ -107,12 +107,12 @@ def test_checkpoints_behind_or_ahead_of_their_tables_stop_the_run_and_repair_res
     # before anything downstream read that commit.
     built.land_recordings(files=1)
     materialize("bronze/recordings")
-    log = settings.table_path("bronze", "recordings") / "_delta_log"
+    log = Path(settings.table_path("bronze", "recordings")) / "_delta_log"
     drop_commit(max(log.glob("*.json")))
     built.land_recordings(files=1)
 
     assert_stops_naming(SILVER, silver, "silver.recordings_enriched", "is behind", "lost")
-    bronze = settings.checkpoint_path("bronze", "recordings")
+    bronze = Path(settings.checkpoint_path("bronze", "recordings"))
     assert_stops_naming("bronze/recordings", bronze, "bronze.recordings", "is ahead")
 
     assert "Repaired" in repair("silver.recordings_enriched", capsys)
@@ -152,7 +152,7 @@ def test_a_table_appended_by_deltas_own_sink_is_followed_and_repaired_from_the_e
     materialize(CHANGE_FLOW)
     # gold.patient_changes appends each batch through Delta's own sink: its commits name the
     # query and batch and record no offsets; the event log holds them.
-    gold = settings.table_path("gold", "patient_changes")
+    gold = Path(settings.table_path("gold", "patient_changes"))
     batches = [e for e in store.history(str(gold)) if e.batch_id is not None]
     assert len(batches) == 2 and all(OFFSETS_KEY not in e.custom_metadata for e in batches)
     logged = logged_offsets(event_log_path(settings.root), "gold.patient_changes")
@@ -163,7 +163,7 @@ def test_a_table_appended_by_deltas_own_sink_is_followed_and_repaired_from_the_e
     materialize(CHANGE_FLOW[:2])
     assert len(data_lag(settings, store, PATIENT_CHANGES).pending) == 1
 
-    checkpoint = settings.checkpoint_path("gold", "patient_changes")
+    checkpoint = Path(settings.checkpoint_path("gold", "patient_changes"))
     (checkpoint / "metadata").write_text("{not json")
     assert_stops_naming("gold/patient_changes", checkpoint, "gold.patient_changes", "metadata", "damaged")
     assert "Repaired" in repair("gold.patient_changes", capsys)

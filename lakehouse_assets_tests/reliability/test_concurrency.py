@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -54,7 +55,7 @@ def test_a_run_that_cannot_get_the_table_fails_naming_it_and_its_holder(spark, s
     text = failure_text(info.value)
     assert TableBusyError.__name__ in text and "bronze.recordings" in text and "a test holding bronze" in text
     # Nothing was written, and the table can be written once the lock is free.
-    assert not settings.table_path("bronze", "recordings").exists()
+    assert not Path(settings.table_path("bronze", "recordings")).exists()
     materialize("bronze/recordings", run_config=lock_timeout(0.5))
 
 

@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -94,7 +95,7 @@ def test_runs_of_a_lakeflow_pipeline_killed_in_its_bronze_silver_and_view_replay
     harness.land_some(files=2)
     # Auto Loader writes through Delta's own streaming sink, which no fault point reaches: the
     # run dies as its first batch's offsets are logged, before (or while) the batch commits.
-    offsets = harness.settings.checkpoint_path("default", "recordings_bronze") / "offsets"
+    offsets = Path(harness.settings.checkpoint_path("default", "recordings_bronze")) / "offsets"
     killed_in("default__recordings_bronze", harness.run_child(FILE_KILL, kill_on_path=offsets / "0"))
     harness.land_some(files=1)
     # Commits 1 and 2 are the views patients and device_counts; 3 the first of the routed
@@ -123,7 +124,7 @@ def _killed_run(settings, fault: str) -> None:
 
 
 def test_runs_killed_mid_merge_and_between_table_and_state_lose_and_repeat_nothing(spark, settings) -> None:
-    landing = settings.root / "landing"
+    landing = Path(settings.root) / "landing"
     land_patient_changes(landing, files=2, changes_per_file=30, seed=9)
     # Bronze writes its files first (hit 1); the first AUTO CDC table's merge writes next (hit 2),
     # and is killed before its commit.

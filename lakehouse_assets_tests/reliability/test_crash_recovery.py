@@ -102,7 +102,7 @@ def test_a_fault_at_every_point_and_a_kill_on_every_kind_of_write_lose_and_repea
 
     def kill(fault: Fault) -> None:
         if fault.point == FILE_KILL:
-            offsets = settings.checkpoint_path("bronze", "recordings") / "offsets"
+            offsets = Path(settings.checkpoint_path("bronze", "recordings")) / "offsets"
             next_batch = max(int(p.name) for p in offsets.iterdir() if p.name.isdigit()) + 1
             outcome = harness.run_child(FILE_KILL, kill_on_path=offsets / str(next_batch), assets=fault.assets)
         else:
@@ -204,7 +204,7 @@ def test_a_stateful_query_that_died_between_its_commit_and_its_checkpoint_writes
     table = str(settings.table_path("gold", "heartrate_5min"))
     writing = max(int(c["operationParameters"]["epochId"]) for c in DeltaTable(table).history()
                   if c["operation"] == "STREAMING UPDATE" and int(c["operationMetrics"].get("numOutputRows", 0)))
-    checkpoint = settings.checkpoint_path("gold", "heartrate_5min")
+    checkpoint = Path(settings.checkpoint_path("gold", "heartrate_5min"))
     last = max(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
     for batch in range(writing, last + 1):
         for folder, first in (("commits", writing), ("offsets", writing + 1)):
@@ -226,4 +226,4 @@ def test_a_stateful_query_that_died_between_its_commit_and_its_checkpoint_writes
 
 
 def _rows(built: BuiltLakehouse, layer: str, name: str) -> list[dict[str, Any]]:
-    return DeltaTable(str(built.settings.table_path(layer, name))).to_pyarrow_table().to_pylist()
+    return DeltaTable(str(Path(built.settings.table_path(layer, name)))).to_pyarrow_table().to_pylist()

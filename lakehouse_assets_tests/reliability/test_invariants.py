@@ -51,7 +51,7 @@ def test_a_sound_lakehouse_keeps_every_invariant(lakehouse_copy, capsys):
 
 @pytest.mark.slow
 def test_a_deleted_data_file_is_reported_and_verify_exits_1(lakehouse_copy, capsys):
-    bronze = lakehouse_copy.table_path("bronze", "recordings")
+    bronze = Path(lakehouse_copy.table_path("bronze", "recordings"))
     victim = snapshot_files(bronze)[0]
     Path(victim.path).unlink()
 
@@ -67,7 +67,7 @@ def test_a_deleted_data_file_is_reported_and_verify_exits_1(lakehouse_copy, caps
 
 @pytest.mark.slow
 def test_a_landed_file_ingested_twice_is_reported_with_its_name(lakehouse_copy):
-    bronze = lakehouse_copy.table_path("bronze", "recordings")
+    bronze = Path(lakehouse_copy.table_path("bronze", "recordings"))
     rows = read_rows(bronze)
     source = rows.column("_source_file")[0].as_py()
     one_file = rows.filter(pc.equal(rows.column("_source_file"), source))
@@ -87,7 +87,7 @@ def test_a_landed_file_ingested_twice_is_reported_with_its_name(lakehouse_copy):
 
 @pytest.mark.slow
 def test_a_dropped_silver_row_is_reported_as_lost_and_gold_disagrees(lakehouse_copy):
-    silver = lakehouse_copy.table_path("silver", "recordings_enriched")
+    silver = Path(lakehouse_copy.table_path("silver", "recordings_enriched"))
     rows = read_rows(silver)
     dropped = rows.slice(0, 1).to_pylist()[0]
     write_deltalake(str(silver), rows.slice(1), mode="overwrite")
@@ -105,7 +105,7 @@ def test_a_dropped_silver_row_is_reported_as_lost_and_gold_disagrees(lakehouse_c
 
 @pytest.mark.slow
 def test_a_quarantined_row_that_bronze_lacks_is_reported(lakehouse_copy):
-    quarantine = lakehouse_copy.table_path("silver", "recordings_quarantine")
+    quarantine = Path(lakehouse_copy.table_path("silver", "recordings_quarantine"))
     rows = read_rows(quarantine)
     write_deltalake(str(quarantine), rows.slice(0, 1), mode="append")
 
@@ -117,7 +117,7 @@ def test_a_quarantined_row_that_bronze_lacks_is_reported(lakehouse_copy):
 
 @pytest.mark.slow
 def test_expectation_counts_committed_twice_for_one_batch_are_reported(lakehouse_copy):
-    silver = lakehouse_copy.table_path("silver", "recordings_enriched")
+    silver = Path(lakehouse_copy.table_path("silver", "recordings_enriched"))
     assert not violations(lakehouse_copy, ROUTED)
     # The last batch's commit says it checked 7 rows more than it wrote: as if it were counted twice.
     last = max((silver / "_delta_log").glob("*.json"))
@@ -137,7 +137,7 @@ def test_expectation_counts_committed_twice_for_one_batch_are_reported(lakehouse
 
 @pytest.mark.slow
 def test_a_gold_table_that_differs_from_its_recomputation_is_reported(lakehouse_copy):
-    counts = lakehouse_copy.table_path("gold", "device_counts")
+    counts = Path(lakehouse_copy.table_path("gold", "device_counts"))
     rows = read_rows(counts)
     bumped = rows.set_column(rows.schema.get_field_index("total_recordings"), "total_recordings",
                              pc.add(rows.column("total_recordings"), pa.scalar(1, rows.schema.field("total_recordings").type)))
@@ -153,7 +153,7 @@ def test_a_gold_table_that_differs_from_its_recomputation_is_reported(lakehouse_
 
 @pytest.mark.slow
 def test_a_half_written_version_is_reported(lakehouse_copy):
-    silver = lakehouse_copy.table_path("silver", "recordings_enriched")
+    silver = Path(lakehouse_copy.table_path("silver", "recordings_enriched"))
     version = DeltaTable(str(silver)).version() + 1
     (silver / "_delta_log" / f"{version:020d}.json").write_text('{"commitInfo":{"timestamp":1}}\n{"add":{"path":"x.par')
 
@@ -175,7 +175,7 @@ def test_logs_cleaned_past_their_retention_keep_every_invariant(built):
     built.land_recordings(files=1)
     materialize(SEED_WITHOUT_CHECKS)
     month_ago = time.time() - 31 * 24 * 3600
-    for log in sorted(settings.root.glob("**/_delta_log")):
+    for log in sorted(Path(settings.root).glob("**/_delta_log")):
         DeltaTable(str(log.parent)).create_checkpoint()
         for entry in log.iterdir():
             os.utime(entry, (month_ago, month_ago))
@@ -190,12 +190,12 @@ def test_logs_cleaned_past_their_retention_keep_every_invariant(built):
 
 @pytest.mark.slow
 def test_a_checkpoint_behind_its_table_and_a_garbled_one_are_reported(lakehouse_copy):
-    bronze_checkpoint = lakehouse_copy.root / "_checkpoints" / "bronze" / "recordings"
+    bronze_checkpoint = Path(lakehouse_copy.root) / "_checkpoints" / "bronze" / "recordings"
     last = max(int(p.name) for p in (bronze_checkpoint / "commits").iterdir() if p.name.isdigit())
     for log in ("commits", "offsets"):
         (bronze_checkpoint / log / str(last)).unlink()
         (bronze_checkpoint / log / f".{last}.crc").unlink(missing_ok=True)
-    daily_checkpoint = lakehouse_copy.root / "_checkpoints" / "gold" / "daily_patient_avg"
+    daily_checkpoint = Path(lakehouse_copy.root) / "_checkpoints" / "gold" / "daily_patient_avg"
     offsets = daily_checkpoint / "offsets" / "0"
     offsets.write_text("v1\n{garbled")
 

@@ -41,7 +41,7 @@ def test_a_run_killed_mid_query_is_followed_by_a_whole_run(tmp_path: Path, table
     # Nothing of the killed run goes on writing once the next run is done.
     store = DeltaTableStore()
     layer, name = table.split(".")
-    path = str(harness.settings.table_path(layer, name))
+    path = str(Path(harness.settings.table_path(layer, name)))
     version = store.version(path)
     time.sleep(5)
     assert store.version(path) == version

@@ -15,12 +15,12 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.assets.bronze import bronze_table
 from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io import DeltaIOManager
+from lakehouse_assets.location import spark_file_uri
 from lakehouse_assets.quality.rules import Severity, not_null
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.spec import IO_MANAGER_KEY
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage.files import spark_file_uri
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
 from lakehouse_assets_tests.ingestion.helpers import file_uri, json_lines, land, recording
 from lakehouse_assets_tests.reliability.test_bad_input_files import DeletingStore
@@ -49,7 +49,7 @@ class DeletingIOManager(DeltaIOManager):
 def test_a_file_deleted_between_listing_and_reading_is_named_by_the_bronze_materialization(
     spark: SparkSession, settings: LakehouseSettings
 ) -> None:
-    landing = settings.landing_path("recordings")
+    landing = Path(settings.landing_path("recordings"))
     first = land(landing, "1.json", json_lines([recording(i) for i in range(3)]))
     doomed = land(landing, "2.json", json_lines([recording(10 + i) for i in range(3)]))
     os.utime(doomed, (time.time() + 5, time.time() + 5))  # listed after 1.json: in the second batch

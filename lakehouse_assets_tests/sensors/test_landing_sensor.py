@@ -29,7 +29,7 @@ TARGET = dg.AssetKey(["bronze", "recordings"])
 
 @pytest.fixture
 def landing(settings: LakehouseSettings) -> Path:
-    folder = settings.landing_path("recordings")
+    folder = Path(settings.landing_path("recordings"))
     folder.mkdir(parents=True)
     return folder
 
@@ -109,7 +109,7 @@ def test_a_lookup_from_another_folder_never_built_is_built_along(settings, landi
     requests, cursor, _ = tick(recordings, None, assets)
     assert set(requests[0].asset_selection) == {TARGET, DOWNSTREAM}  # nothing landed for the lookup
 
-    patients = settings.landing_path("patients")
+    patients = Path(settings.landing_path("patients"))
     patients.mkdir(parents=True)
     land(patients, "patients.csv", "mrn,name\n1,Ada\n")
     land(landing, "r2.json")

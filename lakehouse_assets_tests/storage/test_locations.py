@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import types as T
 
+from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.ingestion.schema_store import SchemaStore
+from lakehouse_assets.location import Location, locate
 from lakehouse_assets.sensors.landing import LandingCursor, scan_landing
-from lakehouse_assets.storage.files import Location, locate
 from lakehouse_assets_tests.s3_server import S3Server
 
 #: A folder of the lakehouse, on the disk or on the server, as its URI.
@@ -43,14 +44,13 @@ def test_a_folder_lists_its_files_at_any_depth_and_reads_back_what_was_written(f
     put(landing.child("2026", "11", "0002.json"), '{"id": 2}\n{"id": 3}\n')
     assert landing.is_dir() and not landing.child("0001.json").is_dir()
     listed = {f.relative_path: f.size for f in landing.files()}
-    # A folder is never listed as a file (s3proxy also lists it as an object of its name).
     assert listed == {"0001.json": 10, "2026/11/0002.json": 20}
     assert {f.relative_path for f in landing.files(recursive=False)} == {"0001.json"}
     assert landing.names() == ["0001.json", "2026"]
     assert landing.child("2026", "11", "0002.json").read_text() == '{"id": 2}\n{"id": 3}\n'
     assert all(abs(f.modified.timestamp() - time.time()) < 120 for f in landing.files())
     # Spark's name for a landed file: what bronze's _source_file holds.
-    uri = landing.uri("0001.json")
+    uri = landing.uri_of("0001.json")
     assert uri.startswith("file:/") if landing.is_local else uri == f"{folder('landing/recordings')}/0001.json"
 
 
@@ -109,3 +109,19 @@ def test_a_stored_schema_keeps_its_versions(folder: Folder) -> None:
     assert (latest.version, latest.schema, latest.reason, latest.files) == (1, two, "new column name",
                                                                             ("file:/landing/2.json",))
     assert again.read(0).schema == one
+
+
+def test_a_location_is_named_as_spark_names_it_and_local_only_work_is_refused_by_purpose(tmp_path: Path) -> None:
+    local = locate(f"file://{tmp_path}/lake")
+    assert (str(local), local.is_local, local.local("a test")) == (f"{tmp_path}/lake", True, tmp_path / "lake")
+    assert str(local / "bronze" / "recordings") == f"{tmp_path}/lake/bronze/recordings"
+    stored = locate("s3://bucket/lake/")  # AWS's name for it; Spark's S3A reads s3a://
+    assert (str(stored), stored.path, stored.is_local) == ("s3a://bucket/lake", "bucket/lake", False)
+    assert (stored / "bronze").name == "bronze" and (stored / "bronze").parent == stored
+    with pytest.raises(ConfigurationError, match=r"^Locking a table needs the lakehouse on a local disk, and "
+                                                 r"s3a://bucket/lake is on object storage"):
+        stored.local("Locking a table")
+    with pytest.raises(ConfigurationError, match=r"gs://bucket/lake: the lakehouse reads local paths and S3-API"):
+        locate("gs://bucket/lake")
+    with pytest.raises(ConfigurationError, match="name the bucket"):
+        locate("s3a:///lake")

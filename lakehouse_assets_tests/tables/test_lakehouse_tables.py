@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -132,7 +133,7 @@ def test_a_table_written_later_and_another_lakehouse_are_found(tables, spark, st
     # The same session now serves the other lakehouse: its bronze.readings, not the first's.
     assert LakehouseTables(spark, other).sql("SELECT device_id FROM bronze.readings").collect() == [(9,)]
     # And back: the first lakehouse's tables, with one written since.
-    store.write(spark.createDataFrame([(1,)], "id long"), str(tables.settings.table_path("gold", "ids")))
+    store.write(spark.createDataFrame([(1,)], "id long"), str(Path(tables.settings.table_path("gold", "ids"))))
     back = LakehouseTables(spark, tables.settings)
     assert back.sql("SELECT count(*) AS n FROM bronze.readings").first()["n"] == 5
     assert back.sql("SELECT id FROM gold.ids").collect() == [(1,)]
@@ -150,7 +151,7 @@ def test_another_lakehouse_without_a_layer_does_not_see_the_first_ones_tables_in
 
 def test_another_lakehouse_is_found_after_the_first_ones_table_was_damaged(tables, spark, store, tmp_path) -> None:
     # The first lakehouse's bronze.readings can no longer be read: its first commit is garbled.
-    log = tables.settings.table_path("bronze", "readings") / "_delta_log"
+    log = Path(tables.settings.table_path("bronze", "readings")) / "_delta_log"
     first = min(log.glob("*.json"))
     first.write_text(first.read_text() + "garbled\n")
     other = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path / "other")})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import dagster as dg
 import pyarrow as pa
@@ -19,7 +20,7 @@ from lakehouse_assets.tables.upstream_versions import TableVersion, UpstreamVers
 
 
 def test_maintenance_waits_for_the_writer_holding_the_table(spark: SparkSession, settings: LakehouseSettings) -> None:
-    path = settings.table_path("bronze", "events")
+    path = Path(settings.table_path("bronze", "events"))
     write_deltalake(str(path), pa.table({"id": [1]}))
     maintenance = TableMaintenance(spark, settings, None, lock_timeout_seconds=0.3)
 
@@ -35,7 +36,7 @@ def test_maintenance_waits_for_the_writer_holding_the_table(spark: SparkSession,
 
 def test_every_checkpoint_under_the_root_is_asked_at_what_its_table_recorded_reading(
         spark: SparkSession, settings: LakehouseSettings) -> None:
-    path = settings.table_path("bronze", "events")
+    path = Path(settings.table_path("bronze", "events"))
     write_deltalake(str(path), pa.table({"id": [1]}))
     write_deltalake(str(path), pa.table({"id": [2]}), mode="append")
     events = TableVersion(str(DeltaTable(str(path)).metadata().id), 0)
@@ -65,7 +66,7 @@ def test_every_checkpoint_under_the_root_is_asked_at_what_its_table_recorded_rea
 
 
 def test_the_state_tables_inside_a_table_are_maintained_with_it(spark: SparkSession, settings: LakehouseSettings) -> None:
-    path = settings.table_path("silver", "current")
+    path = Path(settings.table_path("silver", "current"))
     write_deltalake(str(path), pa.table({"id": [1]}))
     for batch in range(3):  # a state table a merge rewrites each batch
         write_deltalake(str(path / "_cdc_state"), pa.table({"key": [batch]}), mode="append")
