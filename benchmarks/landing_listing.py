@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with s3_server(root / "s3" / "data") as server:
                 os.environ.update(server.environment())
                 bucket = server.bucket("lake")
-                doc["places"]["S3-API store (s3proxy)"] = measure(lambda n: f"s3a://{bucket}/landing{n}", args)
+                doc["places"]["S3-API store (s3proxy 4.1.0)"] = measure(lambda n: f"s3a://{bucket}/landing{n}", args)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "landing_listing.json").write_text(json.dumps(doc, indent=1))
     (RESULTS / "landing_listing.md").write_text(markdown(doc))
