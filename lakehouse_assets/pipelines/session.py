@@ -149,7 +149,8 @@ class PipelineReader:
             if not self._streaming or path is None:
                 raise PipelineError("cloudFiles is read with spark.readStream.format('cloudFiles')...load(path)")
             fmt = next((str(v) for k, v in self._options.items() if k.lower() == "cloudfiles.format"), "")
-            return self._session.auto_loader(path, fmt, self._options, self._schema)
+            given = {k: v for k, v in self._options.items() if k.lower() not in ("cloudfiles.format", "format")}
+            return self._session.auto_loader(path, fmt, auto_loader_defaults(fmt, given), self._schema)
         reader = self._reader()
         frame: DataFrame = reader.load(self._session.landed(path)) if path is not None else reader.load()
         return frame
@@ -230,11 +231,12 @@ class PipelineSession:
 
     def auto_loader(self, path: str, fmt: str, options: Mapping[str, Any],
                     schema: StructType | str | None) -> DataFrame:
-        """``cloudFiles`` of ``fmt`` files at ``path``: the lakehouse's Auto Loader, its schema
-        stored and its files tracked as the table's own."""
+        """``cloudFiles`` of ``fmt`` files at ``path``, read with ``options`` (Databricks'
+        defaults already in them: :func:`~lakehouse_assets.pipelines.landing_paths.auto_loader_defaults`):
+        the lakehouse's Auto Loader, its schema stored and its files tracked as the table's own."""
         run = active_run(f"cloudFiles at {path}")
-        given = {k: v for k, v in auto_loader_defaults(fmt, options).items()
-                 if k.lower() not in ("cloudfiles.schemalocation", "cloudfiles.format", "format")}
+        # The lakehouse keeps the table's schema where it keeps every table's.
+        given = {k: v for k, v in options.items() if k.lower() != "cloudfiles.schemalocation"}
         given["cloudFiles.format"] = fmt
         if schema is not None:
             # A schema given to Auto Loader fixes its columns' types: the same as hinting every one.
