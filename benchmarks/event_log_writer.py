@@ -37,6 +37,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from benchmarks.engine import WarmEngine
+from lakehouse_assets.location import locate
 from lakehouse_assets.storage import AppTransaction
 from lakehouse_assets.storage.event_log import EVENT_LOG_SCHEMA, BatchEvent, ExpectationResult, append_events
 
@@ -62,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from lakehouse_assets.settings import LakehouseSettings
         from lakehouse_assets.spark import build_spark_session
 
-        embedded = build_spark_session(LakehouseSettings(root / "embedded_root"), app_name="event_log_writer")
+        embedded = build_spark_session(LakehouseSettings(locate(root / "embedded_root")), app_name="event_log_writer")
         doc["ways"]["connector, embedded"] = _measure(root / "embedded", args, _connector_append(embedded))
         embedded.stop()
         if not args.no_engine:

@@ -46,6 +46,7 @@ from benchmarks.contenders import VENV_BIN, all_contenders, base_env, stage_file
 from benchmarks.many_batches import LOG_RETENTION, age_log
 from benchmarks.padding import as_rows, data_file_counts, log_file_counts, pad_lakehouse, table_folders
 from benchmarks.scenarios import Bench, Plan, land_files, machine_facts
+from lakehouse_assets.location import locate
 from lakehouse_assets.reliability import check_all
 from lakehouse_assets.settings import LakehouseSettings
 
@@ -107,7 +108,7 @@ def verify(root: Path) -> dict[str, Any]:
     """``lakehouse verify``'s invariants on the lakehouse at ``root``; ``ok`` leaves out the
     tables the reference pipeline does not build (:data:`NOT_BUILT`)."""
     started = time.perf_counter()
-    report = check_all(LakehouseSettings(root))
+    report = check_all(LakehouseSettings(locate(root)))
     violations = [{"invariant": v.invariant, "table": v.table, "message": v.message} for v in report.violations]
     return {"ok": not [v for v in violations if v["table"] not in NOT_BUILT], "violations": violations,
             "seconds": round(time.perf_counter() - started, 2)}

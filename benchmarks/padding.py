@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from lakehouse_assets.location import locate
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
 from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
@@ -69,10 +70,10 @@ class PaddedTable:
 def table_folders(root: Path) -> dict[str, Path]:
     """Every Delta table under ``root`` by name, the state tables kept inside a table
     (``layer.name/_aggregate_state``) included: a real micro-batch commits to them too."""
-    settings = LakehouseSettings(root)
+    settings = LakehouseSettings(locate(root))
     found: dict[str, Path] = {}
-    for name in discover_tables(root):
-        path = settings.table_path(*name.split(".", 1))
+    for name in discover_tables(settings.root):
+        path = Path(settings.table_path(*name.split(".", 1)))
         found[name] = path
         for inner in sorted(p for p in path.iterdir() if p.name.startswith("_") and (p / DELTA_LOG).is_dir()):
             found[f"{name}/{inner.name}"] = inner

@@ -51,6 +51,17 @@ class ObjectStore:
         region = (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "").strip() or None
         return cls(endpoint_url=endpoint, region=region)
 
+    def delta_rs_options(self) -> dict[str, str]:
+        """delta-rs's storage options for the store: the endpoint (plain HTTP allowed when the
+        endpoint says so) and region; its credentials are its own AWS chain's, as S3A's are."""
+        options = {}
+        if self.endpoint_url is not None:
+            options["AWS_ENDPOINT_URL"] = self.endpoint_url
+            options["AWS_ALLOW_HTTP"] = str(self.endpoint_url.startswith("http://")).lower()
+        if self.region is not None:
+            options["AWS_REGION"] = self.region
+        return options
+
     def hadoop_conf(self) -> dict[str, str]:
         """S3A's settings (``fs.s3a.*``) for Spark's Hadoop configuration."""
         # S3A 3.5.0 reads with its new analytics stream by default, reported to grow the heap
@@ -102,9 +113,10 @@ class Location:
         return str(self.local("opening it as a local path"))
 
     def __truediv__(self, part: str) -> Location:
-        return Location(f"{self.uri.rstrip('/')}/{part}", self.store)
+        return self.child(part)
 
     def child(self, *parts: str) -> Location:
+        """The location ``parts`` below this one."""
         return Location("/".join([self.uri.rstrip("/"), *parts]), self.store)
 
     @property
@@ -146,7 +158,7 @@ class Location:
         elif info.type == pafs.FileType.File:
             self.fs.delete_file(self.path)
 
-    def mkdir(self, parents: bool = True, exist_ok: bool = True) -> None:
+    def mkdir(self) -> None:
         """Make the folder (and its parents) on a local disk; an object store has no folders."""
         if self.is_local:
             os.makedirs(self.uri, exist_ok=True)

@@ -384,8 +384,8 @@ def _already_committed(table: DeltaTable | None, transaction: AppTransaction | N
 def lakehouse_store(settings: LakehouseSettings) -> DeltaTableStore:
     """The store of the lakehouse ``settings`` describe. The one place a store is built, so
     that what reaching the lakehouse's tables takes is said once: a local root needs nothing
-    more."""
-    return DeltaTableStore()
+    more; tables on an S3-API store are opened by delta-rs at the endpoint S3A is given."""
+    return DeltaTableStore(settings.object_store.delta_rs_options() or None)
 
 
 __all__ = ["DeltaTableStore", "lakehouse_store"]

@@ -12,6 +12,7 @@ import dagster as dg
 import pytest
 from deltalake import DeltaTable
 
+from lakehouse_assets.location import locate
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.tables.upstream_versions import TableVersion, UpstreamVersions
 from lakehouse_assets_tests.cli.helpers import Runner, write_table
@@ -61,7 +62,7 @@ def test_vacuum_lists_deletes_and_refuses_what_a_stream_reader_still_needs(
     compacted_away = _files(other)
     # silver.reader's query has read bronze.events to version 0, as its last materialization
     # in the Dagster instance at DAGSTER_HOME records.
-    LakehouseSettings(root).checkpoint_path("silver", "reader").mkdir(parents=True)
+    LakehouseSettings(locate(root)).checkpoint_path("silver", "reader").mkdir()
     home = root.parent / "dagster_home"
     home.mkdir()
     read = UpstreamVersions({"bronze.events": TableVersion(str(DeltaTable(str(events)).metadata().id), 0)})

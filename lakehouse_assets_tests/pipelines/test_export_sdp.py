@@ -29,7 +29,7 @@ def export_of(settings: LakehouseSettings, folder: Path) -> SdpExport:
 def landed(settings: LakehouseSettings) -> LakehouseSettings:
     """Landing folders for both bronze tables, and a patients lookup table as silver keeps it."""
     for source in ("recordings", "patient_changes"):
-        (settings.landing_path(source)).mkdir(parents=True)
+        settings.landing_path(source).mkdir()
     write_deltalake(str(settings.table_path("silver", "patients")),
                     pa.table({"mrn": pa.array([1], pa.int64()), "name": ["Ada"]}))
     return settings

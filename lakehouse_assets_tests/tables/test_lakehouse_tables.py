@@ -191,7 +191,7 @@ def test_two_processes_query_the_tables_by_name_at_once(tables, spark, settings)
 
 
 def test_a_folder_whose_first_write_never_committed_is_no_table_yet(tables, spark, settings) -> None:
-    (settings.table_path("gold", "unborn") / "_delta_log").mkdir(parents=True)
+    (settings.table_path("gold", "unborn") / "_delta_log").mkdir()
 
     assert LakehouseTables(spark, settings).sql("SELECT count(*) AS n FROM bronze.readings").first()["n"] == 5
     assert not spark.catalog.tableExists("gold.unborn")

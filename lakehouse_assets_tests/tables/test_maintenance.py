@@ -52,7 +52,7 @@ def test_every_checkpoint_under_the_root_is_asked_at_what_its_table_recorded_rea
         instance.report_runless_asset_event(dg.AssetMaterialization(
             asset_key=dg.AssetKey(table.split(".")), metadata=UpstreamVersions(read).metadata()))
     for table in [*recorded, "gold.unknown"]:  # gold.unknown: no materialization records it
-        settings.checkpoint_path(*table.split(".")).mkdir(parents=True)
+        settings.checkpoint_path(*table.split(".")).mkdir()
     (settings.root / "_checkpoints" / "silver" / ".one.damaged-1").mkdir()  # moved aside by a repair
 
     readers = TableMaintenance(spark, settings, instance).vacuum("bronze.events", dry_run=True).readers
