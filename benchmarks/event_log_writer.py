@@ -112,7 +112,7 @@ def _events(run: int, count: int) -> list[BatchEvent]:
 
 
 def _delta_rs_append(path: Path, events: list[BatchEvent], transaction: AppTransaction) -> None:
-    append_events(path, events, logs=transaction)
+    append_events(locate(path), events, logs=transaction)
 
 
 def _connector_append(spark: SparkSession) -> Append:

@@ -22,7 +22,6 @@ import operator
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
@@ -153,13 +152,13 @@ def query_app_id(table: str, query_id: str) -> str:
     return f"{table}#{query_id}"
 
 
-def last_logged_batch(path: Location | Path, table: str, query_id: str) -> int | None:
+def last_logged_batch(path: Location, table: str, query_id: str) -> int | None:
     """The newest batch of ``table``'s query ``query_id`` the log holds, or None."""
     log = _open(path)
     return None if log is None else log.transaction_version(query_app_id(table, query_id))
 
 
-def append_events(path: Location | Path, events: Sequence[BatchEvent], *, logs: AppTransaction | None = None) -> bool:
+def append_events(path: Location, events: Sequence[BatchEvent], *, logs: AppTransaction | None = None) -> bool:
     """Append ``events`` to the log in one commit. With ``logs`` (the query's app transaction
     and the last batch among the events), events the log already holds are not appended again.
     Whether anything was appended."""
@@ -174,7 +173,7 @@ def append_events(path: Location | Path, events: Sequence[BatchEvent], *, logs: 
                 return False
         try:
             # schema_mode: a log written before a column was added gains it.
-            write_deltalake(str(path), rows, mode="append", schema_mode="merge",
+            write_deltalake(str(path), rows, mode="append", schema_mode="merge", storage_options=_options(path),
                             commit_properties=commit_properties("APPEND EVENTS", logs, len(events), None))
             if log is not None and (log.version() + 1) % COMPACT_EVERY == 0:
                 _compact(path)
@@ -189,7 +188,7 @@ def append_events(path: Location | Path, events: Sequence[BatchEvent], *, logs: 
     return False
 
 
-def read_events(path: Location | Path, *, table: str | None = None, run_id: str | None = None) -> list[BatchEvent]:
+def read_events(path: Location, *, table: str | None = None, run_id: str | None = None) -> list[BatchEvent]:
     """The logged events, oldest first (by table version, then batch), of ``table`` and/or
     ``run_id`` when given."""
     log = _open(path)
@@ -203,7 +202,7 @@ def read_events(path: Location | Path, *, table: str | None = None, run_id: str 
     return sorted(rows, key=lambda e: (e.recorded_at, e.table, e.batch_id if e.batch_id is not None else -1))
 
 
-def logged_offsets(path: Location | Path, table: str) -> dict[tuple[str, int], BatchOffsets]:
+def logged_offsets(path: Location, table: str) -> dict[tuple[str, int], BatchOffsets]:
     """The source offsets the log holds for ``table``'s batches, by (query id, batch id)."""
     log = _open(path)
     if log is None or "source_offsets" not in log.schema().to_arrow().names:
@@ -218,17 +217,22 @@ def logged_offsets(path: Location | Path, table: str) -> dict[tuple[str, int], B
             for row in rows if row["query_id"] is not None and row["batch_id"] is not None}
 
 
-def _compact(path: Location | Path) -> None:
+def _compact(path: Location) -> None:
     """Compact the log's small files; skipped when it fails (another run's append got in
     first, say): the next compaction, or the daily maintenance, does it."""
     try:
-        DeltaTable(str(path)).optimize.compact()
+        DeltaTable(str(path), storage_options=_options(path)).optimize.compact()
     except DeltaError:
         pass
 
 
-def _open(path: Location | Path) -> DeltaTable | None:
+def _open(path: Location) -> DeltaTable | None:
     try:
-        return DeltaTable(str(path))
+        return DeltaTable(str(path), storage_options=_options(path))
     except TableNotFoundError:
         return None
+
+
+def _options(path: Location) -> dict[str, str] | None:
+    """delta-rs's options to reach the log where it is (none on a local disk)."""
+    return None if path.is_local else path.store.delta_rs_options() or None

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
 from lakehouse_assets.cli import main
 from lakehouse_assets.io import DeltaIOManager
+from lakehouse_assets.location import locate
 from lakehouse_assets.quality.rules import Severity, not_null
 from lakehouse_assets.reliability.events_once import check_events_once
 from lakehouse_assets.spark import SparkResource
@@ -164,7 +165,7 @@ def test_a_failed_batch_is_logged_with_its_error_once_per_attempt(spark, store, 
 
 def test_the_log_compacts_its_small_files_every_so_many_appends(tmp_path, monkeypatch):
     monkeypatch.setattr(event_log, "COMPACT_EVERY", 10)
-    path = tmp_path / "event_log"
+    path = locate(tmp_path / "event_log")
     for batch in range(35):  # one append per materialization, as runs make them
         event = BatchEvent(run_id=f"run-{batch}", table="bronze.recordings", query_id="q", batch_id=batch,
                            table_version=batch, input_rows=1, output_rows=1)

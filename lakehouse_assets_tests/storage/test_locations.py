@@ -1,6 +1,6 @@
 """The lakehouse's own files behave alike on a local disk and on a real S3-API server (s3proxy
-on loopback): listing a landing folder, the landing sensor's scan, stored schemas, writes
-readers never see half of."""
+on loopback): listing a landing folder, the landing sensor's scan, stored schemas, the event
+log (delta-rs), writes readers never see half of."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.ingestion.schema_store import SchemaStore
 from lakehouse_assets.location import Location, locate
 from lakehouse_assets.sensors.landing import LandingCursor, scan_landing
+from lakehouse_assets.storage import AppTransaction
+from lakehouse_assets.storage.event_log import BatchEvent, append_events, last_logged_batch, read_events
 from lakehouse_assets_tests.s3_server import S3Server
 
 #: A folder of the lakehouse, on the disk or on the server, as its URI.
@@ -125,3 +127,14 @@ def test_a_location_is_named_as_spark_names_it_and_local_only_work_is_refused_by
         locate("gs://bucket/lake")
     with pytest.raises(ConfigurationError, match="name the bucket"):
         locate("s3a:///lake")
+
+
+def test_the_event_log_is_appended_once_per_batch_and_read_back_where_it_lies(folder: Folder) -> None:
+    log = locate(folder("_system/event_log"))
+    events = [BatchEvent(run_id="run-1", table="bronze.recordings", query_id="q", batch_id=batch,
+                         table_version=batch, input_rows=10, output_rows=9, quarantined_rows=1) for batch in (0, 1)]
+    assert append_events(log, events, logs=AppTransaction("bronze.recordings#q", 1))
+    # The same batches again (a retried run): the log's app transaction keeps them out.
+    assert not append_events(log, events, logs=AppTransaction("bronze.recordings#q", 1))
+    assert [(e.batch_id, e.output_rows) for e in read_events(log, table="bronze.recordings")] == [(0, 9), (1, 9)]
+    assert last_logged_batch(log, "bronze.recordings", "q") == 1
