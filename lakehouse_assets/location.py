@@ -225,6 +225,13 @@ class Location:
             os.unlink(temp)
         return True
 
+    def file(self) -> StoredFile | None:
+        """The file here (its name, size and time), or None when there is none."""
+        info = self.fs.get_file_info(self.path)
+        if info.type != pafs.FileType.File:
+            return None
+        return StoredFile(self.name, int(info.size or 0), int(info.mtime_ns or 0))
+
     def names(self) -> list[str]:
         """The names of the files and folders directly in this folder (none when it is missing)."""
         selector = pafs.FileSelector(self.path, recursive=False, allow_not_found=True)

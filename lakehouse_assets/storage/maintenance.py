@@ -34,7 +34,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
-from lakehouse_assets.location import local_path
+from lakehouse_assets.location import local_path, locate
 from lakehouse_assets.spark_conf import is_connect_session, session_settings
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table
 from lakehouse_assets.storage.engine import OptimizeResult, StreamReader, VacuumResult
@@ -212,17 +212,13 @@ def _hours_since(moment: dt.datetime) -> int:
 
 
 def _mtime(path: str) -> float:
-    try:
-        return os.path.getmtime(path)
-    except OSError:
-        return float("inf")  # gone already, or unknown: kept
+    file = locate(path).file()
+    return float("inf") if file is None else file.mtime_ns / 1e9  # gone already, or unknown: kept
 
 
 def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0  # already gone, or not on a local file system
+    file = locate(path).file()
+    return 0 if file is None else file.size  # already gone
 
 
 __all__ = ["DEFAULT_RETENTION", "optimize", "vacuum"]

@@ -50,6 +50,9 @@ def test_a_folder_lists_its_files_at_any_depth_and_reads_back_what_was_written(f
     assert {f.relative_path for f in landing.files(recursive=False)} == {"0001.json"}
     assert landing.names() == ["0001.json", "2026"]
     assert landing.child("2026", "11", "0002.json").read_text() == '{"id": 2}\n{"id": 3}\n'
+    one = landing.child("0001.json").file()
+    assert one is not None and (one.relative_path, one.size) == ("0001.json", 10)
+    assert landing.child("missing.json").file() is None and landing.child("2026").file() is None
     assert all(abs(f.modified.timestamp() - time.time()) < 120 for f in landing.files())
     # Spark's name for a landed file: what bronze's _source_file holds.
     uri = landing.uri_of("0001.json")
