@@ -19,6 +19,7 @@ def land_admissions(landing: Path, *, files: int, seed: int, rows_per_file: int 
                     bad_rate: float = 0.1) -> tuple[int, int]:
     """Land ``files`` more files into ``landing`` (settled: modified a minute ago); how many
     files and records were landed."""
+    landing = Path(landing)
     landing.mkdir(parents=True, exist_ok=True)
     first = len(list(landing.glob("admissions-*.csv")))
     settled = time.time() - 60

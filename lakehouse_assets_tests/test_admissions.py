@@ -65,7 +65,7 @@ def materialized(spark, definitions, tmp_path_factory) -> Iterator[tuple[Lakehou
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LAKEHOUSE_ROOT", str(root))
         settings = LakehouseSettings.from_env()
-        land_admissions(settings.landing_path("admissions"))
+        land_admissions(Path(settings.landing_path("admissions")))
         repository = definitions.get_repository_def()
         sensor = repository.get_sensor_def("landing_admissions_sensor")
         with dg.build_sensor_context(definitions=definitions, resources=dict(definitions.resources or {})) as context:
