@@ -2,11 +2,14 @@
 and how to reach it from Python without Spark.
 
 Spark and Delta Lake's connector reach the store through S3A; the lakehouse's own files (landing
-listings, stored schemas, checkpoints' folders) are reached by pyarrow's file systems. Both are
-given the same endpoint and region (:class:`ObjectStore`, read from the AWS variables); each
-takes its credentials from its own AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``,
-a profile or an instance role). A store's prefix is listed in pages of 1,000 keys, as S3's
-ListObjectsV2 gives them.
+listings, stored schemas, checkpoints' folders) are reached by pyarrow's file systems, which also
+read Parquet. Writes that must not overwrite another writer's (create once, replace only what was
+read) go through obstore (Rust's ``object_store``, the crate delta-rs commits with), because
+pyarrow cannot send S3's conditional headers (``If-None-Match``, ``If-Match``). All are given the
+same endpoint and region (:class:`ObjectStore`, read from the AWS variables); each takes its
+credentials from its own AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile or
+an instance role). A store's prefix is listed in pages of 1,000 keys, as S3's ListObjectsV2 gives
+them.
 """
 
 from __future__ import annotations
@@ -19,11 +22,18 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote, urlparse
 
+import obstore
 import pyarrow.fs as pafs
+from obstore.exceptions import AlreadyExistsError, PreconditionError
+from obstore.store import S3Store
 
 from lakehouse_assets.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from obstore.store import S3Config
 
 #: URI schemes of S3-API object storage: ``s3a://`` as Hadoop names it (and the lakehouse
 #: writes it), ``s3://`` as AWS does.
@@ -202,28 +212,63 @@ class Location:
                 os.unlink(temp)
             raise
 
-    def create_text(self, text: str) -> bool:
-        """Write the file whole unless it exists; whether this call wrote it. On a local disk
-        of two writers exactly one succeeds (the file is linked into place). On an object
-        store the check and the put are two requests: two writers at once are kept apart by
-        the table's lock, as its commits are."""
+    def create_text(self, text: str) -> str | None:
+        """Write the file whole unless it exists: its :meth:`version` when this call wrote it,
+        None when a file was there. Of two writers at once exactly one succeeds: a local file is
+        linked into place, an object is put with ``If-None-Match: *``."""
+        data = text.encode("utf-8")
         if not self.is_local:
-            if self.exists():
-                return False
-            self.write_text(text)
-            return True
+            bucket, key = self._bucket_key()
+            try:
+                return str(obstore.put(_s3_objects(self.store, bucket), key, data, mode="create")["e_tag"])
+            except AlreadyExistsError:
+                return None
         folder = os.path.dirname(self.path)
         os.makedirs(folder, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
         try:
             with os.fdopen(fd, "wb") as handle:
-                handle.write(text.encode("utf-8"))
+                handle.write(data)
             os.link(temp, self.path)
         except FileExistsError:
-            return False
+            return None
         finally:
             os.unlink(temp)
-        return True
+        return self.version()
+
+    def version(self) -> str | None:
+        """What identifies the file's present content (an object's ETag; a local file's time and
+        size), or None when there is none."""
+        if not self.is_local:
+            bucket, key = self._bucket_key()
+            try:
+                return str(obstore.head(_s3_objects(self.store, bucket), key)["e_tag"])
+            except FileNotFoundError:
+                return None
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return f"{stat.st_mtime_ns}-{stat.st_size}"
+
+    def replace_text(self, text: str, *, version: str) -> str | None:
+        """Replace the file whole only if it is still at ``version``: its new version, or None
+        when another writer changed or removed it first. On object storage only (a put with
+        ``If-Match``): a local disk offers locks instead."""
+        if self.is_local:
+            raise ConfigurationError(f"{self.uri}: replacing a file only if it is unchanged is offered on "
+                                     "object storage only")
+        bucket, key = self._bucket_key()
+        try:
+            written = obstore.put(_s3_objects(self.store, bucket), key, text.encode("utf-8"),
+                                  mode={"e_tag": version})
+        except (PreconditionError, FileNotFoundError):
+            return None
+        return str(written["e_tag"])
+
+    def _bucket_key(self) -> tuple[str, str]:
+        bucket, _, key = self.path.partition("/")
+        return bucket, key
 
     def file(self) -> StoredFile | None:
         """The file here (its name, size and time), or None when there is none."""
@@ -286,6 +331,18 @@ def _s3_file_system(store: ObjectStore) -> pafs.FileSystem:
     endpoint = urlparse(store.endpoint_url)
     return pafs.S3FileSystem(region=store.region or "us-east-1", scheme=endpoint.scheme,
                              endpoint_override=endpoint.netloc + endpoint.path.rstrip("/"))
+
+
+@functools.lru_cache(maxsize=16)
+def _s3_objects(store: ObjectStore, bucket: str) -> S3Store:
+    # obstore reads the credentials from the AWS variables itself, as delta-rs does.
+    config: S3Config = {}
+    if store.endpoint_url is not None:
+        config["endpoint"] = store.endpoint_url
+    if store.region is not None:
+        config["region"] = store.region
+    allow_http = store.endpoint_url is not None and store.endpoint_url.startswith("http://")
+    return S3Store(bucket, config=config, client_options={"allow_http": allow_http})
 
 
 def table_file_path(table_path: str, relative: str) -> str:

@@ -1,15 +1,23 @@
-"""One writer per table at a time: an exclusive lock file per table, held while it is written.
+"""One writer per table at a time: an exclusive lock per table, held while it is written.
 
 Two materializations of one asset started together would run two streaming queries on one
 checkpoint: Spark does not stop the second (it only refuses two in one JVM), and both would
-plan the same batch numbers. The IO manager takes this lock around a table's write (both
-tables of a routed query); the second run waits for the first, up to a time limit, then
-fails with an error that names the table and the run holding it.
+plan the same batch numbers. On object storage there is more at stake: Delta Lake's S3 log
+store checks that a commit's file is free and then puts it, so two writers at once can each
+believe their commit landed while one overwrote the other. The IO manager takes this lock
+around a table's write (both tables of a routed query); the second run waits for the first, up
+to a time limit, then fails with an error that names the table and the run holding it.
 
-The lock is ``flock`` on ``<root>/_locks/<layer>.<name>.lock``: the kernel releases it when
-the holder's file is closed, so a process killed even by SIGKILL leaves no stale lock. It
-holds between processes and between threads (each acquisition opens the file anew). Local
-file systems only, like the checkpoints beside it.
+The lock is ``<root>/_locks/<layer>.<name>.lock``, in one of two kinds:
+
+- **On a local disk**, ``flock`` on that file: the kernel releases it when the holder's file is
+  closed, so a process killed even by SIGKILL leaves no stale lock. It holds between processes
+  and between threads (each acquisition opens the file anew).
+- **On object storage**, the object itself, created with ``If-None-Match: *`` so that of two
+  runs exactly one gets it. Its holder renews it (a put with ``If-Match``) every third of its
+  lease; a waiter that sees it unchanged for a whole lease, by its own clock, knows the holder
+  died and takes it over from exactly that version. A holder whose renewal fails has lost the
+  lock, and says so when it ends.
 """
 
 from __future__ import annotations
@@ -19,22 +27,26 @@ import fcntl
 import json
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 
 from lakehouse_assets.errors import TableBusyError
 from lakehouse_assets.location import Location
 
 LOCKS_DIR = "_locks"
-# How often a waiting writer tries again: short enough not to add much to a wait.
+#: How long a lock on object storage outlives its holder's last renewal.
+LEASE_SECONDS = 30.0
+# How often a waiting writer tries again: short enough not to add much to a wait; on object
+# storage each try is a request or two.
 _POLL_SECONDS = 0.2
+_STORE_POLL_SECONDS = 1.0
 
 
-def lock_path(root: Location, table_name: str) -> Path:
-    """The lock file of ``layer.name`` under the lakehouse root."""
-    return root.local("Locking a table against other writers") / LOCKS_DIR / f"{table_name}.lock"
+def lock_location(root: Location, table_name: str) -> Location:
+    """The lock of ``layer.name`` under the lakehouse root."""
+    return root / LOCKS_DIR / f"{table_name}.lock"
 
 
 @contextmanager
@@ -51,9 +63,24 @@ def table_locks(
 
 
 @contextmanager
-def table_lock(root: Location, table_name: str, *, timeout_seconds: float, holder: str = "") -> Iterator[None]:
-    """Hold the write lock of one table; see :func:`table_locks`."""
-    path = lock_path(root, table_name)
+def table_lock(
+    root: Location, table_name: str, *, timeout_seconds: float, holder: str = "",
+    lease_seconds: float = LEASE_SECONDS,
+) -> Iterator[None]:
+    """Hold the write lock of one table; see :func:`table_locks`. ``lease_seconds`` is how long
+    a lock on object storage outlives a holder that stopped renewing it."""
+    lock = lock_location(root, table_name)
+    if lock.is_local:
+        with _kernel_lock(lock, table_name, timeout_seconds, holder):
+            yield
+    else:
+        with _leased_lock(lock, table_name, timeout_seconds, holder, lease_seconds):
+            yield
+
+
+@contextmanager
+def _kernel_lock(lock: Location, table_name: str, timeout_seconds: float, holder: str) -> Iterator[None]:
+    path = lock.local("A table's lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -64,31 +91,109 @@ def table_lock(root: Location, table_name: str, *, timeout_seconds: float, holde
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise TableBusyError(
-                        f"Table {table_name} is being written by another run ({describe_holder(path)}); "
-                        f"waited {timeout_seconds:g} s for it to finish. Run again when it has "
-                        f"finished; if no such run exists any more, its lock ({path}) is free "
-                        "already and the next run takes it."
-                    ) from None
+                    raise _busy(table_name, lock, timeout_seconds) from None
                 time.sleep(_POLL_SECONDS)
-        # Say who holds the lock, for the error a waiting run reports.
-        record = {
-            "pid": os.getpid(), "host": socket.gethostname(), "holder": holder,
-            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode(), 0)
+        os.pwrite(fd, json.dumps(_record(holder)).encode(), 0)
         yield
     finally:
         os.close(fd)  # releases the lock
 
 
-def describe_holder(path: Path) -> str:
-    """Who holds the lock at ``path``, as its holder recorded it."""
+@contextmanager
+def _leased_lock(lock: Location, table_name: str, timeout_seconds: float, holder: str,
+                 lease_seconds: float) -> Iterator[None]:
+    record = _record(holder, lease_seconds=lease_seconds)
+    deadline = time.monotonic() + max(timeout_seconds, 0.0)
+    seen: tuple[str, float, float] | None = None  # the holder's version, since when, its lease
+    while (version := lock.create_text(json.dumps(record))) is None:
+        current, now = lock.version(), time.monotonic()
+        if current is None:
+            continue  # released between the two requests: create it again
+        if seen is None or seen[0] != current:
+            seen = (current, now, _recorded_lease(lock))
+        elif now - seen[1] >= seen[2]:
+            # Unchanged for a whole lease: its holder stopped renewing it. Take over exactly that
+            # version; of two waiters doing so, one wins.
+            if (version := lock.replace_text(json.dumps(record), version=current)) is not None:
+                break
+        if now >= deadline:
+            raise _busy(table_name, lock, timeout_seconds)
+        time.sleep(min(_STORE_POLL_SECONDS, lease_seconds / 3))
+    lease = _Lease(lock, record, version, lease_seconds)
+    lease.start()
     try:
-        record = json.loads(Path(path).read_text() or "{}")
+        yield
+    finally:
+        lease.stop()
+        if lease.version == lock.version():
+            lock.remove()
+    if lease.lost:
+        raise TableBusyError(
+            f"Table {table_name}'s lock ({lock}) was taken over by another run while this one wrote "
+            f"it: it could not be renewed for {lease_seconds:g} s. The two runs may have committed "
+            "at once: run `lakehouse verify` before writing the table again.")
+
+
+class _Lease(threading.Thread):
+    """Renews a lock on object storage every third of its lease, until stopped or until the
+    lock is found taken over."""
+
+    def __init__(self, lock: Location, record: dict[str, object], version: str, lease_seconds: float) -> None:
+        super().__init__(name=f"lease {lock.name}", daemon=True)
+        self.lock, self.record, self.version, self.lease_seconds = lock, record, version, lease_seconds
+        self.lost = False
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        renewals = 0
+        while not self._stopped.wait(self.lease_seconds / 3):
+            renewals += 1  # the content changes, so its version does
+            try:
+                renewed = self.lock.replace_text(json.dumps({**self.record, "renewals": renewals}),
+                                                 version=self.version)
+            except OSError:
+                continue  # the store did not answer: try again, while the lease lasts
+            if renewed is None:
+                self.lost = True
+                return
+            self.version = renewed
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join()
+
+
+def _record(holder: str, **extra: object) -> dict[str, object]:
+    # Who holds the lock, for the error a waiting run reports.
+    return {"pid": os.getpid(), "host": socket.gethostname(), "holder": holder,
+            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **extra}
+
+
+def _read_record(lock: Location) -> dict[str, object]:
+    try:
+        record = json.loads(lock.read_text() or "{}")
     except (OSError, ValueError):
-        record = {}
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _recorded_lease(lock: Location) -> float:
+    lease = _read_record(lock).get("lease_seconds")
+    return float(lease) if isinstance(lease, int | float) else LEASE_SECONDS
+
+
+def _busy(table_name: str, lock: Location, timeout_seconds: float) -> TableBusyError:
+    return TableBusyError(
+        f"Table {table_name} is being written by another run ({describe_holder(lock)}); waited "
+        f"{timeout_seconds:g} s for it to finish. Run again when it has finished; if no such run "
+        f"exists any more, its lock ({lock}) is free already and the next run takes it"
+        + ("." if lock.is_local else " once its lease has passed."))
+
+
+def describe_holder(lock: Location) -> str:
+    """Who holds the lock ``lock``, as its holder recorded it."""
+    record = _read_record(lock)
     if not record:
         return "holder unknown"
     who = f"process {record.get('pid')} on {record.get('host')}"
@@ -97,4 +202,4 @@ def describe_holder(path: Path) -> str:
     return f"{who}, since {record.get('since')}"
 
 
-__all__ = ["LOCKS_DIR", "describe_holder", "lock_path", "table_lock", "table_locks"]
+__all__ = ["LEASE_SECONDS", "LOCKS_DIR", "describe_holder", "lock_location", "table_lock", "table_locks"]

@@ -5,8 +5,6 @@ log (delta-rs), writes readers never see half of."""
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,20 +17,7 @@ from lakehouse_assets.location import Location, locate
 from lakehouse_assets.sensors.landing import LandingCursor, scan_landing
 from lakehouse_assets.storage import AppTransaction
 from lakehouse_assets.storage.event_log import BatchEvent, append_events, last_logged_batch, read_events
-from lakehouse_assets_tests.s3_server import S3Server
-
-#: A folder of the lakehouse, on the disk or on the server, as its URI.
-Folder = Callable[[str], str]
-
-
-@pytest.fixture(params=["disk", "store"])
-def folder(request: pytest.FixtureRequest, tmp_path: Path) -> Folder:
-    """A fresh folder's URI under a temporary folder, or under a new bucket of the server."""
-    if request.param == "disk":
-        return lambda name: str(tmp_path / name)
-    server: S3Server = request.getfixturevalue("on_s3")
-    bucket = server.bucket(f"t-{uuid.uuid4().hex[:12]}")
-    return lambda name: f"s3a://{bucket}/lake/{name}"
+from lakehouse_assets_tests.storage.conftest import Folder
 
 
 def put(location: Location, text: str) -> None:
@@ -61,12 +46,26 @@ def test_a_folder_lists_its_files_at_any_depth_and_reads_back_what_was_written(f
 
 def test_a_file_is_created_once_and_replaced_whole(folder: Folder) -> None:
     file = locate(folder("_schemas/bronze/recordings/_schemas/0"))
-    assert file.create_text("first") is True
-    assert file.create_text("second") is False and file.read_text() == "first"
+    first = file.create_text("first")
+    assert first is not None and first == file.version()
+    assert file.create_text("second") is None and file.read_text() == "first"
     file.write_text("replaced")
-    assert file.read_text() == "replaced"
+    assert file.read_text() == "replaced" and file.version() != first
     # Nothing written beside it is left over.
     assert locate(folder("_schemas/bronze/recordings/_schemas")).names() == ["0"]
+
+
+def test_a_file_on_the_store_is_replaced_only_by_a_writer_that_read_its_present_version(
+        store_folder: Folder) -> None:
+    file = locate(store_folder("_locks/bronze.recordings.lock"))
+    first = file.create_text("first")
+    assert first is not None
+    second = file.replace_text("second", version=first)
+    assert second is not None and second != first and file.read_text() == "second"
+    # A writer still holding the first version finds it changed and writes nothing.
+    assert file.replace_text("stale", version=first) is None and file.read_text() == "second"
+    file.remove()
+    assert file.replace_text("gone", version=second) is None and not file.exists()
 
 
 def test_the_landing_scan_announces_each_settled_file_once(folder: Folder) -> None:
