@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lakehouse_assets.errors import ConfigurationError
-from lakehouse_assets.location import Location, ObjectStore
+from lakehouse_assets.location import Location, ObjectStore, locate
 
 DEFAULT_ROOT = "./lakehouse_data"
 DEFAULT_SPARK_MASTER = "local[2]"
@@ -159,25 +158,22 @@ class LakehouseSettings:
 
 
 # ``scheme:`` or ``scheme://`` at the start of a location (a URL, not a path).
-_URL_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
 def lakehouse_root(text: str, given_as: str = "LAKEHOUSE_ROOT", store: ObjectStore | None = None) -> Location:
-    """The lakehouse's root as ``given_as`` (the variable, or a resource's setting) gives it:
-    a local folder, given as a path or a ``file://`` URL, made absolute. Any other scheme
-    (``s3a://``, ``abfss://``, ...) is refused, since not every reader and writer here opens
-    object storage yet: taken as a relative path, such a root would make a new folder named
-    after the URL and find every table empty."""
-    scheme = _URL_SCHEME.match(text.strip())
-    if scheme is not None and scheme.group(1).lower() == "file":
-        text = text.strip()[len("file:"):].removeprefix("//")
-    elif scheme is not None:
-        raise ConfigurationError(
-            f"{given_as}={text.strip()!r}: the lakehouse's root must be a local folder (a path or a file:// URL); "
-            f"{scheme.group(1)}:// storage is not supported yet: set LAKEHOUSE_ROOT to a local folder, or a folder "
-            "every Spark worker mounts at the same path"
-        )
-    return Location(str(Path(text).expanduser().resolve()), store or ObjectStore())
+    """The lakehouse's root as ``given_as`` (the variable, or a resource's setting) gives it: a
+    local folder (a path or a ``file://`` URL, made absolute) or a prefix on S3-API object
+    storage (``s3a://bucket/prefix``; ``s3://`` is read as ``s3a://``), reached through
+    ``store``. Any other scheme is refused in one line: taken as a relative path, such a root
+    would make a new folder named after the URL and find every table empty."""
+    given = text.strip()
+    try:
+        root = locate(os.path.expanduser(given), store)
+    except ConfigurationError as refused:
+        raise ConfigurationError(f"{given_as}={given!r}: {str(refused).removeprefix(given + ': ')}") from None
+    if root.is_local:
+        return Location(str(Path(root.uri).expanduser().resolve()), root.store)
+    return root
 
 
 def _package_names(text: str) -> tuple[str, ...]:

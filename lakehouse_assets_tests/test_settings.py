@@ -65,15 +65,23 @@ def test_malformed_settings_are_configuration_errors(env: dict[str, str], messag
     assert message in str(caught.value)
 
 
-@pytest.mark.parametrize("root", ["s3a://bucket/lake", "s3://bucket/lake", "abfss://c@account.dfs.core.windows.net/x",
-                                  "gs://bucket", "hdfs:///lake"])
+@pytest.mark.parametrize("root", ["abfss://c@account.dfs.core.windows.net/x", "gs://bucket", "hdfs:///lake"])
 def test_a_root_on_storage_the_lakehouse_cannot_open_is_refused_in_one_line(root: str) -> None:
     # Taken as a relative path, such a root made a folder named "s3a:" and a green run that
     # skipped every table.
     with pytest.raises(ConfigurationError) as caught:
         LakehouseSettings.from_env({"LAKEHOUSE_ROOT": root})
     message = str(caught.value)
-    assert f"LAKEHOUSE_ROOT={root!r}" in message and "must be a local folder" in message and "\n" not in message
+    assert f"LAKEHOUSE_ROOT={root!r}" in message and "reads local paths and S3-API object storage" in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("root", ["s3a://bucket/lake", "s3://bucket/lake/", "S3A://bucket/lake"])
+def test_a_root_on_s3_api_object_storage_is_named_as_spark_reads_it(root: str) -> None:
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": root, "AWS_ENDPOINT_URL": "http://127.0.0.1:9000"})
+    assert (str(settings.root), settings.root.is_local) == ("s3a://bucket/lake", False)
+    assert str(settings.table_path("silver", "orders")) == "s3a://bucket/lake/silver/orders"
+    assert settings.root.store.endpoint_url == "http://127.0.0.1:9000"
 
 
 def test_a_file_url_root_is_the_local_folder(tmp_path: Path) -> None:
@@ -109,8 +117,9 @@ def test_the_engine_url_and_port_are_read_and_checked() -> None:
         LakehouseSettings.from_env({"LAKEHOUSE_ENGINE_PORT": "70000"})
 
 
-def test_the_resource_refuses_an_object_storage_root_as_the_environment_does() -> None:
+def test_the_resource_takes_its_root_as_the_environment_does() -> None:
     from lakehouse_assets.spark import SparkResource
 
-    with pytest.raises(ConfigurationError, match=r"SparkResource\(root\)='s3a://bucket/lake'"):
-        SparkResource(root="s3a://bucket/lake").settings()
+    assert str(SparkResource(root="s3://bucket/lake").settings().root) == "s3a://bucket/lake"
+    with pytest.raises(ConfigurationError, match=r"SparkResource\(root\)='gs://bucket/lake'"):
+        SparkResource(root="gs://bucket/lake").settings()

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, StreamReader
 
@@ -103,22 +103,23 @@ def recorded_readers(instance: dg.DagsterInstance | None, settings: LakehouseSet
     table since dropped, and one whose record does not name it reads other tables: neither
     reads this one. One with no record (never finished a run, a Dagster instance that does
     not know it, or no instance) may read anything: its version is None."""
-    base = (settings.root / CHECKPOINTS_DIR).local("Finding the queries that read a table")
+    base = settings.root / CHECKPOINTS_DIR
     found = []
-    for layer in sorted(p for p in base.iterdir() if _is_query_folder(p)) if base.is_dir() else ():
-        for folder in sorted(p for p in layer.iterdir() if _is_query_folder(p)):
-            reader = f"{layer.name}.{folder.name}"
+    for layer in _query_folders(base):
+        for name in _query_folders(base / layer):
+            reader = f"{layer}.{name}"
             if reader == table:
                 continue
-            metadata = last_recorded(instance, dg.AssetKey([layer.name, folder.name])) if instance else {}
+            metadata = last_recorded(instance, dg.AssetKey([layer, name])) if instance else {}
             read = UpstreamVersions.recorded(metadata)
+            checkpoint = str(base / layer / name)
             if read is None:
-                found.append(StreamReader(reader, None, str(folder)))
+                found.append(StreamReader(reader, None, checkpoint))
             elif table in read.tables and read.tables[table].table_id == table_id:
-                found.append(StreamReader(reader, read.tables[table].version, str(folder)))
+                found.append(StreamReader(reader, read.tables[table].version, checkpoint))
     return found
 
 
-def _is_query_folder(path: Path) -> bool:
+def _query_folders(folder: Location) -> list[str]:
     # Hidden folders are checkpoints a repair moved aside (``.<name>.damaged-...``).
-    return path.is_dir() and not path.name.startswith((".", "_"))
+    return [name for name in folder.folders() if not name.startswith((".", "_"))]
