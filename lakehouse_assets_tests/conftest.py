@@ -13,11 +13,11 @@ from pyspark.sql import SparkSession
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 
-from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.settings import LakehouseSettings, ObjectStore
 from lakehouse_assets.spark import build_spark_session
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.built import BuiltLakehouse, build_lakehouse
-from lakehouse_assets_tests.s3_server import S3Server, s3_server
+from lakehouse_assets_tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
 
 #: JVMs that live for one run (crash children, command subprocesses): the C1 compiler alone
 #: and the serial GC spend far less CPU warming up (about 40% on 2 cores).
@@ -51,6 +51,31 @@ def on_s3(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> S3Server:
     for name, value in s3.environment().items():
         monkeypatch.setenv(name, value)
     return s3
+
+
+@pytest.fixture
+def spark_on_s3(spark: SparkSession, on_s3: S3Server) -> Iterator[S3Server]:
+    """The server, with the shared session reaching it as a session built from the object
+    store's settings would (S3A reads its settings when it first opens a bucket), with the
+    test credentials the environment gives."""
+    conf = {**ObjectStore(on_s3.endpoint_url, "us-east-1").hadoop_conf(),
+            "fs.s3a.access.key": ACCESS_KEY, "fs.s3a.secret.key": SECRET_KEY}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield on_s3
+    finally:
+        for key in conf:
+            spark.conf.unset(key)
+
+
+@pytest.fixture
+def store_settings(spark_on_s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> LakehouseSettings:
+    """A fresh, empty lakehouse on the tests' S3 server (``s3a://<new bucket>/lake``), also
+    exported as ``LAKEHOUSE_ROOT``, with the shared session reaching it."""
+    root = f"s3a://{spark_on_s3.bucket(f'lake-{uuid.uuid4().hex[:12]}')}/lake"
+    monkeypatch.setenv("LAKEHOUSE_ROOT", root)
+    return LakehouseSettings.from_env(dict(os.environ))
 
 
 @pytest.fixture(scope="session")

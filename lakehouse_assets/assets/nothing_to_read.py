@@ -69,7 +69,7 @@ def nothing_to_read(table: dg.AssetKey, inputs: Mapping[str, Any], deps: Iterabl
         return Skip(f"upstream {first} has no table yet; it is built once its source lands "
                     f"(then materialize {first} and this table again)")
     empty = [dep.path[1] for dep in deps if len(dep.path) == 2 and dep.path[0] == LANDING_DIR
-             and not list_data_files(str(settings.landing_path(dep.path[1])), recursive=True)]
+             and not list_data_files(settings.landing_path(dep.path[1]), recursive=True)]
     if not empty:
         return None
     folder = f"{LANDING_DIR}/{empty[0]}"
@@ -86,7 +86,7 @@ def landed_files(deps: Iterable[dg.AssetKey], settings: LakehouseSettings) -> di
     found = {}
     for dep in deps:
         if len(dep.path) == 2 and dep.path[0] == LANDING_DIR:
-            files = list_data_files(str(settings.landing_path(dep.path[1])), recursive=True)
+            files = list_data_files(settings.landing_path(dep.path[1]), recursive=True)
             listing = "\n".join(f"{f.relative_path}\t{f.size}\t{f.modification_time.isoformat()}" for f in files)
             found[dep.path[1]] = hashlib.sha256(listing.encode()).hexdigest()
     return found

@@ -115,9 +115,10 @@ def _landing_state(root: Path, tables: list[TableState]) -> list[dict[str, Any]]
     seen: set[str] = set().union(*(t.source_files for t in ingesting))
     sources = []
     from lakehouse_assets.ingestion.files import landed_paths
+    from lakehouse_assets.location import locate
 
     for folder in catalog.landing_sources(root):
-        files = [str(p) for p in landed_paths(folder)]
+        files = landed_paths(locate(folder))
         prefix = str(folder) + "/"
         ingested_by = [t.table for t in ingesting if any(f.startswith(prefix) for f in t.source_files)]
         pending = [f for f in files if f not in seen]

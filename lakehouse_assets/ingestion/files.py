@@ -14,9 +14,8 @@ import itertools
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from lakehouse_assets.location import local_path, locate
+from lakehouse_assets.location import Location, local_path, locate
 
 IGNORED_PREFIXES = ("_", ".")
 IGNORED_SUFFIXES = (".tmp", ".partial")
@@ -114,9 +113,11 @@ def glob_matches(text: str, pattern: str) -> bool:
 
 # -- paths ---------------------------------------------------------------------------------------
 def local_file_path(path: str) -> str:
-    """A local file's path or ``file:`` URI (as ``_source_file`` records it: Spark spells
-    ``file:///a/b%20c.json``) as a plain, normalised path (``/a/b c.json``)."""
-    return os.path.normpath(local_path(path))
+    """A landed file as the lakehouse compares it: a local file's path or ``file:`` URI (as
+    ``_source_file`` records it: Spark spells ``file:///a/b%20c.json``) as a plain, normalised
+    path (``/a/b c.json``); a file on object storage as its ``s3a://`` URI."""
+    plain = local_path(path)
+    return plain if "://" in plain else os.path.normpath(plain)
 
 
 @dataclass(frozen=True)
@@ -138,14 +139,16 @@ def path_matches(relative_path: str, pattern: str) -> bool:
 
 
 def list_data_files(
-    folder: str, *, recursive: bool = False, path_glob_filter: str | None = None, path_pattern: str | None = None
+    folder: Location | str, *, recursive: bool = False, path_glob_filter: str | None = None,
+    path_pattern: str | None = None,
 ) -> list[LandedFile]:
     """The data files in ``folder``, oldest first (then by name). Hidden and in-progress names
     are skipped, and so are folders whose names start with ``_`` or ``.``. A folder that does
     not exist holds no files. With ``path_pattern`` only the files it names
-    (:func:`path_matches`), at any depth."""
+    (:func:`path_matches`), at any depth. A folder given as a string is reached as the AWS
+    variables say (:func:`~lakehouse_assets.location.locate`)."""
     recursive = recursive or path_pattern is not None
-    location = locate(folder)
+    location = folder if isinstance(folder, Location) else locate(folder)
     found = []
     for stored in location.files(recursive=recursive):
         parts = stored.relative_path.split("/")
@@ -156,15 +159,16 @@ def list_data_files(
         if path_pattern is not None and not path_matches(stored.relative_path, path_pattern):
             continue
         uri = (location.uri_of(stored.relative_path) if location.is_local
-               else f"{folder.rstrip('/')}/{stored.relative_path}")
+               else f"{location.uri}/{stored.relative_path}")
         found.append(LandedFile(path=uri, relative_path=stored.relative_path, size=stored.size,
                                 modification_time=stored.modified))
     found.sort(key=lambda f: (f.modification_time, f.relative_path))
     return found
 
 
-def landed_paths(folder: Path, pattern: str | None = None) -> list[Path]:
-    """The data files under the local landing folder ``folder``, nested folders included (only
-    those ``pattern`` names, if given), in name order: what ingestion reads from it."""
-    listed = list_data_files(str(folder), recursive=True, path_pattern=pattern)
-    return sorted(Path(local_file_path(f.path)) for f in listed)
+def landed_paths(folder: Location, pattern: str | None = None) -> list[str]:
+    """The data files under the landing folder ``folder``, nested folders included (only those
+    ``pattern`` names, if given), in name order, each as :func:`local_file_path` gives it: what
+    ingestion reads from it."""
+    listed = list_data_files(folder, recursive=True, path_pattern=pattern)
+    return sorted(local_file_path(f.path) for f in listed)

@@ -80,7 +80,7 @@ def data_lag(settings: LakehouseSettings, store: DeltaTableStore, path: Freshnes
              now: dt.datetime | None = None) -> DataLag:
     """How far ``path.table`` is behind the files landed for it (see the module's docstring)."""
     measured_at = now or dt.datetime.now(dt.UTC)
-    landed = list_data_files(str(settings.landing_path(path.landing_source)), recursive=True)
+    landed = list_data_files(settings.landing_path(path.landing_source), recursive=True)
     incorporated = incorporated_files(settings, store, path.chain)
     pending = [f for f in landed if local_file_path(f.path) not in incorporated]
     return DataLag(

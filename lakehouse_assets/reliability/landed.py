@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from lakehouse_assets.ingestion.files import landed_paths, local_file_path
+from lakehouse_assets.location import locate
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -90,9 +91,9 @@ def landed_record_counts(source_dir: Path, count: Callable[[Path], int] = json_r
     Files that vanish while being counted, or cannot be read, are left out: ingestion cannot
     read them either, and it reports them itself."""
     counts = {}
-    for path in landed_paths(source_dir, pattern):
+    for path in landed_paths(locate(source_dir), pattern):
         try:
-            counts[landing_key(str(path), source_dir)] = count(path)
+            counts[landing_key(path, source_dir)] = count(Path(path))
         except OSError:
             continue
     return counts

@@ -4,7 +4,6 @@ on loopback) with the jars `make install` resolves."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.settings import LakehouseSettings, ObjectStore
 from lakehouse_assets.spark_conf import engine_conf
 from lakehouse_assets.storage import lakehouse_store
-from lakehouse_assets_tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server
+from lakehouse_assets_tests.s3_server import S3Server
 
 
 def test_the_object_store_is_read_from_the_aws_variables_and_keeps_no_secret(tmp_path: Path) -> None:
@@ -46,19 +45,9 @@ def test_an_endpoint_that_is_not_a_url_is_refused_by_name(tmp_path: Path) -> Non
 
 
 @pytest.fixture
-def on_server(spark: SparkSession, s3: S3Server) -> Iterator[str]:
-    """The shared session set up for ``server`` as the object store's settings set up a new
-    one (S3A reads its settings when it first opens a bucket), with the test credentials the
-    environment would give; the bucket's name."""
-    conf = {**ObjectStore(s3.endpoint_url, "us-east-1").hadoop_conf(),
-            "fs.s3a.access.key": ACCESS_KEY, "fs.s3a.secret.key": SECRET_KEY}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield s3.bucket("lake")
-    finally:
-        for key in conf:
-            spark.conf.unset(key)
+def on_server(spark_on_s3: S3Server) -> str:
+    """A bucket of the server the shared session reaches; its name."""
+    return spark_on_s3.bucket("lake")
 
 
 @pytest.mark.slow
