@@ -1,11 +1,13 @@
 """Where a file or folder of the lakehouse is: a local path, or a key on S3-API object storage,
 and how to reach it from Python without Spark.
 
-Spark and Delta Lake's connector reach the store through S3A; the lakehouse's own files (landing
-listings, stored schemas, checkpoints' folders) are reached by pyarrow's file systems, which also
-read Parquet. Writes that must not overwrite another writer's (create once, replace only what was
-read) go through obstore (Rust's ``object_store``, the crate delta-rs commits with), because
-pyarrow cannot send S3's conditional headers (``If-None-Match``, ``If-Match``). All are given the
+Spark and Delta Lake's connector reach the store through S3A. The lakehouse's own files (landing
+listings, stored schemas, checkpoints' folders, locks) are read and listed by pyarrow's file
+systems, which also read Parquet, and written and deleted on a store by obstore (Rust's
+``object_store``, the crate delta-rs commits with): pyarrow cannot send S3's conditional headers
+(``If-None-Match``, ``If-Match``) that creating once and replacing only what was read need, puts
+even a small file in three requests (a multipart upload), and leaves a folder marker behind a
+deleted file. All are given the
 same endpoint and region (:class:`ObjectStore`, read from the AWS variables); each takes its
 credentials from its own AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile or
 an instance role). A store's prefix is listed in pages of 1,000 keys, as S3's ListObjectsV2 gives
@@ -162,6 +164,13 @@ class Location:
 
     def remove(self) -> None:
         """Delete this folder and everything in it (or this file); nothing when it is missing."""
+        if not self.is_local:
+            # pyarrow would leave a marker of the parent folder behind; a store has no folders.
+            bucket, key = self._bucket_key()
+            objects = _s3_objects(self.store, bucket)
+            below = [str(meta["path"]) for batch in obstore.list(objects, key.rstrip("/") + "/") for meta in batch]
+            obstore.delete(objects, [*below, key])
+            return
         info = self.fs.get_file_info(self.path)
         if info.type == pafs.FileType.Directory:
             self.fs.delete_dir(self.path)
@@ -195,10 +204,13 @@ class Location:
     def write_text(self, text: str) -> None:
         """Write the file whole: readers see the old content or the new, never a part (a local
         file is written beside and renamed over; an object is put in one request)."""
-        data = text.encode("utf-8")
+        self.write_bytes(text.encode("utf-8"))
+
+    def write_bytes(self, data: bytes) -> None:
+        """Write the file whole, as :meth:`write_text` does."""
         if not self.is_local:
-            with self.fs.open_output_stream(self.path) as stream:
-                stream.write(data)
+            bucket, key = self._bucket_key()
+            obstore.put(_s3_objects(self.store, bucket), key, data)
             return
         folder = os.path.dirname(self.path)
         os.makedirs(folder, exist_ok=True)

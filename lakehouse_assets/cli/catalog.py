@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakehouse_assets.cli.arguments import TableName
@@ -109,13 +108,12 @@ def reading(table: TableName, path: Location) -> Iterator[None]:
             f"damaged or missing; repair them, or rebuild it with `lakehouse reset {table}`.") from exc
 
 
-def landing_sources(root: Path) -> list[Path]:
-    """The source folders under ``root/landing``, by name."""
+def landing_sources(root: Location) -> list[Location]:
+    """The source folders under ``root/landing``, by name (on object storage: the prefixes
+    below it); none when there is no landing folder. Folders named ``_*`` or ``.*`` (the
+    landers' locks) are not sources."""
     landing = root / LANDING_DIR
-    if not landing.is_dir():
-        return []
-    return sorted(entry for entry in landing.iterdir()
-                  if entry.is_dir() and not entry.name.startswith(("_", ".")))
+    return [landing / name for name in landing.folders() if not name.startswith(("_", "."))]
 
 
 def checkpoints(root: Location) -> Iterator[CheckpointReport]:

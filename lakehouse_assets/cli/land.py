@@ -13,13 +13,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from lakehouse_assets.cli.arguments import non_negative_int, positive_int, rate, seconds
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError
 from lakehouse_assets.cli.output import format_count, print_json
+from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         read_manifest,
     )
 
-    landing_root = (settings.root / LANDING_DIR).local("Landing simulated files (lakehouse land)")
+    landing_root = settings.root / LANDING_DIR  # a local folder or a prefix on object storage
     manifest = read_manifest(landing_root)
     # Continue the folder's data set unless told otherwise; a mismatch is refused by the lander.
     dataset = {
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     return EXIT_OK
 
 
-def _land_once(landing_root: Path, files: int, options: dict[str, Any]) -> LandingResult:
+def _land_once(landing_root: Location, files: int, options: dict[str, Any]) -> LandingResult:
     from lakehouse_assets.simulator import DatasetExhaustedError, LandingResult, land, next_file_index
 
     first = next_file_index(landing_root)
@@ -155,7 +155,7 @@ def _land_once(landing_root: Path, files: int, options: dict[str, Any]) -> Landi
         files=tuple(f for r in results for f in r.files))
 
 
-def _land_changes(landing_root: Path, files: int, dataset: dict[str, Any]) -> PatientChangesResult | None:
+def _land_changes(landing_root: Location, files: int, dataset: dict[str, Any]) -> PatientChangesResult | None:
     """Land ``files`` files of patient changes naming the data set's patients; None if none
     were asked for, so the report stays as it was without --changes."""
     if not files:
@@ -167,7 +167,7 @@ def _land_changes(landing_root: Path, files: int, dataset: dict[str, Any]) -> Pa
                                 device_count=dataset["device_count"])
 
 
-def _land_continuously(landing_root: Path, args: argparse.Namespace,
+def _land_continuously(landing_root: Location, args: argparse.Namespace,
                        options: dict[str, Any]) -> tuple[LandingResult, str]:
     from lakehouse_assets.simulator import LandedFile, land_continuously
 
@@ -235,7 +235,7 @@ def _raise_exhausted(exc: DatasetExhaustedError) -> NoReturn:
     raise CommandError(f"{exc}{hint}") from exc
 
 
-def _report(result: LandingResult, changes: PatientChangesResult | None, landing_root: Path,
+def _report(result: LandingResult, changes: PatientChangesResult | None, landing_root: Location,
             files_per_year: int, stopped_by: str | None, *, as_json: bool) -> None:
     from lakehouse_assets.simulator import BAD_KINDS, next_file_index
 

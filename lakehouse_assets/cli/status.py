@@ -10,7 +10,6 @@ import argparse
 import datetime as dt
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
@@ -66,7 +65,7 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
 
     root = catalog.require_root(settings)
     tables = [_table_state(name, settings) for name in discover_tables(root)]
-    landing = _landing_state(root.local("Listing what landed (lakehouse status)"), tables)
+    landing = _landing_state(root, tables)
     checkpoints = list(catalog.checkpoints(root))
     if args.json:
         print_json({"root": str(root),
@@ -109,22 +108,23 @@ def _table_state(name: str, settings: LakehouseSettings) -> TableState:
     return state
 
 
-def _landing_state(root: Path, tables: list[TableState]) -> list[dict[str, Any]]:
+def _landing_state(root: Location, tables: list[TableState]) -> list[dict[str, Any]]:
+    """Each landing source's files and those no table has ingested, on a disk or a store."""
+    from lakehouse_assets.ingestion.files import landed_paths
+
     ingesting = [t for t in tables if t.records_source_files]
-    # Paths are absolute, so files of different sources cannot be confused in one set.
+    # Files are named alike in listings and in _source_file (absolute local paths, s3a:// URIs),
+    # so files of different sources cannot be confused in one set.
     seen: set[str] = set().union(*(t.source_files for t in ingesting))
     sources = []
-    from lakehouse_assets.ingestion.files import landed_paths
-    from lakehouse_assets.location import locate
-
     for folder in catalog.landing_sources(root):
-        files = landed_paths(locate(folder))
+        files = landed_paths(folder)
         prefix = str(folder) + "/"
         ingested_by = [t.table for t in ingesting if any(f.startswith(prefix) for f in t.source_files)]
         pending = [f for f in files if f not in seen]
         sources.append({"source": folder.name, "path": str(folder), "files": len(files),
                         "not_ingested": len(pending), "ingested_by": ingested_by,
-                        "not_ingested_files": [str(Path(f).relative_to(folder)) for f in pending]})
+                        "not_ingested_files": [f.removeprefix(prefix) for f in pending]})
     return sources
 
 

@@ -8,26 +8,30 @@
   rewriting the manifest.
 
 So numbering never goes back and never repeats, and a landing that was interrupted resumes
-after the last file that fully appeared. Landers on one folder take turns through a lock file.
+after the last file that fully appeared. Landers on one folder take turns through a lock
+(:mod:`lakehouse_assets.simulator._lock`). The landing root is a local folder or a prefix on
+object storage.
 """
 
 from __future__ import annotations
 
-import fcntl
 import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
 from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.location import Location
 from lakehouse_assets.simulator._atomic import (
     fsync_directory,
+    read_bytes,
+    remove_temporaries,
     write_all_atomically,
     write_atomically,
 )
+from lakehouse_assets.simulator._lock import landing_lock
 from lakehouse_assets.simulator.config import (
     DEFAULT_DEVICE_COUNT,
     DEFAULT_FILES_PER_YEAR,
@@ -39,7 +43,13 @@ from lakehouse_assets.simulator.config import (
 from lakehouse_assets.simulator.dataset import Dataset
 from lakehouse_assets.simulator.errors import DatasetExhaustedError, LandingStateError
 from lakehouse_assets.simulator.kinds import BAD_KINDS, RecordCounts, RecordKind
-from lakehouse_assets.simulator.layout import LandingLayout, is_temporary_name
+from lakehouse_assets.simulator.layout import (
+    RECORDINGS_DIR,
+    LandedPath,
+    LandingLayout,
+    landed_path,
+    landing_location,
+)
 from lakehouse_assets.simulator.manifest import (
     DatasetIdentity,
     LandedFile,
@@ -55,17 +65,19 @@ _FILES_PER_WRITE = 32
 
 @dataclass(frozen=True)
 class LandingResult:
-    """What one call of :func:`land` or :func:`land_continuously` landed."""
+    """What one call of :func:`land` or :func:`land_continuously` landed. Paths are local
+    :class:`~pathlib.Path` objects on a disk, locations on object storage (see
+    :data:`~lakehouse_assets.simulator.layout.LandedPath`)."""
 
-    landing_root: Path
-    patients_path: Path
+    landing_root: LandedPath
+    patients_path: LandedPath
     #: Whether this call wrote the patients CSV (it is written only when missing).
     patients_written: bool
     #: The files landed by this call, in landing order.
     files: tuple[LandedFile, ...]
 
     @property
-    def paths(self) -> tuple[Path, ...]:
+    def paths(self) -> tuple[LandedPath, ...]:
         """The landed recordings files, in landing order."""
         return tuple(f.path for f in self.files)
 
@@ -76,7 +88,7 @@ class LandingResult:
 
 
 def land(
-    landing_root: Path | str,
+    landing_root: Location | Path | str,
     *,
     files: int,
     records_per_file: int = DEFAULT_RECORDS_PER_FILE,
@@ -90,7 +102,9 @@ def land(
 ) -> LandingResult:
     """Land the next ``files`` recordings files of the data set into
     ``<landing_root>/recordings/``, and the patients CSV into
-    ``<landing_root>/patients/patients.csv`` if it is missing.
+    ``<landing_root>/patients/patients.csv`` if it is missing. ``landing_root`` is a local
+    folder or a location on object storage (an ``s3a://`` URI or a
+    :class:`~lakehouse_assets.location.Location`).
 
     "Next" continues after every file landed before, whether the manifest or the folder
     remembers it. ``start_index`` lands from that index instead (re-landing a file rewrites the
@@ -104,11 +118,11 @@ def land(
     config = _config(seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
                      bad_kinds=bad_kinds, patient_count=patient_count,
                      device_count=device_count, files_per_year=files_per_year)
-    return _Lander(Path(landing_root), config).land(files=files, start_index=start_index)
+    return _Lander(landing_location(landing_root), config).land(files=files, start_index=start_index)
 
 
 def land_continuously(
-    landing_root: Path | str,
+    landing_root: Location | Path | str,
     *,
     interval_seconds: float,
     stop_event: threading.Event | None = None,
@@ -138,7 +152,7 @@ def land_continuously(
     config = _config(seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
                      bad_kinds=bad_kinds, patient_count=patient_count,
                      device_count=device_count, files_per_year=files_per_year)
-    lander = _Lander(Path(landing_root), config)
+    lander = _Lander(landing_location(landing_root), config)
     # A private event stands in for "never stopped", so one wait() serves both cases.
     stop = stop_event if stop_event is not None else threading.Event()
     landed: list[LandedFile] = []
@@ -156,22 +170,22 @@ def land_continuously(
         if max_files is not None and len(landed) >= max_files:
             break  # do not make the caller wait an interval for nothing
         stop.wait(interval_seconds)
-    return LandingResult(landing_root=lander.layout.root,
-                         patients_path=lander.layout.patients_csv,
+    return LandingResult(landing_root=landed_path(lander.layout.root),
+                         patients_path=landed_path(lander.layout.patients_csv),
                          patients_written=patients_written, files=tuple(landed))
 
 
-def next_file_index(landing_root: Path | str) -> int:
+def next_file_index(landing_root: Location | Path | str) -> int:
     """The index the next landed file will get: one past the furthest file that the manifest
     or the folder knows of (1 for an empty folder)."""
-    layout = LandingLayout(Path(landing_root))
+    layout = LandingLayout(landing_location(landing_root))
     return _next_index(layout, read_manifest(layout.root))
 
 
 class _Lander:
     """One data set landing into one folder; builds the data set's patients only once."""
 
-    def __init__(self, root: Path, config: SimulatorConfig) -> None:
+    def __init__(self, root: Location, config: SimulatorConfig) -> None:
         self.layout = LandingLayout(root)
         self.config = config
         self.dataset = Dataset(config)
@@ -181,9 +195,12 @@ class _Lander:
         if start_index is not None:
             _require_count("start_index", start_index, minimum=1)
         layout, config = self.layout, self.config
-        layout.recordings_dir.mkdir(parents=True, exist_ok=True)
-        with _locked(layout.lock):
-            _remove_stale_temporaries(layout)
+        layout.recordings_dir.mkdir()
+        with landing_lock(layout.root, RECORDINGS_DIR):
+            # Under the lock, a temporary file is a dead lander's: ingestion skips it, but it
+            # must not pile up.
+            remove_temporaries(layout.recordings_dir)
+            remove_temporaries(layout.patients_dir)
             identity = DatasetIdentity.of(config)
             manifest = read_manifest(layout.root)
             if manifest is not None and manifest.dataset != identity:
@@ -208,14 +225,15 @@ class _Lander:
                     fsync_directory(layout.recordings_dir)
                     base = manifest if manifest is not None else LandingManifest(identity)
                     write_manifest(layout.root, base.with_files(landed))
-        return LandingResult(landing_root=layout.root, patients_path=layout.patients_csv,
+        return LandingResult(landing_root=landed_path(layout.root),
+                             patients_path=landed_path(layout.patients_csv),
                              patients_written=patients_written, files=tuple(landed))
 
     def _land_files(self, indexes: range) -> list[LandedFile]:
         generated = [self.dataset.file(index) for index in indexes]
         paths = [self.layout.recording(g.index) for g in generated]
         write_all_atomically([(path, g.content) for path, g in zip(paths, generated, strict=True)])
-        return [LandedFile(index=g.index, path=path, start_time=g.start_time,
+        return [LandedFile(index=g.index, path=landed_path(path), start_time=g.start_time,
                            end_time=g.end_time, bad_rate=self.config.bad_rate,
                            bad_kinds=self.config.bad_kinds, counts=g.counts)
                 for path, g in zip(paths, generated, strict=True)]
@@ -223,16 +241,16 @@ class _Lander:
     def _ensure_patients(self) -> bool:
         path = self.layout.patients_csv
         expected = self.dataset.patients_csv()
-        if path.exists():
+        if (found := read_bytes(path)) is not None:
             # Every count the lander reports (unknown_patient above all) assumes this exact
             # CSV, so a CSV from another seed or an edited one must not pass silently.
-            if path.read_bytes() != expected:
+            if found != expected:
                 raise LandingStateError(
                     f"{path} is not the patients CSV of seed {self.config.seed} with "
                     f"{self.config.patient_count} patients; the recordings' patients would not "
                     "match it. Land with the seed it was made with, or remove it.")
             return False
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir()
         write_atomically(path, expected)
         fsync_directory(path.parent)
         return True
@@ -263,23 +281,3 @@ def _require_count(name: str, value: object, *, minimum: int = 0) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(f"{name} must be a whole number >= {minimum}, got {value!r}")
 
-
-@contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    # flock, not a create-exclusive file: the kernel releases it if the lander dies, so a
-    # crash never leaves the folder locked.
-    with open(lock_path, "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _remove_stale_temporaries(layout: LandingLayout) -> None:
-    # Only called under the lock, so any temporary file left is from a lander that died.
-    for folder in (layout.recordings_dir, layout.patients_dir):
-        if folder.is_dir():
-            for path in folder.iterdir():
-                if is_temporary_name(path.name):
-                    path.unlink(missing_ok=True)

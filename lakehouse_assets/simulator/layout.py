@@ -4,23 +4,49 @@
       patients/patients.csv            the PII lookup (mrn,name), written once
       recordings/recordings-000001.json  one JSON-lines file per slice of 2020, in order
       recordings/_manifest.json        what was landed, with per-kind counts
-      recordings/.lander.lock          serializes landers (never data)
+      _locks/recordings.lock           serializes the landers of recordings/ (never data)
 
 Ingestion treats names starting with ``_`` or ``.``, and names ending ``.tmp`` or ``.partial``,
-as not data, so the manifest, the lock and files being written are never read as recordings.
+as not data, so the manifest, the locks and files being written are never read as recordings.
+
+The landing root is a local folder or a prefix on S3-API object storage (a
+:class:`~lakehouse_assets.location.Location`); the layout is the same on both.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
+
+from lakehouse_assets.location import Location, locate
 
 RECORDINGS_DIR = "recordings"
 PATIENTS_DIR = "patients"
 PATIENTS_FILE = "patients.csv"
 MANIFEST_FILE = "_manifest.json"
-LOCK_FILE = ".lander.lock"
+
+#: A landed file or folder as the simulator's results name it: a local :class:`~pathlib.Path`
+#: on a disk (what callers open, stat and move, as before object storage), a
+#: :class:`~lakehouse_assets.location.Location` on object storage.
+LandedPath = Path | Location
+
+
+def landing_location(landing_root: Location | Path | str) -> Location:
+    """The landing root as a location: a location as it is, a local path, or a string that is a
+    local path or an ``s3a://`` URI."""
+    if isinstance(landing_root, Location):
+        return landing_root
+    if isinstance(landing_root, PurePath):
+        # A path is never a URI: '#', '?' or '%' in a folder's name stay as they are.
+        return Location(os.path.abspath(landing_root))
+    return locate(landing_root)
+
+
+def landed_path(location: Location) -> LandedPath:
+    """How results name ``location``: see :data:`LandedPath`."""
+    return Path(location.path) if location.is_local else location
 
 _RECORDING_NAME = re.compile(r"recordings-(\d{6})\.json")
 _TEMPORARY_NAME = re.compile(r"\..+\.\d+\.tmp")
@@ -56,37 +82,31 @@ def is_temporary_name(name: str) -> bool:
 
 @dataclass(frozen=True)
 class LandingLayout:
-    """The paths of one landing folder."""
+    """The locations of one landing folder."""
 
-    root: Path
+    root: Location
 
     @property
-    def recordings_dir(self) -> Path:
+    def recordings_dir(self) -> Location:
         return self.root / RECORDINGS_DIR
 
     @property
-    def patients_dir(self) -> Path:
+    def patients_dir(self) -> Location:
         return self.root / PATIENTS_DIR
 
     @property
-    def patients_csv(self) -> Path:
+    def patients_csv(self) -> Location:
         return self.patients_dir / PATIENTS_FILE
 
     @property
-    def manifest(self) -> Path:
+    def manifest(self) -> Location:
         return self.recordings_dir / MANIFEST_FILE
 
-    @property
-    def lock(self) -> Path:
-        return self.recordings_dir / LOCK_FILE
-
-    def recording(self, index: int) -> Path:
-        """The path of recordings file ``index``."""
+    def recording(self, index: int) -> Location:
+        """The location of recordings file ``index``."""
         return self.recordings_dir / recording_file_name(index)
 
     def landed_indexes(self) -> list[int]:
         """The indexes of the recordings files now in the folder, ascending."""
-        if not self.recordings_dir.is_dir():
-            return []
-        indexes = (recording_file_index(p.name) for p in self.recordings_dir.iterdir())
+        indexes = (recording_file_index(name) for name in self.recordings_dir.names())
         return sorted(i for i in indexes if i is not None)

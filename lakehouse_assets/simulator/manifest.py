@@ -14,11 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lakehouse_assets.simulator._atomic import write_atomically
+from lakehouse_assets.location import Location
+from lakehouse_assets.simulator._atomic import read_bytes, write_atomically
 from lakehouse_assets.simulator.config import SimulatorConfig
 from lakehouse_assets.simulator.errors import LandingStateError
 from lakehouse_assets.simulator.kinds import RecordCounts, RecordKind
-from lakehouse_assets.simulator.layout import LandingLayout, recording_file_name
+from lakehouse_assets.simulator.layout import (
+    LandedPath,
+    LandingLayout,
+    landed_path,
+    landing_location,
+)
 
 MANIFEST_FORMAT = 1
 
@@ -44,7 +50,8 @@ class LandedFile:
 
     #: 1-based position in the data set: file k covers the k-th slice of 2020.
     index: int
-    path: Path
+    #: A local path on a disk, a location on object storage.
+    path: LandedPath
     #: The slice ``[start_time, end_time)`` of 2020, unix seconds, its records' times fall in.
     start_time: float
     end_time: float
@@ -80,15 +87,15 @@ class LandingManifest:
         return LandingManifest(self.dataset, tuple(by_index[i] for i in sorted(by_index)))
 
 
-def read_manifest(landing_root: Path | str) -> LandingManifest | None:
-    """The manifest of a landing folder, or None if nothing was landed there yet."""
-    layout = LandingLayout(Path(landing_root))
-    try:
-        text = layout.manifest.read_text(encoding="utf-8")
-    except FileNotFoundError:
+def read_manifest(landing_root: Location | Path | str) -> LandingManifest | None:
+    """The manifest of a landing folder (local, or on object storage), or None if nothing was
+    landed there yet."""
+    layout = LandingLayout(landing_location(landing_root))
+    data = read_bytes(layout.manifest)
+    if data is None:
         return None
     try:
-        return _decode(json.loads(text), layout)
+        return _decode(json.loads(data.decode("utf-8")), layout)
     except (ValueError, KeyError, TypeError) as exc:
         raise LandingStateError(
             f"The landing manifest {layout.manifest} is unreadable ({exc}). It is rewritten on "
@@ -96,9 +103,9 @@ def read_manifest(landing_root: Path | str) -> LandingManifest | None:
             "(their per-kind counts are then lost).") from exc
 
 
-def write_manifest(landing_root: Path | str, manifest: LandingManifest) -> None:
+def write_manifest(landing_root: Location | Path | str, manifest: LandingManifest) -> None:
     """Replace the landing folder's manifest atomically."""
-    layout = LandingLayout(Path(landing_root))
+    layout = LandingLayout(landing_location(landing_root))
     write_atomically(layout.manifest, _encode(manifest).encode("utf-8"))
 
 
@@ -130,7 +137,7 @@ def _decode(data: dict[str, Any], layout: LandingLayout) -> LandingManifest:
     files = tuple(
         LandedFile(
             index=int(entry["index"]),
-            path=layout.recordings_dir / recording_file_name(int(entry["index"])),
+            path=landed_path(layout.recording(int(entry["index"]))),
             start_time=float(entry["start_time"]), end_time=float(entry["end_time"]),
             bad_rate=float(entry["bad_rate"]),
             bad_kinds=tuple(RecordKind(k) for k in entry["bad_kinds"]),

@@ -22,7 +22,7 @@ What it guarantees:
   those of the 3 files before it), so the same settings and the same number of files landed so
   far always give byte-identical files, in any process;
 - numbering continues after the files in the folder, and landers on one folder take turns;
-- each file appears whole or not at all.
+- each file appears whole or not at all, on a local disk as on object storage.
 
 The seed, ``changes_per_file``, ``late_share`` and the patients identify the feed: a folder
 holds one feed, and landing another into it is refused.
@@ -37,7 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lakehouse_assets.errors import ConfigurationError
-from lakehouse_assets.simulator._atomic import fsync_directory, write_all_atomically
+from lakehouse_assets.location import Location
+from lakehouse_assets.simulator._atomic import (
+    fsync_directory,
+    read_bytes,
+    remove_temporaries,
+    write_all_atomically,
+)
+from lakehouse_assets.simulator._lock import landing_lock
 from lakehouse_assets.simulator._random import Stream, rng
 from lakehouse_assets.simulator.config import (
     DEFAULT_DEVICE_COUNT,
@@ -46,8 +53,8 @@ from lakehouse_assets.simulator.config import (
     SimulatorConfig,
 )
 from lakehouse_assets.simulator.errors import LandingStateError
-from lakehouse_assets.simulator.lander import _locked, _require_count
-from lakehouse_assets.simulator.layout import LOCK_FILE, LandingLayout, is_temporary_name
+from lakehouse_assets.simulator.lander import _require_count
+from lakehouse_assets.simulator.layout import LandedPath, LandingLayout, landed_path, landing_location
 from lakehouse_assets.simulator.patients import generate_patients, patients_csv
 
 PATIENT_CHANGES_DIR = "patient_changes"
@@ -78,10 +85,10 @@ _FILE_NAME = re.compile(r"patient_changes-(\d{6})\.json")
 class PatientChangesResult:
     """What one call of :func:`land_patient_changes` landed."""
 
-    #: ``<landing_root>/patient_changes``.
-    folder: Path
+    #: ``<landing_root>/patient_changes``: a local path on a disk, a location on object storage.
+    folder: LandedPath
     #: The files landed by this call, in landing order.
-    paths: tuple[Path, ...]
+    paths: tuple[LandedPath, ...]
     #: Changes of each op in those files.
     upserts: int
     deletes: int
@@ -93,7 +100,7 @@ class PatientChangesResult:
 
 
 def land_patient_changes(
-    landing_root: Path | str,
+    landing_root: Location | Path | str,
     *,
     files: int,
     changes_per_file: int = DEFAULT_CHANGES_PER_FILE,
@@ -103,7 +110,8 @@ def land_patient_changes(
     device_count: int = DEFAULT_DEVICE_COUNT,
 ) -> PatientChangesResult:
     """Land the next ``files`` files of patient changes into
-    ``<landing_root>/patient_changes/``, numbered after the files already there.
+    ``<landing_root>/patient_changes/`` (a local folder or a location on object storage),
+    numbered after the files already there.
 
     Each file's ``seq`` block holds ``changes_per_file`` changes, of which
     ``round(late_share * changes_per_file)`` (at most all but one) land in a later file. The
@@ -126,23 +134,22 @@ def land_patient_changes(
                                  device_count=config.device_count)
     feed = _Feed(seed=seed, mrns=tuple(p.mrn for p in patients)[:_CHANGING_PATIENTS],
                  changes_per_file=changes_per_file, late_share=late_share)
-    layout = LandingLayout(Path(landing_root))
+    layout = LandingLayout(landing_location(landing_root))
     folder = layout.root / PATIENT_CHANGES_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    with _locked(folder / LOCK_FILE):
+    folder.mkdir()
+    with landing_lock(layout.root, PATIENT_CHANGES_DIR):
         # Under the lock, a temporary file is a dead lander's: ingestion skips it, but it
         # must not pile up.
-        for path in folder.iterdir():
-            if is_temporary_name(path.name):
-                path.unlink(missing_ok=True)
+        remove_temporaries(folder)
         csv = layout.patients_csv
-        if csv.exists() and csv.read_bytes() != patients_csv(patients):
+        found = read_bytes(csv)
+        if found is not None and found != patients_csv(patients):
             raise LandingStateError(
                 f"{csv} is not the patients CSV of seed {seed} with {patient_count} patients; "
                 "the changes would name patients not in it. Land with the seed it was made "
                 "with, or into another landing folder.")
         landed = _landed_indexes(folder)
-        if landed and (folder / _file_name(landed[-1])).read_bytes() != _content(feed.file(landed[-1])):
+        if landed and read_bytes(folder / _file_name(landed[-1])) != _content(feed.file(landed[-1])):
             # Another feed's seq blocks would overlap this one's, and its late changes would
             # never arrive.
             raise LandingStateError(
@@ -161,7 +168,7 @@ def land_patient_changes(
         if files:
             fsync_directory(folder)  # one directory sync makes every rename above durable
     deletes = sum(change.op == _DELETE for file_changes in changes for change in file_changes)
-    return PatientChangesResult(folder=folder, paths=paths,
+    return PatientChangesResult(folder=landed_path(folder), paths=tuple(map(landed_path, paths)),
                                 upserts=sum(map(len, changes)) - deletes, deletes=deletes)
 
 
@@ -170,8 +177,8 @@ def _file_name(index: int) -> str:
     return f"patient_changes-{index:06d}.json"
 
 
-def _landed_indexes(folder: Path) -> list[int]:
-    matches = (_FILE_NAME.fullmatch(path.name) for path in folder.iterdir())
+def _landed_indexes(folder: Location) -> list[int]:
+    matches = (_FILE_NAME.fullmatch(name) for name in folder.names())
     return sorted(int(match.group(1)) for match in matches if match)
 
 

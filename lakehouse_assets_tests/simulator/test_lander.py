@@ -147,7 +147,9 @@ def test_landing_leaves_no_temporary_files(landing: Path) -> None:
     names = [p.name for folder in (landing / "recordings", landing / "patients")
              for p in folder.iterdir()]
     assert not [n for n in names if n.endswith((".tmp", ".partial"))]
-    assert [n for n in names if n.startswith(".")] == [".lander.lock"]
+    assert not [n for n in names if n.startswith(".")]
+    # The landers' lock lies beside the sources, in a folder neither sources nor ingestion read.
+    assert sorted(p.name for p in landing.iterdir()) == ["_locks", "patients", "recordings"]
 
 
 def test_a_failed_write_leaves_neither_partial_nor_temporary_files(
