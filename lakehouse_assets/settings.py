@@ -33,6 +33,7 @@ DELTA_JAR_SUMS = PROJECT_JARS / "SHA256SUMS"
 CHECKPOINTS_DIR = "_checkpoints"
 SCHEMAS_DIR = "_schemas"
 ENGINE_DIR = "_engine"
+DEFAULT_STATE_HOME = Path("~/.local/state/lakehouse").expanduser()
 LOGS_DIR = "_logs"
 LANDING_DIR = "landing"
 # Under a table's checkpoint: one checkpoint per append flow, for a table several flows fill.
@@ -71,6 +72,9 @@ class LakehouseSettings:
     dagster_home: Path | None = None
     #: How S3-API object storage is reached (the AWS variables).
     object_store: ObjectStore = field(default_factory=ObjectStore)
+    #: Where this machine keeps its own files of a lakehouse on object storage
+    #: (``$XDG_STATE_HOME/lakehouse``, by default ``~/.local/state/lakehouse``).
+    state_home: Path = DEFAULT_STATE_HOME
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LakehouseSettings:
@@ -125,6 +129,8 @@ class LakehouseSettings:
                             for folder in env.get("LAKEHOUSE_PIPELINES", "").split(os.pathsep) if folder.strip()),
             dagster_home=Path(env["DAGSTER_HOME"]).expanduser().resolve() if env.get("DAGSTER_HOME") else None,
             object_store=store,
+            state_home=(Path(env["XDG_STATE_HOME"]).expanduser().resolve() / "lakehouse"
+                        if env.get("XDG_STATE_HOME") else DEFAULT_STATE_HOME),
         )
 
     def layer_path(self, layer: str) -> Location:
@@ -144,13 +150,22 @@ class LakehouseSettings:
         """The streaming checkpoint of the query that writes ``layer.name``."""
         return self.root / CHECKPOINTS_DIR / _safe_part(layer) / _safe_part(name)
 
-    def engine_path(self) -> Location:
-        """Where the managed Spark Connect engine keeps its pid, token, settings and log."""
-        return self.root / ENGINE_DIR
+    def machine_path(self) -> Path:
+        """Where this machine keeps its own files of the lakehouse (a process's pid, the engine's
+        token, logs), which mean nothing on another machine: the root itself on a local disk;
+        for a root on object storage, ``<state_home>/<bucket>/<prefix>``."""
+        if self.root.is_local:
+            return Path(self.root.uri)
+        return self.state_home / self.root.path
 
-    def log_path(self, name: str) -> Location:
-        """A log file of the lakehouse's own: ``$LAKEHOUSE_ROOT/_logs/<name>``."""
-        return self.root / LOGS_DIR / _safe_part(name)
+    def engine_path(self) -> Path:
+        """Where the managed Spark Connect engine keeps its pid, token, settings and log:
+        ``_engine`` under :meth:`machine_path`."""
+        return self.machine_path() / ENGINE_DIR
+
+    def log_path(self, name: str) -> Path:
+        """A log file of the lakehouse's own: ``_logs/<name>`` under :meth:`machine_path`."""
+        return self.machine_path() / LOGS_DIR / _safe_part(name)
 
     def schema_path(self, layer: str, name: str) -> Location:
         """Where ingestion stores the inferred schema of ``layer.name``."""

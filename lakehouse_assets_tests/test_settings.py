@@ -117,6 +117,16 @@ def test_the_engine_url_and_port_are_read_and_checked() -> None:
         LakehouseSettings.from_env({"LAKEHOUSE_ENGINE_PORT": "70000"})
 
 
+def test_what_belongs_to_one_machine_stays_on_it_when_the_root_is_on_a_store(tmp_path: Path) -> None:
+    # A pid, a token or a log names this machine's processes: on a shared store they would
+    # mislead every other machine, and the token would be readable by anyone with the bucket.
+    on_store = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": "s3a://bucket/team/lake", "XDG_STATE_HOME": str(tmp_path)})
+    assert on_store.engine_path() == tmp_path.resolve() / "lakehouse" / "bucket" / "team" / "lake" / "_engine"
+    assert on_store.log_path("spark.log") == tmp_path.resolve() / "lakehouse" / "bucket" / "team" / "lake" / "_logs" / "spark.log"
+    local = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path / "lake"), "XDG_STATE_HOME": str(tmp_path)})
+    assert local.engine_path() == tmp_path.resolve() / "lake" / "_engine"
+
+
 def test_the_resource_takes_its_root_as_the_environment_does() -> None:
     from lakehouse_assets.spark import SparkResource
 

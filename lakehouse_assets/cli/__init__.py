@@ -173,7 +173,7 @@ def _spark_settings(settings: LakehouseSettings, *, embedded: bool, verbose: boo
             return attached
     if verbose:
         return settings
-    return replace(settings, spark_log=settings.log_path(SPARK_LOG).local("A command's Spark log"))
+    return replace(settings, spark_log=settings.log_path(SPARK_LOG))
 
 
 def _engine_session() -> object | None:

@@ -1,4 +1,5 @@
-"""Where the managed engine keeps its state: ``$LAKEHOUSE_ROOT/_engine/``.
+"""Where the managed engine keeps its state: ``$LAKEHOUSE_ROOT/_engine/``, or on this machine
+for a lakehouse on object storage (:meth:`~lakehouse_assets.settings.LakehouseSettings.machine_path`).
 
 The token file and the settings file (which holds the token too) are readable by their
 owner only: the engine runs whatever code its clients send, so the token is the key to it.
@@ -28,7 +29,7 @@ class EngineFiles:
 
     @classmethod
     def of(cls, settings: LakehouseSettings) -> EngineFiles:
-        return cls(settings.engine_path().local("The managed engine's files (pid, token, log)"))
+        return cls(settings.engine_path())
 
     @property
     def marker(self) -> str:

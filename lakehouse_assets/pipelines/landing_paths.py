@@ -19,11 +19,13 @@ Auto Loader and ``read_files`` read them with Databricks' defaults (:func:`auto_
 from __future__ import annotations
 
 import os
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakehouse_assets.location import Location, locate
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
 
@@ -38,7 +40,7 @@ class LandedPath:
     path names (None: all of them)."""
 
     source: str
-    folder: Path
+    folder: Location
     pattern: str | None
 
     @property
@@ -65,33 +67,44 @@ def mounts(project: PipelineProject) -> list[tuple[str, str]]:
 def landed_path(path: str, project: PipelineProject, settings: LakehouseSettings,
                 where: SourceLocation | None = None) -> LandedPath:
     """Where the files at ``path`` (as a flow of ``project`` names them) land in the lakehouse
-    of ``settings``; a path neither under the landing root nor mounted is refused."""
-    landing = (settings.root / LANDING_DIR).local("Reading a pipeline's landing paths")
-    local = _mounted(path, project, landing)
-    local = local if local.is_absolute() else project.folder / local
-    local = Path(os.path.realpath(local))  # as the landing root is: symlinks resolved, globs kept
+    of ``settings``; a path neither under the landing root nor mounted is refused. On object
+    storage a path names its objects (``s3://bucket/...``, read as ``s3a://``)."""
+    landing = settings.root / LANDING_DIR
     at = f"{where}: " if where else ""
-    try:
-        parts = local.relative_to(landing).parts
-    except ValueError:
+    target = _target(_mounted(path, project, landing), project, landing)
+    below = target.removeprefix(landing.uri.rstrip("/") + "/")
+    if below == target:
         raise PipelineError(
             f"{at}the flow reads files at {path}, outside the lakehouse's landing folders ({landing}/<source>); "
             f"land them in one and name it in the code or the pipeline's configuration, or map the path with "
-            f"{MOUNTS} ({path.rstrip('/').rsplit('/', 1)[0]} = <folder under {landing}>)") from None
+            f"{MOUNTS} ({path.rstrip('/').rsplit('/', 1)[0]} = <folder under {landing}>)")
+    parts = [part for part in below.split("/") if part]
     if not parts or any(char in parts[0] for char in "*?[{"):
-        raise PipelineError(f"{at}the flow reads {local}, which names no landing folder: name one "
+        raise PipelineError(f"{at}the flow reads {target}, which names no landing folder: name one "
                             f"({landing}/<source>, optionally followed by a sub-folder, file or glob)")
     return LandedPath(parts[0], landing / parts[0], "/".join(parts[1:]) or None)
 
 
-def _mounted(path: str, project: PipelineProject, landing: Path) -> Path:
+def _target(written: str, project: PipelineProject, landing: Location) -> str:
+    """The absolute path or URI of what ``written`` names, as the landing root is spelled: a local
+    path relative to the pipeline's folder and with symlinks resolved (globs kept), or an object
+    store's key as ``s3a://``."""
+    if "://" in written:
+        bucket, _, key = locate(written, landing.store).path.partition("/")
+        return f"s3a://{bucket}/{posixpath.normpath(key)}"
+    local = Path(written)
+    local = local if local.is_absolute() else project.folder / local
+    return os.path.realpath(local)
+
+
+def _mounted(path: str, project: PipelineProject, landing: Location) -> str:
     """``path`` with a mounted prefix replaced by its folder (under ``landing`` when relative)."""
     written = path.removeprefix("file:")
     for prefix, folder in mounts(project):
         if written == prefix or written.startswith(prefix + "/"):
-            target = Path(folder) if Path(folder).is_absolute() else landing / folder
-            return Path(str(target) + written[len(prefix):])
-    return Path(written)
+            target = folder if folder.startswith("/") or "://" in folder else str(landing / folder)
+            return target + written[len(prefix):]
+    return written
 
 
 def auto_loader_defaults(fmt: str, options: Mapping[str, Any], *, read_files: bool = False) -> dict[str, Any]:

@@ -154,6 +154,22 @@ def test_a_path_lands_in_the_folder_its_first_part_names_with_the_rest_its_patte
         landed_path(f"{landing}/*.json", project, settings)
 
 
+def test_on_object_storage_a_path_lands_as_its_key_names_it(tmp_path) -> None:
+    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": "s3a://bucket/lake"})
+    project = load_project(_project(tmp_path))
+
+    glob = landed_path("s3://bucket/lake/landing/retail/batch_*/orders.csv", project, settings)
+    assert (glob.source, glob.pattern, glob.spark_path) == (
+        "retail", "batch_*/orders.csv", "s3a://bucket/lake/landing/retail/batch_*/orders.csv")
+    mounted = landed_path("/Volumes/main/ref/regions/", project, settings)
+    assert (mounted.source, mounted.pattern, mounted.spark_path) == (
+        "ref", "regions", "s3a://bucket/lake/landing/ref/regions")
+    by_root = landed_path("/databricks-datasets/retail-org/customers/2024/01.json", project, settings)
+    assert (by_root.source, by_root.pattern) == ("customers", "2024/01.json")
+    with pytest.raises(PipelineError, match=r"outside the lakehouse's landing folders \(s3a://bucket/lake/landing"):
+        landed_path("s3a://other-bucket/lake/landing/orders", project, settings)
+
+
 def test_a_path_pattern_names_files_and_folders_part_by_part() -> None:
     assert path_matches("batch_1/orders.csv", "batch_*/orders.csv")
     assert not path_matches("batch_1/customers.csv", "batch_*/orders.csv")
