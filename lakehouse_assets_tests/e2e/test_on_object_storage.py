@@ -1,18 +1,23 @@
 """The reference pipeline with its root on S3-API object storage (s3proxy on loopback): landed
-files reach gold through Dagster, a later file reaches it again from the checkpoints on the
-store, and gold matches what the landed files say, computed without Spark."""
+files reach gold through Dagster; a later file reaches it from the checkpoints on the store,
+with two runs of the same tables started at once (Delta's S3 log store assumes one writer per
+table: the tables' locks on the store keep them one after the other); and gold matches what
+the landed files say, computed without Spark, so no batch was lost or counted twice."""
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import dagster as dg
 import pytest
 
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.storage import lakehouse_store
-from lakehouse_assets_tests.assets.pipeline import materialize
+from lakehouse_assets_tests.assets.pipeline import materialization_metadata, materialize
 from lakehouse_assets_tests.e2e.reference import daily_avg_differences, device_count_differences, expected_gold
 
 pytestmark = pytest.mark.slow
@@ -34,13 +39,27 @@ def _land(settings: LakehouseSettings, twin: Path, files: int) -> None:
     land(twin, files=files, **RECORDINGS)  # type: ignore[arg-type]
 
 
-def test_landed_files_reach_gold_on_the_store_and_a_later_file_follows(
+def _materialize_at_once(runs: int) -> list[dg.ExecuteInProcessResult]:
+    start = threading.Barrier(runs)
+
+    def run() -> dg.ExecuteInProcessResult:
+        start.wait()
+        return materialize(TO_GOLD)
+
+    with ThreadPoolExecutor(runs) as pool:
+        return [done.result() for done in [pool.submit(run) for _ in range(runs)]]
+
+
+def test_landed_files_reach_gold_on_the_store_and_later_files_follow_with_two_runs_at_once(
         store_settings: LakehouseSettings, tmp_path: Path) -> None:
     twin = tmp_path / "landing"
-    for files in (2, 1):
+    for files, runs in ((2, 1), (1, 2)):
         _land(store_settings, twin, files)
-        result = materialize(TO_GOLD)
-        assert result.success
+        results = _materialize_at_once(runs)
+        assert all(result.success for result in results)
+        # One run read the new file; the other waited for the table and found nothing new.
+        written = [materialization_metadata(r)["bronze/recordings"]["written_version"] for r in results]
+        assert sorted(version == "none (nothing new)" for version in written) == [False] + [True] * (runs - 1)
         expected = expected_gold(twin)
         problems = daily_avg_differences(_rows(store_settings, "gold", "daily_patient_avg"), expected)
         problems += device_count_differences(_rows(store_settings, "gold", "device_counts"), expected)
