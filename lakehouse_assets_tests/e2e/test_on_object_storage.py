@@ -1,12 +1,16 @@
-"""The reference pipeline with its root on S3-API object storage (s3proxy on loopback): landed
-files reach gold through Dagster; a later file reaches it from the checkpoints on the store,
+"""The reference pipeline with its root on S3-API object storage (s3proxy on loopback), on a warm
+Spark Connect engine as ``make run`` runs it (the engine given the store as a user's
+environment gives it): landed files reach gold through Dagster; a later file reaches it from the checkpoints on the store,
 with two runs of the same tables started at once (Delta's S3 log store assumes one writer per
 table: the tables' locks on the store keep them one after the other); and gold matches what
 the landed files say, computed without Spark, so no batch was lost or counted twice."""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -14,11 +18,15 @@ from typing import Any
 import dagster as dg
 import pytest
 
+from lakehouse_assets.engine.files import EngineFiles
+from lakehouse_assets.engine.server import start_engine, stop_engine
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.storage import lakehouse_store
 from lakehouse_assets_tests.assets.pipeline import materialization_metadata, materialize
+from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 from lakehouse_assets_tests.e2e.reference import daily_avg_differences, device_count_differences, expected_gold
+from lakehouse_assets_tests.ports import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -39,6 +47,25 @@ def _land(settings: LakehouseSettings, twin: Path, files: int) -> None:
     land(twin, files=files, **RECORDINGS)  # type: ignore[arg-type]
 
 
+@pytest.fixture
+def engine_on_store(store_settings: LakehouseSettings, tmp_path: Path,
+                    monkeypatch: pytest.MonkeyPatch) -> Iterator[LakehouseSettings]:
+    """A managed engine of the lakehouse on the store, started from the environment (the AWS
+    variables included) as ``lakehouse engine start`` is, and the runs attached to it."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the engine's pid, token and log
+    monkeypatch.setenv("LAKEHOUSE_ENGINE_PORT", str(free_port()))
+    monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", json.dumps({**SMALL_DATA_CONF,
+                                                           "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS}))
+    settings = LakehouseSettings.from_env(dict(os.environ))
+    status = start_engine(settings, timeout_seconds=120)
+    try:
+        token = EngineFiles.of(settings).read_token()
+        monkeypatch.setenv("LAKEHOUSE_SPARK_REMOTE", f"sc://localhost:{status.port}/;token={token}")
+        yield settings
+    finally:
+        stop_engine(settings)
+
+
 def _materialize_at_once(runs: int) -> list[dg.ExecuteInProcessResult]:
     start = threading.Barrier(runs)
 
@@ -51,7 +78,8 @@ def _materialize_at_once(runs: int) -> list[dg.ExecuteInProcessResult]:
 
 
 def test_landed_files_reach_gold_on_the_store_and_later_files_follow_with_two_runs_at_once(
-        store_settings: LakehouseSettings, tmp_path: Path) -> None:
+        engine_on_store: LakehouseSettings, tmp_path: Path) -> None:
+    store_settings = engine_on_store
     twin = tmp_path / "landing"
     for files, runs in ((2, 1), (1, 2)):
         _land(store_settings, twin, files)
