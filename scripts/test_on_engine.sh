@@ -36,7 +36,8 @@ export LAKEHOUSE_SPARK_REMOTE
 # CDC; its SQL twin's statements are SQL assets, as in the replay test), Columns a pipeline file
 # built at its top level (recorded at load, built as Spark Connect plans in the run), a killed run, dagster dev from landing to gold (the sensors'
 # path) and the UI's Materialize all in Chromium: both as `make run` runs them, on its engine, and
-# here only.
+# here only; and the lakehouse on object storage, on an engine of its own started with the
+# store's credentials (here only: it needs no embedded session, and this pass ends first).
 # Arguments replace the list (any pytest arguments); PYTEST_EXTRA adds options to either (e.g. --junitxml=FILE).
 if [ $# -eq 0 ]; then
   set -- \
@@ -78,7 +79,8 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/pipelines/test_landing_paths.py::test_globs_mounts_and_dropped_rows_run_from_the_landing_sensors \
     "lakehouse_assets_tests/reliability/test_killed_run_on_engine.py::test_a_run_killed_mid_query_is_followed_by_a_whole_run[silver.recordings_enriched]" \
     lakehouse_assets_tests/e2e/test_land_to_gold.py \
-    lakehouse_assets_tests/e2e/test_ui.py
+    lakehouse_assets_tests/e2e/test_ui.py \
+    lakehouse_assets_tests/e2e/test_on_object_storage.py
 fi
 # A base temporary folder of its own: `make test` runs this beside the embedded pass, whose
 # pytest prunes old numbered folders under the shared one.

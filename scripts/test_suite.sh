@@ -31,13 +31,15 @@ connect=$!
 # first: conftest.py), in the order given, except that the files using the reference lakehouse
 # go to one worker together, which builds it once (conftest.py's ReferenceLakehouseScheduling).
 # The long crash campaigns (marker `campaign`) are `make test-all`'s. Landing to gold through
-# sensors and the UI's Materialize all run in the Connect pass, as `make run` runs them.
+# sensors and the UI's Materialize all run in the Connect pass, as `make run` runs them, and so
+# does the lakehouse on object storage (on an engine of its own).
 embedded_rc=0
 "$BIN/python" -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --durations=20 \
   --junitxml=test-artifacts/embedded-pass.xml \
   -m "not campaign" \
   --deselect lakehouse_assets_tests/e2e/test_land_to_gold.py \
-  --deselect lakehouse_assets_tests/e2e/test_ui.py "$@" || embedded_rc=$?
+  --deselect lakehouse_assets_tests/e2e/test_ui.py \
+  --deselect lakehouse_assets_tests/e2e/test_on_object_storage.py "$@" || embedded_rc=$?
 embedded=$((SECONDS - started))
 
 wait "$lint" || true

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +28,7 @@ from lakehouse_assets_tests.assets.pipeline import materialization_metadata, mat
 from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 from lakehouse_assets_tests.e2e.reference import daily_avg_differences, device_count_differences, expected_gold
 from lakehouse_assets_tests.ports import free_port
+from lakehouse_assets_tests.s3_server import S3Server
 
 pytestmark = pytest.mark.slow
 
@@ -48,10 +50,11 @@ def _land(settings: LakehouseSettings, twin: Path, files: int) -> None:
 
 
 @pytest.fixture
-def engine_on_store(store_settings: LakehouseSettings, tmp_path: Path,
-                    monkeypatch: pytest.MonkeyPatch) -> Iterator[LakehouseSettings]:
-    """A managed engine of the lakehouse on the store, started from the environment (the AWS
-    variables included) as ``lakehouse engine start`` is, and the runs attached to it."""
+def engine_on_store(on_s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LakehouseSettings]:
+    """A lakehouse on a new bucket of the server, and a managed engine of it started from the
+    environment (the AWS variables included) as ``lakehouse engine start`` is, the runs attached
+    to it (in the Connect pass too: this engine, not the pass's, which has no credentials)."""
+    monkeypatch.setenv("LAKEHOUSE_ROOT", f"s3a://{on_s3.bucket(f'lake-{uuid.uuid4().hex[:12]}')}/lake")
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the engine's pid, token and log
     monkeypatch.setenv("LAKEHOUSE_ENGINE_PORT", str(free_port()))
     monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", json.dumps({**SMALL_DATA_CONF,
