@@ -1,4 +1,5 @@
-"""``lakehouse verify``: check the exactly-once invariants on the tables as they are on disk.
+"""``lakehouse verify``: check the exactly-once invariants on the tables as they are stored
+(on a local disk or S3-API object storage).
 
 Read with delta-rs and pyarrow (Dagster only to load the declarations; Spark only to run an
 incrementally kept table's query in batch), so it judges the tables independently of the code

@@ -1,4 +1,5 @@
-"""Reliability: the exactly-once invariants, checked on the tables as they are on disk.
+"""Reliability: the exactly-once invariants, checked on the tables as they are stored
+(on a local disk or S3-API object storage).
 
 ``check_all(settings)`` reads every table with delta-rs and pyarrow and reports each broken
 promise with the table and rows concerned, for the tables the declarations put in a flow

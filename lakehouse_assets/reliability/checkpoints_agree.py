@@ -4,9 +4,10 @@ holds a batch of its query id)."""
 
 from __future__ import annotations
 
+from lakehouse_assets.location import Location
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.flows import Flows
-from lakehouse_assets.reliability.reading import CHECKS, table_path
+from lakehouse_assets.reliability.reading import table_path
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import CHECKPOINTS_DIR, FLOWS_DIR, LakehouseSettings
 from lakehouse_assets.storage.discovery import discover_tables
@@ -23,19 +24,14 @@ def check_checkpoints_agree(settings: LakehouseSettings, flows: Flows) -> Invari
     from lakehouse_assets.storage import lakehouse_store
 
     result = InvariantResult(CHECKPOINTS_AGREE, "checkpoints and tables agree")
-    base = (settings.root / CHECKPOINTS_DIR).local(CHECKS)
-    # A table's query keeps <layer>/<name>; a table filled by several append flows, one
-    # checkpoint per flow under it (<layer>/<name>/flows/<flow>).
-    folders = sorted(p for pattern in ("*/*", f"*/*/{FLOWS_DIR}/*") for p in base.glob(pattern)
-                     if p.is_dir() and not p.name.startswith(".") and p.name != FLOWS_DIR) if base.is_dir() else []
+    folders = _checkpoint_folders(settings.root / CHECKPOINTS_DIR)
     if not folders:
         result.skipped = "no checkpoints yet"
         return result
     store = lakehouse_store(settings)
     writers = _tables_by_query(settings)
-    for folder in folders:
-        layer, table = folder.relative_to(base).parts[:2]
-        name = f"{layer}.{table}"
+    for parts, folder in folders:
+        name = ".".join(parts[:2])
         try:
             state = Checkpoint(str(folder), name).state()
         except CorruptCheckpointError as exc:
@@ -55,6 +51,23 @@ def check_checkpoints_agree(settings: LakehouseSettings, flows: Flows) -> Invari
                 why = delta_files.error_summary(exc)
                 result.add(table, f"cannot compare checkpoint {folder} with the table: {why}")
     return result
+
+
+def _checkpoint_folders(base: Location) -> list[tuple[tuple[str, ...], Location]]:
+    """The checkpoint folders under ``base``, each with its parts below it, in path order. A
+    table's query keeps ``<layer>/<name>``; a table filled by several append flows, one
+    checkpoint per flow under it (``<layer>/<name>/flows/<flow>``). Folders named ``.…`` (a
+    damaged checkpoint a repair kept aside) are none."""
+    found: list[tuple[tuple[str, ...], Location]] = []
+    for layer in base.folders():
+        for table in (base / layer).folders():
+            if table.startswith(".") or table == FLOWS_DIR:
+                continue
+            found.append(((layer, table), base / layer / table))
+            flows = base / layer / table / FLOWS_DIR
+            found.extend(((layer, table, FLOWS_DIR, flow), flows / flow)
+                         for flow in flows.folders() if not flow.startswith(".") and flow != FLOWS_DIR)
+    return sorted(found, key=lambda item: item[0])
 
 
 def _tables_by_query(settings: LakehouseSettings) -> dict[str, list[str]]:

@@ -2,27 +2,39 @@
 
 The invariant checker reads tables this way (the log's commit files parsed here, rows and
 file lists through the store's Spark-free snapshot; no Spark, none of the write path), so a
-bug in the code that writes the tables cannot also hide itself from the check.
+bug in the code that writes the tables cannot also hide itself from the check. A table is a
+:class:`~lakehouse_assets.location.Location` (a folder on a local disk or a prefix on an
+object store): each file is read through its file system; the table is opened by delta-rs
+through the lakehouse's store (``lakehouse_store(settings)``), which a table on object storage
+needs.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import re
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.location import Location
 from lakehouse_assets.storage import DELTA_LOG, DeltaRsSnapshot, SnapshotFile
 from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
 
+if TYPE_CHECKING:
+    from lakehouse_assets.storage import DeltaTableStore
+
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet")
+# Commit files read at once from an object store, where each is a request's round trip.
+_STORE_READERS = 16
 
 
 @dataclass
@@ -30,7 +42,7 @@ class LogVersion:
     """One commit file of a table's log, parsed."""
 
     version: int
-    path: Path
+    path: Location
     actions: list[dict[str, Any]] = field(default_factory=list)
     #: Why the file is not a whole commit (unreadable, empty, a line that is not JSON).
     problem: str | None = None
@@ -51,46 +63,49 @@ class LogVersion:
         return recorded
 
 
-def log_versions(path: Path) -> list[LogVersion]:
+def log_versions(table: Location) -> list[LogVersion]:
     """Every commit file in the table's log, oldest first, each parsed line by line."""
-    found = []
-    for entry in sorted((path / DELTA_LOG).iterdir()):
-        match = _COMMIT_FILE.fullmatch(entry.name)
-        if match:
-            found.append(_parse_commit(int(match.group(1)), entry))
-    return found
+    log = table / DELTA_LOG
+    matches = [m for name in log.names() if (m := _COMMIT_FILE.fullmatch(name))]
+    versions, files = [int(m.group(1)) for m in matches], [log / m.group(0) for m in matches]
+    if table.is_local or len(files) < 2:
+        return list(map(_parse_commit, versions, files))
+    with ThreadPoolExecutor(min(_STORE_READERS, len(files))) as pool:
+        return list(pool.map(_parse_commit, versions, files))
 
 
-def checkpoint_versions(path: Path) -> list[int]:
+def checkpoint_versions(table: Location) -> list[int]:
     """The versions the log has Delta checkpoints (Parquet snapshots) for."""
-    return sorted({int(m.group(1)) for e in (path / DELTA_LOG).iterdir()
-                   if (m := _CHECKPOINT_FILE.fullmatch(e.name))})
+    return sorted({int(m.group(1)) for name in (table / DELTA_LOG).names()
+                   if (m := _CHECKPOINT_FILE.fullmatch(name))})
 
 
-def app_versions(path: Path) -> dict[str, int]:
+def app_versions(table: Location) -> dict[str, int]:
     """Each app transaction's latest version (a streaming query's last batch), as the log
     states it: the newest Delta checkpoint's ``txn`` entries, then the commits after it. It
     holds when the older commit files have been cleaned away."""
-    checkpoints = checkpoint_versions(path)
+    checkpoints = checkpoint_versions(table)
     latest: dict[str, int] = {}
     start = -1
     if checkpoints:
         start = checkpoints[-1]
-        for part in sorted((path / DELTA_LOG).glob(f"{start:020d}.checkpoint*.parquet")):
-            for txn in pq.read_table(part, columns=["txn"]).column("txn").to_pylist():
+        log = table / DELTA_LOG
+        for name in fnmatch.filter(log.names(), f"{start:020d}.checkpoint*.parquet"):
+            part = log / name
+            for txn in pq.read_table(part.path, filesystem=part.fs, columns=["txn"]).column("txn").to_pylist():
                 if txn:
                     latest[txn["appId"]] = max(latest.get(txn["appId"], -1), int(txn["version"]))
-    for commit in log_versions(path):
+    for commit in log_versions(table):
         if commit.version > start:
             for app, version in commit.transactions():
                 latest[app] = max(latest.get(app, -1), version)
     return latest
 
 
-def _parse_commit(version: int, path: Path) -> LogVersion:
-    commit = LogVersion(version, path)
+def _parse_commit(version: int, file: Location) -> LogVersion:
+    commit = LogVersion(version, file)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = file.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         commit.problem = f"cannot be read ({exc})"
         return commit
@@ -111,19 +126,22 @@ def _parse_commit(version: int, path: Path) -> LogVersion:
     return commit
 
 
-def snapshot_files(path: Path) -> list[SnapshotFile]:
-    """The data files of the latest snapshot with the size and row count the log states."""
-    return _snapshot(path).files()
+def snapshot_files(table: Location, store: DeltaTableStore | None = None) -> list[SnapshotFile]:
+    """The data files of the latest snapshot with the size and row count the log states; a
+    table on object storage is opened through ``store`` (``lakehouse_store(settings)``)."""
+    return _snapshot(table, store).files()
 
 
-def parquet_rows(path: Path) -> int:
+def parquet_rows(file: Location) -> int:
     """The row count in a Parquet file's footer."""
-    return int(pq.read_metadata(str(path)).num_rows)
+    return int(pq.read_metadata(file.path, filesystem=file.fs).num_rows)
 
 
-def read_rows(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
-    """The latest snapshot's rows (all columns, or ``columns`` that exist)."""
-    snapshot = _snapshot(path)
+def read_rows(table: Location, columns: Sequence[str] | None = None, *,
+              store: DeltaTableStore | None = None) -> pa.Table:
+    """The latest snapshot's rows (all columns, or ``columns`` that exist); a table on object
+    storage is opened through ``store`` (``lakehouse_store(settings)``)."""
+    snapshot = _snapshot(table, store)
     if columns is not None:
         present = set(snapshot.column_names())
         columns = [c for c in columns if c in present]
@@ -155,8 +173,12 @@ def error_summary(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _snapshot(path: Path) -> DeltaRsSnapshot:
-    # The table folder as it is on this machine's disk, read without a store: the checker
-    # looks at the files a crash left, where they are.
-    return DeltaRsSnapshot(str(path), open_delta_table(str(path)))
-
+def _snapshot(table: Location, store: DeltaTableStore | None) -> DeltaRsSnapshot:
+    # The table where it is, as delta-rs finds it: the checker looks at the files a crash left.
+    if store is not None:
+        return store.snapshot(str(table))
+    if not table.is_local:
+        raise ConfigurationError(
+            f"{table} is on object storage, which delta-rs reaches only with the store's endpoint and region: "
+            "pass the lakehouse's store (lakehouse_store(settings)) to read it")
+    return DeltaRsSnapshot(str(table), open_delta_table(str(table)))

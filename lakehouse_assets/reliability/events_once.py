@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 from lakehouse_assets.reliability import delta_files
-from lakehouse_assets.reliability.reading import CHECKS
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
+from lakehouse_assets.storage import lakehouse_store
 from lakehouse_assets.storage.discovery import is_table
 from lakehouse_assets.storage.event_log import EVENT_LOG_TABLE, event_log_path
 
@@ -24,17 +24,17 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
     exactly one ``committed`` row in the event log (with ``pending_ok``: at most one, as
     after a crash, before the table's next run logs it)."""
     result = InvariantResult(EVENTS_ONCE, "every committed batch is in the event log exactly once")
-    base = (settings.root / CHECKPOINTS_DIR).local(CHECKS)
+    base = settings.root / CHECKPOINTS_DIR
     # A damaged checkpoint kept by a repair (".<name>.damaged-<time>") is no table's.
-    folders = [p for p in base.glob("*/*") if p.is_dir() and not p.name.startswith(".")] if base.is_dir() else []
-    queried = sorted(f"{p.parent.name}.{p.name}" for p in folders)
-    log = event_log_path(settings.root).local(CHECKS)
+    queried = sorted(f"{layer}.{name}" for layer in base.folders() for name in (base / layer).folders()
+                     if not name.startswith("."))
+    log = event_log_path(settings.root)
     logged: Counter[tuple[str, str, int]] = Counter()
     logged_at: dict[tuple[str, str, int], int] = {}  # the table version each logged batch names
     if is_table(log):
         columns = ["table", "query_id", "batch_id", "status", "table_version"]
         try:
-            rows = delta_files.read_rows(log, columns)
+            rows = delta_files.read_rows(log, columns, store=lakehouse_store(settings))
         except Exception as exc:  # noqa: BLE001 - a damaged log is a finding, not a crash
             result.add(EVENT_LOG_TABLE, f"cannot read the event log at {log}: {delta_files.error_summary(exc)}")
             return result
@@ -46,7 +46,7 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
         result.skipped = "no streaming tables yet"
         return result
     for name in queried:
-        path = settings.table_path(*name.split(".")).local(CHECKS)
+        path = settings.table_path(*name.split("."))
         if not is_table(path):
             continue
         versions = delta_files.log_versions(path)

@@ -1,4 +1,5 @@
-"""The lakehouse's exactly-once promises, checked on the tables as they are on disk.
+"""The lakehouse's exactly-once promises, checked on the tables as they are stored
+(on a local disk or S3-API object storage).
 
 Each invariant is read from the Delta tables directly (their log files, and rows through the
 store's Spark-free snapshot reader: not the write path, so they are independent of the code

@@ -9,7 +9,7 @@ from collections import Counter
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN as SOURCE_FILE
 from lakehouse_assets.reliability.flows import Flows, Ingestion
 from lakehouse_assets.reliability.landed import landed_record_counts, landing_key, record_counter
-from lakehouse_assets.reliability.reading import CHECKS, read_or_report, table_path
+from lakehouse_assets.reliability.reading import read_or_report, table_path
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage.discovery import is_table
@@ -31,7 +31,7 @@ def check_landed_once(settings: LakehouseSettings, flows: Flows, *, pending_ok: 
 def _check_ingestion(result: InvariantResult, settings: LakehouseSettings, ingestion: Ingestion, *,
                      pending_ok: bool) -> None:
     bronze_name = ingestion.bronze
-    landing = settings.landing_path(ingestion.landing_source).local(CHECKS)
+    landing = settings.landing_path(ingestion.landing_source)
     count = record_counter(ingestion.format, header=ingestion.header, multi_line=ingestion.multi_line)
     if count is None:
         result.passed_over.append(f"{bronze_name}: its {ingestion.format} files cannot be counted without Spark")
@@ -50,7 +50,7 @@ def _check_ingestion(result: InvariantResult, settings: LakehouseSettings, inges
         location = table_path(settings, name)
         if name != bronze_name and not is_table(location):
             continue
-        rows = read_or_report(result, name, location, [SOURCE_FILE])
+        rows = read_or_report(result, settings, name, [SOURCE_FILE])
         if rows is None:
             return
         found.update(landing_key(v, landing) if v else None for v in rows.column(SOURCE_FILE).to_pylist())

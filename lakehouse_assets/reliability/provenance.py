@@ -15,7 +15,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import reduce
-from pathlib import Path
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -29,7 +28,6 @@ from lakehouse_assets.checkpoints.delta_offsets import delta_source_end
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.ingestion.files import local_file_path
-from lakehouse_assets.reliability.reading import CHECKS
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage import HistoryEntry
 from lakehouse_assets.storage.discovery import tables_by_id
@@ -214,12 +212,15 @@ class _Logs:
         return self._table_paths
 
     def name_of(self, path: str) -> str | None:
-        """The table at ``path`` by name, if it is under the lakehouse's root."""
-        try:
-            root = self.tables.settings.root.local(CHECKS)
-            layer, name = Path(path).resolve().relative_to(root.resolve()).parts[-2:]
-        except ValueError:
+        """The table at ``path`` (as :meth:`table_paths` gives it: below the root, on a disk or
+        a store) by name, if it is under the lakehouse's root."""
+        root = str(self.tables.settings.root).rstrip("/") + "/"
+        if not path.startswith(root):
             return None
+        parts = path[len(root):].strip("/").split("/")
+        if len(parts) < 2:
+            return None
+        layer, name = parts[-2:]
         return f"{SYSTEM_LAYER if layer == SYSTEM_DIR else layer}.{name}"
 
 

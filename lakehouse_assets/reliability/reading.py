@@ -5,27 +5,28 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
+from lakehouse_assets.location import Location
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.report import SAMPLE_SIZE, InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
-
-#: What reads tables' and checkpoints' files here: on a local disk only, for now.
-CHECKS = "Checking the lakehouse's invariants (lakehouse verify, lakehouse trace)"
+from lakehouse_assets.storage import lakehouse_store
 
 
-def table_path(settings: LakehouseSettings, name: str) -> Path:
-    """The folder of table ``layer.name``."""
+def table_path(settings: LakehouseSettings, name: str) -> Location:
+    """The folder of table ``layer.name``, on a local disk or an object store."""
     layer, table = name.split(".", 1)
-    return settings.table_path(layer, table).local(CHECKS)
+    return settings.table_path(layer, table)
 
 
-def read_or_report(result: InvariantResult, name: str, path: Path, columns: list[str] | None) -> Any:
-    """The table's rows, or None after recording why they cannot be read."""
+def read_or_report(result: InvariantResult, settings: LakehouseSettings, name: str,
+                   columns: list[str] | None) -> Any:
+    """The rows of table ``name`` (``layer.name``), or None after recording why they cannot
+    be read."""
+    path = table_path(settings, name)
     try:
-        return delta_files.read_rows(path, columns)
+        return delta_files.read_rows(path, columns, store=lakehouse_store(settings))
     except Exception as exc:  # noqa: BLE001 - a damaged table is a finding, not a crash
         result.add(name, f"cannot read the table at {path}: {delta_files.error_summary(exc)}")
         return None

@@ -44,7 +44,7 @@ def check_gold_recomputed(settings: LakehouseSettings, flows: Flows, spark: Call
         if not is_table(path):
             continue
         result.checked.append(recomputation.table)
-        actual = read_or_report(result, recomputation.table, path, None)
+        actual = read_or_report(result, settings, recomputation.table, None)
         if actual is None:
             continue
         tables = tables or LakehouseTables(spark(), settings)

@@ -11,12 +11,12 @@ accounting takes them out of the quarantine. Read with the independent reader
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
+from lakehouse_assets.location import Location, table_file_path
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.storage.discovery import is_table
 
@@ -31,11 +31,11 @@ def is_replay(version: delta_files.LogVersion) -> bool:
     return any(app == REPLAY_APP for app, _ in version.transactions())
 
 
-def owed_to_table(table: Path, quarantine: Path,
+def owed_to_table(table: Location, quarantine: Location,
                   identity: tuple[str, ...] = ROW_IDENTITY) -> Counter[tuple[Any, ...]]:
     """The identities (``identity``'s columns) of rows the quarantine still shows but a
     replay already moved to the table: those of the table's replays the quarantine has not
-    recorded yet."""
+    recorded yet. Both tables are folders on a disk or a store."""
     # From the app transaction, not the replay commits: those may be cleaned from the log.
     done = delta_files.app_versions(quarantine).get(REPLAY_APP, -1) if is_table(quarantine) else -1
     owed: Counter[tuple[Any, ...]] = Counter()
@@ -44,6 +44,7 @@ def owed_to_table(table: Path, quarantine: Path,
             continue
         for action in version.actions:
             if "add" in action:
-                rows = pq.read_table(str(table / action["add"]["path"]))
+                added = Location(table_file_path(str(table), action["add"]["path"]), table.store)
+                rows = pq.read_table(added.path, filesystem=added.fs)
                 owed.update(delta_files.row_tuples(rows, identity))
     return owed

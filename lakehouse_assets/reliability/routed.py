@@ -13,10 +13,10 @@ table's batches must have checked exactly those rows, once.
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
+from lakehouse_assets.location import Location
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.flows import Flows, Routing
@@ -51,7 +51,7 @@ def _check_routing(result: InvariantResult, settings: LakehouseSettings, routing
     tables: dict[str, Any] = {}
     for name in names:
         if is_table(paths[name]):
-            tables[name] = read_or_report(result, name, paths[name], None)
+            tables[name] = read_or_report(result, settings, name, None)
             if tables[name] is None:
                 return
     source: Any = tables[routing.source]
@@ -124,7 +124,7 @@ def _quoted(identities: Counter[Any], rows_of: dict[Any, tuple[Any, ...]], sourc
             for i, n in list(identities.items())[:SAMPLE_SIZE]]
 
 
-def _check_counted_once(result: InvariantResult, name: str, path: Path, routed_rows: int, *,
+def _check_counted_once(result: InvariantResult, name: str, path: Location, routed_rows: int, *,
                         pending_ok: bool) -> None:
     """Each routed batch's expectation counts were committed once, with its rows: the rows
     they checked add up to table + quarantine (at most that with ``pending_ok``: a batch

@@ -4,12 +4,11 @@ every data file of the latest snapshot exists with the size and row count its lo
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from lakehouse_assets.location import Location
 from lakehouse_assets.reliability import delta_files
-from lakehouse_assets.reliability.reading import CHECKS
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage import DeltaTableStore, lakehouse_store
 from lakehouse_assets.storage.discovery import discover_tables
 
 VERSIONS_WHOLE = "versions_whole"
@@ -21,14 +20,16 @@ def check_versions_whole(settings: LakehouseSettings) -> InvariantResult:
     tables = discover_tables(settings.root)
     if not tables:
         result.skipped = "no tables yet"
+    store = lakehouse_store(settings)
     for name in tables:
         layer, table = name.split(".", 1)
-        check_table_whole(result, name, settings.table_path(layer, table).local(CHECKS))
+        check_table_whole(result, name, settings.table_path(layer, table), store)
     return result
 
 
-def check_table_whole(result: InvariantResult, name: str, path: Path) -> None:
-    """Add to ``result`` whatever makes the table at ``path`` not whole."""
+def check_table_whole(result: InvariantResult, name: str, path: Location, store: DeltaTableStore) -> None:
+    """Add to ``result`` whatever makes the table at ``path`` (a folder on a disk or a store,
+    opened through ``store``) not whole."""
     versions = delta_files.log_versions(path)
     broken = [f"version {v.version} ({v.path.name}) {v.problem}" for v in versions if v.problem]
     if broken:
@@ -55,21 +56,24 @@ def check_table_whole(result: InvariantResult, name: str, path: Path) -> None:
     if twice:
         result.add(name, f"{len(twice)} streaming batches are committed more than once", twice)
     try:
-        files = delta_files.snapshot_files(path)
+        files = delta_files.snapshot_files(path, store)
     except Exception as exc:  # noqa: BLE001 - delta-rs raises many types for a damaged log
         result.add(name, f"the latest snapshot cannot be loaded: {delta_files.error_summary(exc)}")
         return
     missing, wrong = [], []
     for f in files:
-        if not Path(f.path).is_file():
+        # The path as the log names it, decoded once already: not parsed again (locate() would
+        # decode a partition folder's escapes, such as %3A, a second time).
+        data = Location(f.path, path.store)
+        found = data.file()
+        if found is None:
             missing.append(f.relative_path)
             continue
-        size = Path(f.path).stat().st_size
-        if f.size is not None and size != f.size:
-            wrong.append(f"{f.relative_path}: {size} bytes, the log says {f.size}")
+        if f.size is not None and found.size != f.size:
+            wrong.append(f"{f.relative_path}: {found.size} bytes, the log says {f.size}")
             continue
         try:
-            rows = delta_files.parquet_rows(Path(f.path))
+            rows = delta_files.parquet_rows(data)
         except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a torn file vary
             wrong.append(f"{f.relative_path}: not readable Parquet ({delta_files.error_summary(exc)})")
             continue

@@ -6,7 +6,6 @@ asset defines any more included.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from lakehouse_assets.location import Location
 from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
@@ -18,8 +17,8 @@ DELTA_LOG = "_delta_log"
 _LAYER_ORDER = {"bronze": 0, "silver": 1, "gold": 2}
 
 
-def is_table(path: Location | Path) -> bool:
-    """Whether the folder ``path`` holds a Delta table (a Delta log)."""
+def is_table(path: Location) -> bool:
+    """Whether the folder ``path`` holds a Delta table (a Delta log), on a disk or a store."""
     return (path / DELTA_LOG).is_dir()
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lakehouse_assets.location import locate
 from lakehouse_assets.reliability.delta_files import log_versions, read_rows, row_tuples
 from lakehouse_assets.settings import CHECKPOINTS_DIR
 from lakehouse_assets.storage import DELTA_LOG
@@ -64,8 +65,8 @@ def disk_state(root: Path) -> DiskState:
         if relative == EVENT_LOG or CHECKPOINTS_DIR in relative.parts:
             continue
         commits = tuple((c.version, str(_operation(c.actions)), tuple(sorted(c.transactions())))
-                        for c in log_versions(table))
-        rows = read_rows(table)
+                        for c in log_versions(locate(table)))
+        rows = read_rows(locate(table))
         columns = [c for c in rows.column_names if c not in RUN_TIME_COLUMNS]
         tables[str(relative)] = TableState(commits, Counter(row_tuples(rows, columns)))
     checkpoints = {}

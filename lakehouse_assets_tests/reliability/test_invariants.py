@@ -13,6 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from lakehouse_assets.cli import main as lakehouse
+from lakehouse_assets.location import locate
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY
 from lakehouse_assets.reliability import check_all
 from lakehouse_assets.reliability.delta_files import read_rows, snapshot_files
@@ -52,7 +53,7 @@ def test_a_sound_lakehouse_keeps_every_invariant(lakehouse_copy, capsys):
 @pytest.mark.slow
 def test_a_deleted_data_file_is_reported_and_verify_exits_1(lakehouse_copy, capsys):
     bronze = Path(lakehouse_copy.table_path("bronze", "recordings"))
-    victim = snapshot_files(bronze)[0]
+    victim = snapshot_files(locate(bronze))[0]
     Path(victim.path).unlink()
 
     found = violations(lakehouse_copy, VERSIONS_WHOLE)
@@ -68,7 +69,7 @@ def test_a_deleted_data_file_is_reported_and_verify_exits_1(lakehouse_copy, caps
 @pytest.mark.slow
 def test_a_landed_file_ingested_twice_is_reported_with_its_name(lakehouse_copy):
     bronze = Path(lakehouse_copy.table_path("bronze", "recordings"))
-    rows = read_rows(bronze)
+    rows = read_rows(locate(bronze))
     source = rows.column("_source_file")[0].as_py()
     one_file = rows.filter(pc.equal(rows.column("_source_file"), source))
     write_deltalake(str(bronze), one_file, mode="append")
@@ -88,7 +89,7 @@ def test_a_landed_file_ingested_twice_is_reported_with_its_name(lakehouse_copy):
 @pytest.mark.slow
 def test_a_dropped_silver_row_is_reported_as_lost_and_gold_disagrees(lakehouse_copy):
     silver = Path(lakehouse_copy.table_path("silver", "recordings_enriched"))
-    rows = read_rows(silver)
+    rows = read_rows(locate(silver))
     dropped = rows.slice(0, 1).to_pylist()[0]
     write_deltalake(str(silver), rows.slice(1), mode="overwrite")
 
@@ -106,7 +107,7 @@ def test_a_dropped_silver_row_is_reported_as_lost_and_gold_disagrees(lakehouse_c
 @pytest.mark.slow
 def test_a_quarantined_row_that_bronze_lacks_is_reported(lakehouse_copy):
     quarantine = Path(lakehouse_copy.table_path("silver", "recordings_quarantine"))
-    rows = read_rows(quarantine)
+    rows = read_rows(locate(quarantine))
     write_deltalake(str(quarantine), rows.slice(0, 1), mode="append")
 
     routed = violations(lakehouse_copy, ROUTED, pending_ok=True)
@@ -138,7 +139,7 @@ def test_expectation_counts_committed_twice_for_one_batch_are_reported(lakehouse
 @pytest.mark.slow
 def test_a_gold_table_that_differs_from_its_recomputation_is_reported(lakehouse_copy):
     counts = Path(lakehouse_copy.table_path("gold", "device_counts"))
-    rows = read_rows(counts)
+    rows = read_rows(locate(counts))
     bumped = rows.set_column(rows.schema.get_field_index("total_recordings"), "total_recordings",
                              pc.add(rows.column("total_recordings"), pa.scalar(1, rows.schema.field("total_recordings").type)))
     write_deltalake(str(counts), bumped.slice(0, 1), mode="overwrite")
@@ -225,4 +226,4 @@ def test_record_counts_follow_the_line_rules_of_ingestion(tmp_path):
 
     # Two objects, a malformed line, an array of two, an empty array, an array of
     # non-objects (one malformed record), non-UTF-8 bytes (one malformed record).
-    assert json_record_count(file) == 2 + 1 + 2 + 0 + 1 + 1
+    assert json_record_count(locate(file)) == 2 + 1 + 2 + 0 + 1 + 1
