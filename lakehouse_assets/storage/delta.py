@@ -22,7 +22,7 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.location import Location, locate
+from lakehouse_assets.location import Location, ObjectStore, locate
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
@@ -67,8 +67,9 @@ class DeltaTableStore:
     """Batch and streaming access to the Delta tables at storage paths: Delta Lake's connector
     writes, streams and merges them in Spark; delta-rs reads them in processes without Spark."""
 
-    def __init__(self, storage_options: Mapping[str, str] | None = None) -> None:
-        self._storage_options = dict(storage_options) if storage_options else None
+    def __init__(self, object_store: ObjectStore | None = None) -> None:
+        self._object_store = object_store or ObjectStore()
+        self._storage_options = self._object_store.delta_rs_options() or None
 
     # -- inspecting, without Spark ----------------------------------------------------------
     def exists(self, path: str) -> bool:
@@ -104,7 +105,7 @@ class DeltaTableStore:
 
     def snapshot(self, path: str, *, version: int | None = None) -> DeltaRsSnapshot:
         """The table at its latest version, or at ``version``, read by delta-rs and pyarrow."""
-        return DeltaRsSnapshot(str(path), self._open(path, version=version))
+        return DeltaRsSnapshot(locate(path, self._object_store), self._open(path, version=version))
 
     # -- reading ------------------------------------------------------------------------------
     def read(self, spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:
@@ -255,15 +256,16 @@ class DeltaTableStore:
     def optimize(self, spark: SparkSession, path: str, *, target_size: int | None = None,
                  z_order: Sequence[str] | None = None) -> engine.OptimizeResult:
         """Compact (or Z-order) the table with Delta's OPTIMIZE, in one commit changing no rows."""
-        return maintenance.optimize(spark, str(path), self.schema(path).names, target_size=target_size,
-                                    z_order=z_order)
+        return maintenance.optimize(spark, locate(path, self._object_store), self.schema(path).names,
+                                    target_size=target_size, z_order=z_order)
 
     def vacuum(self, spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: bool,
                readers: Sequence[engine.StreamReader]) -> engine.VacuumResult:
         """Delete files unlisted for longer than ``retention`` that none of ``readers`` needs
         (Delta's VACUUM)."""
         self._open(path)  # a missing table is named as such
-        return maintenance.vacuum(spark, str(path), retention=retention, dry_run=dry_run, readers=readers)
+        return maintenance.vacuum(spark, locate(path, self._object_store), retention=retention, dry_run=dry_run,
+                                  readers=readers)
 
     def drop(self, path: str) -> None:
         """Delete the table folder and everything in it."""
@@ -385,7 +387,7 @@ def lakehouse_store(settings: LakehouseSettings) -> DeltaTableStore:
     """The store of the lakehouse ``settings`` describe. The one place a store is built, so
     that what reaching the lakehouse's tables takes is said once: a local root needs nothing
     more; tables on an S3-API store are opened by delta-rs at the endpoint S3A is given."""
-    return DeltaTableStore(settings.object_store.delta_rs_options() or None)
+    return DeltaTableStore(settings.object_store)
 
 
 __all__ = ["DeltaTableStore", "lakehouse_store"]

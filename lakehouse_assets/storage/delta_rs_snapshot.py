@@ -18,7 +18,7 @@ from deltalake.exceptions import TableNotFoundError as DeltaTableNotFound
 from pyspark.sql import types as T
 
 from lakehouse_assets.errors import LakehouseError, TableNotFoundError
-from lakehouse_assets.location import locate, table_file_path
+from lakehouse_assets.location import Location, table_file_path
 from lakehouse_assets.storage._schema import arrow_to_spark
 from lakehouse_assets.storage.engine import SnapshotFile
 
@@ -62,8 +62,9 @@ class DeltaRsSnapshot:
     """One version of a table, read by delta-rs and pyarrow without Spark: what commands,
     checks and run metadata need (rows, files, statistics) in a process with no Spark session."""
 
-    def __init__(self, path: str, table: DeltaTable) -> None:
-        self.path = str(path)
+    def __init__(self, location: Location, table: DeltaTable) -> None:
+        self.location = location
+        self.path = str(location)
         self.version = table.version()
         self._table = table
 
@@ -129,8 +130,7 @@ class DeltaRsSnapshot:
         # file-system handler: with that handler a process that read rows aborts at exit now
         # and then ("terminate called without an active exception", exit 134, or a segfault),
         # which would break the exit codes scripts rely on.
-        location = locate(self.path)
-        return self._table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(location.path, location.fs))
+        return self._table.to_pyarrow_dataset(filesystem=pafs.SubTreeFileSystem(self.location.path, self.location.fs))
 
 
 __all__ = ["DeltaRsSnapshot", "open_delta_table", "spark_schema"]

@@ -197,7 +197,7 @@ def read_events(path: Location, *, table: str | None = None, run_id: str | None 
     wanted = [pc.field(column) == value for column, value in (("table", table), ("run_id", run_id))
               if value is not None]
     where = functools.reduce(operator.and_, wanted) if wanted else None
-    events = DeltaRsSnapshot(str(path), log).to_arrow(where=where)
+    events = DeltaRsSnapshot(path, log).to_arrow(where=where)
     rows = [BatchEvent.from_row(row) for row in events.to_pylist()]
     return sorted(rows, key=lambda e: (e.recorded_at, e.table, e.batch_id if e.batch_id is not None else -1))
 
@@ -208,7 +208,7 @@ def logged_offsets(path: Location, table: str) -> dict[tuple[str, int], BatchOff
     if log is None or "source_offsets" not in log.schema().to_arrow().names:
         return {}
     where = (pc.field("table") == table) & pc.field("source_offsets").is_valid()
-    rows = DeltaRsSnapshot(str(path), log).to_arrow(
+    rows = DeltaRsSnapshot(path, log).to_arrow(
         where=where, columns=["query_id", "batch_id", "source_offsets"]).to_pylist()
     # Imported here: checkpoints/ builds on storage/.
     from lakehouse_assets.checkpoints.logs import BatchOffsets

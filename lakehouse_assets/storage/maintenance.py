@@ -34,7 +34,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import LakehouseError, VacuumRefusedError
-from lakehouse_assets.location import local_path, locate
+from lakehouse_assets.location import Location, local_path, locate
 from lakehouse_assets.spark_conf import is_connect_session, session_settings
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table
 from lakehouse_assets.storage.engine import OptimizeResult, StreamReader, VacuumResult
@@ -55,11 +55,12 @@ _CHANGE_DATA = "_change_data"
 _NO_DATA_CHANGE = frozenset({"OPTIMIZE"})
 
 
-def optimize(spark: SparkSession, path: str, columns: Sequence[str], *, target_size: int | None = None,
+def optimize(spark: SparkSession, table: Location, columns: Sequence[str], *, target_size: int | None = None,
              z_order: Sequence[str] | None = None) -> OptimizeResult:
     """Compact the table's small files (into files of about ``target_size`` bytes, else
     Delta's 1 GB), or with ``z_order`` rewrite its files clustered by those columns of the
     table's ``columns``."""
+    path = str(table)
     known = {name.lower(): name for name in columns}
     missing = [c for c in z_order or () if c.lower() not in known]
     if missing:
@@ -81,16 +82,17 @@ def optimize(spark: SparkSession, path: str, columns: Sequence[str], *, target_s
     if not metrics["numFilesRemoved"]:
         return OptimizeResult(path, None, z_order=clustered)
     return OptimizeResult(
-        path, open_delta_table(path).version(), files_removed=int(metrics["numFilesRemoved"]),
+        path, _open(table).version(), files_removed=int(metrics["numFilesRemoved"]),
         files_added=int(metrics["numFilesAdded"]), bytes_removed=int(metrics["filesRemoved"]["totalSize"] or 0),
         bytes_added=int(metrics["filesAdded"]["totalSize"] or 0), z_order=clustered)
 
 
-def vacuum(spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: bool,
+def vacuum(spark: SparkSession, table: Location, *, retention: dt.timedelta, dry_run: bool,
            readers: Sequence[StreamReader]) -> VacuumResult:
     """Delete (or with ``dry_run`` list) the files the table has not listed for longer than
     ``retention`` (in whole hours, rounded up), after checking that none of them is still to
     be read by one of ``readers``."""
+    path = str(table)
     if retention < dt.timedelta(0):
         raise LakehouseError(f"Cannot vacuum Delta table {path} with a negative retention ({retention}).")
     hours = math.ceil(retention.total_seconds() / 3600)
@@ -99,10 +101,10 @@ def vacuum(spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: 
         with _console_to_stderr(spark):
             candidates = sorted(local_path(row["path"]) for row in spark.sql(statement + " DRY RUN").collect())
         if candidates:
-            _refuse_if_needed(path, candidates, readers, hours)
+            _refuse_if_needed(table, candidates, readers, hours)
         files = tuple(os.path.relpath(f, path) for f in candidates)
-        result = VacuumResult(path, dt.timedelta(hours=hours), dry_run, files, sum(map(_size, candidates)),
-                              tuple(readers))
+        result = VacuumResult(path, dt.timedelta(hours=hours), dry_run, files,
+                              sum(_size(table, file) for file in candidates), tuple(readers))
         if not dry_run and candidates:
             # The table lock keeps writers out, so the files deleted are those checked above.
             with _console_to_stderr(spark):
@@ -110,9 +112,11 @@ def vacuum(spark: SparkSession, path: str, *, retention: dt.timedelta, dry_run: 
     return result
 
 
-def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[StreamReader], hours: int) -> None:
+def _refuse_if_needed(table: Location, candidates: Sequence[str], readers: Sequence[StreamReader],
+                      hours: int) -> None:
+    path = str(table)
     doomed = set(candidates)
-    latest = open_delta_table(path).version()
+    latest = _open(table).version()
     needed_after: dict[int, set[str]] = {}  # readers at one version (the usual case) share a listing
     for reader in readers:
         if reader.version is None:
@@ -126,7 +130,7 @@ def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[St
             continue  # read whole: every file a version of it removed was read before
         try:
             if reader.version not in needed_after:
-                needed_after[reader.version] = _files_still_needed(path, reader.version, latest, candidates)
+                needed_after[reader.version] = _files_still_needed(table, reader.version, latest, candidates)
             needed = needed_after[reader.version]
         except LakehouseError as exc:
             raise VacuumRefusedError(
@@ -137,7 +141,7 @@ def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[St
         clash = needed & doomed
         if not clash:
             continue
-        needs = _hours_since(_commit_time(path, reader.version + 1))
+        needs = _hours_since(_commit_time(table, reader.version + 1))
         raise VacuumRefusedError(
             f"Not vacuuming Delta table {path} with a retention of {hours} hours: the streaming query "
             f"writing {reader.name} (checkpoint {reader.checkpoint}) has read it to version {reader.version} "
@@ -147,33 +151,33 @@ def _refuse_if_needed(path: str, candidates: Sequence[str], readers: Sequence[St
             f"(materialize it), then vacuum again. Nothing was deleted.")
 
 
-def _files_still_needed(path: str, read_through: int, latest: int, candidates: Sequence[str]) -> set[str]:
+def _files_still_needed(table: Location, read_through: int, latest: int, candidates: Sequence[str]) -> set[str]:
     """Of ``candidates`` (local paths), those a reader that has read the table whole to version
     ``read_through`` may still read: the data files each later version added, and those each
     removed (a change feed reads them as deletes) unless it was a compaction, which changes
     no rows (delta-rs lists every version's files, its history names the operation); and the
     change data files written since ``read_through`` was committed (no snapshot lists those:
     their time says). Keeping a file too many is safe."""
-    operations = {c["version"]: c.get("operation") for c in open_delta_table(path).history(latest - read_through)}
-    table = open_delta_table(path, version=read_through)
-    before = _listed(path, table)
+    operations = {c["version"]: c.get("operation") for c in _open(table).history(latest - read_through)}
+    delta_table = _open(table, version=read_through)
+    before = _listed(table, delta_table)
     needed: set[str] = set()
     for version in range(read_through + 1, latest + 1):
-        table.load_as_version(version)
-        now = _listed(path, table)
+        delta_table.load_as_version(version)
+        now = _listed(table, delta_table)
         needed |= now - before
         if operations.get(version) not in _NO_DATA_CHANGE:
             needed |= before - now
         before = now
     # A change data file is written before its version commits, and after the version
     # before it did (writers hold the table's lock); a minute's margin covers clock steps.
-    since = _commit_time(path, read_through).timestamp() - 60
-    changes = {c for c in candidates if _CHANGE_DATA in Path(c).parts and _mtime(c) >= since}
+    since = _commit_time(table, read_through).timestamp() - 60
+    changes = {c for c in candidates if _CHANGE_DATA in Path(c).parts and _mtime(table, c) >= since}
     return (needed & set(candidates)) | changes
 
 
-def _listed(path: str, table: DeltaTable) -> set[str]:
-    return {local_path(f.path) for f in DeltaRsSnapshot(path, table).files()}
+def _listed(table: Location, version: DeltaTable) -> set[str]:
+    return {local_path(f.path) for f in DeltaRsSnapshot(table, version).files()}
 
 
 @contextmanager
@@ -194,15 +198,20 @@ def _console_to_stderr(spark: SparkSession) -> Iterator[None]:
         system.setOut(console)
 
 
-def _commit_time(path: str, version: int) -> dt.datetime:
+def _open(table: Location, *, version: int | None = None) -> DeltaTable:
+    # The table where it is, with the store's endpoint when it is on object storage.
+    return open_delta_table(str(table), version=version, storage_options=table.store.delta_rs_options() or None)
+
+
+def _commit_time(table: Location, version: int) -> dt.datetime:
     """When ``version`` was committed, from the table's history; the oldest commit the
     history still holds when its log was cleaned up since (a reader needs at least that)."""
     if version < 0:
         return dt.datetime.now(dt.UTC)
-    table = open_delta_table(path)
+    delta_table = _open(table)
     # The latest version's history, searched back: delta-rs's history of a table opened at an
     # older version gives that version's number with the latest commit's time.
-    commits = table.history(max(1, table.version() - version + 1))
+    commits = delta_table.history(max(1, delta_table.version() - version + 1))
     chosen = next((c for c in commits if c["version"] == version), min(commits, key=lambda c: c["version"]))
     return dt.datetime.fromtimestamp(chosen["timestamp"] / 1000, dt.UTC)
 
@@ -211,13 +220,13 @@ def _hours_since(moment: dt.datetime) -> int:
     return max(1, math.ceil((dt.datetime.now(dt.UTC) - moment).total_seconds() / 3600))
 
 
-def _mtime(path: str) -> float:
-    file = locate(path).file()
+def _mtime(table: Location, path: str) -> float:
+    file = locate(path, table.store).file()
     return float("inf") if file is None else file.mtime_ns / 1e9  # gone already, or unknown: kept
 
 
-def _size(path: str) -> int:
-    file = locate(path).file()
+def _size(table: Location, path: str) -> int:
+    file = locate(path, table.store).file()
     return 0 if file is None else file.size  # already gone
 
 

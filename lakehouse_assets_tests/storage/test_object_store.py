@@ -4,12 +4,14 @@ on loopback) with the jars `make install` resolves."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.location import locate
 from lakehouse_assets.settings import LakehouseSettings, ObjectStore
 from lakehouse_assets.spark_conf import engine_conf
 from lakehouse_assets.storage import lakehouse_store
@@ -80,5 +82,13 @@ def test_delta_tables_are_written_merged_and_streamed_on_the_server(spark: Spark
     store = lakehouse_store(LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path), **on_s3.environment()}))
     assert [c.operation for c in store.history(table)] == ["WRITE", "MERGE", "WRITE", "WRITE"]
     assert store.snapshot(table).to_arrow(["id"]).num_rows == 105 and store.version(copy) is not None
+    # Compacted and vacuumed where it is: the files the compaction replaced are found on the
+    # server, sized, and deleted; the rows stay.
+    compacted = store.optimize(spark, table)
+    assert compacted.files_removed > 1 and compacted.files_added == 1
+    vacuumed = store.vacuum(spark, table, retention=dt.timedelta(0), dry_run=False, readers=[])
+    assert len(vacuumed.files) >= compacted.files_removed and vacuumed.bytes > 0
+    assert all(not locate(f"{table}/{file}").exists() for file in vacuumed.files)
+    assert store.snapshot(table).to_arrow(["id"]).num_rows == 105
     # The files are on the server, not on a local path named after the URL.
     assert (on_s3.base / on_server / "bronze" / "numbers" / "_delta_log").is_dir()
