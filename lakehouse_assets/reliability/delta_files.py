@@ -181,4 +181,4 @@ def _snapshot(table: Location, store: DeltaTableStore | None) -> DeltaRsSnapshot
         raise ConfigurationError(
             f"{table} is on object storage, which delta-rs reaches only with the store's endpoint and region: "
             "pass the lakehouse's store (lakehouse_store(settings)) to read it")
-    return DeltaRsSnapshot(str(table), open_delta_table(str(table)))
+    return DeltaRsSnapshot(table, open_delta_table(str(table)))
