@@ -91,7 +91,7 @@ def measure(folder_of: Callable[[int], str], args: argparse.Namespace) -> dict[s
 
 def land(folder: Location, names: Sequence[str]) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(lambda name: folder.child(name).write_text('{"id": 1}\n'), names))
+        list(pool.map(lambda name: (folder / name).write_text('{"id": 1}\n'), names))
 
 
 def markdown(doc: dict[str, Any]) -> str:

@@ -125,11 +125,8 @@ class Location:
         return str(self.local("opening it as a local path"))
 
     def __truediv__(self, part: str) -> Location:
-        return self.child(part)
-
-    def child(self, *parts: str) -> Location:
-        """The location ``parts`` below this one."""
-        return Location("/".join([self.uri.rstrip("/"), *parts]), self.store)
+        """The location ``part`` (a name, or names joined by ``/``) below this one."""
+        return Location(f"{self.uri.rstrip('/')}/{part}", self.store)
 
     @property
     def name(self) -> str:

@@ -94,7 +94,7 @@ def _indexed_files(table_path: str, version: int) -> int:
     """How many files Delta's streaming source numbers in ``version``: its change data files
     when it has any (what a change feed read reads), else the data files it adds and removes.
     From the commit file itself: no snapshot lists change files."""
-    text = locate(table_path).child("_delta_log", f"{version:020d}.json").read_text()
+    text = (locate(table_path) / "_delta_log" / f"{version:020d}.json").read_text()
     changes = data_files = 0
     for line in filter(str.strip, text.splitlines()):
         action: dict[str, Any] = json.loads(line)

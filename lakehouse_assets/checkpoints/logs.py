@@ -72,9 +72,9 @@ def read_state(location: str, table_name: str | None = None) -> CheckpointState 
     name = table_name or table_name_of(str(location))
     if checkpoint.is_empty_or_missing():
         return None
-    planned = batch_ids(checkpoint.child("offsets"))
-    committed = batch_ids(checkpoint.child("commits"))
-    metadata = checkpoint.child("metadata")
+    planned = batch_ids(checkpoint / "offsets")
+    committed = batch_ids(checkpoint / "commits")
+    metadata = checkpoint / "metadata"
     if not metadata.exists():
         if not planned and not committed:
             return None  # the query never got as far as starting: nothing to resume
@@ -82,13 +82,13 @@ def read_state(location: str, table_name: str | None = None) -> CheckpointState 
     query_id = _read_query_id(str(location), metadata, name)
     offsets: tuple[Any, ...] = ()
     for batch in planned[-_OFFSET_FILES_SPARK_READS:]:
-        _, offsets = _read_offsets(str(location), checkpoint.child("offsets", str(batch)), name)
+        _, offsets = _read_offsets(str(location), checkpoint / "offsets" / str(batch), name)
     if committed:
-        read_log(str(location), checkpoint.child("commits", str(committed[-1])), name, body_lines=1)
+        read_log(str(location), checkpoint / "commits" / str(committed[-1]), name, body_lines=1)
         if not planned or committed[-1] > planned[-1]:
-            corrupt(location, checkpoint.child("commits", str(committed[-1])),
+            corrupt(location, checkpoint / "commits" / str(committed[-1]),
                      f"marks batch {committed[-1]} done, but offsets/{committed[-1]} (what it read) is missing", name)
-    sources = checkpoint.child("sources")
+    sources = checkpoint / "sources"
     if sources.exists():  # every file source's log Spark reads on restart, each entry parsed
         for source in sources.fs.get_file_info(pafs.FileSelector(sources.path, recursive=False)):
             if source.type == pafs.FileType.Directory and source.base_name.isdigit():
@@ -122,7 +122,7 @@ def batch_ids(folder: Location) -> list[int]:
 
 def read_query_id(location: str, table_name: str | None = None) -> str | None:
     """The id of the query whose checkpoint is at ``location``, or None before its first start."""
-    metadata = locate(str(location)).child("metadata")
+    metadata = locate(str(location)) / "metadata"
     return _read_query_id(str(location), metadata, table_name) if metadata.exists() else None
 
 
@@ -187,7 +187,7 @@ def read_checked(location: str, file: Location, name: str | None) -> str:
         corrupt(location, file, "is missing", name)
     except OSError as exc:
         corrupt(location, file, f"cannot be read ({exc})", name)
-    crc = file.parent.child(f".{file.name}.crc")
+    crc = file.parent / f".{file.name}.crc"
     if file.is_local and crc.exists():
         with crc.fs.open_input_stream(crc.path) as stream:
             if not _crc_matches(data, stream.read()):
@@ -230,7 +230,7 @@ class FileLogEntry:
 def read_file_source_log(location: str, source: int, name: str | None) -> list[FileLogEntry]:
     """Every file a file source assigned to a batch, once each, by batch then path: the
     latest compacted log (``N.compact``, all files up to batch N) and the batches after it."""
-    folder = locate(str(location)).child("sources", str(source))
+    folder = locate(str(location)) / "sources" / str(source)
     if not folder.exists():
         return []
     logs: dict[int, bool] = {}
@@ -245,7 +245,7 @@ def read_file_source_log(location: str, source: int, name: str | None) -> list[F
     names += [str(b) for b in sorted(logs) if (start is None or b > start) and not logs[b]]
     entries: dict[str, FileLogEntry] = {}
     for file_name in names:
-        file = folder.child(file_name)
+        file = folder / file_name
         for line in read_log(location, file, name, body_lines=0)[1:]:
             if not line.strip():
                 continue
@@ -305,7 +305,7 @@ class BatchOffsets:
 def read_batch_offsets(location: str, batch_id: int) -> BatchOffsets | None:
     """What Spark logged for batch ``batch_id`` in the checkpoint at ``location``, or None
     when the file is missing or unreadable."""
-    file = locate(str(location)).child("offsets", str(batch_id))
+    file = locate(str(location)) / "offsets" / str(batch_id)
     try:
         metadata, sources = _read_offsets(str(location), file, None)
         return BatchOffsets(
@@ -318,12 +318,12 @@ def read_batch_offsets(location: str, batch_id: int) -> BatchOffsets | None:
 
 def planned_batches(location: str) -> list[int]:
     """The batches the checkpoint at ``location`` planned (``offsets/N``), ascending."""
-    return batch_ids(locate(str(location)).child("offsets"))
+    return batch_ids(locate(str(location)) / "offsets")
 
 
 def committed_batches(location: str) -> list[int]:
     """The batches the checkpoint at ``location`` marked done (``commits/N``), ascending."""
-    return batch_ids(locate(str(location)).child("commits"))
+    return batch_ids(locate(str(location)) / "commits")
 
 
 def keeps_state(location: str) -> bool:

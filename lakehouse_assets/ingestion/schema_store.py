@@ -88,14 +88,14 @@ class SchemaStore:
 
     def __init__(self, location: str | os.PathLike[str]) -> None:
         self.location = str(location)
-        self.folder = locate(self.location).child(SCHEMA_VERSIONS_FOLDER)
+        self.folder = locate(self.location) / SCHEMA_VERSIONS_FOLDER
 
     def versions(self) -> list[int]:
         """The stored versions, oldest first."""
         return sorted(int(name) for name in self.folder.names() if name.isdigit())
 
     def read(self, version: int) -> StoredSchema:
-        file = self.folder.child(str(version))
+        file = self.folder / str(version)
         try:
             return StoredSchema.from_json(file.read_text())
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -130,7 +130,7 @@ class SchemaStore:
             files=tuple(files[:100]),
         )
         # Of two writers of the same version exactly one succeeds.
-        if not self.folder.child(str(stored.version)).create_text(stored.to_json()):
+        if not (self.folder / str(stored.version)).create_text(stored.to_json()):
             return self.read(stored.version)
         return stored
 

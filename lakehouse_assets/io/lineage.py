@@ -57,7 +57,8 @@ def kept_lineage(lineage: Mapping[str, Sequence[tuple[str, str]]], table_columns
     table under ``root`` has (as ``store`` reads its schema; a table it cannot read is trusted)."""
 
     def upstream_columns(table: str) -> set[str] | None:
-        path = str(root.child(*table.split(".")))
+        layer, name = table.split(".", 1)
+        path = str(root / layer / name)
         return set(store.snapshot(path).schema().names) if store.exists(path) else None
 
     written = {c.lower() for c in table_columns}

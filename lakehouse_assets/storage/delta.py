@@ -314,7 +314,7 @@ def _holds_only_unlisted_data_files(location: Location) -> bool:
     return all(info.base_name.startswith(("part-", ".part-")) or
                (info.base_name == DELTA_LOG and not any(
                    entry.type == pafs.FileType.File for entry in location.fs.get_file_info(
-                       pafs.FileSelector(location.child(DELTA_LOG).path, recursive=True))))
+                       pafs.FileSelector((location / DELTA_LOG).path, recursive=True))))
                for info in infos)
 
 

@@ -27,17 +27,17 @@ def put(location: Location, text: str) -> None:
 def test_a_folder_lists_its_files_at_any_depth_and_reads_back_what_was_written(folder: Folder) -> None:
     landing = locate(folder("landing/recordings"))
     assert not landing.exists() and landing.files() == [] and landing.names() == []
-    put(landing.child("0001.json"), '{"id": 1}\n')
-    put(landing.child("2026", "11", "0002.json"), '{"id": 2}\n{"id": 3}\n')
-    assert landing.is_dir() and not landing.child("0001.json").is_dir()
+    put(landing / "0001.json", '{"id": 1}\n')
+    put(landing / "2026" / "11" / "0002.json", '{"id": 2}\n{"id": 3}\n')
+    assert landing.is_dir() and not (landing / "0001.json").is_dir()
     listed = {f.relative_path: f.size for f in landing.files()}
     assert listed == {"0001.json": 10, "2026/11/0002.json": 20}
     assert {f.relative_path for f in landing.files(recursive=False)} == {"0001.json"}
     assert landing.names() == ["0001.json", "2026"]
-    assert landing.child("2026", "11", "0002.json").read_text() == '{"id": 2}\n{"id": 3}\n'
-    one = landing.child("0001.json").file()
+    assert (landing / "2026" / "11" / "0002.json").read_text() == '{"id": 2}\n{"id": 3}\n'
+    one = (landing / "0001.json").file()
     assert one is not None and (one.relative_path, one.size) == ("0001.json", 10)
-    assert landing.child("missing.json").file() is None and landing.child("2026").file() is None
+    assert (landing / "missing.json").file() is None and (landing / "2026").file() is None
     assert all(abs(f.modified.timestamp() - time.time()) < 120 for f in landing.files())
     # Spark's name for a landed file: what bronze's _source_file holds.
     uri = landing.uri_of("0001.json")
@@ -70,16 +70,16 @@ def test_a_file_on_the_store_is_replaced_only_by_a_writer_that_read_its_present_
 
 def test_the_landing_scan_announces_each_settled_file_once(folder: Folder) -> None:
     landing = locate(folder("landing/recordings"))
-    put(landing.child("a.json"), "1\n")
-    put(landing.child("day=1", "b.json"), "2\n")
-    put(landing.child("c.json.tmp"), "partial")  # still being written under a temporary name
-    put(landing.child("_hidden", "d.json"), "4\n")
+    put(landing / "a.json", "1\n")
+    put(landing / "day=1" / "b.json", "2\n")
+    put(landing / "c.json.tmp", "partial")  # still being written under a temporary name
+    put(landing / "_hidden" / "d.json", "4\n")
     later = time.time() + 60  # every file settled
     first = scan_landing(landing, LandingCursor({}, {}), now=later)
     assert first.ready == ["a.json", "day=1/b.json"]
     assert scan_landing(landing, first.cursor, now=later).ready == []
-    put(landing.child("a.json"), "1\n1\n")  # re-landed with new content
-    put(landing.child("e.json"), "5\n")
+    put(landing / "a.json", "1\n1\n")  # re-landed with new content
+    put(landing / "e.json", "5\n")
     assert scan_landing(landing, first.cursor, now=later).ready == ["a.json", "e.json"]
     # Just landed: waits one look for its size to hold.
     young = scan_landing(landing, first.cursor, now=time.time() - 60)
@@ -88,9 +88,9 @@ def test_the_landing_scan_announces_each_settled_file_once(folder: Folder) -> No
 
 def test_ingestion_lists_the_data_files_it_reads_by_the_name_spark_gives_them(folder: Folder) -> None:
     root = folder("landing/patients")
-    put(locate(root).child("p1.csv"), "mrn\n1\n")
-    put(locate(root).child("x", "p2.csv"), "mrn\n2\n")
-    put(locate(root).child(".p3.csv"), "mrn\n3\n")
+    put(locate(root) / "p1.csv", "mrn\n1\n")
+    put(locate(root) / "x" / "p2.csv", "mrn\n2\n")
+    put(locate(root) / ".p3.csv", "mrn\n3\n")
     assert [f.relative_path for f in list_data_files(root)] == ["p1.csv"]
     listed = list_data_files(root, recursive=True)
     assert sorted(f.relative_path for f in listed) == ["p1.csv", "x/p2.csv"]
