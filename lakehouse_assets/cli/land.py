@@ -85,6 +85,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                         metavar="SECONDS",
                         help="with --continuous: seconds between files "
                              f"(default {DEFAULT_INTERVAL_SECONDS:g})")
+    parser.add_argument("--if-empty", action="store_true",
+                        help="land only if no recordings file has landed yet (a first batch, as make run lands)")
     parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
     parser.set_defaults(run=run)
 
@@ -96,10 +98,14 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         DEFAULT_PATIENT_COUNT,
         DEFAULT_SEED,
         LandingStateError,
+        next_file_index,
         read_manifest,
     )
 
     landing_root = settings.root / LANDING_DIR  # a local folder or a prefix on object storage
+    if args.if_empty and next_file_index(landing_root) > 1:
+        print(f"Files have landed in {landing_root} already: nothing landed (--if-empty).")
+        return EXIT_OK
     manifest = read_manifest(landing_root)
     # Continue the folder's data set unless told otherwise; a mismatch is refused by the lander.
     dataset = {

@@ -67,6 +67,15 @@ def test_landing_twice_continues_numbering(lakehouse: Runner, lakehouse_process:
     assert recordings(root) == [f"recordings-00000{i}.json" for i in range(1, 5)]
 
 
+def test_if_empty_lands_a_first_batch_once(lakehouse: Runner, root: Path) -> None:
+    # What make run does on every start: a fresh lakehouse gets its first batch, a used one none.
+    first = lakehouse("land", "--files", "2", "--records", "10", "--if-empty")
+    again = lakehouse("land", "--files", "2", "--records", "10", "--if-empty")
+    assert first.code == again.code == 0, f"{first}\n{again}"
+    assert "nothing landed (--if-empty)" in again.stdout
+    assert recordings(root) == ["recordings-000001.json", "recordings-000002.json"]
+
+
 def test_land_json_counts_match_the_manifest(lakehouse: Runner, root: Path) -> None:
     result = lakehouse("land", "--files", "4", "--records", "250", "--bad-rate", "0.2", "--seed", "3",
                        "--json")
