@@ -15,6 +15,7 @@ from xdist.scheduler import LoadScopeScheduling
 
 from lakehouse_assets.settings import LakehouseSettings, ObjectStore
 from lakehouse_assets.spark import build_spark_session
+from lakehouse_assets.spark_conf import is_connect_session
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.built import BuiltLakehouse, build_lakehouse
 from lakehouse_assets_tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
@@ -60,13 +61,25 @@ def spark_on_s3(spark: SparkSession, on_s3: S3Server) -> Iterator[S3Server]:
     test credentials the environment gives."""
     conf = {**ObjectStore(on_s3.endpoint_url, "us-east-1").hadoop_conf(),
             "fs.s3a.access.key": ACCESS_KEY, "fs.s3a.secret.key": SECRET_KEY}
+    # The session catalog makes a schema's folder (CREATE SCHEMA ... LOCATION, as lakehouse
+    # verify's gold check registers the tables) with the Hadoop settings the session's shared
+    # state copied from the context at its start, not with the session's: an embedded session is
+    # given both, as a session started with them has them.
+    hadoop = None if is_connect_session(spark) else spark._jsparkSession.sharedState().hadoopConf()
+    before = {key: hadoop.get(key) for key in conf} if hadoop is not None else {}
     for key, value in conf.items():
         spark.conf.set(key, value)
+        if hadoop is not None:
+            hadoop.set(key, value)
     try:
         yield on_s3
     finally:
         for key in conf:
             spark.conf.unset(key)
+            if hadoop is not None and before[key] is not None:
+                hadoop.set(key, before[key])
+            elif hadoop is not None:
+                hadoop.unset(key)
 
 
 @pytest.fixture

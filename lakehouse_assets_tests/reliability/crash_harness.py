@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lakehouse_assets.faults import ENV_VAR as FAULT_ENV_VAR
+from lakehouse_assets.location import Location
 from lakehouse_assets.reliability import Flows, InvariantReport, check_all
 from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.settings import LakehouseSettings
@@ -160,7 +161,7 @@ def crash_seed() -> int:
     return int(text) if text else random.SystemRandom().randrange(1, 2**31)
 
 
-def _land_recordings(landing: Path, files: int, seed: int) -> tuple[int, int]:
+def _land_recordings(landing: Path | Location, files: int, seed: int) -> tuple[int, int]:
     landed = land(landing, files=files, seed=seed % 1000, **LANDING)
     return len(landed.files), landed.counts.total
 
@@ -168,12 +169,13 @@ def _land_recordings(landing: Path, files: int, seed: int) -> tuple[int, int]:
 @dataclass(frozen=True)
 class CampaignSource:
     """What a campaign lands between runs, and which tables its runs materialize: ``land``
-    lands files under the landing folder given (returning how many files and records);
+    lands files under the landing folder given (returning how many files and records): a
+    local path, or a :class:`Location` on object storage when the harness's root is there;
     ``assets`` selects the tables (none: the seeds' pipeline), declared in the project, in
     ``packages`` (``LAKEHOUSE_ASSET_PACKAGES``) or in the pipeline folders ``pipelines``
     (``LAKEHOUSE_PIPELINES``)."""
 
-    land: Callable[[Path, int, int], tuple[int, int]]
+    land: Callable[[Path | Location, int, int], tuple[int, int]]
     assets: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
     pipelines: tuple[Path, ...] = ()
@@ -202,22 +204,34 @@ RECORDINGS = CampaignSource(_land_recordings)
 
 
 class CrashHarness:
-    """Kill runs of the whole graph over one lakehouse at ``work_dir/lakehouse``."""
+    """Kill runs of the whole graph over one lakehouse at ``work_dir/lakehouse``, or at ``root``."""
 
     def __init__(self, work_dir: Path, seed: int, *, clean_every: int = 5, engine_port: int | None = None,
                  spark_master: str | None = None, log: Callable[[str], None] = lambda line: None,
-                 source: CampaignSource = RECORDINGS) -> None:
+                 source: CampaignSource = RECORDINGS, root: str | None = None) -> None:
         """With ``engine_port``, every run attaches to a managed Spark Connect engine of the
         harness's lakehouse on that port (see :meth:`start_engine`), whose driver runs on
         ``spark_master`` (default local), and campaigns kill the engine too. ``source`` says
         what is landed and run (by default the reference recordings and the seeds' pipeline);
         the invariants are checked for every table of its runs that its declarations put in a
-        flow (:meth:`CampaignSource.flows`)."""
+        flow (:meth:`CampaignSource.flows`).
+
+        ``root`` puts the lakehouse on S3-API object storage (``s3a://bucket/prefix``) instead,
+        reached as this process's AWS variables say: the runs, their engine and the invariants
+        take the store's endpoint and credentials from the environment, as a user's would. The
+        machine's own files of the lakehouse (an engine's pid, token and log) are then kept
+        under ``work_dir/state`` (``XDG_STATE_HOME``); the runs' logs stay in ``work_dir/logs``."""
         self.work_dir = work_dir
-        self.root = work_dir / "lakehouse"
-        self.root.mkdir(parents=True, exist_ok=True)
         self.source = source
-        self.settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(self.root), **source.environment()})
+        # What every process of the harness's lakehouse is told: the runs, the engine, the checks.
+        self._root_env = {"LAKEHOUSE_ROOT": str(work_dir / "lakehouse")}
+        if root is not None:
+            self._root_env = {"LAKEHOUSE_ROOT": root, "XDG_STATE_HOME": str(work_dir / "state"),
+                              **{k: v for k, v in os.environ.items() if k.startswith("AWS_")}}
+        self.settings = LakehouseSettings.from_env({**self._root_env, **source.environment()})
+        #: The lakehouse's root, on a local disk or on the store.
+        self.location: Location = self.settings.root
+        self.location.mkdir()
         self.flows = source.flows(self.settings)
         self.engine_port = engine_port
         self.spark_master = spark_master
@@ -231,6 +245,15 @@ class CrashHarness:
         self.scratch = work_dir / "scratch"
         self.logs = work_dir / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def root(self) -> Path:
+        """The lakehouse's root as a local path (a harness on object storage has none)."""
+        return self.location.local("the crash harness's local copy of the lakehouse")
+
+    @property
+    def on_store(self) -> bool:
+        return not self.location.is_local
 
     # -- the campaign ----------------------------------------------------------------------------
     def campaign(self, kills: int) -> CrashSummary:
@@ -294,7 +317,8 @@ class CrashHarness:
     # -- the pieces ------------------------------------------------------------------------------
     def land_some(self, files: int) -> None:
         """Land the data set's next ``files`` files (5% bad records) into the landing folder."""
-        landed_files, landed_records = self.source.land(self.root / "landing", files, self.summary.seed)
+        landing = self.location / "landing" if self.on_store else self.root / "landing"
+        landed_files, landed_records = self.source.land(landing, files, self.summary.seed)
         self.summary.landed_files += landed_files
         self.summary.landed_records += landed_records
 
@@ -359,7 +383,7 @@ class CrashHarness:
         """The settings the harness's engine starts with: sized like the test session's Spark."""
         if self.engine_port is None:
             raise ValueError("this harness runs embedded: it has no engine")
-        env = {"LAKEHOUSE_ROOT": str(self.root), "LAKEHOUSE_ENGINE_PORT": str(self.engine_port),
+        env = {**self._root_env, "LAKEHOUSE_ENGINE_PORT": str(self.engine_port),
                "LAKEHOUSE_SPARK_CONF": self._spark_conf()}
         if self.spark_master:
             env["LAKEHOUSE_SPARK_MASTER"] = self.spark_master
@@ -414,8 +438,8 @@ class CrashHarness:
         env = {k: v for k, v in os.environ.items() if k != FAULT_ENV_VAR}
         tmp = self.scratch / "tmp"
         tmp.mkdir(parents=True, exist_ok=True)
+        env.update(self._root_env)
         env.update(
-            LAKEHOUSE_ROOT=str(self.root),
             PYSPARK_PYTHON=sys.executable,
             PYTHONPATH=os.pathsep.join(p for p in (str(_CHECKOUT), env.get("PYTHONPATH", "")) if p),
             TMPDIR=str(tmp),
@@ -424,7 +448,8 @@ class CrashHarness:
         )
         if self.engine_port is not None:
             # The harness's own engine (otherwise the runs go where this process's
-            # LAKEHOUSE_SPARK_REMOTE says); they read the token from _engine/token.
+            # LAKEHOUSE_SPARK_REMOTE says); they read the token from _engine/token (under
+            # settings.machine_path()).
             env.update(LAKEHOUSE_ENGINE_PORT=str(self.engine_port),
                        LAKEHOUSE_SPARK_REMOTE=f"sc://localhost:{self.engine_port}")
         return env

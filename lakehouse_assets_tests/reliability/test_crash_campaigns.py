@@ -6,7 +6,8 @@ is ``make test-all``'s too).
 Runs of the whole seeds' graph SIGKILLed again and again, at the fault points and at random
 moments (which can fall anywhere, Spark writing its checkpoint or state files included);
 campaigns of several kills over the sources declared elsewhere (a package, a Lakeflow
-pipeline); AUTO CDC runs killed mid-merge and between table and state. Each kill is a child
+pipeline); a campaign with the lakehouse on S3-API object storage; AUTO CDC runs killed
+mid-merge and between table and state. Each kill is a child
 process with a JVM of its own; ``LAKEHOUSE_CRASH_SEED`` repeats a campaign's schedule,
 ``LAKEHOUSE_CRASH_KILLS`` changes the size of the every-point one; ``make soak`` runs a longer
 one still, on an engine too.
@@ -18,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,7 @@ from lakehouse_assets_tests.reliability.crash_harness import (
     format_summary,
 )
 from lakehouse_assets_tests.reliability.test_crash_recovery_declared import ADMISSIONS, LAKEFLOW
+from lakehouse_assets_tests.s3_server import S3Server
 
 pytestmark = [pytest.mark.slow, pytest.mark.campaign]
 
@@ -62,6 +65,29 @@ def test_runs_killed_at_every_point_lose_and_duplicate_nothing(tmp_path):
     assert summary.kills == kills, f"only {summary.kills} of {kills} runs could be killed (seed {seed})"
     if kills >= len(KINDS):
         assert set(summary.kills_by_point) == set(KINDS), f"seed {seed}: {dict(summary.kills_by_point)}"
+
+
+def test_runs_killed_at_every_point_with_the_root_on_object_storage_lose_and_duplicate_nothing(
+        spark_on_s3: S3Server, tmp_path: Path) -> None:
+    """One kill per kind of write with the lakehouse on the store (s3proxy on loopback): the
+    runs, the landing and `lakehouse verify`'s invariants reach it as a user's environment
+    says (the AWS variables); only the runs' logs and scratch stay on the local disk."""
+    seed = crash_seed()
+    kills = len(KINDS)
+    announce(f"\ncrash campaign on object storage: {kills} kills, seed {seed} ({SEED_ENV_VAR}={seed} repeats it)")
+    # The store, reached from this process's Spark too: lakehouse verify's gold check runs there.
+    root = f"s3a://{spark_on_s3.bucket(f'crash-{uuid.uuid4().hex[:12]}')}/lakehouse"
+    harness = CrashHarness(tmp_path, seed, clean_every=kills, log=print, root=root)
+
+    summary = harness.campaign(kills)
+
+    announce(format_summary(summary))
+    assert summary.ok, summary.failures()
+    assert summary.kills == kills, f"only {summary.kills} of {kills} runs could be killed (seed {seed})"
+    assert set(summary.kills_by_point) == set(KINDS), f"seed {seed}: {dict(summary.kills_by_point)}"
+    # Every table, checkpoint and landed file lies on the store; none of it on the local disk.
+    assert {"_checkpoints", "bronze", "gold", "landing", "silver"} <= set(harness.location.folders())
+    assert not (tmp_path / "lakehouse").exists() and not list(tmp_path.rglob("_delta_log"))
 
 
 def test_runs_killed_over_a_second_source_lose_and_duplicate_nothing(tmp_path):
