@@ -31,10 +31,11 @@ install: $(INSTALLED)
 ## Runs attach to a warm Spark Connect engine (`lakehouse engine`), started first and stopped when the UI exits.
 run: $(INSTALLED)
 	@scripts/check_java.sh
-	@mkdir -p "$(DAGSTER_HOME)" "$(LAKEHOUSE_ROOT)"
+	@# A root on object storage (s3a://...) is no local folder to make.
+	@mkdir -p "$(DAGSTER_HOME)"; case "$(LAKEHOUSE_ROOT)" in *://*) ;; *) mkdir -p "$(LAKEHOUSE_ROOT)" ;; esac
 	@cp instance/dagster.yaml "$(DAGSTER_HOME)/dagster.yaml"
 	@# A first batch of reference data, so the sensors have something to carry to gold at once.
-	@test -d "$(LAKEHOUSE_ROOT)/landing/recordings" || $(BIN)/lakehouse land --files 5 --changes 3
+	@$(BIN)/lakehouse land --files 5 --changes 3 --if-empty
 	scripts/run_with_engine.sh $(BIN)/dagster dev -h 127.0.0.1 -p $(DAGSTER_PORT) -w workspace.yaml
 
 ## Lint and type-check: ruff (pyflakes, pycodestyle, import order, bugbear, pyupgrade) and mypy (strict, the whole
@@ -117,6 +118,17 @@ bench-routed: $(INSTALLED)
 .PHONY: bench-landing
 bench-landing: $(INSTALLED) $(S3_SERVER)
 	$(BIN)/python -m benchmarks.landing_listing
+
+## Issue 48's cost target: a one-file increment (bronze -> silver -> gold, as `make bench`'s) with the root on an
+## S3-API store (s3proxy on loopback, started and stopped here) against the same on a local disk, alternating, a fresh
+## process each; then one more store increment's S3 requests: benchmarks/results/object_storage.{json,md}.
+## About 10-15 minutes on a 2-core machine with STORE_REPEATS=5; run it when nothing else is using the machine.
+## BENCH_ARGS="--product HEAD" measures the last commit instead of the working tree.
+STORE_REPEATS ?= 5
+.PHONY: bench-store
+bench-store: $(INSTALLED) $(S3_SERVER)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.object_storage --repeats $(STORE_REPEATS) $(BENCH_ARGS)
 
 ## Who appends the event log: delta-rs against Delta Lake's connector, embedded and on a warm engine:
 ## benchmarks/results/event_log_writer.{json,md}. About 3 minutes.

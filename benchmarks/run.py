@@ -164,6 +164,9 @@ def use_product(ref: str, folder: Path) -> dict[str, str]:
     # checkout's, checked against the snapshot's own jars/SHA256SUMS when its sessions start.
     if (folder / "jars").is_dir():
         (folder / "jars" / "lib").symlink_to(REPO / "jars" / "lib", target_is_directory=True)
+    # So is the tests' S3-API server's (benchmarks.object_storage starts it).
+    if (folder / "jars" / "s3-server").is_dir():
+        (folder / "jars" / "s3-server" / "lib").symlink_to(REPO / "jars" / "s3-server" / "lib", target_is_directory=True)
     os.environ[PRODUCT_ENV] = str(folder)
     sys.path.insert(0, str(folder))
     return {"source": f"snapshot of {ref}", "commit": commit, "uncommitted_product_files": "0"}
