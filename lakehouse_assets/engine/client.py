@@ -52,6 +52,11 @@ _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]"}
 # query (the session's artifact state is made then); set on the server it does not.
 RUN_SESSION_CONF = {"spark.sql.artifact.isolation.enabled": "false"}
 
+# The process's shared session of each engine, by URL. pyspark's ``getOrCreate`` returns the
+# process's default session whatever URL it is asked for, so a process that talks to two
+# engines (a test's own engine beside the suite's) would send one's work to the other.
+_SHARED_SESSIONS: dict[str, SparkSession] = {}
+
 
 @dataclass(frozen=True)
 class EngineAddress:
@@ -115,9 +120,15 @@ def connect_session(
     address = engine_address(settings)
     shown = address.url(with_token=False)
     _check_listening(address, shown)
-    builder = SparkSession.builder.remote(address.url())
+    url = address.url()
+    shared = None if new_session else _SHARED_SESSIONS.get(url)
     try:
-        spark = builder.create() if new_session else builder.getOrCreate()
+        if shared is not None and not shared.is_stopped:  # type: ignore[attr-defined]  # a Connect session's
+            spark = shared
+        else:
+            spark = SparkSession.builder.remote(url).create()
+            if not new_session:
+                _SHARED_SESSIONS[url] = spark
         _bound_retries(spark, address)
         modifiable = {key: value for key, value in conf.items() if spark.conf.isModifiable(key)}
     except Exception as exc:  # noqa: BLE001 - gRPC errors have no common base worth naming

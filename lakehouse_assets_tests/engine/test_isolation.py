@@ -8,13 +8,18 @@ disjoint tables proceed at the same time. Runs in the Connect pass of ``make tes
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import dagster as dg
 import pytest
 
+from lakehouse_assets.engine.client import EngineAddress
 from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.reliability.landed_once import check_landed_once
 from lakehouse_assets.settings import LakehouseSettings
@@ -47,6 +52,53 @@ def test_a_run_session_sees_nothing_another_run_registered(spark, settings):
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_session_asked_of_another_engine_is_that_engines(spark, settings):
+    # A second engine at another address: the same engine behind a loopback relay, which
+    # counts what passes through it. The process's shared session must not answer for it.
+    address = EngineAddress.parse(os.environ["LAKEHOUSE_SPARK_REMOTE"])
+    with _relay_to(address.port) as (port, relayed):
+        other_url = os.environ["LAKEHOUSE_SPARK_REMOTE"].replace(f":{address.port}/", f":{port}/")
+        other = build_spark_session(replace(settings, spark_remote=other_url))
+        try:
+            assert other is not spark
+            assert other.range(5).count() == 5
+            assert relayed, "the session asked of the other address never used it"
+            assert build_spark_session(replace(settings, spark_remote=other_url)) is other
+        finally:
+            other.stop()
+    assert build_spark_session(settings) is spark
+
+
+@contextlib.contextmanager
+def _relay_to(target_port: int) -> Iterator[tuple[int, list[int]]]:
+    """A loopback port relaying every connection to ``target_port``; yields the port and a list
+    of the byte counts relayed (empty while nothing came through)."""
+    relayed: list[int] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := source.recv(65536):
+                relayed.append(len(chunk))
+                sink.sendall(chunk)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = listener.accept()
+                upstream = socket.create_connection(("127.0.0.1", target_port))
+                for source, sink in ((client, upstream), (upstream, client)):
+                    threading.Thread(target=pump, args=(source, sink), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1], relayed
+    finally:
+        listener.close()
 
 
 @pytest.mark.slow
