@@ -146,6 +146,11 @@ class Location:
         return pafs.LocalFileSystem() if self.is_local else _s3_file_system(self.store)
 
     @property
+    def delta_rs_options(self) -> dict[str, str] | None:
+        """delta-rs's storage options to reach this location (none on a local disk)."""
+        return None if self.is_local else self.store.delta_rs_options() or None
+
+    @property
     def path(self) -> str:
         """The location as its file system names it: the local path, or ``bucket/key``."""
         return self.uri if self.is_local else self.uri.split("://", 1)[1]

@@ -4,9 +4,8 @@ The invariant checker reads tables this way (the log's commit files parsed here,
 file lists through the store's Spark-free snapshot; no Spark, none of the write path), so a
 bug in the code that writes the tables cannot also hide itself from the check. A table is a
 :class:`~lakehouse_assets.location.Location` (a folder on a local disk or a prefix on an
-object store): each file is read through its file system; the table is opened by delta-rs
-through the lakehouse's store (``lakehouse_store(settings)``), which a table on object storage
-needs.
+object store): each file is read through its file system, and delta-rs opens the table on
+the store its location names.
 """
 
 from __future__ import annotations
@@ -23,13 +22,12 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.location import Location
 from lakehouse_assets.storage import DELTA_LOG, DeltaRsSnapshot, SnapshotFile
 from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
 
 if TYPE_CHECKING:
-    from lakehouse_assets.storage import DeltaTableStore
+    pass
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet")
@@ -126,10 +124,9 @@ def _parse_commit(version: int, file: Location) -> LogVersion:
     return commit
 
 
-def snapshot_files(table: Location, store: DeltaTableStore | None = None) -> list[SnapshotFile]:
-    """The data files of the latest snapshot with the size and row count the log states; a
-    table on object storage is opened through ``store`` (``lakehouse_store(settings)``)."""
-    return _snapshot(table, store).files()
+def snapshot_files(table: Location) -> list[SnapshotFile]:
+    """The data files of the latest snapshot with the size and row count the log states."""
+    return _snapshot(table).files()
 
 
 def parquet_rows(file: Location) -> int:
@@ -137,11 +134,9 @@ def parquet_rows(file: Location) -> int:
     return int(pq.read_metadata(file.path, filesystem=file.fs).num_rows)
 
 
-def read_rows(table: Location, columns: Sequence[str] | None = None, *,
-              store: DeltaTableStore | None = None) -> pa.Table:
-    """The latest snapshot's rows (all columns, or ``columns`` that exist); a table on object
-    storage is opened through ``store`` (``lakehouse_store(settings)``)."""
-    snapshot = _snapshot(table, store)
+def read_rows(table: Location, columns: Sequence[str] | None = None) -> pa.Table:
+    """The latest snapshot's rows (all columns, or ``columns`` that exist)."""
+    snapshot = _snapshot(table)
     if columns is not None:
         present = set(snapshot.column_names())
         columns = [c for c in columns if c in present]
@@ -173,12 +168,6 @@ def error_summary(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _snapshot(table: Location, store: DeltaTableStore | None) -> DeltaRsSnapshot:
+def _snapshot(table: Location) -> DeltaRsSnapshot:
     # The table where it is, as delta-rs finds it: the checker looks at the files a crash left.
-    if store is not None:
-        return store.snapshot(str(table))
-    if not table.is_local:
-        raise ConfigurationError(
-            f"{table} is on object storage, which delta-rs reaches only with the store's endpoint and region: "
-            "pass the lakehouse's store (lakehouse_store(settings)) to read it")
-    return DeltaRsSnapshot(table, open_delta_table(str(table)))
+    return DeltaRsSnapshot(table, open_delta_table(table))

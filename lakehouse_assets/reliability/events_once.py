@@ -12,7 +12,6 @@ from collections import Counter
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
-from lakehouse_assets.storage import lakehouse_store
 from lakehouse_assets.storage.discovery import is_table
 from lakehouse_assets.storage.event_log import EVENT_LOG_TABLE, event_log_path
 
@@ -34,7 +33,7 @@ def check_events_once(settings: LakehouseSettings, *, pending_ok: bool = False) 
     if is_table(log):
         columns = ["table", "query_id", "batch_id", "status", "table_version"]
         try:
-            rows = delta_files.read_rows(log, columns, store=lakehouse_store(settings))
+            rows = delta_files.read_rows(log, columns)
         except Exception as exc:  # noqa: BLE001 - a damaged log is a finding, not a crash
             result.add(EVENT_LOG_TABLE, f"cannot read the event log at {log}: {delta_files.error_summary(exc)}")
             return result

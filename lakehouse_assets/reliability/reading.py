@@ -11,7 +11,6 @@ from lakehouse_assets.location import Location
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.report import SAMPLE_SIZE, InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import lakehouse_store
 
 
 def table_path(settings: LakehouseSettings, name: str) -> Location:
@@ -26,7 +25,7 @@ def read_or_report(result: InvariantResult, settings: LakehouseSettings, name: s
     be read."""
     path = table_path(settings, name)
     try:
-        return delta_files.read_rows(path, columns, store=lakehouse_store(settings))
+        return delta_files.read_rows(path, columns)
     except Exception as exc:  # noqa: BLE001 - a damaged table is a finding, not a crash
         result.add(name, f"cannot read the table at {path}: {delta_files.error_summary(exc)}")
         return None

@@ -8,7 +8,6 @@ from lakehouse_assets.location import Location
 from lakehouse_assets.reliability import delta_files
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore, lakehouse_store
 from lakehouse_assets.storage.discovery import discover_tables
 
 VERSIONS_WHOLE = "versions_whole"
@@ -20,16 +19,15 @@ def check_versions_whole(settings: LakehouseSettings) -> InvariantResult:
     tables = discover_tables(settings.root)
     if not tables:
         result.skipped = "no tables yet"
-    store = lakehouse_store(settings)
     for name in tables:
         layer, table = name.split(".", 1)
-        check_table_whole(result, name, settings.table_path(layer, table), store)
+        check_table_whole(result, name, settings.table_path(layer, table))
     return result
 
 
-def check_table_whole(result: InvariantResult, name: str, path: Location, store: DeltaTableStore) -> None:
-    """Add to ``result`` whatever makes the table at ``path`` (a folder on a disk or a store,
-    opened through ``store``) not whole."""
+def check_table_whole(result: InvariantResult, name: str, path: Location) -> None:
+    """Add to ``result`` whatever makes the table at ``path`` (a folder on a disk or a store)
+    not whole."""
     versions = delta_files.log_versions(path)
     broken = [f"version {v.version} ({v.path.name}) {v.problem}" for v in versions if v.problem]
     if broken:
@@ -56,7 +54,7 @@ def check_table_whole(result: InvariantResult, name: str, path: Location, store:
     if twice:
         result.add(name, f"{len(twice)} streaming batches are committed more than once", twice)
     try:
-        files = delta_files.snapshot_files(path, store)
+        files = delta_files.snapshot_files(path)
     except Exception as exc:  # noqa: BLE001 - delta-rs raises many types for a damaged log
         result.add(name, f"the latest snapshot cannot be loaded: {delta_files.error_summary(exc)}")
         return

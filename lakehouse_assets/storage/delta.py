@@ -275,7 +275,7 @@ class DeltaTableStore:
 
     # -- internals ----------------------------------------------------------------------------
     def _open(self, path: str, *, version: int | None = None) -> DeltaTable:
-        return open_delta_table(path, version=version, storage_options=self._storage_options)
+        return open_delta_table(locate(path, self._object_store), version=version)
 
     def _created_first(self, rows: DataFrame, path: str, table: DeltaTable | None, layout: TableLayout | None, *,
                        by_stream: bool) -> DeltaTable | None:

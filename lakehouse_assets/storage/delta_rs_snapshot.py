@@ -7,7 +7,7 @@ the write path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -27,13 +27,12 @@ if TYPE_CHECKING:
     import pyarrow.dataset as pads
 
 
-def open_delta_table(
-    path: str, *, version: int | None = None, storage_options: Mapping[str, str] | None = None
-) -> DeltaTable:
-    """The Delta table at ``path``, at its latest version or at ``version``; errors name the
-    table, the versions it has, and what to read instead."""
+def open_delta_table(path: Location, *, version: int | None = None) -> DeltaTable:
+    """The Delta table at ``path`` (on a disk, or on the store its location names), at its
+    latest version or at ``version``; errors name the table, the versions it has, and what to
+    read instead."""
     try:
-        table = DeltaTable(str(path), storage_options=dict(storage_options) if storage_options else None)
+        table = DeltaTable(str(path), storage_options=path.delta_rs_options)
     except DeltaTableNotFound as exc:
         raise TableNotFoundError(str(path)) from exc
     if version is not None:

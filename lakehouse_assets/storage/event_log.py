@@ -173,7 +173,7 @@ def append_events(path: Location, events: Sequence[BatchEvent], *, logs: AppTran
                 return False
         try:
             # schema_mode: a log written before a column was added gains it.
-            write_deltalake(str(path), rows, mode="append", schema_mode="merge", storage_options=_options(path),
+            write_deltalake(str(path), rows, mode="append", schema_mode="merge", storage_options=path.delta_rs_options,
                             commit_properties=commit_properties("APPEND EVENTS", logs, len(events), None))
             if log is not None and (log.version() + 1) % COMPACT_EVERY == 0:
                 _compact(path)
@@ -221,18 +221,13 @@ def _compact(path: Location) -> None:
     """Compact the log's small files; skipped when it fails (another run's append got in
     first, say): the next compaction, or the daily maintenance, does it."""
     try:
-        DeltaTable(str(path), storage_options=_options(path)).optimize.compact()
+        DeltaTable(str(path), storage_options=path.delta_rs_options).optimize.compact()
     except DeltaError:
         pass
 
 
 def _open(path: Location) -> DeltaTable | None:
     try:
-        return DeltaTable(str(path), storage_options=_options(path))
+        return DeltaTable(str(path), storage_options=path.delta_rs_options)
     except TableNotFoundError:
         return None
-
-
-def _options(path: Location) -> dict[str, str] | None:
-    """delta-rs's options to reach the log where it is (none on a local disk)."""
-    return None if path.is_local else path.store.delta_rs_options() or None

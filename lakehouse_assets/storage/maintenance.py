@@ -82,7 +82,7 @@ def optimize(spark: SparkSession, table: Location, columns: Sequence[str], *, ta
     if not metrics["numFilesRemoved"]:
         return OptimizeResult(path, None, z_order=clustered)
     return OptimizeResult(
-        path, _open(table).version(), files_removed=int(metrics["numFilesRemoved"]),
+        path, open_delta_table(table).version(), files_removed=int(metrics["numFilesRemoved"]),
         files_added=int(metrics["numFilesAdded"]), bytes_removed=int(metrics["filesRemoved"]["totalSize"] or 0),
         bytes_added=int(metrics["filesAdded"]["totalSize"] or 0), z_order=clustered)
 
@@ -116,7 +116,7 @@ def _refuse_if_needed(table: Location, candidates: Sequence[str], readers: Seque
                       hours: int) -> None:
     path = str(table)
     doomed = set(candidates)
-    latest = _open(table).version()
+    latest = open_delta_table(table).version()
     needed_after: dict[int, set[str]] = {}  # readers at one version (the usual case) share a listing
     for reader in readers:
         if reader.version is None:
@@ -158,8 +158,8 @@ def _files_still_needed(table: Location, read_through: int, latest: int, candida
     no rows (delta-rs lists every version's files, its history names the operation); and the
     change data files written since ``read_through`` was committed (no snapshot lists those:
     their time says). Keeping a file too many is safe."""
-    operations = {c["version"]: c.get("operation") for c in _open(table).history(latest - read_through)}
-    delta_table = _open(table, version=read_through)
+    operations = {c["version"]: c.get("operation") for c in open_delta_table(table).history(latest - read_through)}
+    delta_table = open_delta_table(table, version=read_through)
     before = _listed(table, delta_table)
     needed: set[str] = set()
     for version in range(read_through + 1, latest + 1):
@@ -198,17 +198,12 @@ def _console_to_stderr(spark: SparkSession) -> Iterator[None]:
         system.setOut(console)
 
 
-def _open(table: Location, *, version: int | None = None) -> DeltaTable:
-    # The table where it is, with the store's endpoint when it is on object storage.
-    return open_delta_table(str(table), version=version, storage_options=table.store.delta_rs_options() or None)
-
-
 def _commit_time(table: Location, version: int) -> dt.datetime:
     """When ``version`` was committed, from the table's history; the oldest commit the
     history still holds when its log was cleaned up since (a reader needs at least that)."""
     if version < 0:
         return dt.datetime.now(dt.UTC)
-    delta_table = _open(table)
+    delta_table = open_delta_table(table)
     # The latest version's history, searched back: delta-rs's history of a table opened at an
     # older version gives that version's number with the latest commit's time.
     commits = delta_table.history(max(1, delta_table.version() - version + 1))

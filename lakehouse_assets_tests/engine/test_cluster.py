@@ -23,7 +23,6 @@ import pytest
 
 from lakehouse_assets.reliability.delta_files import read_rows, row_tuples
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import lakehouse_store
 from lakehouse_assets_tests.built import BuiltLakehouse
 from lakehouse_assets_tests.engine.standalone_cluster import StandaloneCluster
 from lakehouse_assets_tests.ports import free_port
@@ -47,7 +46,7 @@ def _rows(settings: LakehouseSettings, table: str) -> Counter:
     lakehouse's store); floats to 9 places, since the cluster sums in another order, and the
     lakehouse root written out of file names."""
     layer, name = table.split(".")
-    rows = read_rows(settings.table_path(layer, name), store=lakehouse_store(settings))
+    rows = read_rows(settings.table_path(layer, name))
     columns = [c for c in rows.column_names if c not in RUN_DEPENDENT]
     # Rescued data names its landing file by full path, as Spark spells it: file:/root/... on a
     # local disk, s3a://bucket/prefix/... on the store.

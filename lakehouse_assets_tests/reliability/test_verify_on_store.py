@@ -20,7 +20,6 @@ from lakehouse_assets.reliability.invariants import (
 )
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
-from lakehouse_assets.storage import lakehouse_store
 from lakehouse_assets_tests.assets.pipeline import TO_SILVER, materialize, tables
 from lakehouse_assets_tests.cli.in_process import run_in_process
 
@@ -51,7 +50,7 @@ def test_verify_and_trace_read_a_lakehouse_on_the_store(spark, store_settings: L
 
     # A data file removed from the store is reported by table and file, and verify exits 1.
     bronze = settings.table_path("bronze", "recordings")
-    victim = snapshot_files(bronze, lakehouse_store(settings))[0]
+    victim = snapshot_files(bronze)[0]
     Location(victim.path, bronze.store).remove()
 
     verified = run_in_process(["verify"], root_env=None, extra_env={"LAKEHOUSE_ROOT": str(settings.root)},
