@@ -17,7 +17,7 @@ import dagster as dg
 
 from lakehouse_assets.assets.landing import companion_readers, downstream_tables, landing_readers
 from lakehouse_assets.ingestion.files import is_data_file
-from lakehouse_assets.location import Location, locate
+from lakehouse_assets.location import Location
 
 # A file younger than this, whose size we have not seen hold still, may still be written.
 SETTLE_SECONDS = 2.0
@@ -194,8 +194,8 @@ def landing_sensor(
         settings = lakehouse.settings()
         folder = settings.landing_path(source)
         cursor = LandingCursor.parse(context.cursor)
-        scan = scan_landing(locate(str(folder)), cursor)
-        if not scan.ready and not scan.waiting and not locate(str(folder)).is_dir():
+        scan = scan_landing(folder, cursor)
+        if not scan.ready and not scan.waiting and not folder.is_dir():
             # The cursor is kept: files that come back unchanged are not announced again.
             return dg.SkipReason(
                 f"The landing folder {folder} does not exist: nothing to ingest. Create it (or land "
@@ -215,7 +215,7 @@ def landing_sensor(
         shown = scan.ready[:TAGGED_FILE_NAMES]
         store = lakehouse.store()
         along = companions_needed(
-            companions, landed=lambda other: any(True for _ in landed_files(locate(str(settings.landing_path(other))))),
+            companions, landed=lambda other: any(True for _ in landed_files(settings.landing_path(other))),
             built=lambda key: store.exists(str(settings.table_path(*key.path))))
         request = dg.RunRequest(
             run_key=f"{source}:{digest[:16]}",

@@ -269,7 +269,7 @@ class DeltaTableStore:
 
     def drop(self, path: str) -> None:
         """Delete the table folder and everything in it."""
-        location = locate(str(path))
+        location = locate(path, self._object_store)
         if location.exists():
             location.fs.delete_dir(location.path)
 
@@ -290,7 +290,7 @@ class DeltaTableStore:
     def _open_for_write(self, path: str) -> DeltaTable | None:
         if self.exists(path):
             return self._open(path)
-        location = locate(path)
+        location = locate(path, self._object_store)
         if not location.is_empty_or_missing() and not _holds_only_unlisted_data_files(location):
             raise NotADeltaTableError(path)
         return None
