@@ -21,6 +21,7 @@ import pytest
 
 from lakehouse_assets.engine.files import EngineFiles
 from lakehouse_assets.engine.server import start_engine, stop_engine
+from lakehouse_assets.reliability import check_all
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.storage import lakehouse_store
@@ -99,3 +100,6 @@ def test_landed_files_reach_gold_on_the_store_and_later_files_follow_with_two_ru
     assert store_settings.root.folders() == ["_checkpoints", "_schemas", "_system", "bronze", "gold", "landing",
                                              "silver"]
     assert not Path(str(store_settings.root.path)).exists()
+    # And every invariant lakehouse verify checks holds there, gold recomputed on the engine too.
+    report = check_all(store_settings)
+    assert report.ok and not [r.name for r in report.results if r.skipped], report.summary()
