@@ -44,16 +44,28 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check lakehouse_assets lakehouse_assets_tests benchmarks scripts examples
 	$(BIN)/mypy
 
-## Run the test suite (what CI runs): the embedded pass and, beside it, the Connect pass on a warm
-## Spark Connect engine, with the lint and type checks (`make lint`) beside them as they start.
-## Budget: 25 minutes on 2 cores, install included; each pass prints its 20 slowest tests, and the
-## total is printed last (scripts/test_suite.sh).
 S3_SERVER := jars/s3-server/lib/.installed
 $(S3_SERVER): jars/s3-server/pom.xml jars/s3-server/SHA256SUMS scripts/install_jars.sh
 	@# The tests' S3-API server (s3proxy), with Maven, checked against its committed sum.
 	@scripts/install_jars.sh jars/s3-server
 	@touch $@
 
+## `make run` with the lakehouse on object storage: a local S3-API server (s3proxy, the tests' server) on
+## 127.0.0.1:$(STORE_PORT) serves the bucket `lake` from $(STORE_DIR)/buckets (kept between runs), the root is
+## s3a://lake/lakehouse, and the server stops when the UI exits. Its own Dagster home and engine port, so that it
+## runs beside `make run`'s lakehouse (give it another DAGSTER_PORT then). docs/guides/object-storage.md.
+STORE_DIR ?= $(CURDIR)/lakehouse_store
+STORE_PORT ?= 9100
+.PHONY: run-on-store
+run-on-store: $(INSTALLED) $(S3_SERVER)
+	$(BIN)/python -m lakehouse_assets_tests.s3_server --base "$(STORE_DIR)/buckets" --bucket lake --port $(STORE_PORT) -- \
+	  env LAKEHOUSE_ENGINE_PORT=$${LAKEHOUSE_ENGINE_PORT:-15003} \
+	  $(MAKE) run LAKEHOUSE_ROOT=s3a://lake/lakehouse DAGSTER_HOME="$(CURDIR)/.dagster_home_store"
+
+## Run the test suite (what CI runs): the embedded pass and, beside it, the Connect pass on a warm
+## Spark Connect engine, with the lint and type checks (`make lint`) beside them as they start.
+## Budget: 25 minutes on 2 cores, install included; each pass prints its 20 slowest tests, and the
+## total is printed last (scripts/test_suite.sh).
 test: $(INSTALLED) $(S3_SERVER)
 	@scripts/check_java.sh
 	@# The UI tests drive Debian's Chromium (Playwright cannot download its own browser here).

@@ -2,12 +2,19 @@
 loopback with the machine's Java (its jar resolved by `make test` into jars/s3-server/lib/).
 Each bucket is a folder under the server's base folder. It honours conditional writes
 (``If-None-Match: *`` answered 412 when the key exists) as S3 does, which s3proxy 2's
-filesystem backend ignored."""
+filesystem backend ignored.
+
+``make run-on-store`` serves a bucket with it while ``make run`` runs (:func:`main`)."""
 
 from __future__ import annotations
 
+import argparse
+import os
+import shlex
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,14 +50,17 @@ class S3Server:
 
 
 @contextmanager
-def s3_server(base: Path) -> Iterator[S3Server]:
-    """s3proxy serving ``base`` on a free loopback port until the block ends."""
+def s3_server(base: Path, port: int | None = None) -> Iterator[S3Server]:
+    """s3proxy serving ``base`` on loopback (on ``port``, or a free one) until the block ends."""
     jars = sorted(SERVER_JARS.glob("s3proxy-*-jar-with-dependencies.jar"))
     java = shutil.which("java")
     if not jars or java is None:
         raise RuntimeError(f"the tests' S3 server needs Java and its jar in {SERVER_JARS}: run `make test`, "
                            "which resolves it (scripts/install_jars.sh jars/s3-server)")
-    port = free_port()
+    if port is None:
+        port = free_port()
+    elif listening(port):
+        raise RuntimeError(f"port {port} on 127.0.0.1 is taken: stop what holds it, or choose another port")
     base.mkdir(parents=True, exist_ok=True)
     properties = base.parent / f"s3proxy-{port}.properties"
     properties.write_text("\n".join([
@@ -79,3 +89,34 @@ def s3_server(base: Path) -> Iterator[S3Server]:
             process.kill()
             process.wait()
         log.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve ``--base`` as an S3-API store on loopback, with the bucket ``--bucket``, while
+    COMMAND runs with the AWS variables naming the server; the server stops when COMMAND ends."""
+    parser = argparse.ArgumentParser(prog="python -m lakehouse_assets_tests.s3_server", description=main.__doc__)
+    parser.add_argument("--base", type=Path, required=True, help="the folder behind the store (kept)")
+    parser.add_argument("--bucket", required=True, help="the bucket to create (3 characters or more)")
+    parser.add_argument("--port", type=int, default=None, help="the port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("name the command to run after --")
+    with s3_server(args.base.resolve(), port=args.port) as server:
+        server.bucket(args.bucket)
+        env = server.environment()
+        print(f"S3-API store (s3proxy) at {server.endpoint_url}, bucket {args.bucket!r} in "
+              f"{args.base.resolve() / args.bucket}; to reach it from another shell:", flush=True)
+        for name, value in env.items():
+            print(f"  export {name}={shlex.quote(value)}", flush=True)
+        child = subprocess.Popen(command, env={**os.environ, **env})
+        # Ctrl-C reaches the command too: wait for it to stop before the store goes.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+        code = child.wait()
+        return 128 - code if code < 0 else code  # killed by a signal: as a shell reports it
+
+
+if __name__ == "__main__":
+    sys.exit(main())
