@@ -123,7 +123,8 @@ def connect_session(
     url = address.url()
     shared = None if new_session else _SHARED_SESSIONS.get(url)
     try:
-        if shared is not None and not shared.is_stopped:  # type: ignore[attr-defined]  # a Connect session's
+        # is_stopped is a Connect session's; the classic session's type pyspark declares lacks it.
+        if shared is not None and not shared.is_stopped:  # type: ignore[attr-defined]
             spark = shared
         else:
             spark = SparkSession.builder.remote(url).create()

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,9 +25,6 @@ import pyarrow.parquet as pq
 from lakehouse_assets.location import Location
 from lakehouse_assets.storage import DELTA_LOG, DeltaRsSnapshot, SnapshotFile
 from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
-
-if TYPE_CHECKING:
-    pass
 
 _COMMIT_FILE = re.compile(r"(\d{20})\.json")
 _CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet")
