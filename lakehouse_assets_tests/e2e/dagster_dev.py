@@ -28,7 +28,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -46,6 +46,12 @@ MAKE_RUN_SCRIPT = REPO_ROOT / "scripts" / "run_with_engine.sh"
 FAST_SPARK_CONF = {**SMALL_DATA_CONF, "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS}
 
 RUN_FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
+
+# What a started service's SIGINT and SIGTERM are set to (options of coreutils' env, see _start):
+# as a terminal's foreground job has them, or as `make run &` has them (SIGINT ignored).
+_ENV = "/usr/bin/env"
+_DEFAULT_INTERRUPT_SIGNALS = ("--default-signal=INT,TERM",)
+_BACKGROUND_JOB_SIGNALS = ("--ignore-signal=INT",)
 
 
 class DagsterDeploymentError(AssertionError):
@@ -186,7 +192,7 @@ class DagsterDeployment:
         ``make run &`` would start it: SIGINT ignored, as a shell's background job has it."""
         dev = [_script("dagster"), "dev", "-h", "127.0.0.1", "-p", str(self.port), "-w", str(WORKSPACE_YAML)]
         if as_make_run:
-            self._start("make_run", [str(MAKE_RUN_SCRIPT), *dev], preexec_fn=_background_job_signals)
+            self._start("make_run", [str(MAKE_RUN_SCRIPT), *dev], signals=_BACKGROUND_JOB_SIGNALS)
         else:
             self._start("dev", dev)
 
@@ -199,12 +205,19 @@ class DagsterDeployment:
         """The daemon alone: sensors, declarative automation and the run queue."""
         self._start("daemon", [_script("dagster-daemon"), "run", "-w", str(WORKSPACE_YAML)])
 
-    def _start(self, name: str, command: list[str],
-               preexec_fn: Callable[[], None] | None = None) -> None:
+    def _start(self, name: str, command: list[str], signals: tuple[str, ...] = _DEFAULT_INTERRUPT_SIGNALS) -> None:
         log_path = self.log_dir / f"dagster-{name}.log"
         log = log_path.open("ab")
         popen = subprocess.Popen(
-            command,
+            # A shell that starts jobs in the background (CI, make in the background) leaves
+            # SIGINT ignored, and an ignored SIGINT survives exec: Dagster would then ignore
+            # Ctrl-C and SIGTERM alike (it maps SIGTERM to SIGINT's handler). coreutils' env sets
+            # the signals and execs the command. Not a preexec_fn: it makes Python fork() instead
+            # of vfork(), which runs gRPC's fork handlers in the child when this process holds a
+            # Spark Connect session (the Connect pass); they restart gRPC's epoll poller there,
+            # close_fds then closes its epoll fd before exec, and the child aborts with
+            # "epoll_wait error: Bad file descriptor" (SIGABRT; grpc/grpc#43055).
+            [_ENV, *signals, *command],
             cwd=REPO_ROOT,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -213,10 +226,6 @@ class DagsterDeployment:
             # A session (and process group) of its own: one signal reaches the whole tree, and
             # /proc can tell afterwards whether any of it is left.
             start_new_session=True,
-            # A shell that starts jobs in the background (CI, make in the background) leaves
-            # SIGINT ignored, and an ignored SIGINT survives exec: Dagster would then ignore
-            # Ctrl-C and SIGTERM alike (it maps SIGTERM to SIGINT's handler).
-            preexec_fn=preexec_fn or _default_interrupt_signals,
         )
         self._started.append(_Started(name, popen, log, log_path))
 
@@ -393,15 +402,6 @@ class DagsterDeployment:
         # A test that failed half-way still must not leave servers, run workers or JVMs behind.
         if self._started:
             self.stop(timeout=30)
-
-
-def _background_job_signals() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _default_interrupt_signals() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
