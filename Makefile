@@ -45,9 +45,12 @@ lint: $(INSTALLED)
 	$(BIN)/mypy
 
 S3_SERVER := jars/s3-server/lib/.installed
-$(S3_SERVER): jars/s3-server/pom.xml jars/s3-server/SHA256SUMS scripts/install_jars.sh
-	@# The tests' S3-API server (s3proxy), with Maven, checked against its committed sum.
+$(S3_SERVER): jars/s3-server/pom.xml jars/s3-server/SHA256SUMS jars/s3-server-legacy/pom.xml \
+		jars/s3-server-legacy/SHA256SUMS scripts/install_jars.sh
+	@# The tests' S3-API server (s3proxy), with Maven, checked against its committed sum; and s3proxy 2,
+	@# a store the lakehouse cannot work with (the store probe's tests).
 	@scripts/install_jars.sh jars/s3-server
+	@scripts/install_jars.sh jars/s3-server-legacy
 	@touch $@
 
 ## `make run` with the lakehouse on object storage: a local S3-API server (s3proxy, the tests' server) on
@@ -189,4 +192,4 @@ soak: $(INSTALLED)
 	$(BIN)/python -m lakehouse_assets_tests.reliability.soak --kills $(SOAK_KILLS) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) $(if $(SOAK_ENGINE),--engine)
 
 clean:
-	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache jars/lib jars/s3-server/lib
+	rm -rf $(VENV) lakehouse_data .dagster_home .pytest_cache jars/lib jars/s3-server/lib jars/s3-server-legacy/lib

@@ -4,7 +4,10 @@ Each bucket is a folder under the server's base folder. It honours conditional w
 (``If-None-Match: *`` answered 412 when the key exists) as S3 does, which s3proxy 2's
 filesystem backend ignored.
 
-``make run-on-store`` serves a bucket with it while ``make run`` runs (:func:`main`)."""
+``make run-on-store`` serves a bucket with it while ``make run`` runs (:func:`main`).
+
+:data:`LEGACY_SERVER_JARS` holds s3proxy 2 (jars/s3-server-legacy/), whose ``filesystem``
+backend is a store the lakehouse cannot work with, for the tests of the store probe."""
 
 from __future__ import annotations
 
@@ -24,7 +27,9 @@ from pathlib import Path
 from lakehouse_assets.engine.probe import listening
 from lakehouse_assets_tests.ports import free_port
 
-SERVER_JARS = Path(__file__).resolve().parents[1] / "jars" / "s3-server" / "lib"
+ROOT = Path(__file__).resolve().parents[1]
+SERVER_JARS = ROOT / "jars" / "s3-server" / "lib"
+LEGACY_SERVER_JARS = ROOT / "jars" / "s3-server-legacy" / "lib"
 ACCESS_KEY = "lakehouse-test"
 SECRET_KEY = "lakehouse-test-secret"
 _START_SECONDS = 60
@@ -50,13 +55,15 @@ class S3Server:
 
 
 @contextmanager
-def s3_server(base: Path, port: int | None = None) -> Iterator[S3Server]:
-    """s3proxy serving ``base`` on loopback (on ``port``, or a free one) until the block ends."""
-    jars = sorted(SERVER_JARS.glob("s3proxy-*-jar-with-dependencies.jar"))
+def s3_server(base: Path, port: int | None = None, *, backend: str = "filesystem-nio2",
+              server_jars: Path = SERVER_JARS) -> Iterator[S3Server]:
+    """s3proxy serving ``base`` on loopback (on ``port``, or a free one) until the block ends, with
+    the jclouds ``backend`` and the s3proxy in ``server_jars``."""
+    jars = sorted(server_jars.glob("s3proxy-*-jar-with-dependencies.jar"))
     java = shutil.which("java")
     if not jars or java is None:
-        raise RuntimeError(f"the tests' S3 server needs Java and its jar in {SERVER_JARS}: run `make test`, "
-                           "which resolves it (scripts/install_jars.sh jars/s3-server)")
+        raise RuntimeError(f"the tests' S3 server needs Java and its jar in {server_jars}: run `make test`, "
+                           f"which resolves it (scripts/install_jars.sh {server_jars.parent})")
     if port is None:
         port = free_port()
     elif listening(port):
@@ -68,7 +75,7 @@ def s3_server(base: Path, port: int | None = None) -> Iterator[S3Server]:
         "s3proxy.authorization=aws-v2-or-v4",
         f"s3proxy.identity={ACCESS_KEY}",
         f"s3proxy.credential={SECRET_KEY}",
-        "jclouds.provider=filesystem-nio2",
+        f"jclouds.provider={backend}",
         f"jclouds.filesystem.basedir={base}",
     ]) + "\n")
     log = (base.parent / f"s3proxy-{port}.log").open("wb")
