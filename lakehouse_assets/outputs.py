@@ -5,7 +5,8 @@ attached by the declaration), an :class:`IncrementalSource` (an ingestion stream
 :class:`AppendFlows`, :class:`RoutedRows` (a table and its quarantine), or
 :class:`TableKept` (nothing landed: the table is reported as it stands). The IO manager picks
 the handler by this type (:mod:`lakehouse_assets.io.handlers`); an input whose table does not
-exist yet comes in as :class:`MissingTable`. Declarations (:mod:`lakehouse_assets.assets`)
+exist yet comes in as :class:`MissingTable`, any other as an :class:`UpstreamTable`, read
+when the body runs. Declarations (:mod:`lakehouse_assets.assets`)
 and the IO manager (:mod:`lakehouse_assets.io`) both import these from here, so the IO layer
 knows nothing of how an asset is declared.
 """
@@ -33,6 +34,9 @@ class IncrementalSource:
     # Whether anything arrived since the last run (None: cannot tell), so that a run with
     # nothing to do does not start a query.
     has_new_data: Callable[[], bool | None] | None = None
+    # The landed files the run found unread before its query (Spark's URIs), so that those
+    # deleted before it read them are named.
+    unread: Callable[[], list[str]] | None = None
     # How many times one run may restart the query when ``restart_when`` says so.
     max_restarts: int = 3
     # The asset's expectations (WARN and FAIL), filled in from its declaration.
@@ -90,6 +94,16 @@ class QuarantineOf:
     IO manager step only reports what that query put there."""
 
     table: dg.AssetKey
+
+
+@dataclass(frozen=True)
+class UpstreamTable:
+    """An input as the Delta IO manager hands it in: the upstream table (``layer.name``) and
+    how to read it (as a stream of the rows each new version adds, or as it stands), read when
+    the consuming asset's body runs, not before: a table with nothing new starts no Spark."""
+
+    table: str
+    read: Callable[[], DataFrame]
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,6 @@ LOGS_DIR = "_logs"
 LANDING_DIR = "landing"
 # Under a table's checkpoint: one checkpoint per append flow, for a table several flows fill.
 FLOWS_DIR = "flows"
-# The machinery's own tables (the event log) are named ``system.<name>`` and kept in ``_system``,
-# apart from the medallion layers.
-SYSTEM_LAYER = "system"
-SYSTEM_DIR = "_system"
 
 
 @dataclass(frozen=True)
@@ -134,12 +130,11 @@ class LakehouseSettings:
         )
 
     def layer_path(self, layer: str) -> Location:
-        """The folder of a layer's tables: ``$LAKEHOUSE_ROOT/<layer>`` (``system``: ``_system``)."""
-        return self.root / (SYSTEM_DIR if layer == SYSTEM_LAYER else _safe_part(layer))
+        """The folder of a layer's tables: ``$LAKEHOUSE_ROOT/<layer>``."""
+        return self.root / _safe_part(layer)
 
     def table_path(self, layer: str, name: str) -> Location:
-        """The Delta table of ``layer.name``: ``$LAKEHOUSE_ROOT/<layer>/<name>`` (a ``system`` table:
-        ``$LAKEHOUSE_ROOT/_system/<name>``)."""
+        """The Delta table of ``layer.name``: ``$LAKEHOUSE_ROOT/<layer>/<name>``."""
         return self.layer_path(layer) / _safe_part(name)
 
     def landing_path(self, source: str) -> Location:

@@ -73,14 +73,24 @@ REQUIRED_CONF: Mapping[str, str] = {
 }
 
 
+# Settings fixed when a driver starts (Spark refuses them later): global temporary views live in
+# `system`, so the event log's view is `system.event_log` (lakehouse_assets.tables.event_log).
+REQUIRED_STATIC_CONF: Mapping[str, str] = {
+    "spark.sql.globalTempDatabase": "system",
+}
+
+
 # Delta Lake's connector: its SQL (MERGE, DESCRIBE HISTORY, OPTIMIZE, ...) and its catalog.
 DELTA_CONF: Mapping[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-    # No version checksum files (_delta_log/N.crc): delta-rs 1.6, which appends the event log
-    # and reads every table, stops on a checksum newer than the commits it lists ("CRC file
-    # version N is newer than log segment version N-1").
-    "spark.databricks.delta.writeChecksumFile.enabled": "false",
+    # A checksum file beside each commit (its protocol, metadata, app transactions and, for a
+    # small table, its files): Delta then loads a new version of a table without a Spark job
+    # over its log, which a run did several times per table it touched.
+    "spark.databricks.delta.writeChecksumFile.enabled": "true",
+    "spark.databricks.delta.incremental.commit.enabled": "true",
+    "spark.databricks.delta.allFilesInCrc.enabled": "true",
+    "spark.databricks.delta.setTransactionsInCrc.writeOnCommit": "true",
 }
 
 
@@ -94,6 +104,7 @@ def engine_conf(settings: LakehouseSettings, extra_conf: Mapping[str, str] | Non
     conf.update(settings.spark_conf)
     conf.update(extra_conf or {})
     conf.update(REQUIRED_CONF)
+    conf.update(REQUIRED_STATIC_CONF)
     java_options = archive_options(settings, conf.get("spark.driver.extraJavaOptions", ""))
     if java_options:
         conf["spark.driver.extraJavaOptions"] = java_options

@@ -28,6 +28,8 @@ from lakehouse_assets.tables.sql_types import spark_type
 
 #: The definition-metadata entry holding a table asset's :class:`TableSpec`.
 SPEC_KEY = "lakehouse/table_spec"
+#: Definition metadata on a table reading landed files: {source: {format, description, streamed}}.
+LANDING_FOLDERS = "lakehouse/landing_folders"
 #: The Delta IO manager, which writes what a table asset returns.
 IO_MANAGER_KEY = "delta_io_manager"
 #: The same IO manager, loading its inputs as streams: an input says how it wants the
@@ -91,7 +93,8 @@ class TableSpec:
     processingTime) says when its micro-batches run. ``quarantine`` names the table a routed
     table's dropped rows go to, ``quarantine_for`` the table a quarantine serves.
     ``streams_from`` are the tables read as streams, ``stream_options`` their options by
-    table. An AUTO CDC table has ``auto_cdc``; a grouped table kept incrementally has
+    table; ``reads`` the tables read in batch (as they stand), ``landing`` the landing folders
+    read in batch (by source). An AUTO CDC table has ``auto_cdc``; a grouped table kept incrementally has
     ``aggregate`` and ``recomputed_by`` (the batch query its rows must equal).
     ``column_types`` are Spark SQL type names every write casts to. ``pipeline`` names the
     Lakeflow pipeline a table is loaded from (:mod:`lakehouse_assets.pipelines`)."""
@@ -113,6 +116,8 @@ class TableSpec:
     quarantine_for: str | None = None
     streams_from: tuple[str, ...] = ()
     stream_options: Mapping[str, StreamOptions] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+    landing: tuple[str, ...] = ()
     auto_cdc: AutoCdc | None = None
     aggregate: IncrementalAggregate | None = None
     recomputed_by: str | None = None
@@ -180,6 +185,7 @@ class TableSpec:
             quarantine=data["quarantine"], quarantine_for=data["quarantine_for"],
             streams_from=tuple(data["streams_from"]),
             stream_options={table: StreamOptions(**options) for table, options in data["stream_options"].items()},
+            reads=tuple(data.get("reads", ())), landing=tuple(data.get("landing", ())),
             auto_cdc=AutoCdc(**data["auto_cdc"]) if data["auto_cdc"] else None,
             aggregate=IncrementalAggregate.from_metadata(data["aggregate"]) if data["aggregate"] else None,
             recomputed_by=data["recomputed_by"], pipeline=data["pipeline"],
@@ -202,6 +208,7 @@ def _plain(value: Any) -> Any:
 
 
 __all__ = [
-    "IO_MANAGER_KEY", "SPEC_KEY", "STREAM_INPUT_KEY", "ColumnSource", "DeclaredExpectation", "TableRunConfig",
+    "IO_MANAGER_KEY", "LANDING_FOLDERS", "SPEC_KEY", "STREAM_INPUT_KEY", "ColumnSource", "DeclaredExpectation",
+    "TableRunConfig",
     "TableSpec",
 ]

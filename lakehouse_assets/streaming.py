@@ -4,9 +4,10 @@ Every table in the lakehouse is written by a query started here: with a trigger
 (``availableNow`` by default), a checkpoint of its own, and an exactly-once sink (a
 ``foreachBatch`` function, or Delta's own streaming sink).
 
-What a run reports comes from the query's progress and from the table's log (the sink names
-the run in each commit), never from objects the sink mutates: on a Spark Connect engine the
-sink runs, pickled, in a Python worker of the server.
+What a run reports comes from the table's log (the sink names the run in each commit), never
+from objects the sink mutates: on a Spark Connect engine the sink runs, pickled, in a Python
+worker of the server. Spark's progress reports only say how a run went (batches, rows dropped
+by a watermark), for this run's log.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.errors import CorruptCheckpointError, LakehouseError, QueryFailedError, failure_text
-from lakehouse_assets.storage import CommitResult
-from lakehouse_assets.storage.sink import DeltaStreamSink
+from lakehouse_assets.storage.batch_record import Reading
+from lakehouse_assets.storage.engine import HistoryEntry
+from lakehouse_assets.storage.sink import DeltaStreamSink, RunStamp
 
 
 class TriggerKind(StrEnum):
@@ -78,12 +79,12 @@ class StreamRun:
     input_rows: int = 0
     restarts: int = 0
     duration_seconds: float = 0.0
-    commits: list[CommitResult] = field(default_factory=list)
+    commits: list[HistoryEntry] = field(default_factory=list)
     progress: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def rows_written(self) -> int:
-        return sum(c.rows_written for c in self.commits)
+        return sum(c.rows_written or 0 for c in self.commits)
 
     @property
     def watermarked(self) -> bool:
@@ -116,9 +117,9 @@ class BatchSink(Protocol):
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> Any: ...
 
-    def for_run(self, run_id: str) -> BatchSink: ...
+    def for_run(self, stamp: RunStamp) -> BatchSink: ...
 
-    def run_commits(self) -> list[CommitResult]: ...
+    def run_commits(self) -> list[HistoryEntry]: ...
 
 
 #: Where a query writes: a ``foreachBatch`` function, or Delta's own streaming sink.
@@ -135,6 +136,7 @@ def run_stream(
     restart_when: RestartPolicy | None = None,
     max_restarts: int = 3,
     run_id: str | None = None,
+    reading: Reading | None = None,
 ) -> StreamRun:
     """Start the query ``build()`` returns, writing through ``sink``, and wait for it.
 
@@ -142,12 +144,13 @@ def run_stream(
     schema grew), it is built again and restarted from its checkpoint, up to ``max_restarts``
     times, within this one call; and so it is, a few times after a pause, when the Python
     worker of its ``foreachBatch`` function did not start in time (a busy machine).
-    ``run_id`` (a Dagster run's id; else a new one) is recorded in every commit the sink
-    makes, and the run's commits are read back from the table by it.
+    ``run_id`` (a Dagster run's id; else a new one) and what the run found its sources at
+    (``reading``) are recorded in every commit the sink makes, and the run's commits are read
+    back from the table by it.
     """
     run_id = run_id or uuid.uuid4().hex
     run = StreamRun(run_id=run_id)
-    sink = sink.for_run(run_id)
+    sink = sink.for_run(RunStamp(run_id, query_name, reading))
     started = time.monotonic()
     late_workers = 0
 
@@ -240,20 +243,20 @@ _DAMAGE_SIGNS = (
 
 
 def _raise_if_checkpoint_damaged(checkpoint_location: str, exc: BaseException) -> None:
-    """Re-raise a query's failure as CorruptCheckpointError when its checkpoint is damaged:
-    Spark's own message is a JVM stack trace that names neither the file nor a way out."""
-    checkpoint = Checkpoint(checkpoint_location)
-    try:
-        checkpoint.state()
-    except CorruptCheckpointError as damaged:
-        raise damaged from exc
+    """Re-raise a query's failure as CorruptCheckpointError when Spark says its checkpoint is
+    damaged: Spark's own message is a JVM stack trace that names no way out."""
     text = str(exc)
     if "checkpoint" in text.lower() and any(sign in text for sign in _DAMAGE_SIGNS):
         raise CorruptCheckpointError(
             checkpoint_location, checkpoint_location,
             f"could not be read by Spark ({text.splitlines()[0][:300]})",
-            checkpoint.name,
+            _table_of_checkpoint(checkpoint_location),
         ) from exc
+
+
+def _table_of_checkpoint(location: str) -> str:
+    """``layer.name`` of a checkpoint ``.../_checkpoints/<layer>/<name>``, as the way out names it."""
+    return ".".join(location.rstrip("/").split("/")[-2:])
 
 
 # The last line of a Python traceback that ends in one of the project's own errors.

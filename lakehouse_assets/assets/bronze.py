@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dagster as dg
@@ -11,12 +11,14 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.assets.landing import LandingFolder
 from lakehouse_assets.assets.table_asset import table_asset
 from lakehouse_assets.ingestion import MAX_SCHEMA_RESTARTS, AutoLoader, AutoLoaderOptions, SourceFormat
+from lakehouse_assets.location import spark_file_uri
 from lakehouse_assets.outputs import IncrementalSource
 from lakehouse_assets.quality import bronze as contracts
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.storage import DeltaTableStore
 
 
 def bronze_table(
@@ -54,34 +56,38 @@ def bronze_table(
         metadata=folder.metadata(),
     )
     def _bronze(spark: SparkResource) -> IncrementalSource:
-        loader = bronze_loader(spark.settings(), name=name, data_source=data_source, options=options)
-        return landing_source(spark.spark_session, loader, dg.get_dagster_logger())
+        loader = bronze_loader(spark.settings(), spark.store(), name=name, data_source=data_source, options=options)
+        return landing_source(lambda: spark.spark_session, loader, dg.get_dagster_logger())
 
     return _bronze
 
 
 def bronze_loader(
-    settings: LakehouseSettings, *, name: str, data_source: str, options: AutoLoaderOptions
+    settings: LakehouseSettings, store: DeltaTableStore, *, name: str, data_source: str, options: AutoLoaderOptions
 ) -> AutoLoader:
-    """The ingestion of bronze table ``name``: its landing folder, its own checkpoint and stored schema."""
+    """The ingestion of bronze table ``name``: its landing folder, its own stored schema, its
+    table (which holds what it has ingested, read through ``store``)."""
     return AutoLoader(
         source_dir=str(settings.landing_path(data_source)),
         options=options,
         schema_location=str(settings.schema_path("bronze", name)),
-        checkpoint_location=str(settings.checkpoint_path("bronze", name)),
+        tables=(str(settings.table_path("bronze", name)),),
+        store=store,
     )
 
 
-def landing_source(spark: SparkSession, loader: AutoLoader, log: Any) -> IncrementalSource:
+def landing_source(session: Callable[[], SparkSession], loader: AutoLoader, log: Any) -> IncrementalSource:
     """What a bronze asset returns for the IO manager to run: ``loader``'s stream, restarted
     as its schema evolves, and skipped when nothing readable has landed. The files this run
-    will not read are named first, each with what to do, in ``log`` (the run's log)."""
+    will not read are named first, each with what to do, in ``log`` (the run's log). Spark
+    (``session``) is asked for only once the query is built: a run with nothing to read starts none."""
     for message in loader.warnings():
         log.warning(message)
     return IncrementalSource(
-        build=lambda: loader.stream(spark),
-        restart_when=loader.restart_policy(spark),
+        build=lambda: loader.stream(session()),
+        restart_when=lambda error: loader.restart_policy(session())(error),
         has_new_data=loader.has_new_data,
+        unread=lambda: [spark_file_uri(f.path) for f in loader.unread()],
         max_restarts=MAX_SCHEMA_RESTARTS,
     )
 

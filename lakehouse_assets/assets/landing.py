@@ -17,10 +17,9 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_assets.assets.table_asset import DEFAULT_OWNER
+from lakehouse_assets.spec import LANDING_FOLDERS
 
 LANDING = "landing"
-#: Definition metadata on a table reading landed files: {source: {format, description, streamed}}.
-LANDING_FOLDERS = "lakehouse/landing_folders"
 
 
 @dataclass(frozen=True)

@@ -1,43 +1,45 @@
-"""When a table has nothing to read: skipped, or kept as it stands.
+"""When a table has nothing to read: skipped, or nothing new since its last commit.
 
 "Materialize all" must be green from any state of the lakehouse, and a table whose source
-has not landed yet is not an error. Before a table asset's body runs, its upstream is
-looked at (:func:`nothing_to_read`):
+has not landed yet is not an error. Before a table asset's body runs (and before Spark is
+asked for), its upstream is looked at:
 
 - an upstream table that does not exist yet (the Delta IO manager hands such an input in as
   :class:`MissingTable`), or a landing folder holding no files while the table itself was
-  never created: the asset is **skipped**. Its step succeeds without a materialization, the
-  reason is in the run's log, and Dagster skips its checks and everything below it. An empty
-  table is not written: it would look like data in lineage and freshness;
-- a landing folder holding no files (deleted, or emptied) under a table that exists: the
-  table is **kept** as it stands (:class:`TableKept`), reported without a write, so a lookup
-  is not overwritten with nothing and the tables below it still run;
-- a table loaded in batch from landed files (a lookup) whose folders hold the very files
-  its last materialization read (each file's path, size and modification time: the
-  ``landed_files`` it recorded, :func:`landed_files`), its table unchanged since: **kept**
-  too, without reading them again or writing a version that changes nothing
-  (:func:`unchanged_landing`). Tables streaming landed files never record it: which files
-  their query has read is its checkpoint's business.
+  never created (:func:`nothing_to_read`): the asset is **skipped**. Its step succeeds
+  without a materialization, the reason is in the run's log, and Dagster skips its checks and
+  everything below it. An empty table is not written: it would look like data in lineage and
+  freshness;
+- a landing folder holding no files (deleted, or emptied) under a table that exists: the table
+  is **kept** as it stands, with a warning, so a lookup is not overwritten with nothing;
+- **nothing new** (:func:`nothing_new`): the table's newest commit records what its run read
+  (:mod:`lakehouse_assets.storage.batch_record`), that run completed (Dagster's latest
+  materialization of the table is its), and its sources are as it recorded them: the tables it
+  streams at the same versions, or the tables and landed files it reads in batch unchanged. A
+  table ingesting landed files has nothing new when every readable landed file is in it
+  (:meth:`~lakehouse_assets.ingestion.AutoLoader.has_new_data`, asked once its body has said
+  what it reads).
+
+A table kept, or with nothing new, commits nothing, so its run records no materialization of
+it: it records an observation (:func:`observe`) saying why, with the version it stands at.
+Dagster skips what is below it in that run, which has nothing new from it either.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.ingestion.files import list_data_files
+from lakehouse_assets.ingestion.files import landed_listing, list_data_files
 from lakehouse_assets.outputs import MissingTable
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
+from lakehouse_assets.spec import TableSpec
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.tables.upstream_versions import last_recorded
-
-#: The materialization metadata entry of a table loaded in batch from landed files: what
-#: its landing folders held when it read them (:func:`landed_files`).
-LANDED_FILES = "landed_files"
+from lakehouse_assets.streaming import TriggerKind
+from lakehouse_assets.tables.reading import completed, last_reading, tables_now
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,8 @@ class Skip:
 
 @dataclass(frozen=True)
 class Keep:
-    """The asset's table stays as it is: its landing folder holds no files (worth a
-    warning), or the files its last materialization read (``expected``)."""
+    """The asset's table stays as it is and commits nothing: why, and whether that is as
+    expected (nothing new) or worth a warning (its landing folder holds no files)."""
 
     reason: str
     expected: bool = False
@@ -79,39 +81,44 @@ def nothing_to_read(table: dg.AssetKey, inputs: Mapping[str, Any], deps: Iterabl
     return Keep(f"{folder} holds no files; {name} is kept as it stands (`lakehouse reset {name}` clears it)")
 
 
-def landed_files(deps: Iterable[dg.AssetKey], settings: LakehouseSettings) -> dict[str, str]:
-    """What the landing folders among ``deps`` hold, one fingerprint per folder (a digest of
-    each data file's path, size and modification time): recorded by a table loaded from them
-    in batch (:data:`LANDED_FILES`), so that the next run can tell nothing has landed since."""
-    found = {}
-    for dep in deps:
-        if len(dep.path) == 2 and dep.path[0] == LANDING_DIR:
-            files = list_data_files(settings.landing_path(dep.path[1]), recursive=True)
-            listing = "\n".join(f"{f.relative_path}\t{f.size}\t{f.modification_time.isoformat()}" for f in files)
-            found[dep.path[1]] = hashlib.sha256(listing.encode()).hexdigest()
-    return found
+def nothing_new(table: dg.AssetKey, spec: TableSpec, settings: LakehouseSettings, store: DeltaTableStore,
+                instance: dg.DagsterInstance | None) -> Keep | None:
+    """A :class:`Keep` when the table's sources are as its newest commit records reading them,
+    and the run that made that commit completed; else None (it runs). A query on a
+    ``processingTime`` trigger always runs, and so does one whose sources are undeclared."""
+    if spec.trigger not in (TriggerKind.availableNow, TriggerKind.once):
+        return None
+    if spec.streams_from:
+        now = tables_now(spec.streams_from, settings, store)
+    elif spec.reads or spec.landing:
+        now = tables_now(spec.reads, settings, store,
+                         {source: landed_listing(settings.landing_path(source)) for source in spec.landing})
+    else:
+        return None
+    path = str(settings.table_path(*table.path))
+    commit = last_reading(store, path) if now is not None and store.exists(path) else None
+    if now is None or commit is None or commit.reading != now or not completed(instance, table, commit):
+        return None
+    what = ", ".join([*(f"{t} at version {v.version}" for t, v in sorted(now.tables.items())),
+                      *(f"{LANDING_DIR}/{source} as it was" for source in sorted(now.landed))])
+    return Keep(f"nothing new since version {commit.version}: it has read {what}", expected=True)
 
 
-def unchanged_landing(table: dg.AssetKey, landed: Mapping[str, str], instance: dg.DagsterInstance,
-                      settings: LakehouseSettings, store: DeltaTableStore) -> Keep | None:
-    """A :class:`Keep` when ``table``'s last materialization (in ``instance``) read the
-    landed files ``landed`` describes and the table is still the version it wrote; else None."""
-    metadata = last_recorded(instance, table) if landed else {}
-    recorded, version = metadata.get(LANDED_FILES), metadata.get("delta_version")
-    if not isinstance(recorded, dg.JsonMetadataValue) or recorded.data != dict(landed):
-        return None
-    now = store.version(str(settings.table_path(*table.path)))
-    if not isinstance(version, dg.IntMetadataValue) or now != version.value:
-        return None
-    folders = ", ".join(f"{LANDING_DIR}/{folder}" for folder in sorted(landed))
-    return Keep(f"{folders} holds the files its last run read; {'.'.join(table.path)} is kept as it stands",
-                expected=True)
+def observe(table: dg.AssetKey, verdict: Skip | Keep, settings: LakehouseSettings,
+            store: DeltaTableStore) -> dg.AssetObservation:
+    """What a run records of ``table`` when it commits nothing to it: an observation saying
+    why, with the version the table stands at (none for a table not created yet)."""
+    version = store.version(str(settings.table_path(*table.path)))
+    metadata: dict[str, Any] = {"not_written": dg.MetadataValue.text(verdict.reason)}
+    if version is not None:
+        metadata["delta_version"] = dg.MetadataValue.int(version)
+    return dg.AssetObservation(asset_key=table, metadata=metadata)
 
 
 def log_skip(table: dg.AssetKey, skip: Skip | Keep) -> None:
     """Say in the run's log why ``table`` is not written: a skip is expected on a young
-    lakehouse, and so is a lookup whose files did not change; a landing folder emptied under
-    a built table is worth a warning."""
+    lakehouse, and so is a table with nothing new; a landing folder emptied under a built table
+    is worth a warning."""
     log = dg.get_dagster_logger()
     if isinstance(skip, Skip):
         log.info(f"{'.'.join(table.path)} skipped: {skip.reason}")

@@ -12,21 +12,25 @@ from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.assets.nothing_to_read import Keep, log_skip, nothing_to_read
 from lakehouse_assets.assets.table_asset import (
     DEFAULT_OWNER,
     LAKEHOUSE_RESOURCE,
     SPARK_POOL,
     StreamInput,
+    after_body,
+    before_body,
     declared_columns,
     declared_layout,
     declared_lineage,
+    not_written,
+    read_in_batch,
+    read_inputs,
     split_ins,
     untyped_inputs,
     with_lakehouse_resource,
 )
 from lakehouse_assets.engine.client import engine_errors
-from lakehouse_assets.outputs import IncrementalSource, QuarantineOf, RoutedRows, TableKept
+from lakehouse_assets.outputs import IncrementalSource, QuarantineOf, RoutedRows
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.spec import IO_MANAGER_KEY, ColumnSource, DeclaredExpectation, TableRunConfig, TableSpec
@@ -81,7 +85,10 @@ def routed_table_asset(
     def decorate(fn: Callable[..., RoutedRows | IncrementalSource]) -> dg.AssetsDefinition:
         main_key = dg.AssetKey([layer, name])
         quarantine_key = dg.AssetKey([layer, quarantine_name])
-        asset_ins, stream_options, streamed = split_ins(ins)
+        asset_ins, stream_options, streamed, batch_ins = split_ins(ins)
+        dep_keys = [dg.AssetKey(list(dep)) for dep in deps]
+        streams = (*streamed, *(t for t in streams_from if t not in streamed))
+        reads, landing = read_in_batch(batch_ins, dep_keys, metadata)
         described = declared_columns(columns, f"{layer}.{name}")
         quarantine_described = declared_columns(quarantine_columns, f"{layer}.{quarantine_name}")
         table_spec = TableSpec(
@@ -90,13 +97,12 @@ def routed_table_asset(
             column_types=described.types, column_descriptions=described.descriptions,
             column_lineage=declared_lineage(column_lineage),
             expectations=tuple(DeclaredExpectation.of(rule) for rule in expectations),
-            streams_from=(*streamed, *(t for t in streams_from if t not in streamed)), stream_options=stream_options,
-            pipeline=pipeline)
+            streams_from=streams, stream_options=stream_options, reads=tuple(t for t in reads if t not in streams),
+            landing=landing, pipeline=pipeline)
         quarantine_spec = TableSpec(
             layer=layer, name=quarantine_name, quarantine_for=table_spec.table, pipeline=pipeline,
             column_types=quarantine_described.types, column_descriptions=quarantine_described.descriptions)
         main_metadata = {**table_spec.as_metadata(), **described.ui_metadata, **(metadata or {})}
-        dep_keys = [dg.AssetKey(list(dep)) for dep in deps]
         # Either output may be left out: nothing to read skips both (and everything below them).
         common: dict[str, Any] = dict(group_name=layer, kinds={"spark", "delta"}, owners=list(owners),
                                       deps=[*(asset_in.key for asset_in in asset_ins.values()), *dep_keys],
@@ -111,19 +117,17 @@ def routed_table_asset(
             # quarantine replay calls this body outside a run, without a context: both outputs.)
             selected = context.selected_asset_keys if context is not None else {main_key, quarantine_key}
             lakehouse = inputs.pop(LAKEHOUSE_RESOURCE, None) if added else inputs.get(LAKEHOUSE_RESOURCE)
-            # A quarantine replay routes the rows it holds: there is something to read.
-            verdict = None if lakehouse is None else nothing_to_read(
-                main_key, inputs, dep_keys, lakehouse.settings(), lakehouse.store())
+            # A quarantine replay (no lakehouse resource) routes the rows it holds: there is
+            # something to read.
+            verdict = before_body(context, main_key, table_spec, inputs, dep_keys, lakehouse) if lakehouse else None
+            if verdict is None:
+                with engine_errors(lakehouse.settings()) if lakehouse else contextlib.nullcontext():
+                    routed = dataclasses.replace(fn(**read_inputs(inputs)), expectations=tuple(expectations))
+                verdict = after_body(routed)
             if verdict is not None:
-                log_skip(main_key, verdict)
-                if isinstance(verdict, Keep):
-                    if main_key in selected:
-                        yield dg.Output(TableKept(verdict.reason), output_name=table_output)
-                    if quarantine_key in selected:
-                        yield dg.Output(QuarantineOf(main_key), output_name=quarantine_output)
+                output = table_output if main_key in selected else quarantine_output
+                yield from not_written(context, main_key, verdict, lakehouse, output)
                 return
-            with engine_errors(lakehouse.settings()) if lakehouse is not None else contextlib.nullcontext():
-                routed = dataclasses.replace(fn(**inputs), expectations=tuple(expectations))
             if main_key not in selected:
                 yield dg.Output(routed, output_name=quarantine_output)
                 return

@@ -20,23 +20,18 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lakehouse_assets.aggregates.spec import IncrementalAggregate
-from lakehouse_assets.assets.nothing_to_read import (
-    LANDED_FILES,
-    Keep,
-    landed_files,
-    log_skip,
-    nothing_to_read,
-    unchanged_landing,
-)
+from lakehouse_assets.assets.nothing_to_read import Keep, Skip, log_skip, nothing_new, nothing_to_read, observe
 from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.outputs import AppendFlows, ExpectedRows, IncrementalSource, TableKept
+from lakehouse_assets.outputs import AppendFlows, ExpectedRows, IncrementalSource, TableKept, UpstreamTable
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
+from lakehouse_assets.settings import LANDING_DIR
 from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.spec import (
     IO_MANAGER_KEY,
+    LANDING_FOLDERS,
     STREAM_INPUT_KEY,
     ColumnSource,
     DeclaredExpectation,
@@ -72,11 +67,14 @@ def stream_from(key: Sequence[str], options: StreamOptions | None = None) -> dg.
 
 
 def split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, dg.AssetIn], dict[str, StreamOptions],
-                                                                  tuple[str, ...]]:
+                                                                  tuple[str, ...], tuple[str, ...]]:
     """Dagster's inputs; the stream options by upstream table (a multi-asset's inputs take no
-    metadata of their own, so the options travel in the table's spec); and the tables read as
-    streams (``layer.name``), in order."""
-    asset_ins, options, streams = {}, {}, []
+    metadata of their own, so the options travel in the table's spec); the tables read as
+    streams (``layer.name``), in order; and those read in batch."""
+    asset_ins: dict[str, dg.AssetIn] = {}
+    options: dict[str, StreamOptions] = {}
+    streams: list[str] = []
+    batches: list[str] = []
     for name, given in ins.items():
         if isinstance(given, StreamInput):
             asset_ins[name] = given.asset_in
@@ -84,9 +82,21 @@ def split_ins(ins: Mapping[str, dg.AssetIn | StreamInput]) -> tuple[dict[str, dg
         else:
             asset_ins[name] = given
         key = asset_ins[name].key
-        if asset_ins[name].input_manager_key == STREAM_INPUT_KEY and key is not None:
-            streams.append(".".join(key.path))
-    return asset_ins, options, tuple(streams)
+        if key is not None:
+            (streams if asset_ins[name].input_manager_key == STREAM_INPUT_KEY else batches).append(".".join(key.path))
+    return asset_ins, options, tuple(streams), tuple(batches)
+
+
+def read_in_batch(batch_ins: Sequence[str], deps: Sequence[dg.AssetKey],
+                  metadata: Mapping[str, Any] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The tables (``layer.name``) and landing folders (by source) a table reads in batch: its
+    batch inputs, the tables among its other ``deps``, and the landing folders among them its
+    ``metadata`` declares read whole (not streamed: :data:`~lakehouse_assets.spec.LANDING_FOLDERS`)."""
+    tables = [*batch_ins, *(".".join(d.path) for d in deps if len(d.path) == 2 and d.path[0] != LANDING_DIR)]
+    declared = (metadata or {}).get(LANDING_FOLDERS) or {}
+    landing = [d.path[1] for d in deps if len(d.path) == 2 and d.path[0] == LANDING_DIR
+               and not declared.get(d.path[1], {}).get("streamed", True)]
+    return tuple(dict.fromkeys(tables)), tuple(landing)
 
 
 def declared_layout(table: str, properties: Mapping[str, str] | None, partitioned_by: Sequence[str],
@@ -139,13 +149,13 @@ def declared_lineage(column_lineage: Mapping[str, Sequence[ColumnSource]] | None
     return {column: tuple(sources) for column, sources in (column_lineage or {}).items()}
 
 
-def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, ...],
+def _table_body(fn: Callable[..., Any], table: dg.AssetKey, spec: TableSpec, rules: tuple[Rule, ...],
                 deps: Sequence[dg.AssetKey]) -> Callable[..., Iterator[dg.Output[Any]]]:
-    """``fn`` as the asset's compute function: skipped when it has nothing to read
-    (:mod:`lakehouse_assets.assets.nothing_to_read`), else its DataFrame (or ingestion source)
-    with ``rules`` for the IO manager. The same parameters for Dagster to read, but its
-    DataFrame inputs untyped (a missing upstream table comes in as a ``MissingTable``) and no
-    return type for it to check."""
+    """``fn`` as the asset's compute function: not run when the table has nothing to read or
+    nothing new (:mod:`lakehouse_assets.assets.nothing_to_read`), else its DataFrame (or
+    ingestion source) with ``rules`` for the IO manager. The same parameters for Dagster to
+    read, but its DataFrame inputs untyped (they come in as :class:`UpstreamTable`, read once
+    the body runs, or :class:`MissingTable`) and no return type for it to check."""
 
     @functools.wraps(fn)
     def body(*args: Any, **kwargs: Any) -> Iterator[dg.Output[Any]]:
@@ -154,31 +164,80 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, rules: tuple[Rule, .
             args = args[1:]
             kwargs.pop("context", None)
         lakehouse = kwargs.pop(LAKEHOUSE_RESOURCE) if added else kwargs[LAKEHOUSE_RESOURCE]
-        settings, store = lakehouse.settings(), lakehouse.store()
-        verdict = nothing_to_read(table, kwargs, deps, settings, store)
-        landed = landed_files(deps, settings)
-        if verdict is None and landed and context is not None and not _full_refresh(context):
-            verdict = unchanged_landing(table, landed, context.instance, settings, store)
-        # What the landing folders held, recorded by a table loaded from them in batch.
-        recorded = {LANDED_FILES: dg.MetadataValue.json(landed)} if landed else {}
+        verdict = before_body(context, table, spec, kwargs, deps, lakehouse)
         if verdict is not None:
-            log_skip(table, verdict)
-            if isinstance(verdict, Keep):
-                yield dg.Output(TableKept(verdict.reason), metadata=recorded if verdict.expected else {})
+            yield from not_written(context, table, verdict, lakehouse)
             return
-        with engine_errors(settings):  # the body's own Spark calls (a schema, a lookup read)
-            returned = fn(*args, **kwargs)
-            in_batch = isinstance(returned, DataFrame) and not returned.isStreaming
+        settings = lakehouse.settings()
+        with engine_errors(settings):  # the inputs' reads and the body's own Spark calls
+            returned = fn(*args, **read_inputs(kwargs))
+        verdict = after_body(returned)
+        if verdict is not None:
+            yield from not_written(context, table, verdict, lakehouse)
+            return
         if isinstance(returned, IncrementalSource | AppendFlows):
             returned = dataclasses.replace(returned, expectations=rules)
         elif isinstance(returned, DataFrame) and rules:
             returned = ExpectedRows(returned, rules)
-        yield dg.Output(returned, metadata=recorded if in_batch else {})
+        yield dg.Output(returned)
 
     untyped_inputs(body, fn)
     added = with_lakehouse_resource(body)
     context_added = with_context(body)
     return body
+
+
+def before_body(context: Any, table: dg.AssetKey, spec: TableSpec, inputs: Mapping[str, Any],
+                deps: Sequence[dg.AssetKey], lakehouse: SparkResource) -> Skip | Keep | None:
+    """Why the table asset ``table`` does not run its body: nothing to read, or nothing new
+    since its last commit (a full refresh always runs); None when it runs."""
+    settings, store = lakehouse.settings(), lakehouse.store()
+    verdict = nothing_to_read(table, inputs, deps, settings, store)
+    if verdict is None and not _full_refresh(context):
+        verdict = nothing_new(table, spec, settings, store, context.instance if context is not None else None)
+    return verdict
+
+
+def after_body(returned: Any) -> Keep | None:
+    """Why a body's output is not written after all: an ingestion with no new landed file to
+    read (its source says so once the body has said what it reads)."""
+    pending = getattr(returned, "has_new_data", None)
+    if callable(pending) and pending() is False:
+        return Keep("no new landed file to read", expected=True)
+    return None
+
+
+def not_written(context: Any, table: dg.AssetKey, verdict: Skip | Keep, lakehouse: SparkResource | None,
+                output_name: str | None = None) -> Iterator[dg.Output[Any]]:
+    """What a run records of a table it does not write: the reason in its log, an observation
+    of the table, and no materialization, so that Dagster skips what is below it in the run.
+    A table kept as it stands that a table selected in the run reads in batch (a lookup) is
+    output all the same, so that its reader runs: Dagster would skip the reader too."""
+    log_skip(table, verdict)
+    if context is not None and lakehouse is not None:
+        context.log_event(observe(table, verdict, lakehouse.settings(), lakehouse.store()))
+    if isinstance(verdict, Keep) and context is not None and read_in_batch_in_run(context, table):
+        kept = TableKept(verdict.reason)
+        yield dg.Output(kept, output_name=output_name) if output_name else dg.Output(kept)
+
+
+def read_in_batch_in_run(context: Any, table: dg.AssetKey) -> bool:
+    """Whether an asset of this run reads ``table`` in batch (its spec's ``reads``)."""
+    name = ".".join(table.path)
+    graph = context.job_def.asset_layer.asset_graph
+    selected = context.dagster_run.asset_selection or graph.get_all_asset_keys()
+    for key in selected:
+        if key == table or not graph.has(key):
+            continue
+        spec = TableSpec.of(graph.get(key).metadata)
+        if spec is not None and name in spec.reads:
+            return True
+    return False
+
+
+def read_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs as the body takes them: each upstream table read now."""
+    return {name: value.read() if isinstance(value, UpstreamTable) else value for name, value in inputs.items()}
 
 
 def with_context(body: Callable[..., Any]) -> bool:
@@ -195,7 +254,7 @@ def with_context(body: Callable[..., Any]) -> bool:
 
 def _full_refresh(context: Any) -> bool:
     """Whether the run's config asks for the table to be rebuilt (then it is read anew)."""
-    return bool((context.op_execution_context.op_config or {}).get("full_refresh"))
+    return context is not None and bool((context.op_execution_context.op_config or {}).get("full_refresh"))
 
 
 def with_lakehouse_resource(body: Callable[..., Any]) -> bool:
@@ -285,8 +344,9 @@ def table_asset(
         table = f"{layer}.{table_name}"
         key = dg.AssetKey([layer, table_name])
         dep_keys = [dep if isinstance(dep, dg.AssetKey) else dg.AssetKey(list(dep)) for dep in deps]
-        body = _table_body(fn, key, tuple(expectations), dep_keys)
-        asset_ins, stream_options, streamed = split_ins(ins or {})
+        asset_ins, stream_options, streamed, batch_ins = split_ins(ins or {})
+        streams = (*streamed, *(s for s in streams_from if s not in streamed))
+        reads, landing = read_in_batch(batch_ins, dep_keys, metadata)
         described = declared_columns(columns, table)
         spec = TableSpec(
             layer=layer, name=table_name, output_mode=output_mode, write_mode=write_mode, keys=tuple(merge_keys),
@@ -295,10 +355,11 @@ def table_asset(
             column_types=described.types, column_descriptions=described.descriptions,
             column_lineage=declared_lineage(column_lineage),
             expectations=tuple(DeclaredExpectation.of(rule) for rule in expectations),
-            streams_from=(*streamed, *(s for s in streams_from if s not in streamed)),
-            stream_options=stream_options, auto_cdc=auto_cdc, aggregate=aggregate, recomputed_by=recomputed_by,
-            pipeline=pipeline,
+            streams_from=streams, stream_options=stream_options,
+            reads=tuple(t for t in reads if t not in streams), landing=landing,
+            auto_cdc=auto_cdc, aggregate=aggregate, recomputed_by=recomputed_by, pipeline=pipeline,
         )
+        body = _table_body(fn, key, spec, tuple(expectations), dep_keys)
         definition_metadata = {**spec.as_metadata(), **described.ui_metadata, **(metadata or {})}
         return dg.asset(
             key=key,

@@ -25,7 +25,6 @@ from lakehouse_assets.cli import (
     land,
     optimize,
     quarantine,
-    repair,
     reset,
     shell,
     show,
@@ -79,7 +78,7 @@ exit codes:
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, copy_into, status, history, events, trace, show, sql, shell, reset, repair, verify, optimize,
+_SUBCOMMANDS = (land, copy_into, status, history, events, trace, show, sql, shell, reset, verify, optimize,
                 vacuum, quarantine, engine, export_sdp)
 
 

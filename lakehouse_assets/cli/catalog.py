@@ -3,7 +3,7 @@
 Found by looking at folders, not by loading the asset graph, so the commands see exactly
 what is on disk (including tables no asset defines any more) and start without Dagster:
 
-    $LAKEHOUSE_ROOT/<layer>/<table>/_delta_log        a table (layers: not landing, not _*)
+    $LAKEHOUSE_ROOT/<layer>/<table>/                  a table, if Delta opens it (layers: not landing, not _*)
     $LAKEHOUSE_ROOT/landing/<source>/...              landed files
     $LAKEHOUSE_ROOT/_checkpoints/<layer>/<table>/     the query that writes <layer>.<table>
 """
@@ -12,16 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 from lakehouse_assets.cli.arguments import TableName
 from lakehouse_assets.cli.errors import CommandError, UsageError
 from lakehouse_assets.errors import LakehouseError, similar_table
 from lakehouse_assets.location import Location
 from lakehouse_assets.settings import CHECKPOINTS_DIR, LANDING_DIR, LakehouseSettings
-
-if TYPE_CHECKING:
-    from lakehouse_assets.checkpoints.checkpoint import CheckpointReport
 
 
 def require_root(settings: LakehouseSettings) -> Location:
@@ -36,7 +32,6 @@ def require_root(settings: LakehouseSettings) -> Location:
 def require_table(settings: LakehouseSettings, table: TableName) -> Location:
     """The folder of an existing table; otherwise a message that names the path looked at
     and the tables that do exist."""
-    from lakehouse_assets.storage import DELTA_LOG
     from lakehouse_assets.storage.discovery import is_table
 
     root = require_root(settings)
@@ -45,7 +40,7 @@ def require_table(settings: LakehouseSettings, table: TableName) -> Location:
         return path
     if path.is_dir():
         raise CommandError(
-            f"{path} is not a Delta table (it has no {DELTA_LOG} folder), so {table} cannot be "
+            f"{path} is not a Delta table (Delta finds no table log there), so {table} cannot be "
             "read. Materialize its asset to create it, or remove the folder if it is debris.")
     if str(table) in declared_tables(settings):
         raise CommandError(
@@ -116,11 +111,9 @@ def landing_sources(root: Location) -> list[Location]:
     return [landing / name for name in landing.folders() if not name.startswith(("_", "."))]
 
 
-def checkpoints(root: Location) -> Iterator[CheckpointReport]:
-    """The state of every checkpoint ``root/_checkpoints/<layer>/<table>``."""
-    from lakehouse_assets.checkpoints.checkpoint import Checkpoint
-
+def queries(root: Location) -> list[str]:
+    """The tables written by a streaming query (``layer.name``): those with a checkpoint
+    folder ``root/_checkpoints/<layer>/<table>`` (only its name is looked at)."""
     base = root / CHECKPOINTS_DIR
-    for layer in (name for name in base.folders() if not name.startswith(".")):
-        for folder in (name for name in (base / layer).folders() if not name.startswith(".")):
-            yield Checkpoint(str(base / layer / folder), f"{layer}.{folder}").report()
+    return [f"{layer}.{folder}" for layer in base.folders() if not layer.startswith(".")
+            for folder in (base / layer).folders() if not folder.startswith(".")]

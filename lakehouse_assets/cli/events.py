@@ -1,5 +1,5 @@
-"""``lakehouse events [--table T] [--run R]``: what each micro-batch of each table did, from
-the event log (``system.event_log``)."""
+"""``lakehouse events [--table T] [--run R]``: what each batch of each table did, from the
+event log (``system.event_log``): the tables' own commits, read with delta-rs."""
 
 from __future__ import annotations
 
@@ -13,35 +13,33 @@ from lakehouse_assets.cli.output import format_time, print_json, render_table
 from lakehouse_assets.settings import LakehouseSettings
 
 if TYPE_CHECKING:
-    from lakehouse_assets.storage.event_log import BatchEvent
+    from lakehouse_assets.tables.event_log import Event
 
 DEFAULT_LIMIT = 50
 
 DESCRIPTION = """\
-Show the event log: one row per micro-batch per table (and per batch write), newest last:
-the run and query that ran it, the batch, the table version it committed, rows read, written
-and quarantined, what each expectation counted, when it started, how long it took, and
-whether it committed or failed (with the error). A count of nothing shows 0: EXPECTATIONS
-FAILED is 0 for a batch whose rules all passed. "-" is a number that does not
-apply (QUARANTINED of a table without a quarantine, EXPECTATIONS FAILED of one without
-rules, BATCH of a batch write) or that nobody measured; --json gives it as null. Read from
-the log with delta-rs; no Spark is started. The same rows are the table system.event_log for
-`lakehouse sql`.
+Show the event log: one row per commit of each table (a micro-batch, a batch write, a merge),
+oldest first per table: the run and query that made it, the batch, the table version, rows
+written, rows its rules checked and what each failed, when the batch started and how long it
+took until its commit. Read from the tables' own commits (Delta's history) with delta-rs; no
+Spark is started. "-" is a number the commit does not record (rows checked by a query without
+rules, the start of a batch Delta's own streaming sink wrote); --json gives it as null. The
+same rows are the view system.event_log for `lakehouse sql`.
 """
 
-# What the table shows for a value the event does not have (null in the log and the JSON).
+# What the table shows for a value the event does not have (null in the JSON).
 _NO_VALUE = "-"
-_NUMBERS = ("BATCH", "VERSION", "INPUT", "OUTPUT", "QUARANTINED", "MS")
+_NUMBERS = ("BATCH", "VERSION", "WRITTEN", "CHECKED", "MS")
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``events``."""
     parser = subparsers.add_parser(
-        "events", parents=parents, help="what each micro-batch did (the event log)",
+        "events", parents=parents, help="what each batch did (the event log)",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--table", metavar="TABLE", type=table_name,
-                        help="only this table's batches (layer.name)")
-    parser.add_argument("--run", dest="run_id", metavar="RUN_ID", help="only this Dagster run's batches")
+                        help="only this table's commits (layer.name)")
+    parser.add_argument("--run", dest="run_id", metavar="RUN_ID", help="only this Dagster run's commits")
     parser.add_argument("--limit", type=positive_int, default=DEFAULT_LIMIT, metavar="N",
                         help=f"show the N newest events (default {DEFAULT_LIMIT})")
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -50,10 +48,14 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     """Print the events asked for."""
-    from lakehouse_assets.storage.event_log import event_log_path, read_events
+    from lakehouse_assets.cli.catalog import require_root, require_table
+    from lakehouse_assets.tables.event_log import events
 
-    found = read_events(event_log_path(settings.root),
-                        table=str(args.table) if args.table else None, run_id=args.run_id)
+    root = require_root(settings)
+    if args.table:
+        require_table(settings, args.table)
+    found = events(root, table=str(args.table) if args.table else None, run_id=args.run_id)
+    found.sort(key=lambda e: e.committed_at)
     shown = found[-args.limit:]
     if args.json:
         print_json({"events": [dataclasses.asdict(e) for e in shown], "matched": len(found)})
@@ -63,12 +65,11 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
                              ": nothing has been materialized yet"))
         return EXIT_OK
     print(render_table(
-        ["RUN", "TABLE", "BATCH", "VERSION", "INPUT", "OUTPUT", "QUARANTINED", "EXPECTATIONS FAILED",
-         "STARTED", "MS", "STATUS", "ERROR"],
-        [[_shown(value) for value in ((e.run_id or "")[:8], e.table, e.batch_id, e.table_version, e.input_rows,
-                                      e.output_rows, e.quarantined_rows, _failed(e),
-                                      format_time(e.started_at) if e.started_at else None, e.duration_ms,
-                                      e.status, e.error)]
+        ["RUN", "TABLE", "BATCH", "VERSION", "WRITTEN", "CHECKED", "EXPECTATIONS FAILED", "STARTED", "MS",
+         "OPERATION"],
+        [[_shown(value) for value in ((e.run_id or "")[:8], e.table, e.batch_id, e.version, e.rows_written,
+                                      e.rows_checked, _failed(e),
+                                      format_time(e.started_at or e.committed_at), e.duration_ms, e.operation)]
          for e in shown],
         right_align=_NUMBERS))
     if len(found) > len(shown):
@@ -76,12 +77,12 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     return EXIT_OK
 
 
-def _failed(event: BatchEvent) -> str | None:
+def _failed(event: Event) -> str | None:
     """The rows of the batch each rule failed (the rules that failed any); "0" when its rules
     counted and none failed; None when no rule counted the batch."""
-    if not event.expectations:
+    if event.expectations_failed is None:
         return None
-    return ", ".join(f"{x.name}={x.failed}" for x in event.expectations if x.failed) or "0"
+    return ", ".join(f"{name}={n}" for name, n in event.expectations_failed.items() if n) or "0"
 
 
 def _shown(value: Any) -> Any:

@@ -1,6 +1,6 @@
-"""``lakehouse status``: every table, landing folder and checkpoint under the root.
+"""``lakehouse status``: every table, landing folder and streaming query under the root.
 
-Read from the Delta logs and folders alone (delta-rs, pyarrow): no Spark, no Dagster, so it
+Read from the Delta tables and folders alone (delta-rs, pyarrow): no Spark, no Dagster, so it
 answers in about a second and can be run while the pipeline runs.
 """
 
@@ -10,7 +10,7 @@ import argparse
 import datetime as dt
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK
@@ -18,21 +18,19 @@ from lakehouse_assets.cli.output import format_count, format_time, print_json, r
 from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 
-if TYPE_CHECKING:
-    from lakehouse_assets.checkpoints.checkpoint import CheckpointReport
-
 DESCRIPTION = """\
 Show every table under the lakehouse root with its version, row count (from the Delta log's
 statistics) and last update; the files in each landing folder and how many no table has
-ingested yet (from the ingestion tables' _source_file column); and each streaming checkpoint's
-last committed batch and last offset. Exits 1 if a table or checkpoint cannot be read.
+ingested yet (from the ingestion tables' _source_file column, and the landed files a table
+loaded in batch records reading in its commit); and each streaming query's last committed
+batch (from the commits of the tables it writes). Exits 1 if a table cannot be read.
 """
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``status``."""
     parser = subparsers.add_parser(
-        "status", parents=parents, help="tables, landing files and checkpoints under the root",
+        "status", parents=parents, help="tables, landing files and streaming queries under the root",
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
     parser.set_defaults(run=run)
@@ -50,6 +48,10 @@ class TableState:
     last_operation: str | None = None
     source_files: set[str] = field(default_factory=set)
     records_source_files: bool = False
+    #: What the table's newest commit records its run reading: landed files by source.
+    landed_read: dict[str, set[str]] = field(default_factory=dict)
+    #: Its newest streaming batch: the query's id, the batch, the version and when.
+    last_batch: dict[str, Any] | None = None
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -60,22 +62,21 @@ class TableState:
 
 
 def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
-    """Print the status report; 1 if any table or checkpoint could not be read."""
+    """Print the status report; 1 if any table could not be read."""
     from lakehouse_assets.storage.discovery import discover_tables
 
     root = catalog.require_root(settings)
     tables = [_table_state(name, settings) for name in discover_tables(root)]
     landing = _landing_state(root, tables)
-    checkpoints = list(catalog.checkpoints(root))
+    queries = _query_state(root, tables)
     if args.json:
         print_json({"root": str(root),
                     "tables": [t.as_dict() for t in tables],
                     "landing": landing,
-                    "checkpoints": [c.as_dict() for c in checkpoints]})
+                    "queries": queries})
     else:
-        _print_report(root, tables, landing, checkpoints)
-    failed = any(t.error for t in tables) or any(c.error for c in checkpoints)
-    return EXIT_FAILURE if failed else EXIT_OK
+        _print_report(root, tables, landing, queries)
+    return EXIT_FAILURE if any(t.error for t in tables) else EXIT_OK
 
 
 def _table_state(name: str, settings: LakehouseSettings) -> TableState:
@@ -85,6 +86,8 @@ def _table_state(name: str, settings: LakehouseSettings) -> TableState:
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
     from lakehouse_assets.ingestion.files import local_file_path
     from lakehouse_assets.storage import lakehouse_store
+    from lakehouse_assets.storage.history import newest_first
+    from lakehouse_assets.tables.reading import last_reading
 
     layer, table_name = name.split(".", 1)
     path = settings.table_path(layer, table_name)
@@ -98,6 +101,14 @@ def _table_state(name: str, settings: LakehouseSettings) -> TableState:
         last = store.history(str(path), limit=1)
         if last:
             state.last_updated, state.last_operation = last[0].timestamp, last[0].operation
+        batch = next((e for e in newest_first(store, str(path)) if e.batch_id is not None), None)
+        if batch is not None:
+            state.last_batch = {"query_id": batch.query, "batch": batch.batch_id, "version": batch.version,
+                                "committed_at": batch.timestamp}
+        reading = last_reading(store, str(path))
+        if reading is not None and reading.reading is not None:
+            state.landed_read = {source: {line.split("\t", 1)[0] for line in files}
+                                 for source, files in reading.reading.landed.items()}
         if SOURCE_FILE_COLUMN in snapshot.column_names():
             state.records_source_files = True
             column = snapshot.to_arrow([SOURCE_FILE_COLUMN]).column(0)
@@ -120,16 +131,31 @@ def _landing_state(root: Location, tables: list[TableState]) -> list[dict[str, A
     for folder in catalog.landing_sources(root):
         files = landed_paths(folder)
         prefix = str(folder) + "/"
+        # A table loaded in batch records the files it read, by their path below the folder.
+        loaded = [t for t in tables if folder.name in t.landed_read]
+        read = {prefix + name for t in loaded for name in t.landed_read[folder.name]}
         ingested_by = [t.table for t in ingesting if any(f.startswith(prefix) for f in t.source_files)]
-        pending = [f for f in files if f not in seen]
+        ingested_by += [t.table for t in loaded if t.table not in ingested_by]
+        pending = [f for f in files if f not in seen and f not in read]
         sources.append({"source": folder.name, "path": str(folder), "files": len(files),
                         "not_ingested": len(pending), "ingested_by": ingested_by,
                         "not_ingested_files": [f.removeprefix(prefix) for f in pending]})
     return sources
 
 
+def _query_state(root: Location, tables: list[TableState]) -> list[dict[str, Any]]:
+    """Each streaming query (a table with a checkpoint) and the last batch its table committed."""
+    by_name = {t.table: t for t in tables}
+    found = []
+    for name in catalog.queries(root):
+        batch = by_name[name].last_batch if name in by_name else None
+        found.append({"table": name, **(batch or {"query_id": None, "batch": None, "version": None,
+                                                  "committed_at": None})})
+    return found
+
+
 def _print_report(root: Location, tables: list[TableState], landing: list[dict[str, Any]],
-                  checkpoints: list[CheckpointReport]) -> None:
+                  queries: list[dict[str, Any]]) -> None:
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
 
     print(f"Lakehouse root: {root}")
@@ -150,34 +176,24 @@ def _print_report(root: Location, tables: list[TableState], landing: list[dict[s
             ["SOURCE", "FILES", "NOT INGESTED", "INGESTED BY"],
             [[s["source"], s["files"], s["not_ingested"], ", ".join(s["ingested_by"]) or "-"]
              for s in landing]))
-        if tables and not any(t.records_source_files for t in tables):
+        if tables and not any(t.records_source_files or t.landed_read for t in tables):
             print(f"(no table has a {SOURCE_FILE_COLUMN} column yet, so every file counts as not ingested)")
     else:
         print("(no landing folders: run `lakehouse land` to land files)")
-    print("\nCheckpoints")
-    if checkpoints:
-        rows = [c.as_dict() for c in checkpoints]
+    print("\nStreaming queries")
+    if queries:
         print(render_table(
-            ["TABLE", "COMMITTED BATCH", "LAST OFFSET BATCH", "PENDING BATCH", "LAST OFFSET"],
-            [[c["table"], _or_dash(c["last_committed_batch"]), _or_dash(c["last_offset_batch"]),
-              _or_dash(c["pending_batch"]), _or_dash(_offsets_text(c["last_offsets"]))]
-             for c in rows],
-            right_align={"COMMITTED BATCH", "LAST OFFSET BATCH", "PENDING BATCH"}))
+            ["TABLE", "LAST BATCH", "VERSION", "COMMITTED", "QUERY"],
+            [[q["table"], _or_dash(q["batch"]), _or_dash(q["version"]),
+              format_time(q["committed_at"]) if q["committed_at"] else "-", _or_dash(q["query_id"])]
+             for q in queries],
+            right_align={"LAST BATCH", "VERSION"}))
     else:
         print("(none yet: no streaming query has run)")
-    problems = [t.error for t in tables if t.error] + [f"checkpoint of {c.table}: {c.error}"
-                                                        for c in checkpoints if c.error]
-    for problem in problems:
+    for problem in (t.error for t in tables if t.error):
         print(f"lakehouse: error: {problem}", file=sys.stderr)
 
 
 def _or_dash(value: Any) -> Any:
     # In the report "-" means "none"; NULL is kept for missing values in table data.
     return "-" if value is None else value
-
-
-def _offsets_text(offsets: list[Any] | None) -> Any:
-    if offsets is None:
-        return None
-    # One source is the common case: show its offset itself, not a one-element list.
-    return offsets[0] if len(offsets) == 1 else list(offsets)

@@ -13,7 +13,6 @@ from lakehouse_assets.ingestion.autoloader import (
     SchemaChange,
     SchemaEvolutionPolicy,
     autoload_stream,
-    landing_warnings,
     schema_change_after_failure,
 )
 from lakehouse_assets.ingestion.columns import (
@@ -22,7 +21,7 @@ from lakehouse_assets.ingestion.columns import (
     RESCUED_DATA_COLUMN,
     SOURCE_FILE_COLUMN,
 )
-from lakehouse_assets.ingestion.copy_into import COPY_INTO_APP_ID, CopyIntoResult, copied_files, copy_into
+from lakehouse_assets.ingestion.copy_into import COPY_INTO_APP_ID, CopyIntoResult, IngestedFile, copied_files, copy_into
 from lakehouse_assets.ingestion.errors import (
     CopyIntoError,
     IngestionError,
@@ -40,7 +39,7 @@ from lakehouse_assets.ingestion.files import data_file_glob, is_data_file
 from lakehouse_assets.ingestion.lookup_csv import LookupCsv, read_lookup_csv
 from lakehouse_assets.ingestion.options import AutoLoaderOptions, SchemaEvolutionMode, SourceFormat
 from lakehouse_assets.ingestion.schema_store import SchemaStore, StoredSchema
-from lakehouse_assets.ingestion.state import IngestedFile, ingested_files, unread_files
+from lakehouse_assets.ingestion.state import ingested_files, unread_files
 
 __all__ = [
     "INGESTED_AT_COLUMN",
@@ -77,7 +76,6 @@ __all__ = [
     "data_file_glob",
     "ingested_files",
     "is_data_file",
-    "landing_warnings",
     "read_lookup_csv",
     "schema_change_after_failure",
     "unread_files",

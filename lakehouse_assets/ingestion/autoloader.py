@@ -1,12 +1,13 @@
 """Auto Loader-style incremental ingestion of a landing folder into a bronze Delta table.
 
-Spark's own file stream source finds the files: its checkpoint log remembers every file it
+Spark's own file stream source finds the files: its checkpoint remembers every file it
 assigned to a micro-batch, so each file is read once, a restarted query goes on where it
 stopped, and ``availableNow`` takes the files present when the run starts (a file landing
 during a run is taken by this run or the next). The ingestion adds what Auto Loader adds on
 top: a stored schema (:mod:`.schema_store`), schema evolution modes, rescued data
 (:mod:`.rescue`) and the ``_source_file`` / ``_ingested_at`` columns. The Delta sink commits
-each micro-batch exactly once.
+each micro-batch exactly once. Which files the tables hold is read from their
+``_source_file`` column (:mod:`.state`), never from the checkpoint.
 
 :class:`AutoLoader` is one landing folder's ingestion as the bronze assets run it: its stream
 (:func:`autoload_stream`), the restart policy that evolves the stored schema
@@ -15,8 +16,10 @@ each micro-batch exactly once.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -31,6 +34,7 @@ from lakehouse_assets.ingestion.errors import (
     SchemaEvolvedError,
     UnknownColumnsError,
 )
+from lakehouse_assets.ingestion.files import LandedFile
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import glob_of_names, hold_back
 from lakehouse_assets.ingestion.records import file_reader, json_documents, records, text_lines, with_source_file
@@ -49,12 +53,9 @@ from lakehouse_assets.ingestion.schema_store import (
     new_columns,
     resolve_schema,
 )
-from lakehouse_assets.ingestion.state import (
-    relanded_files,
-    uncommitted_files,
-    unread_files,
-)
+from lakehouse_assets.ingestion.state import ingested_files, rewritten_files, unread_files
 from lakehouse_assets.location import locate, spark_file_uri
+from lakehouse_assets.storage import DeltaTableStore
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def autoload_stream(
     source_dir: PathLike,
     options: AutoLoaderOptions,
     schema_location: PathLike,
-    checkpoint_location: PathLike | None = None,
+    unread: Sequence[LandedFile] | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of the files landing in ``source_dir``, like
     ``spark.readStream.format("cloudFiles")``: the stored schema's columns (inferred and
@@ -109,8 +110,9 @@ def autoload_stream(
     Run it with a checkpoint of its own, and with a :class:`SchemaEvolutionPolicy` as
     the restart policy: when the query stops on new columns, the policy evolves the stored
     schema (``addNewColumns``) and says whether to build the stream again and restart.
-    ``checkpoint_location`` (the query's) lets Parquet in ``rescue`` mode plan for the columns
-    of only the files not yet read.
+    ``unread`` (the files no table holds yet; None: every landed file) lets a run hold back
+    the files it must not read yet, and Parquet in ``rescue`` mode plan for the columns of only
+    those it will read.
 
     Raises :class:`~.errors.NothingToInferError` when nothing has landed and no schema is stored.
     """
@@ -118,8 +120,8 @@ def autoload_stream(
     stored = resolve_schema(spark, source, options, SchemaStore(schema_location))
     if not locate(source).is_dir():
         raise LandingFolderMissingError(source, str(schema_location))
-    checkpoint = None if checkpoint_location is None else str(checkpoint_location)
-    name_glob = _names_to_read(source, options, checkpoint)
+    pending = list(options.landed_files(source) if unread is None else unread)
+    name_glob = _names_to_read(pending)
     reader = file_reader(spark, options, streaming=True, name_glob=name_glob)
     mode = options.schema_evolution_mode
     if options.format != "parquet":
@@ -131,7 +133,8 @@ def autoload_stream(
             )
         return shape_records(records(lines, options), stored.schema, mode=mode, schema_location=str(schema_location))
     extra = (
-        _unread_parquet_columns(spark, source, options, stored, checkpoint) if mode == "rescue" else T.StructType([])
+        new_columns(stored.schema, infer_schema(spark, [f.path for f in pending], options))
+        if mode == "rescue" and pending else T.StructType([])
     )
     rows = reader.schema(T.StructType(list(stored.schema.fields) + list(extra.fields))).load(options.read_path(source))
     return shape_parquet(
@@ -144,27 +147,38 @@ class AutoLoader:
     """One landing folder ingested into one table, like the course's
     ``autoload_to_table(data_source, source_format, table_name, checkpoint_directory)``: the
     stream of its files, the restart policy that evolves its stored schema, and whether a run
-    has anything to read. The bronze assets' source (:func:`~lakehouse_assets.assets.bronze.landing_source`)
-    is made of these; the Delta IO manager runs it.
+    has anything to read. ``tables`` hold its rows (the table, and a routed ingestion's
+    quarantine), read through ``store``. The bronze assets' source
+    (:func:`~lakehouse_assets.assets.bronze.landing_source`) is made of these; the Delta IO
+    manager runs it.
     """
 
     source_dir: str
     options: AutoLoaderOptions
     schema_location: str
-    checkpoint_location: str
+    tables: tuple[str, ...]
+    store: DeltaTableStore
+
+    @functools.cached_property
+    def ingested(self) -> set[str]:
+        """The landed files the tables held when first asked (once per loader: one run)."""
+        return ingested_files(self.store, self.tables)
+
+    def unread(self) -> list[LandedFile]:
+        """The landed files no table holds yet."""
+        return unread_files(self.source_dir, self.options, self.ingested)
 
     def stream(self, spark: SparkSession) -> DataFrame:
         """The streaming DataFrame of the landed files (:func:`autoload_stream`)."""
         return autoload_stream(
             spark, source_dir=self.source_dir, options=self.options,
-            schema_location=self.schema_location, checkpoint_location=self.checkpoint_location,
+            schema_location=self.schema_location, unread=self.unread(),
         )
 
     def restart_policy(self, spark: SparkSession) -> SchemaEvolutionPolicy:
         """What to do when the query stops on new columns (:class:`SchemaEvolutionPolicy`)."""
-        return SchemaEvolutionPolicy(
-            spark, self.options, schema_location=self.schema_location, checkpoint_location=self.checkpoint_location
-        )
+        return SchemaEvolutionPolicy(spark, self.options, schema_location=self.schema_location,
+                                     unread=[f.path for f in self.unread()])
 
     def has_new_data(self) -> bool | None:
         """Whether a run would read anything: an unread landed file that is not held back.
@@ -173,12 +187,23 @@ class AutoLoader:
         start says so."""
         if not locate(self.source_dir).is_dir():
             return None if SchemaStore(self.schema_location).latest() is not None else False
-        unread = unread_files(self.source_dir, self.checkpoint_location, self.options)
+        unread = self.unread()
         return len(hold_back(unread)) < len(unread)
 
     def warnings(self) -> list[str]:
-        """What a run will not read, file by file, each with what to do (:func:`landing_warnings`)."""
-        return landing_warnings(self.source_dir, self.options, self.checkpoint_location)
+        """What a run will not read, file by file, each with what to do: files held back
+        (:mod:`.readiness`) and files written again under a name already ingested."""
+        if not locate(self.source_dir).is_dir():
+            return []
+        messages = [f"Not reading {h.message()}" for h in hold_back(self.unread())]
+        messages += [
+            f"Not reading {f.path} again: it was written again (modified {f.modification_time:%Y-%m-%d %H:%M:%S} "
+            "UTC) after it was ingested, and a landed file name is ingested once. If its content changed, "
+            "land the new content under a new name (e.g. with a version suffix) and remove this one; if "
+            "it is the same, remove it or leave it."
+            for f in rewritten_files(self.source_dir, self.options, self.ingested, self.store, self.tables)
+        ]
+        return messages
 
 
 class SchemaEvolutionPolicy:
@@ -192,9 +217,9 @@ class SchemaEvolutionPolicy:
     :class:`~.errors.UnknownColumnsError` in ``failOnNewColumns`` mode), not with Spark's.
     Any other failure is not its business: it answers no.
 
-    Given the query's ``checkpoint_location``, the new columns are typed from all files of the
-    failed batch, else from the file the error names (a restart then finds any others one
-    file at a time).
+    Given the files the run found ``unread`` (those of the failed batch among them), the new
+    columns are typed from them all, else from the file the error names (a restart then finds
+    any others one file at a time).
     """
 
     def __init__(
@@ -203,18 +228,18 @@ class SchemaEvolutionPolicy:
         options: AutoLoaderOptions,
         *,
         schema_location: PathLike | None = None,
-        checkpoint_location: PathLike | None = None,
+        unread: Sequence[str] = (),
     ) -> None:
         self._spark = spark
         self._options = options
         self._schema_location = schema_location
-        self._checkpoint_location = checkpoint_location
+        self._unread = tuple(unread)
 
     def __call__(self, error: BaseException) -> bool:
         """Whether to restart the query after ``error``; raises the schema's error when the run stops on it."""
         change = schema_change_after_failure(
             self._spark, error, options=self._options,
-            schema_location=self._schema_location, checkpoint_location=self._checkpoint_location,
+            schema_location=self._schema_location, unread=self._unread,
         )
         if change is None:
             return False
@@ -244,14 +269,14 @@ def schema_change_after_failure(
     *,
     options: AutoLoaderOptions,
     schema_location: PathLike | None = None,
-    checkpoint_location: PathLike | None = None,
+    unread: Sequence[str] = (),
 ) -> SchemaChange | None:
     """What a failed ingestion query's error says about new columns, and in ``addNewColumns``
     mode, the stored schema evolved to hold them; None for any other failure.
 
-    The new columns are typed by inferring the schema of the files of the batch that failed
-    (from ``checkpoint_location``'s file log, else the file the error names), with the schema
-    hints applied, and appended to the stored schema as a new version. The failed batch is read
+    The new columns are typed by inferring the schema of the files the run found ``unread``
+    (the failed batch's among them; else the file the error names), with the schema hints
+    applied, and appended to the stored schema as a new version. The failed batch is read
     again, with them, when the query restarts. ``schema_location`` defaults to the one the
     error names.
     """
@@ -270,8 +295,7 @@ def schema_change_after_failure(
     current = store.latest()
     if current is None:
         return None
-    batch = uncommitted_files(str(checkpoint_location)) if checkpoint_location is not None else []
-    paths = list(dict.fromkeys([spark_file_uri(p) for p in batch] + list(files)))
+    paths = list(dict.fromkeys([spark_file_uri(p) for p in unread] + list(files)))
     added = new_columns(current.schema, infer_schema(spark, paths, options))
     # A column the query saw but inference did not type is still added, as a string, so the
     # restarted query does not stop on it again.
@@ -288,54 +312,12 @@ def schema_change_after_failure(
     return SchemaChange("evolved", tuple(f.name for f in added.fields), files or tuple(paths), location, evolved)
 
 
-def landing_warnings(source_dir: PathLike, options: AutoLoaderOptions, checkpoint_location: PathLike) -> list[str]:
-    """What a run of the ingestion will not read, file by file, each with what to do: files held
-    back (:mod:`.readiness`) and files written again under a name already ingested."""
-    source, checkpoint = str(source_dir), str(checkpoint_location)
-    if not locate(source).is_dir():
-        return []
-    replayed = {spark_file_uri(p) for p in uncommitted_files(checkpoint)}
-    unread = unread_files(source, checkpoint, options)
-    messages = [f"Not reading {h.message()}" for h in hold_back(unread) if h.file.path not in replayed]
-    messages += [
-        f"Not reading {f.path} again: it was written again (modified {f.modification_time:%Y-%m-%d %H:%M:%S} "
-        "UTC) after it was ingested, and a landed file name is ingested once. If its content changed, "
-        "land the new content under a new name (e.g. with a version suffix) and remove this one; if "
-        "it is the same, remove it or leave it."
-        for f in relanded_files(source, checkpoint, options)
-    ]
-    return messages
-
-
-def _names_to_read(source: str, options: AutoLoaderOptions, checkpoint: str | None) -> str | None:
+def _names_to_read(unread: Sequence[LandedFile]) -> str | None:
     """A glob of the names of the unread files this run may read, when some are held back
-    (each is logged with its reason and what to do); None when every unread file may be read."""
-    if checkpoint is not None:
-        unread = unread_files(source, checkpoint, options)
-        replayed = {spark_file_uri(p) for p in uncommitted_files(checkpoint)}
-    else:
-        unread = options.landed_files(source)
-        replayed = set()
-    # Files of a batch that did not finish are replayed by Spark whatever the glob says.
-    held = [h for h in hold_back(unread) if h.file.path not in replayed]
+    (each is logged with its reason and what to do); None when every unread file may be read.
+    Files of a batch that did not finish are replayed by Spark whatever the glob says."""
+    held = hold_back(unread)
     if not held:
         return None
     held_paths = {h.file.path for h in held}
     return glob_of_names([f.relative_path.rsplit("/", 1)[-1] for f in unread if f.path not in held_paths])
-
-
-def _unread_parquet_columns(
-    spark: SparkSession,
-    source: str,
-    options: AutoLoaderOptions,
-    stored: StoredSchema,
-    checkpoint_location: str | None,
-) -> T.StructType:
-    """Columns of the Parquet files not yet ingested that the stored schema lacks: read too, so
-    that ``rescue`` mode can put their values in ``_rescued_data``."""
-    if checkpoint_location is not None:
-        pending = [f.path for f in unread_files(source, checkpoint_location, options)]
-    else:
-        landed = options.landed_files(source)
-        pending = [f.path for f in landed]
-    return new_columns(stored.schema, infer_schema(spark, pending, options)) if pending else T.StructType([])

@@ -32,7 +32,6 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.ingestion.errors import CopyIntoError, IngestionOptionsError
 from lakehouse_assets.ingestion.files import LandedFile, glob_matches, list_data_files
 from lakehouse_assets.ingestion.options import SourceFormat
-from lakehouse_assets.ingestion.state import IngestedFile
 from lakehouse_assets.location import local_path
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
 
@@ -124,6 +123,20 @@ def copy_into(
         version=result.version,
         load_id=load_id,
     )
+
+
+@dataclass(frozen=True)
+class IngestedFile:
+    """One file a load took in: its path, size and modification time then, when the load ran
+    (``seen_at``), the load's number (``batch_id``) and the table version holding its rows."""
+
+    path: str
+    size: int | None
+    modification_time: dt.datetime | None
+    seen_at: dt.datetime | None
+    batch_id: int
+    table_version: int | None
+    committed: bool
 
 
 def copied_files(table_path: str | os.PathLike[str], *, store: DeltaTableStore) -> list[IngestedFile]:

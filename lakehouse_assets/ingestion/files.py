@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from lakehouse_assets.location import Location, local_path, locate
+from lakehouse_assets.storage.batch_record import landed_file_line
 
 IGNORED_PREFIXES = ("_", ".")
 IGNORED_SUFFIXES = (".tmp", ".partial")
@@ -172,3 +173,11 @@ def landed_paths(folder: Location, pattern: str | None = None) -> list[str]:
     ingestion reads from it."""
     listed = list_data_files(folder, recursive=True, path_pattern=pattern)
     return sorted(local_file_path(f.path) for f in listed)
+
+
+def landed_listing(folder: Location) -> tuple[str, ...]:
+    """What a landing folder holds, one line per data file (its path below the folder, size and
+    modification time): what a table loading it in batch records having read
+    (:class:`~lakehouse_assets.storage.batch_record.Reading`)."""
+    return tuple(landed_file_line(f.relative_path, f.size, f.modification_time.isoformat())
+                 for f in sorted(list_data_files(folder, recursive=True), key=lambda f: f.relative_path))

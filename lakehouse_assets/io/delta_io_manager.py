@@ -3,9 +3,10 @@
 It resolves the output once (:func:`~lakehouse_assets.io.table_run.resolve_table_run`),
 hands it to the handler for the kind of object the asset returned, clears the temporary
 views the asset body made (:mod:`lakehouse_assets.tables.session_views`), and reports what
-the table's log says. The handlers (one module each under :mod:`lakehouse_assets.io.handlers`)
+the table's commits say. The handlers (one module each under :mod:`lakehouse_assets.io.handlers`)
 do the writing; this class holds the locks around them, clears a table for a full refresh,
-and loads inputs as the consuming asset asks: a stream of new rows, or the table as a batch.
+and hands inputs in as the consuming asset asks: a stream of new rows, or the table as a
+batch, read when the asset's body runs (:class:`~lakehouse_assets.outputs.UpstreamTable`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from pyspark.sql import DataFrame
 
 from lakehouse_assets.cdc.snapshots import SnapshotSource
 from lakehouse_assets.engine.client import engine_errors
-from lakehouse_assets.errors import LakehouseError, TableNotFoundError
+from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
-from lakehouse_assets.io.events import record_failure
 from lakehouse_assets.io.handlers.batch import write_batch
 from lakehouse_assets.io.handlers.flows import write_flows
 from lakehouse_assets.io.handlers.ingestion import write_ingestion
@@ -32,8 +32,8 @@ from lakehouse_assets.io.handlers.routed import write_routed
 from lakehouse_assets.io.handlers.snapshots import write_snapshots
 from lakehouse_assets.io.handlers.stream import write_stream
 from lakehouse_assets.io.handlers.written import Written
-from lakehouse_assets.io.lineage import derived_lineage
-from lakehouse_assets.io.metadata import LINEAGE, table_metadata
+from lakehouse_assets.io.lineage import declared_lineage
+from lakehouse_assets.io.metadata import table_metadata
 from lakehouse_assets.io.table_run import TableRef, TableRun, full_refresh, resolve_table_run
 from lakehouse_assets.outputs import (
     AppendFlows,
@@ -43,6 +43,7 @@ from lakehouse_assets.outputs import (
     QuarantineOf,
     RoutedRows,
     TableKept,
+    UpstreamTable,
 )
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark import SparkResource
@@ -110,24 +111,14 @@ class DeltaIOManager(dg.ConfigurableIOManager):
                         full_refresh(store, table)
                     context.log.info(f"Full refresh of {run.table.table_name}: cleared its table, "
                                      "checkpoint and stored schema")
-                try:
-                    written = handler(obj, run, store, context.log)
-                except Exception as exc:
-                    _log_failure(run, store, exc, context.log)
-                    raise
+                written = handler(obj, run, store, context.log)
             fault_point("asset.materialized")
         else:
             written = handler(obj, run, store, context.log)
-        # The column lineage from the plan of what was written (before the body's views go);
-        # a run that wrote nothing keeps the lineage its table's last materialization reported,
-        # instead of planning a query it did not run (seconds in a cold JVM).
-        lineage = derived_lineage(obj, run, context.log) if written.version is not None else None
         drop_temp_views(self.spark.spark_session)
         if new_tables:
             register_tables(self.spark.spark_session, self.settings(), new_tables)
-        metadata = {**written.metadata, **table_metadata(store, run, written.version, lineage)}
-        if written.version is None and LINEAGE in run.last_recorded:
-            metadata[LINEAGE] = run.last_recorded[LINEAGE]
+        metadata = {**written.metadata, **table_metadata(store, run, written.version, declared_lineage(run))}
         metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
         return metadata
 
@@ -141,29 +132,25 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             context.log_event(dg.AssetMaterialization(table.key, metadata=metadata))
 
     # -- reading ------------------------------------------------------------------------------
-    def load_input(self, context: dg.InputContext) -> DataFrame | MissingTable:
-        """The upstream table: a stream of the rows each new version adds (with the options
-        the consuming asset declared), or as it stands; a table not created yet comes in as
-        :class:`MissingTable`, and the consuming asset is skipped."""
+    def load_input(self, context: dg.InputContext) -> UpstreamTable | MissingTable:
+        """The upstream table, read when the consuming asset's body runs: a stream of the rows
+        each new version adds (with the options the consuming asset declared), or as it stands;
+        a table not created yet comes in as :class:`MissingTable`, and the consuming asset is
+        skipped."""
         table = TableRef.of(context.asset_key, self.settings())
+        store = self.store()
+        if not store.exists(str(table.path)):
+            return MissingTable(table.table_name)
+        if self.read_inputs_as == "stream":
+            options = _consumer_stream_options(context, table.table_name)
+            return UpstreamTable(table.table_name, lambda: self._read(
+                lambda: store.read_stream(self.spark.spark_session, str(table.path), options)))
+        return UpstreamTable(table.table_name, lambda: self._read(
+            lambda: store.read(self.spark.spark_session, str(table.path))))
+
+    def _read(self, read: Callable[[], DataFrame]) -> DataFrame:
         with engine_errors(self.spark.settings()):
-            spark = self.spark.spark_session
-            try:
-                if self.read_inputs_as == "stream":
-                    options = _consumer_stream_options(context, table.table_name)
-                    return self.store().read_stream(spark, str(table.path), options)
-                return self.store().read(spark, str(table.path))
-            except TableNotFoundError:
-                return MissingTable(table.table_name)
-
-
-def _log_failure(run: TableRun, store: DeltaTableStore, error: Exception, log: Any) -> None:
-    """Log the failed batch (and what the query did commit) in the event log; a failure to
-    do so is a warning, never the error the run reports."""
-    try:
-        record_failure(run, store, error)
-    except Exception as exc:  # noqa: BLE001 - the table's own failure is the one to report
-        log.warning(f"{run.table.table_name}: could not log the failed batch in the event log: {exc}")
+            return read()
 
 
 def _routing_table(context: dg.OutputContext) -> dg.AssetKey | None:

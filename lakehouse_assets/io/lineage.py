@@ -1,52 +1,35 @@
 """The column lineage a table's materialization reports (``dagster/column_lineage``).
 
-Derived, never written by hand: a SQL asset's lineage is read from its SQL when it is
-declared (:mod:`lakehouse_assets.tables.sql_lineage`; for a grouped table kept incrementally the
-DataFrame is the batch's source rows, not the table, so the SQL is the one that tells), and any
-other asset's from the plan of the DataFrame it returned
-(:mod:`lakehouse_assets.tables.plan_lineage`), once its query has written. What is reported is then
-held to the tables as they are: a column the written table lacks is not reported, nor a source
-column the upstream table lacks (a change data feed's ``_change_type``, say).
-
-An asset that returns no DataFrame (an ingestion from landed files, snapshots of files) reads
-no table, so it reports no lineage.
+Declared, never derived from a query plan's text: a SQL asset's lineage is read from its SQL
+by sqlglot when it is declared (:mod:`lakehouse_assets.tables.sql_lineage`), and a Python
+asset declares its own (``table_asset(column_lineage=...)``); a table that declares none
+reports none. What is reported is held to the tables as they are: a column the written table
+lacks is not reported, nor a source column the upstream table lacks (a change data feed's
+``_change_type``, say).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from lakehouse_assets.cdc import END_AT, START_AT
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.location import Location
-from lakehouse_assets.outputs import ExpectedRows, RoutedRows
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.tables.plan_lineage import Lineage, plan_lineage
+
+#: Each column of a table with the upstream ``(table, column)`` pairs it is computed from.
+Lineage = dict[str, list[tuple[str, str]]]
 
 
-def derived_lineage(obj: Any, run: TableRun, log: Any = None) -> Lineage | None:
-    """The lineage of the table ``run`` writes from what its asset returned (``obj``): the
-    declared one (read from its SQL), else the one its DataFrame's plan gives; None when
-    there is neither. Never fails the run: a plan that cannot be read is logged and skipped."""
-    if run.spec.column_lineage:
-        return {column: [(source.table, source.column) for source in sources]
-                for column, sources in run.spec.column_lineage.items()}
-    if isinstance(obj, RoutedRows):
-        rows = obj.rows.select(*obj.passed_columns)
-    elif isinstance(obj, ExpectedRows):
-        rows = obj.rows
-    else:
+def declared_lineage(run: TableRun) -> Lineage | None:
+    """The lineage the table ``run`` writes declares; None when it declares none. A version of
+    an SCD type 2 table opens and closes at the sequence of the changes that made it."""
+    if not run.spec.column_lineage:
         return None
-    try:
-        lineage = plan_lineage(rows, str(run.root))
-    except Exception as exc:  # noqa: BLE001 - lineage is reported, not required: the write goes on
-        if log is not None:
-            log.warning(f"Column lineage of {run.table.table_name} not derived: {exc}")
-        return None
+    lineage = {column: [(source.table, source.column) for source in sources]
+               for column, sources in run.spec.column_lineage.items()}
     cdc = run.spec.auto_cdc
     if cdc is not None and cdc.stored_as_scd_type == 2 and cdc.sequence_by in lineage:
-        # A version opens and closes at the sequence of the changes that made it.
         lineage[START_AT] = lineage[END_AT] = list(lineage[cdc.sequence_by])
     return lineage
 

@@ -1,8 +1,8 @@
 """What every materialization of a table reports about the table itself, read from the
 table (its log and schema), never from what the run remembers: version, rows, columns
-(described as the asset declares them), column lineage (derived by
-:mod:`lakehouse_assets.io.lineage`, held to the tables' columns); and what its expectations
-counted, read from its commits."""
+(described as the asset declares them), column lineage (declared, held to the tables'
+columns: :mod:`lakehouse_assets.io.lineage`). What the run did is its commits' report
+(:mod:`lakehouse_assets.io.run_report`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ import dagster as dg
 
 from lakehouse_assets.io.lineage import kept_lineage
 from lakehouse_assets.io.table_run import TableRun
-from lakehouse_assets.quality.expectations import ExpectationCounts
-from lakehouse_assets.quality.rules import Rule
 from lakehouse_assets.storage import DeltaTableStore
 
 #: The metadata entry Dagster's UI reads a table's column lineage from.
@@ -49,21 +47,4 @@ def table_metadata(store: DeltaTableStore, run: TableRun, written_version: int |
                      for table, source_column in sources]
             for column, sources in kept.items()
         })
-    return metadata
-
-
-def expectations_metadata(rules: Sequence[Rule], counts: ExpectationCounts) -> dict[str, Any]:
-    """Per expectation, the rows of this materialization that passed and failed it (numbers
-    the UI plots across materializations), and the same as one table."""
-    if not rules:
-        return {}
-    metadata: dict[str, Any] = {}
-    lines = ["| expectation | on violation | passed | failed |", "| --- | --- | --- | --- |"]
-    for rule in rules:
-        passed, failed = counts.passed(rule.name), counts.failed.get(rule.name, 0)
-        metadata[f"expectations/{rule.name}/passed"] = dg.MetadataValue.int(passed)
-        metadata[f"expectations/{rule.name}/failed"] = dg.MetadataValue.int(failed)
-        lines.append(f"| {rule.name} | {rule.severity.on_violation} | {passed} | {failed} |")
-    metadata["expectations"] = dg.MetadataValue.md("\n".join(lines))
-    metadata["expectations/rows_checked"] = dg.MetadataValue.int(counts.rows)
     return metadata

@@ -19,7 +19,6 @@ step 2 before anything else. A row is known by where it landed and what it recor
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,19 +39,16 @@ from lakehouse_assets.reliability.replayed import REPLAY_APP, ROW_IDENTITY
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import STREAM_INPUT_KEY, TableRunConfig, TableSpec
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
-from lakehouse_assets.storage.event_log import (
-    BatchEvent,
-    append_events,
-    event_log_path,
-    last_logged_batch,
-    query_app_id,
-)
+from lakehouse_assets.storage.batch_record import BATCH_METADATA_PREFIX, RUN_KEY
 from lakehouse_assets.storage.table_lock import table_locks
 from lakehouse_assets.tables.catalog import register_tables
 from lakehouse_assets.tables.session_views import drop_temp_views
 
 # How long a replay waits for a run writing the table or its quarantine.
 _LOCK_TIMEOUT_SECONDS = 900.0
+#: Commit metadata of a replay's table commit: the quarantined rows it re-evaluated (the rows it
+#: moved are the rows the commit wrote).
+REEVALUATED_KEY = f"{BATCH_METADATA_PREFIX}replay.reevaluated"
 
 
 @dataclass(frozen=True)
@@ -112,12 +108,11 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
                 replay = (store.committed_batch(table, REPLAY_APP) if store.exists(table) else None)
                 number = 0 if replay is None else replay + 1
                 reevaluated = held.count()
-                commit = store.write(passed, table, mode="append", merge_schema=run.spec.merge_schema,
-                                     transaction=AppTransaction(REPLAY_APP, number), operation="QUARANTINE REPLAY",
-                                     metadata={"lakehouse.replay.rows": str(moved)})
+                store.write(passed, table, mode="append", merge_schema=run.spec.merge_schema,
+                            transaction=AppTransaction(REPLAY_APP, number), operation="QUARANTINE REPLAY",
+                            metadata={REEVALUATED_KEY: str(reevaluated), **({RUN_KEY: run_id} if run_id else {})})
                 fault_point("replay.table_committed")
                 _remove_from_quarantine(store, spark, quarantine, passed.select(*identity), number)
-                _log_replay(run, number, commit.version, moved, reevaluated)
                 return ReplayResult(run.table.table_name, number, moved, reevaluated - moved, finished)
             finally:
                 passed.unpersist()
@@ -194,17 +189,15 @@ def row_identity(run: TableRun, table_columns: Sequence[str], quarantine_columns
 
 def _finish_pending(store: DeltaTableStore, spark: SparkSession, run: TableRun) -> int | None:
     """Finish a replay the table holds and the quarantine does not (a crash between its two
-    commits): remove its rows from the quarantine; and log the table's last replay if the
-    event log lacks it. The replay's number when its quarantine commit was pending, else None."""
+    commits): remove its rows from the quarantine. The replay's number when its quarantine
+    commit was pending, else None."""
     assert run.quarantine is not None
     table, quarantine = str(run.table.path), str(run.quarantine.path)
     done_in_table = store.committed_batch(table, REPLAY_APP) if store.exists(table) else None
     if done_in_table is None:
         return None
     done_in_quarantine = store.committed_batch(quarantine, REPLAY_APP) if store.exists(quarantine) else None
-    pending = done_in_quarantine is None or done_in_quarantine < done_in_table
-    logged = last_logged_batch(event_log_path(run.root), run.table.table_name, REPLAY_APP)
-    if not pending and logged is not None and logged >= done_in_table:
+    if done_in_quarantine is not None and done_in_quarantine >= done_in_table:
         return None
     commit = next(e for e in store.history(table) if e.query == REPLAY_APP and e.batch_id == done_in_table)
     before = store.read(spark, table, version=commit.version - 1) if commit.version > 0 else None
@@ -214,20 +207,8 @@ def _finish_pending(store: DeltaTableStore, spark: SparkSession, run: TableRun) 
     moved = after.select(*identity)
     if before is not None:
         moved = moved.exceptAll(before.select(*identity))
-    if pending:
-        _remove_from_quarantine(store, spark, quarantine, moved, done_in_table)
-    _log_replay(run, done_in_table, commit.version, moved.count(), None)
-    return done_in_table if pending else None
-
-
-def _log_replay(run: TableRun, replay: int, version: int | None, moved: int, reevaluated: int | None) -> None:
-    """One event-log row for the replay, once: the rows it re-evaluated, moved and left."""
-    event = BatchEvent(run_id=run.run_id, table=run.table.table_name, query_id=REPLAY_APP, batch_id=replay,
-                       table_version=version, input_rows=reevaluated, output_rows=moved,
-                       quarantined_rows=None if reevaluated is None else reevaluated - moved,
-                       started_at=dt.datetime.now(dt.UTC))
-    append_events(event_log_path(run.root), [event],
-                  logs=AppTransaction(query_app_id(run.table.table_name, REPLAY_APP), replay))
+    _remove_from_quarantine(store, spark, quarantine, moved, done_in_table)
+    return done_in_table
 
 
 def _remove_from_quarantine(store: DeltaTableStore, spark: SparkSession, quarantine: str, moved: DataFrame,

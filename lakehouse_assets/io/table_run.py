@@ -8,19 +8,21 @@ place, and the handlers only ever see the resulting :class:`TableRun`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
 from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.ingestion.files import landed_listing
 from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import TableRunConfig, TableSpec
 from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.storage.batch_record import READING_KEY
+from lakehouse_assets.storage.sink import RunStamp
 from lakehouse_assets.streaming import Trigger
-from lakehouse_assets.tables.upstream_versions import UpstreamVersions, last_recorded
+from lakehouse_assets.tables.reading import tables_now
 
 
 @dataclass(frozen=True)
@@ -71,19 +73,11 @@ class TableRun:
     trigger: Trigger
     #: The table as its asset declares it.
     spec: TableSpec
-    #: The metadata of the table's latest materialization (Dagster's record of its last
-    #: run); empty when there is none, or no Dagster instance to ask.
-    last_recorded: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def root(self) -> Location:
         """The lakehouse's folder."""
         return self.settings.root
-
-    @property
-    def last_read(self) -> UpstreamVersions | None:
-        """What the table's query had read to at its latest materialization, if recorded."""
-        return UpstreamVersions.recorded(self.last_recorded)
 
     @property
     def written(self) -> tuple[TableRef, ...]:
@@ -100,6 +94,14 @@ class TableRun:
         """The streaming query's name (Spark's UI and logs): ``layer__name``."""
         return self.table.table_name.replace(".", "__")
 
+    def stamp_metadata(self, store: DeltaTableStore) -> dict[str, str]:
+        """What a batch write of this run records in its commit besides its rows: the run, and
+        what it read (the tables and landed files it reads in batch, as they are now)."""
+        landed = {source: landed_listing(self.settings.landing_path(source)) for source in self.spec.landing}
+        reading = tables_now((*self.spec.reads, *self.spec.streams_from), self.settings, store, landed)
+        return RunStamp(self.run_id or "", reading=reading).metadata() if self.run_id else (
+            {READING_KEY: reading.to_json()} if reading is not None else {})
+
     @property
     def lock_holder(self) -> str:
         """How a run waiting for the locks names this one."""
@@ -113,15 +115,11 @@ def resolve_table_run(context: dg.OutputContext, settings: LakehouseSettings,
     of its step (the other table of a routed table's pair)."""
     config = TableRunConfig(**(_op_config(context) or {}))
     if key is None or key == context.asset_key:
-        run = table_run_of(context.asset_key, TableSpec.of(context.definition_metadata), config, settings,
-                           _run_id(context))
-    else:
-        step_asset = context.step_context.assets_def
-        assert step_asset is not None  # only an asset's output has tables beside its own
-        run = table_run_of(key, TableSpec.of(step_asset.specs_by_key[key].metadata), config, settings,
-                           _run_id(context))
-    instance = _instance(context)
-    return replace(run, last_recorded=last_recorded(instance, run.table.key)) if instance is not None else run
+        return table_run_of(context.asset_key, TableSpec.of(context.definition_metadata), config, settings,
+                            _run_id(context))
+    step_asset = context.step_context.assets_def
+    assert step_asset is not None  # only an asset's output has tables beside its own
+    return table_run_of(key, TableSpec.of(step_asset.specs_by_key[key].metadata), config, settings, _run_id(context))
 
 
 def table_run_of(key: dg.AssetKey, spec: TableSpec | None, config: TableRunConfig, settings: LakehouseSettings,
@@ -159,12 +157,6 @@ def _run_id(context: dg.OutputContext) -> str | None:
         return context.run_id
     except Exception:  # noqa: BLE001 - an output context built outside a run has none
         return None
-
-
-def _instance(context: dg.OutputContext) -> dg.DagsterInstance | None:
-    """The Dagster instance of the run writing, when there is one."""
-    step = context.step_context
-    return step.instance if step is not None else None
 
 
 def _op_config(context: dg.OutputContext) -> dict[str, Any] | None:

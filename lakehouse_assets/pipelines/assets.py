@@ -31,7 +31,7 @@ from pyspark.sql.types import StructType
 from lakehouse_assets.assets.auto_cdc import auto_cdc_from_snapshot_table, auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.bronze import landing_source
-from lakehouse_assets.assets.landing import LANDING_FOLDERS, LandingFolder
+from lakehouse_assets.assets.landing import LandingFolder
 from lakehouse_assets.assets.routed_table_asset import routed_table_asset
 from lakehouse_assets.assets.sql_asset import QUARANTINE_SUFFIX, expectation
 from lakehouse_assets.assets.table_asset import table_asset
@@ -49,6 +49,7 @@ from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
 from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.spec import LANDING_FOLDERS
 from lakehouse_assets.storage import type_sql
 from lakehouse_assets.tables.sql_definition import SqlConstraint, SqlDefinitionError, check_name, condition_columns
 from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
@@ -221,7 +222,7 @@ def _from_snapshots(pipeline: LoadedPipeline, dataset: PipelineDataset, common: 
                                   track_history_column_list=flow.snapshot.track_history_column_list, **common)
     def _snapshots_applied(spark: SparkResource) -> SnapshotSource:
         settings = spark.settings()
-        run = PipelineRun(spark.spark_session, dataset.table, pipeline.views, settings, pipeline.session)
+        run = PipelineRun(spark.spark_session, dataset.table, pipeline.views, settings, pipeline.session, spark.store())
         with running(run):
             return snapshots_of(flow, spark.spark_session, settings)
 
@@ -279,7 +280,8 @@ def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset,
         spark = lakehouse.spark_session
         for key, value in flow.spark_conf.items():
             spark.conf.set(key, value)
-        run = PipelineRun(spark, dataset.table, pipeline.views, lakehouse.settings(), pipeline.session)
+        run = PipelineRun(spark, dataset.table, pipeline.views, lakehouse.settings(), pipeline.session,
+                          lakehouse.store())
         with running(run):
             frame = flow.func()
         if not isinstance(frame, DataFrame):

@@ -33,7 +33,7 @@ from pyspark.sql.types import StructType
 
 import lakehouse_assets
 from lakehouse_assets.assets.discovery import ingests_landed_files, table_specs
-from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
+from lakehouse_assets.assets.landing import streamed_folder
 from lakehouse_assets.assets.sql_asset import SQL_FILE, SQL_TEXT
 from lakehouse_assets.ingestion.columns import (
     INGESTED_AT_COLUMN,
@@ -45,7 +45,7 @@ from lakehouse_assets.ingestion.columns import (
 from lakehouse_assets.pipelines import export_files as files
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import DELTA_CONF, delta_jars, engine_conf
-from lakehouse_assets.spec import TableSpec
+from lakehouse_assets.spec import LANDING_FOLDERS, TableSpec
 from lakehouse_assets.storage import type_sql
 from lakehouse_assets.storage.discovery import is_table
 from lakehouse_assets.tables.sql_definition import OnViolation, SqlTableKind, parse_sql_definition

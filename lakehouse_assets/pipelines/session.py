@@ -34,7 +34,7 @@ from lakehouse_assets.pipelines.graph import PipelineDataset
 from lakehouse_assets.pipelines.landing_paths import auto_loader_defaults, landed_path
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
-from lakehouse_assets.storage import type_sql
+from lakehouse_assets.storage import DeltaTableStore, type_sql
 
 CLOUD_FILES = "cloudfiles"
 # The readers' methods taking a path to files.
@@ -51,6 +51,7 @@ class PipelineRun:
     views: Mapping[str, PipelineDataset]
     settings: LakehouseSettings
     session: PipelineSession
+    store: DeltaTableStore
     loaders: list[AutoLoader] = field(default_factory=list)
 
 
@@ -248,7 +249,7 @@ class PipelineSession:
         loader = AutoLoader(source_dir=str(landed.folder),
                             options=replace(AutoLoaderOptions.from_options(given), path_pattern=landed.pattern),
                             schema_location=str(run.settings.schema_path(layer, name)),
-                            checkpoint_location=str(run.settings.checkpoint_path(layer, name)))
+                            tables=(str(run.settings.table_path(layer, name)),), store=run.store)
         run.loaders.append(loader)
         frame = loader.stream(run.spark)
         return with_file_metadata(frame, loader, run.spark) if self._reads_file_metadata else frame

@@ -26,12 +26,9 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import ExpectationFailedError, LakehouseError
 from lakehouse_assets.quality.rules import Rule, Severity
-from lakehouse_assets.storage import CommitResult
-from lakehouse_assets.storage.engine import BATCH_METADATA_PREFIX
-from lakehouse_assets.storage.sink import TableSink
-
-#: Commit metadata key: the batch's rows and failing rows per rule, as JSON.
-EXPECTATIONS_KEY = f"{BATCH_METADATA_PREFIX}expectations"
+from lakehouse_assets.storage import HistoryEntry
+from lakehouse_assets.storage.batch_record import EXPECTATIONS_KEY
+from lakehouse_assets.storage.sink import RunStamp, TableSink
 
 _COUNT = "__count"
 _ROW_TEXT_LIMIT = 500
@@ -106,13 +103,13 @@ def failing_row(df: DataFrame, rule: Rule) -> str:
     return text if len(text) <= _ROW_TEXT_LIMIT else text[: _ROW_TEXT_LIMIT - 1] + "…"
 
 
-def counts_of_commits(commits: Iterable[CommitResult]) -> ExpectationCounts:
+def counts_of_commits(commits: Iterable[HistoryEntry]) -> ExpectationCounts:
     """The expectation counts of ``commits``, summed (commits without any count nothing)."""
     total = ExpectationCounts()
     for commit in commits:
-        text = commit.metadata.get(EXPECTATIONS_KEY)
+        text = commit.custom_metadata.get(EXPECTATIONS_KEY)
         if text:
-            total = total + ExpectationCounts.from_json(text)
+            total = total + ExpectationCounts.from_json(str(text))
     return total
 
 
@@ -144,11 +141,11 @@ class ExpectationsSink:
     def output_mode(self) -> str:
         return self.sink.output_mode
 
-    def for_run(self, run_id: str) -> ExpectationsSink:
-        """This sink, naming ``run_id`` in its commits."""
-        return ExpectationsSink(self.sink.for_run(run_id), self.rules, self.table)
+    def for_run(self, stamp: RunStamp) -> ExpectationsSink:
+        """This sink, recording ``stamp`` in its commits."""
+        return ExpectationsSink(self.sink.for_run(stamp), self.rules, self.table)
 
-    def run_commits(self) -> list[CommitResult]:
+    def run_commits(self) -> list[HistoryEntry]:
         """What this sink's run committed, from the table's log."""
         return self.sink.run_commits()
 

@@ -5,11 +5,12 @@ since that file landed (its modification time), and zero when it incorporates ev
 file, however long ago it last ran. Nothing landing is never staleness; a pipeline that
 stops while files keep landing is.
 
-What a table incorporates is read from the tables' own logs, not from run history: its
-newest batch commit records the offsets its query read its source up to (the source version
-it had read whole), that source's commit at that version records its own, and so on down to
-bronze, whose batch ids map to landed files through its query's checkpoint (the file source
-log). A version read only in part counts as not read, so the lag is never understated.
+What a table incorporates is read from the tables' own commits, not from run history: its
+newest commit records the versions of the tables its run read (a completed run read them
+whole: :mod:`lakehouse_assets.tables.reading`), that source's commit at that version records
+its own, and so on down to the table that ingests landed files, whose rows at that version
+name the files they came from (``_source_file``). A run that did not complete counts as
+having read what the run before it read, so the lag is never understated.
 
 Dagster's own freshness policies judge the time since an asset last materialized, which
 flags a table whose source is simply quiet; this is the data-time measure the lakehouse
@@ -20,20 +21,18 @@ and by the freshness sensor between runs.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
-from lakehouse_assets.checkpoints.checkpoint import BatchOffsets, Checkpoint, recorded_offsets
-from lakehouse_assets.checkpoints.delta_offsets import delta_source_end
 from lakehouse_assets.ingestion.files import list_data_files, local_file_path
+from lakehouse_assets.ingestion.state import ingested_files
 from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore, HistoryEntry
-from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
-from lakehouse_assets.storage.history import newest_first
+from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets.tables.reading import completed_reading
 
 #: How far behind a gold table may fall by default: the seeds' "no more than 5 minutes".
 DEFAULT_MAX_LAG = dt.timedelta(minutes=5)
@@ -77,11 +76,12 @@ class DataLag:
 
 
 def data_lag(settings: LakehouseSettings, store: DeltaTableStore, path: FreshnessPath,
-             now: dt.datetime | None = None) -> DataLag:
-    """How far ``path.table`` is behind the files landed for it (see the module's docstring)."""
+             instance: dg.DagsterInstance | None = None, now: dt.datetime | None = None) -> DataLag:
+    """How far ``path.table`` is behind the files landed for it (see the module's docstring);
+    ``instance`` says which of its runs completed."""
     measured_at = now or dt.datetime.now(dt.UTC)
     landed = list_data_files(settings.landing_path(path.landing_source), recursive=True)
-    incorporated = incorporated_files(settings, store, path.chain)
+    incorporated = incorporated_files(settings, store, path.chain, instance)
     pending = [f for f in landed if local_file_path(f.path) not in incorporated]
     return DataLag(
         measured_at=measured_at,
@@ -92,52 +92,23 @@ def data_lag(settings: LakehouseSettings, store: DeltaTableStore, path: Freshnes
     )
 
 
-def incorporated_files(settings: LakehouseSettings, store: DeltaTableStore, chain: Sequence[str]) -> set[str]:
+def incorporated_files(settings: LakehouseSettings, store: DeltaTableStore, chain: Sequence[str],
+                       instance: dg.DagsterInstance | None = None) -> set[str]:
     """The landed files (local paths) whose records the first table of ``chain`` holds, its
-    sources following it down to bronze (the last)."""
+    sources following it down to the ingesting table (the last)."""
     version: int | None = None  # the version of the current table to look from; None: latest
     for table, source in zip(chain[:-1], chain[1:], strict=True):
-        read_through = _source_version_read(settings, store, table, source, version)
-        if read_through is None:
+        reading = completed_reading(store, str(_path(settings, table)), version, instance,
+                                    dg.AssetKey(table.split(".")))
+        read = reading.tables.get(source) if reading is not None else None
+        if read is None:
             return set()
-        version = read_through
-    bronze = chain[-1]
-    batch = _last_batch_at(store, str(_path(settings, bronze)), version)
-    if batch is None:
+        version = read.version
+    bronze = str(_path(settings, chain[-1]))
+    version = store.version(bronze) if version is None else version
+    if version is None:
         return set()
-    log = Checkpoint(str(settings.checkpoint_path(*bronze.split(".")))).file_source_log()
-    return {local_file_path(entry.path) for entry in log if entry.batch_id <= batch}
-
-
-def _source_version_read(settings: LakehouseSettings, store: DeltaTableStore, table: str, source: str,
-                         version: int | None) -> int | None:
-    """The newest version of ``table``'s streaming ``source`` that the table, at ``version``,
-    had read whole; None when it has read none."""
-    logged = logged_offsets(event_log_path(settings.root), table)
-    commit = _newest_batch_commit(store, str(_path(settings, table)), version, logged)
-    if commit is None:
-        return None
-    offsets = recorded_offsets(commit, logged)
-    end = delta_source_end(offsets) if offsets is not None else None
-    return end.version_read_whole(str(_path(settings, source))) if end is not None else None
-
-
-def _last_batch_at(store: DeltaTableStore, path: str, version: int | None) -> int | None:
-    commit = _newest_batch_commit(store, path, version)
-    return commit.batch_id if commit is not None else None
-
-
-def _newest_batch_commit(store: DeltaTableStore, path: str, version: int | None,
-                         offsets: Mapping[tuple[str, int], BatchOffsets] | None = None) -> HistoryEntry | None:
-    """The newest commit of a query's batch at or before ``version`` (the latest: None); with
-    ``offsets`` (the event log's), the newest whose offsets are known. The log is read newest
-    first, the whole of it only when the newest commits do not have one."""
-    for entry in newest_first(store, path):
-        if version is not None and entry.version > version:
-            continue
-        if entry.batch_id is not None and (offsets is None or recorded_offsets(entry, offsets) is not None):
-            return entry
-    return None
+    return {local_file_path(f) for f in ingested_files(store, [bronze], version=version)}
 
 
 def _path(settings: LakehouseSettings, table: str) -> Location:
@@ -170,7 +141,7 @@ def freshness_result(lag: DataLag, max_lag: dt.timedelta) -> dg.AssetCheckResult
 
 def freshness_check(path: FreshnessPath, max_lag: dt.timedelta = DEFAULT_MAX_LAG) -> dg.AssetChecksDefinition:
     """The ``data_freshness`` check of ``path.table``: at most ``max_lag`` behind the newest
-    landed record (data time). It reads logs only: no Spark."""
+    landed record (data time). It reads commits and a column of the ingesting table: no Spark."""
     layer, name = path.table.split(".")
 
     @dg.asset_check(asset=dg.AssetKey([layer, name]), name=FRESHNESS_CHECK, blocking=False,
@@ -179,7 +150,7 @@ def freshness_check(path: FreshnessPath, max_lag: dt.timedelta = DEFAULT_MAX_LAG
                                 f"landing/{path.landing_source} (data time, through {' <- '.join(path.through)})")
     def data_freshness(context) -> dg.AssetCheckResult:  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation
         lakehouse = context.resources.spark
-        return freshness_result(data_lag(lakehouse.settings(), lakehouse.store(), path), max_lag)
+        return freshness_result(data_lag(lakehouse.settings(), lakehouse.store(), path, context.instance), max_lag)
 
     return data_freshness
 

@@ -24,7 +24,8 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.duplicates import DUPLICATE, DUPLICATES_KEY, mark_duplicates
 from lakehouse_assets.quality.expectations import commit_metadata, enforce
 from lakehouse_assets.quality.rules import Rule, Severity
-from lakehouse_assets.storage import CommitResult, DeltaSink
+from lakehouse_assets.storage import DeltaSink, HistoryEntry
+from lakehouse_assets.storage.sink import RunStamp
 
 # The column that says which rules a quarantined row failed.
 QUARANTINE_REASON = "_quarantine_reason"
@@ -133,11 +134,11 @@ class QuarantineSink:
                 "rewrites rows, and rewriting quarantined rows would lose their history"
             )
 
-    def for_run(self, run_id: str) -> QuarantineSink:
-        """This sink, naming ``run_id`` in the commits of both tables."""
-        return replace(self, passed=self.passed.for_run(run_id), quarantine=self.quarantine.for_run(run_id))
+    def for_run(self, stamp: RunStamp) -> QuarantineSink:
+        """This sink, recording ``stamp`` in the commits of both tables."""
+        return replace(self, passed=self.passed.for_run(stamp), quarantine=self.quarantine.for_run(stamp))
 
-    def run_commits(self) -> list[CommitResult]:
+    def run_commits(self) -> list[HistoryEntry]:
         """The passed table's commits of this run (what the run reports as rows written)."""
         return self.passed.run_commits()
 

@@ -14,9 +14,10 @@ from functools import cache
 from typing import Any
 
 from lakehouse_assets.assets.discovery import declared_tables, package_assets, project_packages, table_specs
-from lakehouse_assets.assets.landing import LANDING_FOLDERS, streamed_folder
+from lakehouse_assets.assets.landing import streamed_folder
 from lakehouse_assets.pipelines.assets import pipeline_assets
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.spec import LANDING_FOLDERS
 
 
 @dataclass(frozen=True)

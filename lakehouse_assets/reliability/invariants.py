@@ -1,9 +1,9 @@
 """The lakehouse's exactly-once promises, checked on the tables as they are stored
 (on a local disk or S3-API object storage).
 
-Each invariant is read from the Delta tables directly (their log files, and rows through the
-store's Spark-free snapshot reader: not the write path, so they are independent of the code
-they judge), for every table its declaration puts in a flow
+Each invariant is read from the Delta tables directly (their history and rows through Delta's
+public interfaces, Spark-free: not the write path, so they are independent of the code they
+judge), for every table its declaration puts in a flow
 (:mod:`.flows`), each result naming the tables it checked:
 
 ``landed_once`` (:mod:`.landed_once`)
@@ -15,13 +15,9 @@ they judge), for every table its declaration puts in a flow
     Every table kept incrementally equals its query recomputed in batch (the one check that
     runs Spark: the declaration's SQL is the recomputation).
 ``versions_whole`` (:mod:`.versions_whole`)
-    No table has a half-written version: every commit file of every table parses, versions
-    run without gaps, no streaming batch is committed twice, and every data file of the
-    latest snapshot exists with the size and row count its log entry states.
-``checkpoints_agree`` (:mod:`.checkpoints_agree`)
-    Every streaming checkpoint and the tables its query writes agree on the last batch.
-``events_once`` (:mod:`.events_once`)
-    The event log holds every batch a table's query committed exactly once.
+    No table has a half-written version: every table's history reads, its versions run
+    without gaps, no streaming batch is committed twice, and every data file of the latest
+    snapshot exists with the size and row count its log entry states.
 
 With ``pending_ok`` the checks accept work that a run has not done yet (files not ingested,
 a table behind its source), as after a crash and before the next run: what is there must
@@ -35,8 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lakehouse_assets.reliability.checkpoints_agree import CHECKPOINTS_AGREE, check_checkpoints_agree
-from lakehouse_assets.reliability.events_once import EVENTS_ONCE, check_events_once
 from lakehouse_assets.reliability.flows import Flows, project_flows
 from lakehouse_assets.reliability.landed_once import LANDED_ONCE, check_landed_once
 from lakehouse_assets.reliability.recomputed import GOLD_RECOMPUTED, check_gold_recomputed
@@ -61,14 +55,12 @@ def check_all(settings: LakehouseSettings, *, pending_ok: bool = False, flows: F
         lambda: check_gold_recomputed(settings, declared, lambda: build_spark_session(settings, app_name=APP_NAME),
                                       pending_ok=pending_ok),
         lambda: check_versions_whole(settings),
-        lambda: check_checkpoints_agree(settings, declared),
-        lambda: check_events_once(settings, pending_ok=pending_ok),
     ]
     return InvariantReport([check() for check in checks])
 
 
 __all__ = [
-    "CHECKPOINTS_AGREE", "EVENTS_ONCE", "GOLD_RECOMPUTED", "LANDED_ONCE", "ROUTED", "VERSIONS_WHOLE",
-    "check_all", "check_checkpoints_agree", "check_gold_recomputed", "check_landed_once", "check_routed",
+    "GOLD_RECOMPUTED", "LANDED_ONCE", "ROUTED", "VERSIONS_WHOLE",
+    "check_all", "check_gold_recomputed", "check_landed_once", "check_routed",
     "check_versions_whole",
 ]

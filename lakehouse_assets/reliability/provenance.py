@@ -1,37 +1,33 @@
 """Where a row came from: its landing file and line, and the table versions that carried it.
 
 Every bronze, silver and quarantined row keeps ``_source_file`` and ``_source_line``. The
-versions that carried it are read from the tables' logs, as the freshness check reads them:
-bronze's query assigned the file to a batch (its checkpoint's file log), the batch was
-committed as one bronze version, and each table above committed the first batch whose
-offsets had read that version whole. A table's source is found the same way, from the
-offsets its newest batch commit records (each names the table it read by its Delta table id), so nothing about the
-graph is declared twice.
+versions that carried it are read from the tables themselves: for each table of the row's
+chain, the first version that holds a row of that file and line (found by reading the table
+at its versions with delta-rs, halving the range each time: the tables are appended to). A
+table's source is the table its commits record their run reading (:class:`Reading`), so
+nothing about the graph is declared twice. A grouped table's rows are traced through the
+aggregate its commits record, to the first version whose run had read the version of its
+source that holds the row.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import reduce
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.aggregates.sink import AGGREGATE_KEY
-from lakehouse_assets.checkpoints.checkpoint import BatchOffsets, Checkpoint, recorded_offsets
-from lakehouse_assets.checkpoints.delta_offsets import delta_source_end
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
-from lakehouse_assets.ingestion.files import local_file_path
-from lakehouse_assets.settings import SYSTEM_DIR, SYSTEM_LAYER
 from lakehouse_assets.storage import HistoryEntry
-from lakehouse_assets.storage.discovery import tables_by_id
-from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
 
@@ -68,7 +64,7 @@ def trace_rows(tables: LakehouseTables, table: str, where: str | Column, *, limi
     logs = _Logs(tables)
     chain = _source_chain(logs, table)
     return [RowTrace(row, row.get(SOURCE_FILE_COLUMN), row.get(SOURCE_LINE_COLUMN),
-                     _carriers(logs, chain, row.get(SOURCE_FILE_COLUMN))) for row in rows]
+                     _carriers(logs, chain, row.get(SOURCE_FILE_COLUMN), row.get(SOURCE_LINE_COLUMN))) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -97,7 +93,7 @@ def trace_groups(tables: LakehouseTables, table: str, where: str, *, limit: int 
     for row in _matching(tables.table(table), table, where, limit):
         group = [F.expr(sql).eqNullSafe(F.lit(row[name])) for name, sql in spec.keys]
         sources = trace_rows(tables, source, reduce(lambda a, b: a & b, group), limit=sources_per_row)
-        taken_in = [Carrier(table, _first_version_reading(logs, table, t.carried_by[-1].version)
+        taken_in = [Carrier(table, _first_version_reading(logs, table, source, t.carried_by[-1].version)
                             if t.carried_by[-1].version is not None else None) for t in sources]
         traced.append(GroupTrace(row, tuple(replace(t, carried_by=(*t.carried_by, c))
                                             for t, c in zip(sources, taken_in, strict=True))))
@@ -132,57 +128,70 @@ def _source_chain(logs: _Logs, table: str) -> list[str]:
 
 
 def _streamed_table(logs: _Logs, table: str) -> str | None:
-    """The table whose rows ``table``'s query streams, from its newest batch's offsets."""
+    """The table ``table``'s query reads, as its newest commit records its run reading it."""
     for entry in logs.history(table):
-        offsets = recorded_offsets(entry, logs.logged_offsets(table))
-        if offsets is None:
-            continue
-        end = delta_source_end(offsets)
-        path = logs.table_paths().get(end.table_id) if end is not None else None
-        return logs.name_of(path) if path is not None else None
+        if entry.reading is not None:
+            return next(iter(sorted(entry.reading.tables)), None)
     return None
 
 
-def _carriers(logs: _Logs, chain: list[str], source_file: str | None) -> tuple[Carrier, ...]:
-    """The versions that carried a row of ``source_file`` up ``chain`` (bronze last)."""
-    bronze = chain[-1]
-    version = _ingesting_version(logs, bronze, source_file) if source_file else None
-    carried = [Carrier(bronze, version)]
-    for table in reversed(chain[:-1]):
-        version = None if version is None else _first_version_reading(logs, table, version)
-        carried.append(Carrier(table, version))
-    return tuple(carried)
+def _carriers(logs: _Logs, chain: list[str], source_file: str | None, source_line: int | None) -> tuple[Carrier, ...]:
+    """The versions that carried a row of ``source_file`` (line ``source_line``) up ``chain``
+    (bronze last): each table's first version holding it."""
+    return tuple(Carrier(table, _first_version_holding(logs, table, source_file, source_line)
+                         if source_file else None) for table in reversed(chain))
 
 
-def _ingesting_version(logs: _Logs, bronze: str, source_file: str) -> int | None:
-    """The version of ``bronze`` that committed the batch its query read ``source_file`` in."""
-    batch = logs.file_batches(bronze).get(local_file_path(source_file))
-    if batch is None:
+def _first_version_holding(logs: _Logs, table: str, source_file: str, source_line: int | None) -> int | None:
+    """The first version of ``table`` that holds a row of ``source_file`` at ``source_line``
+    (None: none does, or the versions that would tell can no longer be read)."""
+    holds = _holds(logs, table, source_file, source_line)
+    latest = logs.version(table)
+    if latest is None or not holds(latest):
         return None
-    return next((e.version for e in logs.history(bronze) if e.batch_id == batch), None)
+    low, high = 0, latest  # holds(high) is known; find the first version that holds it
+    while low < high:
+        middle = (low + high) // 2
+        if holds(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
-def _first_version_reading(logs: _Logs, table: str, source_version: int) -> int | None:
-    """The first version of ``table`` whose batch had read ``source_version`` of its source whole."""
+def _holds(logs: _Logs, table: str, source_file: str, source_line: int | None) -> Callable[[int], bool]:
+    path = str(logs.tables.settings.table_path(*table.split(".")))
+    where = pc.field(SOURCE_FILE_COLUMN) == source_file
+    if source_line is not None:
+        where = where & (pc.field(SOURCE_LINE_COLUMN) == source_line)
+
+    def holds(version: int) -> bool:
+        try:
+            snapshot = logs.tables.store.snapshot(path, version=version)
+        except LakehouseError:
+            return False  # a version cleaned away holds nothing anyone can read
+        if SOURCE_FILE_COLUMN not in snapshot.column_names():
+            return False
+        return bool(snapshot.to_arrow([SOURCE_FILE_COLUMN], where=where, limit=1).num_rows > 0)
+
+    return holds
+
+
+def _first_version_reading(logs: _Logs, table: str, source: str, source_version: int) -> int | None:
+    """The first version of ``table`` whose run had read ``source_version`` of ``source``."""
     for entry in reversed(logs.history(table)):  # oldest first
-        offsets = recorded_offsets(entry, logs.logged_offsets(table))
-        end = delta_source_end(offsets) if offsets is not None else None
-        source = logs.table_paths().get(end.table_id) if end is not None else None
-        read = end.version_read_whole(source) if end is not None and source is not None else None
-        if read is not None and read >= source_version:
+        read = entry.reading.tables.get(source) if entry.reading is not None else None
+        if read is not None and read.version >= source_version:
             return entry.version
     return None
 
 
 @dataclass
 class _Logs:
-    """The logs one trace reads, each read once."""
+    """The histories one trace reads, each read once."""
 
     tables: LakehouseTables
     _histories: dict[str, list[HistoryEntry]] = field(default_factory=dict)
-    _file_batches: dict[str, dict[str, int]] = field(default_factory=dict)
-    _logged_offsets: dict[str, dict[tuple[str, int], BatchOffsets]] = field(default_factory=dict)
-    _table_paths: dict[str, str] | None = None
 
     def history(self, table: str) -> list[HistoryEntry]:
         """The table's commits, newest first."""
@@ -192,36 +201,10 @@ class _Logs:
             self._histories[table] = store.history(path) if store.exists(path) else []
         return self._histories[table]
 
-    def logged_offsets(self, table: str) -> dict[tuple[str, int], BatchOffsets]:
-        """The source offsets the event log holds for the table's batches."""
-        if table not in self._logged_offsets:
-            self._logged_offsets[table] = logged_offsets(event_log_path(self.tables.settings.root), table)
-        return self._logged_offsets[table]
-
-    def file_batches(self, bronze: str) -> dict[str, int]:
-        """The batch ``bronze``'s query read each landed file (local path) in."""
-        if bronze not in self._file_batches:
-            checkpoint = Checkpoint(str(self.tables.settings.checkpoint_path(*bronze.split("."))))
-            self._file_batches[bronze] = {local_file_path(e.path): e.batch_id for e in checkpoint.file_source_log()}
-        return self._file_batches[bronze]
-
-    def table_paths(self) -> dict[str, str]:
-        """The lakehouse's tables by Delta table id (what a stream's offsets name them by)."""
-        if self._table_paths is None:
-            self._table_paths = tables_by_id(self.tables.settings.root, self.tables.store.table_id)
-        return self._table_paths
-
-    def name_of(self, path: str) -> str | None:
-        """The table at ``path`` (as :meth:`table_paths` gives it: below the root, on a disk or
-        a store) by name, if it is under the lakehouse's root."""
-        root = str(self.tables.settings.root).rstrip("/") + "/"
-        if not path.startswith(root):
-            return None
-        parts = path[len(root):].strip("/").split("/")
-        if len(parts) < 2:
-            return None
-        layer, name = parts[-2:]
-        return f"{SYSTEM_LAYER if layer == SYSTEM_DIR else layer}.{name}"
+    def version(self, table: str) -> int | None:
+        """The table's latest version, or None when there is no table."""
+        history = self.history(table)
+        return history[0].version if history else None
 
 
 def group_json(trace: GroupTrace) -> dict[str, Any]:

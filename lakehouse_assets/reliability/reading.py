@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lakehouse_assets.location import Location
-from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability import table_reader
 from lakehouse_assets.reliability.report import SAMPLE_SIZE, InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
 
@@ -25,9 +25,9 @@ def read_or_report(result: InvariantResult, settings: LakehouseSettings, name: s
     be read."""
     path = table_path(settings, name)
     try:
-        return delta_files.read_rows(path, columns)
+        return table_reader.read_rows(path, columns)
     except Exception as exc:  # noqa: BLE001 - a damaged table is a finding, not a crash
-        result.add(name, f"cannot read the table at {path}: {delta_files.error_summary(exc)}")
+        result.add(name, f"cannot read the table at {path}: {table_reader.error_summary(exc)}")
         return None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability import table_reader
 from lakehouse_assets.reliability.flows import Flows, Recomputation
 from lakehouse_assets.reliability.reading import read_or_report, table_path
 from lakehouse_assets.reliability.report import InvariantResult
@@ -104,7 +104,7 @@ def _groups(rows: Any, keys: list[str], values: list[str]) -> dict[tuple[Any, ..
 
 def _rows(rows: Any, columns: list[str]) -> list[tuple[Any, ...]]:
     """The rows' values, times in UTC (Spark hands them in the session's zone, Delta in UTC)."""
-    return [tuple(_utc(v) for v in row) for row in delta_files.row_tuples(rows, columns)]
+    return [tuple(_utc(v) for v in row) for row in table_reader.row_tuples(rows, columns)]
 
 
 def _utc(value: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.location import Location
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
-from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability import table_reader
 from lakehouse_assets.reliability.flows import Flows, Routing
 from lakehouse_assets.reliability.reading import quote, read_or_report, table_path
 from lakehouse_assets.reliability.replayed import is_replay, owed_to_table
@@ -114,7 +114,7 @@ def _has_identity(rows: Any) -> bool:
 def _rows_with_identity(rows: Any) -> list[tuple[tuple[Any, ...], tuple[Any, ...]]]:
     columns = list(rows.column_names)
     positions = [columns.index(c) for c in RECORD_IDENTITY]
-    return [(row, tuple(row[i] for i in positions)) for row in delta_files.row_tuples(rows, columns)]
+    return [(row, tuple(row[i] for i in positions)) for row in table_reader.row_tuples(rows, columns)]
 
 
 def _quoted(identities: Counter[Any], rows_of: dict[Any, tuple[Any, ...]], source: Any) -> list[str]:
@@ -130,13 +130,13 @@ def _check_counted_once(result: InvariantResult, name: str, path: Location, rout
     they checked add up to table + quarantine (at most that with ``pending_ok``: a batch
     whose quarantine rows are committed and its table rows not yet)."""
     checked = 0
-    versions = delta_files.log_versions(path)
-    if versions and versions[0].version > 0:
+    commits = table_reader.history(path)
+    if commits and commits[0].version > 0:
         return  # the oldest commits were cleaned away past the log's retention: their counts are gone
-    for commit in versions:
-        if not commit.transactions() or is_replay(commit):
+    for commit in commits:
+        if commit.batch_id is None or is_replay(commit):
             continue  # not a streaming batch (a schema change, a rewrite, a quarantine replay)
-        counts = commit.recorded().get(EXPECTATIONS_KEY)
+        counts = commit.custom_metadata.get(EXPECTATIONS_KEY)
         if counts is None:
             return  # a batch written before expectations were counted: nothing to add up
         checked += ExpectationCounts.from_json(str(counts)).rows

@@ -1,134 +1,59 @@
-"""A Delta table read straight from its folder: log files, data files, rows.
+"""A Delta table read for the invariants, through Delta's public interfaces only: its
+history and app transactions (delta-rs), the data files each version lists, and rows
+(pyarrow over the files delta-rs names).
 
-The invariant checker reads tables this way (the log's commit files parsed here, rows and
-file lists through the store's Spark-free snapshot; no Spark, none of the write path), so a
-bug in the code that writes the tables cannot also hide itself from the check. A table is a
+The invariant checker reads tables this way (no Spark, none of the write path), so a bug in
+the code that writes the tables cannot also hide itself from the check. A table is a
 :class:`~lakehouse_assets.location.Location` (a folder on a local disk or a prefix on an
-object store): each file is read through its file system, and delta-rs opens the table on
-the store its location names.
+object store): delta-rs opens the table on the store its location names.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import json
 import math
-import re
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_assets.location import Location
-from lakehouse_assets.storage import DELTA_LOG, DeltaRsSnapshot, SnapshotFile
+from lakehouse_assets.storage import DeltaRsSnapshot, HistoryEntry, SnapshotFile
+from lakehouse_assets.storage.delta import table_history
 from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
 
-_COMMIT_FILE = re.compile(r"(\d{20})\.json")
-_CHECKPOINT_FILE = re.compile(r"(\d{20})\.checkpoint(\.\d+\.\d+)?\.parquet")
-# Commit files read at once from an object store, where each is a request's round trip.
-_STORE_READERS = 16
+
+def history(table: Location) -> list[HistoryEntry]:
+    """Every commit of the table, oldest first, as Delta's history gives them."""
+    return table_history(table)[::-1]
 
 
-@dataclass
-class LogVersion:
-    """One commit file of a table's log, parsed."""
-
-    version: int
-    path: Location
-    actions: list[dict[str, Any]] = field(default_factory=list)
-    #: Why the file is not a whole commit (unreadable, empty, a line that is not JSON).
-    problem: str | None = None
-
-    def transactions(self) -> list[tuple[str, int]]:
-        """The ``(appId, version)`` of the streaming batches this commit records."""
-        return [(a["txn"]["appId"], int(a["txn"]["version"])) for a in self.actions if "txn" in a]
-
-    def recorded(self) -> dict[str, Any]:
-        """What the project recorded in the commit: the ``lakehouse.*`` keys of its
-        ``userMetadata`` (Delta's connector), or of its commitInfo (delta-rs commits)."""
-        info: dict[str, Any] = next((a["commitInfo"] for a in self.actions if "commitInfo" in a), {})
-        recorded = {k: v for k, v in info.items() if str(k).startswith("lakehouse.")}
-        try:
-            recorded.update(json.loads(str(info["userMetadata"])) if info.get("userMetadata") else {})
-        except ValueError:
-            pass  # another writer's free text
-        return recorded
+def committed_batch(table: Location, app_id: str) -> int | None:
+    """The last version app transaction ``app_id`` committed to the table (Delta's ``txn``), or None."""
+    return open_delta_table(table).transaction_version(app_id)
 
 
-def log_versions(table: Location) -> list[LogVersion]:
-    """Every commit file in the table's log, oldest first, each parsed line by line."""
-    log = table / DELTA_LOG
-    matches = [m for name in log.names() if (m := _COMMIT_FILE.fullmatch(name))]
-    versions, files = [int(m.group(1)) for m in matches], [log / m.group(0) for m in matches]
-    if table.is_local or len(files) < 2:
-        return list(map(_parse_commit, versions, files))
-    with ThreadPoolExecutor(min(_STORE_READERS, len(files))) as pool:
-        return list(pool.map(_parse_commit, versions, files))
+def snapshot_files(table: Location, version: int | None = None) -> list[SnapshotFile]:
+    """The data files of the latest snapshot (or of ``version``) with the size and row count
+    the log states."""
+    return _snapshot(table, version).files()
 
 
-def checkpoint_versions(table: Location) -> list[int]:
-    """The versions the log has Delta checkpoints (Parquet snapshots) for."""
-    return sorted({int(m.group(1)) for name in (table / DELTA_LOG).names()
-                   if (m := _CHECKPOINT_FILE.fullmatch(name))})
-
-
-def app_versions(table: Location) -> dict[str, int]:
-    """Each app transaction's latest version (a streaming query's last batch), as the log
-    states it: the newest Delta checkpoint's ``txn`` entries, then the commits after it. It
-    holds when the older commit files have been cleaned away."""
-    checkpoints = checkpoint_versions(table)
-    latest: dict[str, int] = {}
-    start = -1
-    if checkpoints:
-        start = checkpoints[-1]
-        log = table / DELTA_LOG
-        for name in fnmatch.filter(log.names(), f"{start:020d}.checkpoint*.parquet"):
-            part = log / name
-            for txn in pq.read_table(part.path, filesystem=part.fs, columns=["txn"]).column("txn").to_pylist():
-                if txn:
-                    latest[txn["appId"]] = max(latest.get(txn["appId"], -1), int(txn["version"]))
-    for commit in log_versions(table):
-        if commit.version > start:
-            for app, version in commit.transactions():
-                latest[app] = max(latest.get(app, -1), version)
-    return latest
-
-
-def _parse_commit(version: int, file: Location) -> LogVersion:
-    commit = LogVersion(version, file)
-    try:
-        text = file.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        commit.problem = f"cannot be read ({exc})"
-        return commit
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            action = json.loads(line)
-        except ValueError as exc:
-            commit.problem = f"line {number} is not JSON ({exc.args[0]}): {line[:80]!r}"
-            return commit
-        if not isinstance(action, dict) or len(action) != 1:
-            commit.problem = f"line {number} is not a single Delta action: {line[:80]!r}"
-            return commit
-        commit.actions.append(action)
-    if not commit.actions:
-        commit.problem = "holds no action (an empty commit file)"
-    return commit
-
-
-def snapshot_files(table: Location) -> list[SnapshotFile]:
-    """The data files of the latest snapshot with the size and row count the log states."""
-    return _snapshot(table).files()
+def added_files(table: Location, version: int) -> list[SnapshotFile]:
+    """The data files ``version`` added to the table: those it lists and the version before did not."""
+    before = {f.relative_path for f in snapshot_files(table, version - 1)} if version > 0 else set()
+    return [f for f in snapshot_files(table, version) if f.relative_path not in before]
 
 
 def parquet_rows(file: Location) -> int:
     """The row count in a Parquet file's footer."""
     return int(pq.read_metadata(file.path, filesystem=file.fs).num_rows)
+
+
+def file_rows(table: Location, file: SnapshotFile) -> pa.Table:
+    """The rows of one data file of the table."""
+    data = Location(file.path, table.store)
+    return pq.read_table(data.path, filesystem=data.fs)
 
 
 def read_rows(table: Location, columns: Sequence[str] | None = None) -> pa.Table:
@@ -165,6 +90,6 @@ def error_summary(exc: Exception) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def _snapshot(table: Location) -> DeltaRsSnapshot:
+def _snapshot(table: Location, version: int | None = None) -> DeltaRsSnapshot:
     # The table where it is, as delta-rs finds it: the checker looks at the files a crash left.
-    return DeltaRsSnapshot(table, open_delta_table(table))
+    return DeltaRsSnapshot(table, open_delta_table(table, version=version))

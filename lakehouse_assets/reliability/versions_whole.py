@@ -1,11 +1,12 @@
-"""The ``versions_whole`` invariant: no table has a half-written version. Every commit file
-of every table parses, versions run without gaps, no streaming batch is committed twice, and
-every data file of the latest snapshot exists with the size and row count its log states."""
+"""The ``versions_whole`` invariant: no table has a half-written version. Delta's history of
+every table reads (every commit parses), its versions run without gaps, no streaming batch
+is committed twice, and every data file of the latest snapshot exists with the size and row
+count its log states. Read through Delta's public interfaces (delta-rs), never its log files."""
 
 from __future__ import annotations
 
 from lakehouse_assets.location import Location
-from lakehouse_assets.reliability import delta_files
+from lakehouse_assets.reliability import table_reader
 from lakehouse_assets.reliability.report import InvariantResult
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage.discovery import discover_tables
@@ -28,35 +29,33 @@ def check_versions_whole(settings: LakehouseSettings) -> InvariantResult:
 def check_table_whole(result: InvariantResult, name: str, path: Location) -> None:
     """Add to ``result`` whatever makes the table at ``path`` (a folder on a disk or a store)
     not whole."""
-    versions = delta_files.log_versions(path)
-    broken = [f"version {v.version} ({v.path.name}) {v.problem}" for v in versions if v.problem]
-    if broken:
-        result.add(name, f"{len(broken)} commit files are not whole commits", broken)
-    numbers = [v.version for v in versions]
-    if numbers:
-        start = numbers[0]
-        checkpoints = delta_files.checkpoint_versions(path)
-        if start != 0 and not any(c >= start - 1 for c in checkpoints):
-            result.add(name, f"the log starts at version {start} with no Delta checkpoint before it")
-        gaps = sorted(set(range(start, numbers[-1] + 1)) - set(numbers))
-        if gaps:
-            result.add(name, f"the log misses versions {gaps[:10]} (versions {start}..{numbers[-1]})")
-    else:
-        result.add(name, "the _delta_log holds no commit file")
+    try:
+        commits = table_reader.history(path)
+    except Exception as exc:  # noqa: BLE001 - delta-rs raises many types for a damaged log
+        result.add(name, f"its history cannot be read: {table_reader.error_summary(exc)}")
         return
+    numbers = [c.version for c in commits]
+    if not numbers:
+        result.add(name, "its history holds no commit")
+        return
+    gaps = sorted(set(range(numbers[0], numbers[-1] + 1)) - set(numbers))
+    if gaps:
+        result.add(name, f"its history misses versions {gaps[:10]} (versions {numbers[0]}..{numbers[-1]})")
     seen: dict[tuple[str, int], int] = {}
     twice = []
-    for version in versions:
-        for txn in version.transactions():
-            if txn in seen:
-                twice.append(f"query {txn[0]} batch {txn[1]}: versions {seen[txn]} and {version.version}")
-            seen.setdefault(txn, version.version)
+    for commit in commits:
+        if commit.query is None or commit.batch_id is None:
+            continue
+        batch = (commit.query, commit.batch_id)
+        if batch in seen:
+            twice.append(f"query {batch[0]} batch {batch[1]}: versions {seen[batch]} and {commit.version}")
+        seen.setdefault(batch, commit.version)
     if twice:
         result.add(name, f"{len(twice)} streaming batches are committed more than once", twice)
     try:
-        files = delta_files.snapshot_files(path)
+        files = table_reader.snapshot_files(path)
     except Exception as exc:  # noqa: BLE001 - delta-rs raises many types for a damaged log
-        result.add(name, f"the latest snapshot cannot be loaded: {delta_files.error_summary(exc)}")
+        result.add(name, f"the latest snapshot cannot be loaded: {table_reader.error_summary(exc)}")
         return
     missing, wrong = [], []
     for f in files:
@@ -71,9 +70,9 @@ def check_table_whole(result: InvariantResult, name: str, path: Location) -> Non
             wrong.append(f"{f.relative_path}: {found.size} bytes, the log says {f.size}")
             continue
         try:
-            rows = delta_files.parquet_rows(data)
+            rows = table_reader.parquet_rows(data)
         except Exception as exc:  # noqa: BLE001 - pyarrow's errors for a torn file vary
-            wrong.append(f"{f.relative_path}: not readable Parquet ({delta_files.error_summary(exc)})")
+            wrong.append(f"{f.relative_path}: not readable Parquet ({table_reader.error_summary(exc)})")
             continue
         if f.num_records is not None and rows != f.num_records:
             wrong.append(f"{f.relative_path}: {rows} rows, the log says {f.num_records}")

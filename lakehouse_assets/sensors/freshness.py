@@ -49,7 +49,7 @@ def freshness_sensor(paths: Sequence[FreshnessPath], max_lag: dt.timedelta, *,
                description="Reports the data_freshness checks' new results when a table goes stale or fresh")
     def lakehouse_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         settings, store = context.resources.spark.settings(), context.resources.spark.store()
-        lags = {p.table: data_lag(settings, store, p) for p in paths}
+        lags = {p.table: data_lag(settings, store, p, context.instance) for p in paths}
         scan = scan_freshness(json.loads(context.cursor) if context.cursor else {}, lags, max_lag)
         context.update_cursor(json.dumps(scan.fresh, sort_keys=True))
         if not scan.changed:

@@ -9,7 +9,6 @@ from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta import DeltaTableStore, lakehouse_store
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
-from lakehouse_assets.storage.discovery import DELTA_LOG
 from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,
@@ -27,7 +26,6 @@ from lakehouse_assets.storage.sink import DeltaSink, OutputMode, run_commits
 __all__ = [
     "AppTransaction",
     "CommitResult",
-    "DELTA_LOG",
     "DeclaredTypes",
     "DeltaRsSnapshot",
     "DeltaTableStore",

@@ -27,10 +27,17 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
 from lakehouse_assets.storage._schema import type_sql
+from lakehouse_assets.storage.batch_record import (
+    BATCH_KEY,
+    MERGE_KEYS_KEY,
+    OPERATION_KEY,
+    QUERY_KEY,
+    parse_metadata,
+    user_metadata,
+)
 from lakehouse_assets.storage.conform import allows, conformed
 from lakehouse_assets.storage.declared_types import DeclaredTypes
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot, open_delta_table, spark_schema
-from lakehouse_assets.storage.discovery import DELTA_LOG
 from lakehouse_assets.storage.engine import (
     AppTransaction,
     CommitResult,
@@ -40,15 +47,6 @@ from lakehouse_assets.storage.engine import (
 )
 from lakehouse_assets.storage.layout import TableLayout, create_table, recluster, table_ref
 from lakehouse_assets.storage.merge import MergePlan, merge_statement, quote
-
-# Custom commit metadata (in Delta's ``userMetadata``, as JSON): who wrote a version, so
-# history can say which query and batch.
-META_OPERATION = "lakehouse.operation"
-META_QUERY = "lakehouse.query"
-META_BATCH = "lakehouse.batchId"
-META_ROWS = "lakehouse.rowsWritten"
-#: Commit metadata of a merge: the key columns it matched rows on (a JSON list).
-MERGE_KEYS = "lakehouse.mergeKeys"
 
 CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 #: A table's stream is aliased ``delta:<path>``: Delta's streaming relation does not print its
@@ -101,7 +99,7 @@ class DeltaTableStore:
     def history(self, path: str, *, limit: int | None = None) -> list[HistoryEntry]:
         """Commits newest first, like ``DESCRIBE HISTORY``, with the query and batch that
         wrote each one when a streaming sink did."""
-        return [_history_entry(commit) for commit in self._open(path).history(limit)]
+        return table_history(locate(path, self._object_store), limit=limit)
 
     def snapshot(self, path: str, *, version: int | None = None) -> DeltaRsSnapshot:
         """The table at its latest version, or at ``version``, read by delta-rs and pyarrow."""
@@ -203,7 +201,7 @@ class DeltaTableStore:
             writer = writer.option("mergeSchema", "true")
         if table is None and layout is not None:
             writer = layout.creating(writer)
-        return writer.option("userMetadata", json.dumps(dict(metadata or {}), separators=(",", ":"), default=str))
+        return writer.option("userMetadata", user_metadata(metadata or {}))
 
     def merge(
         self,
@@ -230,7 +228,7 @@ class DeltaTableStore:
             raise LakehouseError(f"Merge into {path} needs at least one key column")
         path = str(path)
         table = self._open_for_write(path)
-        metadata = {**(metadata or {}), MERGE_KEYS: json.dumps(list(keys))}
+        metadata = {**(metadata or {}), MERGE_KEYS_KEY: json.dumps(list(keys))}
         if table is None:
             return self.write(df, path, mode="append", transaction=transaction, operation=operation,
                               metadata=metadata, layout=layout, declared=declared)
@@ -306,37 +304,35 @@ class DeltaTableStore:
 
 
 def _holds_only_unlisted_data_files(location: Location) -> bool:
-    """Whether a folder without a Delta log holds only what a failed first write of a table
+    """Whether a folder that is no Delta table holds only what a failed first write of a table
     leaves behind: Spark's data files (``part-*``, their ``.crc``) that no log lists, and
-    perhaps a log folder holding no file. Such a folder takes the table; the files stay
-    unlisted (VACUUM deletes them)."""
-    infos = location.fs.get_file_info(pafs.FileSelector(location.path, recursive=False))
-    return all(info.base_name.startswith(("part-", ".part-")) or
-               (info.base_name == DELTA_LOG and not any(
-                   entry.type == pafs.FileType.File for entry in location.fs.get_file_info(
-                       pafs.FileSelector((location / DELTA_LOG).path, recursive=True))))
+    perhaps Delta's own folders (``_…``) holding no file. Such a folder takes the table; the
+    files stay unlisted (VACUUM deletes them)."""
+    infos = location.fs.get_file_info(pafs.FileSelector(location.path, recursive=True))
+    return all(info.type != pafs.FileType.File
+               or info.base_name.startswith(("part-", ".part-")) and "/_" not in info.path[len(location.path):]
                for info in infos)
 
 
+def table_history(location: Location, *, limit: int | None = None) -> list[HistoryEntry]:
+    """The commits of the Delta table at ``location`` (on a disk, or the store it names), newest
+    first, as Delta's history gives them (delta-rs)."""
+    return [_history_entry(commit) for commit in open_delta_table(location).history(limit)]
+
+
 def _history_entry(commit: Mapping[str, Any]) -> HistoryEntry:
-    """A commit of the log as a :class:`HistoryEntry`: our metadata from ``userMetadata``
-    (older tables, committed by delta-rs, carry it as top-level keys), rows from Delta's metrics."""
-    custom = {k: v for k, v in commit.items() if str(k).startswith("lakehouse.")}
-    if commit.get("userMetadata"):
-        try:
-            custom.update(json.loads(str(commit["userMetadata"])))
-        except ValueError:
-            pass  # another writer's free text
+    """A commit of the log as a :class:`HistoryEntry`: what the lakehouse recorded from
+    ``userMetadata`` (:mod:`~lakehouse_assets.storage.batch_record`), rows from Delta's metrics."""
+    custom = parse_metadata(commit.get("userMetadata"))
     metrics = commit.get("operationMetrics") or {}
-    rows = custom.get(META_ROWS)
-    if rows is None:
-        inserted = metrics.get("numTargetRowsInserted", metrics.get("num_target_rows_inserted"))
-        updated = metrics.get("numTargetRowsUpdated", metrics.get("num_target_rows_updated"))
-        if inserted is not None or updated is not None:
-            rows = int(inserted or 0) + int(updated or 0)
-        elif metrics.get("numOutputRows") is not None:
-            rows = metrics["numOutputRows"]
-    batch, query = custom.get(META_BATCH), custom.get(META_QUERY)
+    inserted = metrics.get("numTargetRowsInserted")
+    updated = metrics.get("numTargetRowsUpdated")
+    rows = None
+    if inserted is not None or updated is not None:
+        rows = int(inserted or 0) + int(updated or 0)
+    elif metrics.get("numOutputRows") is not None:
+        rows = int(metrics["numOutputRows"])
+    batch, query = custom.get(BATCH_KEY), custom.get(QUERY_KEY)
     parameters = commit.get("operationParameters") or {}
     if batch is None and commit.get("operation") == _STREAMING_UPDATE and "epochId" in parameters:
         # Delta's own streaming sink names the query and batch of each commit here.
@@ -344,24 +340,24 @@ def _history_entry(commit: Mapping[str, Any]) -> HistoryEntry:
     return HistoryEntry(
         version=int(commit["version"]),
         timestamp=dt.datetime.fromtimestamp(commit["timestamp"] / 1000, tz=dt.UTC),
-        operation=str(custom.get(META_OPERATION) or commit.get("operation") or "UNKNOWN"),
+        operation=str(custom.get(OPERATION_KEY) or commit.get("operation") or "UNKNOWN"),
         parameters=parameters,
-        rows_written=None if rows is None else int(rows),
+        rows_written=rows,
         query=query,
         batch_id=None if batch is None else int(batch),
         metrics=metrics,
-        custom_metadata={k: v for k, v in custom.items() if str(k).startswith("lakehouse.")},
+        custom_metadata=custom,
     )
 
 
 def _user_metadata(operation: str, transaction: AppTransaction | None, metadata: Mapping[str, Any] | None) -> str:
     """The commit's ``userMetadata``: the operation, the query and batch, and ``metadata``."""
-    custom: dict[str, Any] = {META_OPERATION: operation}
+    custom: dict[str, Any] = {OPERATION_KEY: operation}
     if transaction is not None:
-        custom[META_QUERY] = transaction.app_id
-        custom[META_BATCH] = transaction.batch_id
+        custom[QUERY_KEY] = transaction.app_id
+        custom[BATCH_KEY] = transaction.batch_id
     custom.update(metadata or {})
-    return json.dumps(custom, separators=(",", ":"), default=str)
+    return user_metadata(custom)
 
 
 def _commit_settings(spark: SparkSession, transaction: AppTransaction | None,
@@ -390,4 +386,4 @@ def lakehouse_store(settings: LakehouseSettings) -> DeltaTableStore:
     return DeltaTableStore(settings.object_store)
 
 
-__all__ = ["DeltaTableStore", "lakehouse_store"]
+__all__ = ["DeltaTableStore", "lakehouse_store", "table_history"]

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from lakehouse_assets.storage.batch_record import READING_KEY, RUN_KEY, STARTED_KEY, Reading
+
 if TYPE_CHECKING:
     from lakehouse_assets.storage.delta import DeltaTableStore
 
@@ -17,11 +19,6 @@ if TYPE_CHECKING:
 #: :meth:`DeltaTableStore.write` appends and overwrites; :meth:`DeltaTableStore.merge` merges.
 WriteMode = Literal["append", "overwrite", "merge"]
 
-
-#: Commit metadata keys that describe a batch's rows (what its expectations counted) start
-#: with this: only the commit that writes the rows records them, never a schema change made
-#: for them, so summing a run's commits counts each batch once.
-BATCH_METADATA_PREFIX = "lakehouse.batch."
 
 @dataclass(frozen=True)
 class AppTransaction:
@@ -53,7 +50,8 @@ class CommitResult:
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One row of ``DESCRIBE HISTORY``."""
+    """One row of ``DESCRIBE HISTORY``: a commit, with what the lakehouse recorded in it
+    (:mod:`~lakehouse_assets.storage.batch_record`)."""
 
     version: int
     timestamp: dt.datetime
@@ -63,8 +61,26 @@ class HistoryEntry:
     query: str | None = None
     batch_id: int | None = None
     metrics: Mapping[str, Any] = field(default_factory=dict)
-    # The commit's lakehouse.* custom metadata (e.g. the checkpoint offsets of a batch).
+    #: The commit's ``lakehouse.*`` metadata.
     custom_metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str | None:
+        """The run whose query (or write) made the commit."""
+        run = self.custom_metadata.get(RUN_KEY)
+        return str(run) if run else None
+
+    @property
+    def reading(self) -> Reading | None:
+        """What the run that made the commit read (None for a commit that does not say)."""
+        text = self.custom_metadata.get(READING_KEY)
+        return Reading.from_json(str(text)) if text else None
+
+    @property
+    def started_at(self) -> dt.datetime | None:
+        """When the batch's function started (a ``foreachBatch`` batch's commit records it)."""
+        text = self.custom_metadata.get(STARTED_KEY)
+        return dt.datetime.fromisoformat(str(text)) if text else None
 
 
 @dataclass(frozen=True)

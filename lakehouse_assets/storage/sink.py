@@ -5,19 +5,23 @@ not marked done in the checkpoint. Each commit records ``(query id, batch id)`` 
 app transaction, so a replayed batch that the table already holds is skipped: the table
 changes exactly once per batch whatever happens between the commit and the checkpoint.
 
-:class:`DeltaSink` is a ``foreachBatch`` function: it records each batch's checkpoint
-offsets and counts in its commit, and it writes tables the way the others are kept
-(complete, merged, two tables per batch). :class:`DeltaStreamSink` is Delta Lake's own
-streaming sink, for a query appending to one table with nothing counted per batch.
+:class:`DeltaSink` is a ``foreachBatch`` function: it records each batch's counts in its
+commit, and it writes tables the way the others are kept (complete, merged, two tables per
+batch). :class:`DeltaStreamSink` is Delta Lake's own streaming sink, for a query appending
+to one table with nothing counted per batch.
 
-The sinks keep no state of their own: on a Spark Connect engine a ``foreachBatch`` function
-is pickled into a Python worker of the server, and nothing it remembers would come back.
-Each commit also names the run that made it, so what a run wrote is read back from the
-table's log (:func:`run_commits`): the table is the one record of what a run did.
+The sinks keep no state of their own and read nothing of the checkpoint: on a Spark Connect
+engine a ``foreachBatch`` function is pickled into a Python worker of the server, and nothing
+it remembers would come back. A batch learns its query's id from Spark
+(:func:`batch_query_id`), and each commit names the run that made it and what the run read
+(:class:`RunStamp`), so what a run wrote is read back from the table's log
+(:func:`run_commits`): the commit is the one record of what a batch did
+(:mod:`~lakehouse_assets.storage.batch_record`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal, Protocol
@@ -27,26 +31,65 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
+from lakehouse_assets.spark_conf import is_connect_session
+from lakehouse_assets.storage.batch_record import (
+    OUTPUT_MODE_KEY,
+    READING_KEY,
+    READS_FILES_KEY,
+    RUN_KEY,
+    STARTED_KEY,
+    Reading,
+)
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.engine import AppTransaction, CommitResult
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry
 from lakehouse_assets.storage.history import newest_first
 from lakehouse_assets.storage.layout import TableLayout
 
 if TYPE_CHECKING:
-    from lakehouse_assets.checkpoints.checkpoint import Checkpoint
     from lakehouse_assets.storage.delta import DeltaTableStore
 
 OutputMode = Literal["append", "complete", "update"]
 
-# Commit metadata keys: the output mode, and what Spark logged for the batch in the checkpoint
-# (BatchOffsets as JSON), so a damaged checkpoint can be rebuilt from the table.
-OUTPUT_MODE_KEY = "lakehouse.outputMode"
-OFFSETS_KEY = "lakehouse.checkpointOffsets"
-# The run (a Dagster run id, or one a stream run made up) whose query made the commit.
-RUN_KEY = "lakehouse.runId"
-# Set on the commits of a query that reads landed files and appends through Delta's own
-# sink, which records no per-batch offsets: the table's files column says what was read.
-READS_FILES_KEY = "lakehouse.readsFiles"
+# The local property Spark's stream thread sets to the query's id (StreamExecution.QUERY_ID_KEY).
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+@dataclass(frozen=True)
+class RunStamp:
+    """What every commit of one run's query records besides its batch: the run (a Dagster
+    run's id, or one made up for it), the query's name (how a batch finds its query's id),
+    and what the run read before it started."""
+
+    run_id: str
+    query_name: str | None = None
+    reading: Reading | None = None
+
+    def metadata(self) -> dict[str, str]:
+        """The commit metadata recording the stamp."""
+        stamped = {RUN_KEY: self.run_id}
+        if self.reading is not None:
+            stamped[READING_KEY] = self.reading.to_json()
+        return stamped
+
+
+def batch_query_id(batch_df: DataFrame, query_name: str | None) -> str:
+    """The id of the streaming query whose ``foreachBatch`` function got ``batch_df``: it
+    persists across restarts from the same checkpoint, and a new checkpoint gets a new one, so
+    it names the query's batches in its commits. Asked of Spark: the stream thread's local
+    property on an embedded driver; on a Spark Connect engine, the session's active query of
+    that name (the function runs in a worker attached to the query's session)."""
+    spark = batch_df.sparkSession
+    if not is_connect_session(spark):
+        found = spark.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
+        if found:
+            return str(found)
+    elif query_name:
+        for query in spark.streams.active:
+            if query.name == query_name:
+                return str(query.id)
+    raise LakehouseError(
+        f"The streaming query {query_name or '(unnamed)'} has no id to name its commits by: run the sink "
+        "as a named query's foreachBatch function (run_stream does).")
 
 
 class TableSink(Protocol):
@@ -59,9 +102,9 @@ class TableSink(Protocol):
     def __call__(self, batch_df: DataFrame, batch_id: int,
                  commit_metadata: Mapping[str, str] | None = None) -> CommitResult: ...
 
-    def for_run(self, run_id: str) -> TableSink: ...
+    def for_run(self, stamp: RunStamp) -> TableSink: ...
 
-    def run_commits(self) -> list[CommitResult]: ...
+    def run_commits(self) -> list[HistoryEntry]: ...
 
 
 @dataclass
@@ -70,18 +113,17 @@ class DeltaSink:
 
     Output modes: ``append`` adds the batch's rows; ``complete`` replaces the table's
     contents with the batch atomically; ``update`` merges the batch into the table by
-    ``keys``. ``run_id`` names the run in every commit (see :meth:`for_run`); the table is
+    ``keys``. ``stamp`` names the run in every commit (see :meth:`for_run`); the table is
     created with ``layout`` (properties, partition or clustering columns), and each batch's
     columns are cast to the ``declared`` types its definition gives them.
     """
 
     store: DeltaTableStore
     path: str
-    checkpoint_location: str
     output_mode: OutputMode = "append"
     keys: Sequence[str] = ()
     merge_schema: bool = False
-    run_id: str | None = None
+    stamp: RunStamp | None = None
     layout: TableLayout = field(default_factory=TableLayout)
     declared: DeclaredTypes | None = None
 
@@ -94,20 +136,20 @@ class DeltaSink:
             raise LakehouseError(f"Output mode 'update' into {self.path} needs key columns to merge on")
         self._query_id: str | None = None
 
-    def for_run(self, run_id: str) -> DeltaSink:
-        """This sink, naming ``run_id`` in its commits."""
-        return replace(self, run_id=run_id)
+    def for_run(self, stamp: RunStamp) -> DeltaSink:
+        """This sink, recording ``stamp`` in its commits."""
+        return replace(self, stamp=stamp)
 
-    def run_commits(self) -> list[CommitResult]:
+    def run_commits(self) -> list[HistoryEntry]:
         """What this sink's run committed to its table, oldest first, read from the log."""
-        return run_commits(self.store, self.path, self.run_id) if self.run_id else []
+        return run_commits(self.store, self.path, self.stamp.run_id) if self.stamp else []
 
     def __call__(self, batch_df: DataFrame, batch_id: int,
                  commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
         """Commit the batch, once; ``commit_metadata`` is recorded in its commit (what the
         batch's expectations counted, for one)."""
         fault_point("batch.started")
-        transaction, metadata = self.batch_commit(batch_id, commit_metadata)
+        transaction, metadata = self.batch_commit(batch_df, batch_id, commit_metadata)
         if self.output_mode == "update":
             result = self.store.merge(
                 batch_df, self.path, keys=self.keys, merge_schema=self.merge_schema, transaction=transaction,
@@ -134,32 +176,18 @@ class DeltaSink:
             batch_df.write.format("noop").mode("overwrite").save()
         return result
 
-    def batch_commit(self, batch_id: int,
+    def batch_commit(self, batch_df: DataFrame, batch_id: int,
                      commit_metadata: Mapping[str, str] | None = None) -> tuple[AppTransaction, dict[str, str]]:
-        """What every commit of batch ``batch_id`` records: its app transaction, and metadata
-        naming the output mode, the run and the checkpoint offsets Spark logged for it."""
-        transaction = AppTransaction(self.query_id(), int(batch_id))
-        metadata: dict[str, str] = {**(commit_metadata or {}), OUTPUT_MODE_KEY: self.output_mode}
-        if self.run_id:
-            metadata[RUN_KEY] = self.run_id
-        # Spark logged the batch's offsets before calling us; they are always there.
-        offsets = _checkpoint(self.checkpoint_location).batch_offsets(int(batch_id))
-        if offsets is not None:
-            metadata[OFFSETS_KEY] = offsets.to_json()
-        return transaction, metadata
-
-    def query_id(self) -> str:
-        """The streaming query's id, from its checkpoint: it names the query's commits."""
+        """What every commit of batch ``batch_id`` records: its app transaction (the query's
+        id and the batch), and metadata naming the output mode, the run, what the run read and
+        when the batch started."""
         if self._query_id is None:
-            # Spark writes the metadata file before the first batch, so a batch always has it.
-            query_id = _checkpoint(self.checkpoint_location).query_id()
-            if query_id is None:
-                raise LakehouseError(
-                    f"Checkpoint {self.checkpoint_location} has no metadata file, so the query writing "
-                    f"{self.path} has no id to name its commits by. Run the sink from a streaming query "
-                    "(foreachBatch) with this checkpoint location.")
-            self._query_id = query_id
-        return self._query_id
+            self._query_id = batch_query_id(batch_df, self.stamp.query_name if self.stamp else None)
+        metadata: dict[str, str] = {**(commit_metadata or {}), OUTPUT_MODE_KEY: self.output_mode,
+                                    STARTED_KEY: dt.datetime.now(dt.UTC).isoformat()}
+        if self.stamp is not None:
+            metadata.update(self.stamp.metadata())
+        return AppTransaction(self._query_id, int(batch_id)), metadata
 
 
 @dataclass
@@ -171,11 +199,10 @@ class DeltaStreamSink:
     Exactly once as :class:`DeltaSink` is: Delta records each batch as the app transaction
     (query id, batch id) of its commit and skips a replay the table holds. No Python runs per
     batch, so on an engine no Python worker starts for the query. The commits carry what
-    every batch of the query shares (output mode, run; Delta's sink fixes that text per
-    query), not the batch's offsets: the event log keeps those. A query that ``reads_files``
-    says so, for its checkpoint to be rebuilt from the files its table holds rows of. The
-    table is created with ``layout``; rows are fitted to the
-    ``declared`` types and to the table as every write fits them (a type that fits cast to
+    every batch of the query shares (output mode, the run's stamp: Delta's sink fixes that
+    text per query), not per-batch counts or times. A query that ``reads_files`` says so (its
+    rows read are its rows written). The table is created with ``layout``; rows are fitted to
+    the ``declared`` types and to the table as every write fits them (a type that fits cast to
     the column's, another refused by name).
     """
 
@@ -183,7 +210,7 @@ class DeltaStreamSink:
     path: str
     merge_schema: bool = False
     reads_files: bool = False
-    run_id: str | None = None
+    stamp: RunStamp | None = None
     layout: TableLayout = field(default_factory=TableLayout)
     declared: DeclaredTypes | None = None
 
@@ -191,21 +218,19 @@ class DeltaStreamSink:
     def output_mode(self) -> str:
         return "append"
 
-    def for_run(self, run_id: str) -> DeltaStreamSink:
-        """This sink, naming ``run_id`` in its commits."""
-        return replace(self, run_id=run_id)
+    def for_run(self, stamp: RunStamp) -> DeltaStreamSink:
+        """This sink, recording ``stamp`` in its commits."""
+        return replace(self, stamp=stamp)
 
-    def run_commits(self) -> list[CommitResult]:
+    def run_commits(self) -> list[HistoryEntry]:
         """What this sink's run committed to its table, oldest first, read from the log."""
-        return run_commits(self.store, self.path, self.run_id) if self.run_id else []
+        return run_commits(self.store, self.path, self.stamp.run_id) if self.stamp else []
 
     def stream_writer(self, df: DataFrame) -> DataStreamWriter:
         """``df``'s stream writer into the table (checkpoint and trigger still to set)."""
-        metadata = {OUTPUT_MODE_KEY: self.output_mode}
+        metadata = {OUTPUT_MODE_KEY: self.output_mode, **(self.stamp.metadata() if self.stamp else {})}
         if self.reads_files:
             metadata[READS_FILES_KEY] = "true"
-        if self.run_id:
-            metadata[RUN_KEY] = self.run_id
         return self.store.stream_writer(df, self.path, merge_schema=self.merge_schema, layout=self.layout,
                                         metadata=metadata, declared=self.declared)
 
@@ -220,7 +245,7 @@ class KeptTable(Protocol):
 @dataclass
 class KeptTableSink:
     """A ``foreachBatch`` function handing each micro-batch to :attr:`table`'s ``apply``,
-    with ``sink``'s exactly-once commit identity (query id, run id, offsets). Subclasses say
+    with ``sink``'s exactly-once commit identity (query id, the run's stamp). Subclasses say
     which table keeps the batches."""
 
     sink: DeltaSink
@@ -233,11 +258,11 @@ class KeptTableSink:
     def table(self) -> KeptTable:
         raise NotImplementedError
 
-    def for_run(self, run_id: str) -> KeptTableSink:
-        """This sink, naming ``run_id`` in its commits."""
-        return replace(self, sink=self.sink.for_run(run_id))
+    def for_run(self, stamp: RunStamp) -> KeptTableSink:
+        """This sink, recording ``stamp`` in its commits."""
+        return replace(self, sink=self.sink.for_run(stamp))
 
-    def run_commits(self) -> list[CommitResult]:
+    def run_commits(self) -> list[HistoryEntry]:
         """What this sink's run committed to the table (not its state), from the table's log."""
         return self.sink.run_commits()
 
@@ -245,28 +270,20 @@ class KeptTableSink:
                  commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
         """Apply the batch, once."""
         fault_point("batch.started")
-        transaction, metadata = self.sink.batch_commit(batch_id, commit_metadata)
+        transaction, metadata = self.sink.batch_commit(batch_df, batch_id, commit_metadata)
         return self.table.apply(batch_df, transaction, metadata)
 
 
-def _checkpoint(location: str) -> Checkpoint:
-    # Imported here: checkpoints/ builds on storage/ (its store, history and this module's keys).
-    from lakehouse_assets.checkpoints.checkpoint import Checkpoint
-
-    return Checkpoint(location)
-
-
-def run_commits(store: DeltaTableStore, path: str, run_id: str) -> list[CommitResult]:
+def run_commits(store: DeltaTableStore, path: str, run_id: str) -> list[HistoryEntry]:
     """The commits run ``run_id`` made to the table at ``path``, oldest first.
 
     A table has one writer at a time (its lock), so right after a run its commits are the
     newest ones carrying its id; the log is read newest first until an older run's commit
     shows up. Ask before another run writes the table.
     """
-    found: list[CommitResult] = []
+    found: list[HistoryEntry] = []
     for entry in newest_first(store, path):
-        if entry.custom_metadata.get(RUN_KEY) != run_id:
+        if entry.run_id != run_id:
             break
-        found.append(CommitResult(path, entry.version, rows_written=entry.rows_written or 0,
-                                  metadata={k: str(v) for k, v in entry.custom_metadata.items()}))
+        found.append(entry)
     return found[::-1]

@@ -16,7 +16,8 @@ The Delta log stays the truth about a table's schema and versions: the catalog h
 its location.
 
 What a driver's catalog was last given (the root and its tables) is kept beside it, as a
-global temporary view, which lives and dies with the catalog: its name lets a session starting
+global temporary view, which lives and dies with the catalog (beside the event log's view,
+``system.event_log``: :mod:`lakehouse_assets.tables.event_log`): its name lets a session starting
 on a driver that already holds every table on disk ask one question instead of listing the
 catalog, and its one row names the root, so that a driver given another root drops the old
 root's tables even from the layers the new root has no table in.
@@ -35,10 +36,9 @@ from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import lakehouse_store, local_path
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.storage.merge import quote, sql_literal
+from lakehouse_assets.tables.event_log import register_event_log
 
-# Spark's database of global temporary views (`spark.sql.globalTempDatabase`, a static setting),
-# and the prefix of the view whose name says what this driver's catalog holds.
-_GLOBAL_TEMP = "global_temp"
+# The prefix of the view whose name says what this driver's catalog holds.
 _REGISTERED_PREFIX = "lakehouse_registered_"
 # What Delta and Spark say when a table was registered between the check and the create.
 _ALREADY_EXISTS = ("DELTA_TABLE_ALREADY_EXISTS", "TABLE_OR_VIEW_ALREADY_EXISTS")
@@ -61,10 +61,11 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
                if store.exists(str(_table_path(settings, name)))]
     if names is None:
         marker = _REGISTERED_PREFIX + _fingerprint(settings.root, on_disk)
-        if spark.catalog.tableExists(f"{_GLOBAL_TEMP}.{marker}"):
+        global_temp = global_temp_database(spark)
+        if spark.catalog.tableExists(f"{global_temp}.{marker}"):
             return []
-        for row in spark.sql(f"SHOW VIEWS IN {_GLOBAL_TEMP} LIKE '{_REGISTERED_PREFIX}*'").collect():
-            view = f"{_GLOBAL_TEMP}.{quote(row.viewName)}"
+        for row in spark.sql(f"SHOW VIEWS IN {quote(global_temp)} LIKE '{_REGISTERED_PREFIX}*'").collect():
+            view = f"{quote(global_temp)}.{quote(row.viewName)}"
             try:
                 previous = spark.sql(f"SELECT root FROM {view}").first()
             except AnalysisException:  # another session of this driver (a run at the same time) dropped it
@@ -73,10 +74,17 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
                 _forget_root(spark, settings, str(previous[0]))
             spark.sql(f"DROP VIEW IF EXISTS {view}")
         registered = _register(spark, settings, on_disk)
+        register_event_log(spark, settings.root)
         spark.sql(f"CREATE OR REPLACE GLOBAL TEMPORARY VIEW {marker} AS "
                   f"SELECT {sql_literal(str(settings.root))} AS root")
         return registered
     return _register(spark, settings, on_disk)
+
+
+def global_temp_database(spark: SparkSession) -> str:
+    """Spark's database of global temporary views: ``system`` on the lakehouse's drivers (so the
+    event log is ``system.event_log``), ``global_temp`` on one started elsewhere."""
+    return str(spark.conf.get("spark.sql.globalTempDatabase", "global_temp"))
 
 
 def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[str]) -> list[str]:

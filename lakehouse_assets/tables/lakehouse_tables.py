@@ -17,7 +17,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_assets.errors import LakehouseError, UnknownTableError
-from lakehouse_assets.settings import SYSTEM_LAYER, LakehouseSettings
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, StreamOptions, lakehouse_store
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.tables.catalog import register_tables
@@ -60,7 +60,7 @@ class LakehouseTables:
             return self.spark.sql(query)
         except AnalysisException as exc:
             missing = _missing_table(exc)
-            if missing is not None and missing.partition(".")[0] in (*MEDALLION_LAYERS, SYSTEM_LAYER):
+            if missing is not None and missing.partition(".")[0] in MEDALLION_LAYERS:
                 raise UnknownTableError(missing, str(self.settings.root), self.names()) from exc
             raise
 

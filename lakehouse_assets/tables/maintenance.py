@@ -4,10 +4,10 @@ its write lock, VACUUM told about every streaming reader the lakehouse has.
 What it promises on top of :mod:`lakehouse_assets.storage.maintenance`: maintenance never
 runs while a run writes the table (it takes the table's lock, as writers do, and waits for
 one that holds it), and a VACUUM is always checked against every query checkpointed under
-``$LAKEHOUSE_ROOT/_checkpoints``, each at the version its table's last materialization in
-the Dagster ``instance`` recorded reading to (:func:`~lakehouse_assets.tables.upstream_versions.recorded_readers`),
-so no caller can forget a reader. ``lakehouse optimize``, ``lakehouse vacuum`` and the
-Dagster maintenance job all go through here.
+``$LAKEHOUSE_ROOT/_checkpoints``, each at the version its table's newest commit recorded
+reading to, when the Dagster ``instance`` says that run completed
+(:func:`~lakehouse_assets.tables.reading.stream_readers`), so no caller can forget a reader.
+``lakehouse optimize``, ``lakehouse vacuum`` and the Dagster maintenance job all go through here.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from lakehouse_assets.storage import DeltaTableStore, OptimizeResult, StreamRead
 from lakehouse_assets.storage.discovery import discover_tables, is_table
 from lakehouse_assets.storage.maintenance import DEFAULT_RETENTION
 from lakehouse_assets.storage.table_lock import table_lock
-from lakehouse_assets.tables.upstream_versions import recorded_readers
+from lakehouse_assets.tables.reading import stream_readers
 
 # A run writing the table holds its lock for one materialization: a minute covers most.
 DEFAULT_LOCK_TIMEOUT_SECONDS = 60.0
@@ -92,7 +92,7 @@ class TableMaintenance:
         if "/" in name:
             return []
         path = self.path(name)
-        return recorded_readers(self.instance, self.settings, name, self.store.table_id(str(path)))
+        return stream_readers(self.instance, self.settings, self.store, name, self.store.table_id(str(path)))
 
     def _lock(self, target: str) -> AbstractContextManager[None]:
         # A state table is written by its table's sink, under the table's lock.

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import dagster as dg
-
-from lakehouse_assets.io.events import record_write
 from lakehouse_assets.io.handlers.written import Written
-from lakehouse_assets.io.metadata import expectations_metadata
+from lakehouse_assets.io.run_report import table_run_report
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.outputs import ExpectedRows
 from lakehouse_assets.quality.expectations import commit_metadata, enforce
@@ -25,7 +22,7 @@ def write_batch(output: ExpectedRows, run: TableRun, store: DeltaTableStore, log
         df.persist()  # counted, then written: computed once
     try:
         counts = enforce(df, rules, run.table.table_name) if rules else None
-        metadata = commit_metadata(counts) if counts is not None else None
+        metadata = {**(commit_metadata(counts) if counts is not None else {}), **run.stamp_metadata(store)}
         if run.spec.write_mode == "merge":
             commit = store.merge(df, path, keys=run.spec.keys, merge_schema=run.spec.merge_schema, metadata=metadata,
                                  layout=run.spec.layout, declared=run.spec.declared_types)
@@ -36,6 +33,4 @@ def write_batch(output: ExpectedRows, run: TableRun, store: DeltaTableStore, log
     finally:
         if rules:
             df.unpersist()
-    record_write(run, commit, counts)
-    reported = expectations_metadata(rules, counts) if counts is not None else {}
-    return Written(commit.version, {"rows_written": dg.MetadataValue.int(commit.rows_written), **reported})
+    return Written(commit.version, table_run_report(store, path, run.run_id, rules))

@@ -6,15 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import dagster as dg
-
 from lakehouse_assets.io.handlers.written import Written
+from lakehouse_assets.io.run_report import table_run_report
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.outputs import QuarantineOf
-from lakehouse_assets.storage import DeltaTableStore, run_commits
+from lakehouse_assets.storage import DeltaTableStore
 
 
 def report_quarantine(output: QuarantineOf, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """What this run's routing query committed to the quarantine table."""
-    commits = run_commits(store, str(run.table.path), run.run_id) if run.run_id else []
-    return Written(None, {"rows_written": dg.MetadataValue.int(sum(c.rows_written for c in commits))})
+    return Written(None, table_run_report(store, str(run.table.path), run.run_id))

@@ -10,17 +10,15 @@ from typing import Any
 import dagster as dg
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.io.events import record_write
-from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written, upstream_before
+from lakehouse_assets.io.handlers.query import reading_before, run_query, stream_written
 from lakehouse_assets.io.handlers.written import Written
-from lakehouse_assets.io.metadata import expectations_metadata
+from lakehouse_assets.io.run_report import table_run_report
 from lakehouse_assets.io.table_run import TableRef, TableRun
 from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality.duplicates import DUPLICATES_KEY
 from lakehouse_assets.quality.expectations import commit_metadata, enforce
 from lakehouse_assets.quality.quarantine import QuarantineSink, dropped_by, route, split_routed
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
-from lakehouse_assets.storage.sink import RUN_KEY
 
 
 def write_routed(routed: RoutedRows, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
@@ -32,16 +30,13 @@ def write_routed(routed: RoutedRows, run: TableRun, store: DeltaTableStore, log:
     if not routed.rows.isStreaming:
         return _routed_whole(routed, run, store, run.quarantine)
     rules = routed.expectations
-    reading = upstream_before(run, store)
-    if not has_work(run, store, reading=reading):
-        return stream_written(run, store, skipped(run, log), rules, reading=reading)
-    checkpoint = str(run.table.checkpoint)
+    reading = reading_before(run, store)
     sink = QuarantineSink(
-        passed=DeltaSink(store, str(run.table.path), checkpoint, merge_schema=run.spec.merge_schema,
+        passed=DeltaSink(store, str(run.table.path), merge_schema=run.spec.merge_schema,
                          layout=run.spec.layout, declared=run.spec.declared_types),
         # The quarantine keeps refused rows as they came: a column new upstream is added to
         # it, never a reason to stop, or its rows would have nowhere to go.
-        quarantine=DeltaSink(store, str(run.quarantine.path), checkpoint, merge_schema=True),
+        quarantine=DeltaSink(store, str(run.quarantine.path), merge_schema=True),
         passed_columns=routed.passed_columns,
         quarantine_columns=routed.quarantine_columns,
         rules=rules,
@@ -56,12 +51,11 @@ def write_routed(routed: RoutedRows, run: TableRun, store: DeltaTableStore, log:
         run.spec.declared_types.fitted(passed, str(run.table.path))
     # Routed before foreachBatch, so Spark fixes current_timestamp() (time rules read it) once
     # per micro-batch and both outputs of a batch see one reason.
-    query = run_query(run, lambda: route(routed.rows, rules), sink, log)
+    query = run_query(run, lambda: route(routed.rows, rules), sink, log, reading)
     if not routed.unique_by:
-        return stream_written(run, store, query, rules, reading=reading)
-    duplicates = sum(int(c.metadata.get(DUPLICATES_KEY, 0)) for c in query.commits)
-    return stream_written(run, store, query, rules, reading=reading,
-                          duplicates_quarantined=dg.MetadataValue.int(duplicates))
+        return stream_written(run, store, query, rules)
+    duplicates = sum(int(c.custom_metadata.get(DUPLICATES_KEY, 0)) for c in query.commits)
+    return stream_written(run, store, query, rules, duplicates_quarantined=dg.MetadataValue.int(duplicates))
 
 
 def _routed_whole(routed: RoutedRows, run: TableRun, store: DeltaTableStore, quarantine: TableRef) -> Written:
@@ -74,7 +68,7 @@ def _routed_whole(routed: RoutedRows, run: TableRun, store: DeltaTableStore, qua
         counts = enforce(rows, rules, run.table.table_name, dropped_by=dropped_by())
         passed, quarantined = split_routed(rows, passed_columns=routed.passed_columns,
                                            quarantine_columns=routed.quarantine_columns)
-        ran = {RUN_KEY: run.run_id} if run.run_id else {}
+        ran = {**run.stamp_metadata(store)}
         store.write(quarantined, str(quarantine.path), mode="overwrite", merge_schema=True, overwrite_schema=True,
                     metadata=ran)
         commit = store.write(passed, str(run.table.path), mode="overwrite", merge_schema=run.spec.merge_schema,
@@ -82,6 +76,5 @@ def _routed_whole(routed: RoutedRows, run: TableRun, store: DeltaTableStore, qua
                              layout=run.spec.layout, declared=run.spec.declared_types)
     finally:
         rows.unpersist()
-    record_write(run, commit, counts)
-    return Written(commit.version, {"rows_written": dg.MetadataValue.int(commit.rows_written),
-                                    **expectations_metadata(rules, counts)})
+    return Written(commit.version, table_run_report(store, str(run.table.path), run.run_id, rules,
+                                                    str(quarantine.path)))

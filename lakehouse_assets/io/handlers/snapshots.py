@@ -12,7 +12,6 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.storage.sink import RUN_KEY
 
 
 def write_snapshots(output: SnapshotSource, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
@@ -22,7 +21,7 @@ def write_snapshots(output: SnapshotSource, run: TableRun, store: DeltaTableStor
                              "apply them: declare it with auto_cdc_from_snapshot_table(...)")
     applied = []
     for snapshot, commit in apply_snapshots(store, str(run.table.path), run.spec.auto_cdc, output.snapshots,
-                                            output.source, {RUN_KEY: run.run_id or ""}, run.spec.layout,
+                                            output.source, run.stamp_metadata(store), run.spec.layout,
                                             run.spec.declared_types):
         log.info(f"{run.table.table_name}: applied snapshot {snapshot.version} ({snapshot.name}) "
                  f"as version {commit.version}")

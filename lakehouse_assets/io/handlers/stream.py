@@ -10,7 +10,7 @@ from typing import Any
 
 from lakehouse_assets.aggregates import AggregateSink
 from lakehouse_assets.cdc import AutoCdcSink
-from lakehouse_assets.io.handlers.query import has_work, run_query, skipped, stream_written, upstream_before
+from lakehouse_assets.io.handlers.query import reading_before, run_query, stream_written
 from lakehouse_assets.io.handlers.written import Written
 from lakehouse_assets.io.table_run import TableRun
 from lakehouse_assets.outputs import ExpectedRows
@@ -23,9 +23,7 @@ from lakehouse_assets.streaming import RunSink
 def write_stream(output: ExpectedRows, run: TableRun, store: DeltaTableStore, log: Any) -> Written:
     """Run the query of the streaming DataFrame into the table."""
     rules = output.expectations
-    reading = upstream_before(run, store)
-    if not has_work(run, store, reading=reading):
-        return stream_written(run, store, skipped(run, log), rules, reading=reading)
+    reading = reading_before(run, store)
     sink: RunSink
     if run.spec.output_mode == "append" and not rules and run.spec.auto_cdc is None and run.spec.aggregate is None:
         # Appends to one table, counting nothing per batch: Delta's own streaming sink.
@@ -33,15 +31,15 @@ def write_stream(output: ExpectedRows, run: TableRun, store: DeltaTableStore, lo
                                layout=run.spec.layout, declared=run.spec.declared_types)
     else:
         sink = expecting(_kept(run, store), rules, run.table.table_name)
-    query = run_query(run, lambda: output.rows, sink, log)
-    return stream_written(run, store, query, rules, reading=reading)
+    query = run_query(run, lambda: output.rows, sink, log, reading)
+    return stream_written(run, store, query, rules)
 
 
 def _kept(run: TableRun, store: DeltaTableStore) -> TableSink:
     """The ``foreachBatch`` sink keeping the table as its run says: appended, replaced,
     merged by key, applied AUTO CDC, or aggregated incrementally."""
-    delta = DeltaSink(store, str(run.table.path), str(run.table.checkpoint),
-                      output_mode=run.spec.output_mode, keys=run.spec.keys, merge_schema=run.spec.merge_schema,
+    delta = DeltaSink(store, str(run.table.path), output_mode=run.spec.output_mode, keys=run.spec.keys,
+                      merge_schema=run.spec.merge_schema,
                       layout=run.spec.layout, declared=run.spec.declared_types)
     if run.spec.auto_cdc is not None:
         return AutoCdcSink(delta, run.spec.auto_cdc)
