@@ -1,7 +1,8 @@
 """The one Definitions object: assets, checks, sensors, resources and executor, in one place.
 
-Nothing here starts Spark or reads the lakehouse: the Spark session starts lazily inside a
-run, and paths are read from the environment when a run or sensor tick needs them.
+The environment is read here, once, into the lakehouse resource everything else receives
+(:class:`~lakehouse_assets.resource.LakehouseResource`). Nothing here starts Spark or reads the
+lakehouse: the Spark session starts lazily inside a run.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import dagster as dg
 
@@ -30,11 +32,11 @@ from lakehouse_assets.quality.checks import contract_checks
 from lakehouse_assets.quality.contract import Contract
 from lakehouse_assets.quality.declared_schema import declared_schema_check
 from lakehouse_assets.quality.freshness import DEFAULT_MAX_LAG, freshness_check
+from lakehouse_assets.resource import LAKEHOUSE_RESOURCE, LakehouseResource
 from lakehouse_assets.sensors.automation import automation_sensor
 from lakehouse_assets.sensors.freshness import freshness_sensor
 from lakehouse_assets.sensors.landing import landing_sensors
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 
 
@@ -53,14 +55,24 @@ def table_checks(tables: Sequence[dg.AssetsDefinition],
     ]
 
 
+def lakehouse_resources(lakehouse: LakehouseResource) -> dict[str, Any]:
+    """The resources every table asset, check, sensor and job uses: ``lakehouse``, and the Delta
+    IO manager over it (writing outputs; loading inputs as batches, or as streams)."""
+    return {
+        LAKEHOUSE_RESOURCE: lakehouse,
+        IO_MANAGER_KEY: DeltaIOManager(lakehouse=lakehouse),
+        STREAM_INPUT_KEY: DeltaIOManager(lakehouse=lakehouse, read_inputs_as="stream"),
+    }
+
+
 def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None = None,
                       pipelines: Sequence[Path] = ()) -> dg.Definitions:
     """The Definitions of the tables declared in ``packages`` (every module under them) and
     in the Spark Declarative Pipelines folders ``pipelines``: each table's landing folder,
     landing sensor, automation, checks and replay job come from its declaration. Nothing here
     starts Spark or reads the lakehouse."""
-    spark = SparkResource()
     settings = settings or LakehouseSettings.from_env()
+    lakehouse = LakehouseResource.from_settings(settings)
     # The one setting read when definitions load: Dagster needs a sensor's interval up front.
     interval = settings.sensor_interval_seconds
     tables = [*package_assets(*packages),
@@ -79,11 +91,7 @@ def build_definitions(*packages: ModuleType, settings: LakehouseSettings | None 
             automation_sensor(dg.AssetSelection.assets(*automated), minimum_interval_seconds=interval),
             freshness_sensor(paths, DEFAULT_MAX_LAG),
         ],
-        resources={
-            "spark": spark,
-            IO_MANAGER_KEY: DeltaIOManager(spark=spark),
-            STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream"),
-        },
+        resources=lakehouse_resources(lakehouse),
         jobs=[maintenance.maintenance_job,
               *[replay_job(asset) for asset in routed_table_assets(tables, replayable=True).values()]],
         schedules=[maintenance.maintenance_schedule],

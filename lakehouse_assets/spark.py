@@ -1,9 +1,10 @@
 """The one way to build a SparkSession for lakehouse_assets, embedded or on a Spark Connect engine.
 
 Sessions are built on demand, never at import: Dagster imports the definitions in several
-processes, and a JVM start costs seconds. With ``LAKEHOUSE_SPARK_REMOTE`` set, every session is
-a Spark Connect session of that engine (:mod:`lakehouse_assets.engine`); unset, Spark runs
-embedded in this process.
+processes, and a JVM start costs seconds. With an engine URL in the settings (``spark_remote``)
+every session is a Spark Connect session of that engine (:mod:`lakehouse_assets.engine`);
+without, Spark runs embedded in this process. The lakehouse resource
+(:mod:`lakehouse_assets.resource`) asks here for its run's session.
 """
 
 from __future__ import annotations
@@ -11,26 +12,17 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
-import dagster as dg
-from dagster_pyspark import LazyPySparkResource
-from pydantic import Field, PrivateAttr
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.settings import LakehouseSettings, lakehouse_root
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import REQUIRED_CONF, engine_conf, is_connect_session
-from lakehouse_assets.storage import DeltaTableStore, lakehouse_store
-from lakehouse_assets.tables import LakehouseTables
-from lakehouse_assets.tables.catalog import register_tables
 
 
 def build_spark_session(
-    settings: LakehouseSettings | None = None,
+    settings: LakehouseSettings,
     *,
     app_name: str = "lakehouse_assets",
     extra_conf: Mapping[str, str] | None = None,
@@ -46,7 +38,6 @@ def build_spark_session(
     run asks for ``new_session`` so that nothing it registers (temp views, settings, data
     sources) is seen by another run on the same engine.
     """
-    settings = settings or LakehouseSettings.from_env()
     if settings.spark_remote:
         from lakehouse_assets.engine.client import connect_session
 
@@ -114,101 +105,3 @@ def _running_session() -> SparkSession | None:
     if SparkContext._active_spark_context is None:
         return None
     return SparkSession.builder.getOrCreate()
-
-
-class SparkResource(LazyPySparkResource):
-    """The lakehouse as a run sees it: where it is, its tables' store, and the run's
-    SparkSession, started on first use (never at import, never per step).
-
-    The IO managers, checks, sensors and jobs ask it for :meth:`settings` and :meth:`store`;
-    nothing under them reads the environment. ``root``, ``master``, ``remote`` and
-    ``spark_config`` override ``LAKEHOUSE_ROOT``, ``LAKEHOUSE_SPARK_MASTER``,
-    ``LAKEHOUSE_SPARK_REMOTE`` and ``LAKEHOUSE_SPARK_CONF``; left empty, the environment
-    decides, when the resource is used (so a test or a deployment may set it after the
-    definitions load). On a Spark Connect engine each run gets a session of its own, released
-    when the run ends (its streaming queries stop with it).
-    """
-
-    root: str | None = Field(default=None, description="The lakehouse's folder; default LAKEHOUSE_ROOT")
-
-    master: str | None = Field(default=None, description="Spark master URL; default LAKEHOUSE_SPARK_MASTER or local[2]")
-    remote: str | None = Field(
-        default=None,
-        description="Spark Connect URL of an engine (sc://host:port); default LAKEHOUSE_SPARK_REMOTE, "
-        "unset runs Spark embedded",
-    )
-    spark_config: dict[str, Any] = Field(default_factory=dict, description="Extra Spark settings")
-    _run_id: str | None = PrivateAttr(default=None)
-
-    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._run_id = context.run.run_id if context.run else None
-
-    def settings(self) -> LakehouseSettings:
-        """The environment's settings with this resource's overrides."""
-        settings = LakehouseSettings.from_env()
-        if self.root:
-            settings = replace(settings, root=lakehouse_root(self.root, given_as="SparkResource(root)",
-                                                              store=settings.object_store))
-        if self.master:
-            settings = replace(settings, spark_master=self.master)
-        if self.remote:
-            settings = replace(settings, spark_remote=self.remote)
-        return settings
-
-    def store(self) -> DeltaTableStore:
-        """The lakehouse's tables, read and written through Delta Lake's connector (and read
-        by delta-rs where no Spark is needed)."""
-        return lakehouse_store(self.settings())
-
-    @property
-    def tables(self) -> LakehouseTables:
-        """The lakehouse's tables by name in this run's session: ``spark.tables.sql("SELECT ...
-        FROM STREAM(bronze.recordings)")``, ``spark.tables.table("silver.recordings_enriched")``."""
-        return LakehouseTables(self.spark_session, self.settings())
-
-    def _init_session(self) -> None:
-        if self._spark_session is None:
-            settings = self.settings()
-            extra_conf = {k: str(v) for k, v in self.spark_config.items()}
-            if settings.spark_remote:
-                self._spark_session = _run_sessions.get(
-                    self._run_id, lambda: build_spark_session(settings, extra_conf=extra_conf, new_session=True)
-                )
-            else:
-                self._spark_session = build_spark_session(settings, extra_conf=extra_conf)
-            register_tables(self._spark_session, settings)
-
-    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
-        """Release the run's own Connect session (its streaming queries stop with it); an
-        embedded session lives as long as the process (the next run in a test process reuses
-        its JVM)."""
-        if self._spark_session is not None and is_connect_session(self._spark_session):
-            _run_sessions.release(self._run_id)
-            self._spark_session = None
-
-
-class _RunSessions:
-    """One Connect session per Dagster run in this process: the resource is initialised once
-    for each resource that uses it (the IO managers hold it too), and a stream from one
-    session cannot be joined with a table read through another."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sessions: dict[str | None, SparkSession] = {}
-
-    def get(self, run_id: str | None, build: Callable[[], SparkSession]) -> SparkSession:
-        with self._lock:
-            if run_id not in self._sessions:
-                self._sessions[run_id] = build()
-            return self._sessions[run_id]
-
-    def release(self, run_id: str | None) -> None:
-        with self._lock:
-            session = self._sessions.pop(run_id, None)
-        if session is not None:
-            from lakehouse_assets.engine.client import close_session
-
-            close_session(session)
-
-
-_run_sessions = _RunSessions()

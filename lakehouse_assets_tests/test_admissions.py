@@ -21,6 +21,7 @@ from lakehouse_assets.cli import main as lakehouse
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import GOLD_RECOMPUTED, LANDED_ONCE, ROUTED
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 
 HEADER = "admission_id,ward,admitted,discharged"
@@ -113,7 +114,7 @@ def test_verify_checks_a_new_source_and_fails_when_its_quarantine_loses_a_row(ma
 
     settings, _ = materialized
     flows = declared_flows(definitions.assets or [])
-    report = check_all(settings, flows=flows)
+    report = check_all(LakehouseResource.from_settings(settings), flows=flows)
     assert report.ok, report.summary()
     assert "bronze.admissions" in report.result(LANDED_ONCE).checked
     assert "silver.admissions_clean" in report.result(ROUTED).checked

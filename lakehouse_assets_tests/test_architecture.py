@@ -94,7 +94,7 @@ def test_only_the_entry_points_read_the_lakehouse_from_the_environment() -> None
 
 
 def test_the_store_is_built_in_one_place() -> None:
-    """Every store comes from ``storage.lakehouse_store(settings)`` (or is handed down from it),
+    """Every store comes from ``storage.DeltaTableStore(settings.object_store)`` (or is handed down from it),
     so what reaching the lakehouse's tables takes is said once."""
     found = [
         f"{path.relative_to(PACKAGE)}:{number}"

@@ -128,8 +128,8 @@ def test_what_belongs_to_one_machine_stays_on_it_when_the_root_is_on_a_store(tmp
 
 
 def test_the_resource_takes_its_root_as_the_environment_does() -> None:
-    from lakehouse_assets.spark import SparkResource
+    from lakehouse_assets.resource import LakehouseResource
 
-    assert str(SparkResource(root="s3://bucket/lake").settings().root) == "s3a://bucket/lake"
-    with pytest.raises(ConfigurationError, match=r"SparkResource\(root\)='gs://bucket/lake'"):
-        SparkResource(root="gs://bucket/lake").settings()
+    assert str(LakehouseResource(root="s3://bucket/lake").settings().root) == "s3a://bucket/lake"
+    with pytest.raises(ConfigurationError, match=r"LakehouseResource\(root\)='gs://bucket/lake'"):
+        LakehouseResource(root="gs://bucket/lake").settings()

@@ -16,8 +16,8 @@ from lakehouse_assets.outputs import IncrementalSource
 from lakehouse_assets.quality import bronze as contracts
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import DeltaTableStore
 
 
@@ -55,9 +55,10 @@ def bronze_table(
         columns=columns,
         metadata=folder.metadata(),
     )
-    def _bronze(spark: SparkResource) -> IncrementalSource:
-        loader = bronze_loader(spark.settings(), spark.store(), name=name, data_source=data_source, options=options)
-        return landing_source(lambda: spark.spark_session, loader, dg.get_dagster_logger())
+    def _bronze(lakehouse: LakehouseResource) -> IncrementalSource:
+        loader = bronze_loader(lakehouse.settings(), lakehouse.store(), name=name, data_source=data_source,
+                               options=options)
+        return landing_source(lambda: lakehouse.spark_session, loader, dg.get_dagster_logger())
 
     return _bronze
 

@@ -40,13 +40,13 @@ class MaintenanceConfig(dg.Config):
 
 
 @dg.op(description="Compact, then vacuum, every table under the lakehouse root (or those configured).",
-       required_resource_keys={"spark"})
+       required_resource_keys={"lakehouse"})
 def maintain_tables(context: dg.OpExecutionContext, config: MaintenanceConfig) -> Iterator[dg.AssetObservation]:
     """Maintain each table in turn; fail at the end naming the tables that could not be.
     A generator: each observation is recorded as it is yielded, so a failure at the end
     keeps the record of the tables that were maintained."""
-    lakehouse = context.resources.spark
-    maintenance = TableMaintenance(lakehouse.spark_session, lakehouse.settings(), context.instance,
+    lakehouse = context.resources.lakehouse
+    maintenance = TableMaintenance(lakehouse.spark_session, lakehouse.settings(), context.instance, lakehouse.store(),
                                    lock_timeout_seconds=LOCK_TIMEOUT_SECONDS,
                                    holder=f"Dagster run {context.run_id} (table maintenance)")
     # A lost engine fails the run once, naming it, rather than each remaining table in turn.

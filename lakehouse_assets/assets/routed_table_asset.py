@@ -14,7 +14,6 @@ import dagster as dg
 
 from lakehouse_assets.assets.table_asset import (
     DEFAULT_OWNER,
-    LAKEHOUSE_RESOURCE,
     SPARK_POOL,
     StreamInput,
     after_body,
@@ -33,6 +32,7 @@ from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.outputs import IncrementalSource, QuarantineOf, RoutedRows
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
+from lakehouse_assets.resource import LAKEHOUSE_RESOURCE
 from lakehouse_assets.spec import IO_MANAGER_KEY, ColumnSource, DeclaredExpectation, TableRunConfig, TableSpec
 
 #: On a routed table's compute function: the rules routing its rows, for whoever runs its

@@ -26,7 +26,7 @@ from lakehouse_assets.ingestion.lookup_csv import read_lookup_csv
 from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality import silver as contracts
 from lakehouse_assets.quality.silver import ROUTING_RULES
-from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 
 #: The Pandera contracts checked on these tables after each materialization.
@@ -59,14 +59,14 @@ SNAPSHOTS_LANDING = LandingFolder(
     columns=contracts.PATIENTS.described_columns(),
     metadata=PATIENTS_LANDING.metadata(),
 )
-def patients(context, spark: SparkResource) -> DataFrame:  # type: ignore[no-untyped-def]
+def patients(context, lakehouse: LakehouseResource) -> DataFrame:  # type: ignore[no-untyped-def]
     """The patients lookup (mrn, name), loaded in batch from the landed CSV files, their
     columns matched by header name. A file lacking a column or holding a value that does not
     fit fails the load by name, and the table keeps its last good version."""
     # ``context`` is left unannotated: under postponed annotations Dagster sees a string and
     # refuses it; it is a dg.AssetExecutionContext.
-    landing = spark.settings().landing_path(PATIENTS_LANDING.source)
-    lookup = read_lookup_csv(spark.spark_session, landing, PATIENTS_SCHEMA)
+    landing = lakehouse.settings().landing_path(PATIENTS_LANDING.source)
+    lookup = read_lookup_csv(lakehouse.spark_session, landing, PATIENTS_SCHEMA)
     for message in lookup.warnings():
         context.log.warning(message)
     context.add_output_metadata({
@@ -134,13 +134,17 @@ patients_history = sql_asset(SQL_FOLDER / "patients_history.sql")
                               deps=[SNAPSHOTS_LANDING.key], automation_condition=downstream_of_new_data(),
                               columns=contracts.PATIENTS_SNAPSHOT_HISTORY.described_columns(),
                               metadata=SNAPSHOTS_LANDING.metadata())
-def patients_snapshot_history(spark: SparkResource) -> SnapshotSource:
+def patients_snapshot_history(lakehouse: LakehouseResource) -> SnapshotSource:
     """Every version of every patient (mrn, name) derived by comparing full snapshots of the
     patients lookup, landed as CSV files at landing/patient_snapshots/ (applied in name
     order): `__START_AT` and `__END_AT` are the numbers of the snapshots that opened and
     closed a version (AUTO CDC FROM SNAPSHOT)."""
-    folder = spark.settings().landing_path(SNAPSHOTS_LANDING.source)
+    folder = lakehouse.settings().landing_path(SNAPSHOTS_LANDING.source)
     files = sorted(f.relative_path for f in folder.files(recursive=False) if f.relative_path.endswith(".csv"))
-    reader = spark.spark_session.read.option("header", True).option("mode", "FAILFAST").schema(PATIENTS_SCHEMA)
+
+    def read(path: str) -> DataFrame:
+        reader = lakehouse.spark_session.read.option("header", True).option("mode", "FAILFAST")
+        return reader.schema(PATIENTS_SCHEMA).csv(path)
+
     return SnapshotSource(SNAPSHOTS_LANDING.key.to_user_string(), [
-        Snapshot(number, partial(reader.csv, str(folder / name)), name) for number, name in enumerate(files, start=1)])
+        Snapshot(number, partial(read, str(folder / name)), name) for number, name in enumerate(files, start=1)])

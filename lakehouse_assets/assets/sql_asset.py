@@ -35,7 +35,7 @@ from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_C
 from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity, sql_rule
-from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.spec import ColumnSource
 from lakehouse_assets.tables.sql_aggregate import NotIncremental, incremental_aggregate
 from lakehouse_assets.tables.sql_auto_cdc import is_auto_cdc, parse_auto_cdc
@@ -90,8 +90,8 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
     streams_from = [table for table, streamed in definition.reads if streamed]
     description = definition.comment or f"{definition.kind} defined in {path.name}."
 
-    def query(spark: SparkResource) -> DataFrame:
-        df = spark.tables.sql(definition.query)
+    def query(lakehouse: LakehouseResource) -> DataFrame:
+        df = lakehouse.tables.sql(definition.query)
         if df.isStreaming != (definition.kind is SqlTableKind.streaming_table):
             # The parse refuses this; a query Spark reads otherwise is caught here.
             raise SqlDefinitionError(f"{path}: the query of {definition.table} does not read as a {definition.kind}")
@@ -127,8 +127,8 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         @table_asset(name=name, description=description, deps=[table.split(".") for table in reads],
                      output_mode="update", merge_keys=aggregate.key_names, streams_from=streams_from,
                      aggregate=aggregate, recomputed_by=batch_query(definition.query), **common)
-        def _aggregate_sql_table(spark: SparkResource) -> DataFrame:
-            return spark.tables.sql(source_query)
+        def _aggregate_sql_table(lakehouse: LakehouseResource) -> DataFrame:
+            return lakehouse.tables.sql(source_query)
 
         return _aggregate_sql_table
 
@@ -136,8 +136,8 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
         name=name, description=description, deps=[table.split(".") for table in reads],
         output_mode="complete" if definition.complete else "append", write_mode="overwrite",
         streams_from=streams_from, **common)
-    def _sql_table(spark: SparkResource) -> DataFrame:
-        return query(spark)
+    def _sql_table(lakehouse: LakehouseResource) -> DataFrame:
+        return query(lakehouse)
 
     return _sql_table
 

@@ -27,8 +27,8 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.outputs import AppendFlows, ExpectedRows, IncrementalSource, TableKept, UpstreamTable
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule
+from lakehouse_assets.resource import LAKEHOUSE_RESOURCE, LakehouseResource
 from lakehouse_assets.settings import LANDING_DIR
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.spec import (
     IO_MANAGER_KEY,
     LANDING_FOLDERS,
@@ -43,8 +43,6 @@ from lakehouse_assets.streaming import TriggerKind
 from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
 
 SPARK_POOL = "spark"
-#: The resource that knows where the lakehouse is (and runs its Spark session).
-LAKEHOUSE_RESOURCE = "spark"
 DEFAULT_OWNER = "team:data-engineering"
 
 
@@ -188,7 +186,7 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, spec: TableSpec, rul
 
 
 def before_body(context: Any, table: dg.AssetKey, spec: TableSpec, inputs: Mapping[str, Any],
-                deps: Sequence[dg.AssetKey], lakehouse: SparkResource) -> Skip | Keep | None:
+                deps: Sequence[dg.AssetKey], lakehouse: LakehouseResource) -> Skip | Keep | None:
     """Why the table asset ``table`` does not run its body: nothing to read, or nothing new
     since its last commit (a full refresh always runs); None when it runs."""
     settings, store = lakehouse.settings(), lakehouse.store()
@@ -207,7 +205,7 @@ def after_body(returned: Any) -> Keep | None:
     return None
 
 
-def not_written(context: Any, table: dg.AssetKey, verdict: Skip | Keep, lakehouse: SparkResource | None,
+def not_written(context: Any, table: dg.AssetKey, verdict: Skip | Keep, lakehouse: LakehouseResource | None,
                 output_name: str | None = None) -> Iterator[dg.Output[Any]]:
     """What a run records of a table it does not write: the reason in its log, an observation
     of the table, and no materialization, so that Dagster skips what is below it in the run.
@@ -264,9 +262,9 @@ def with_lakehouse_resource(body: Callable[..., Any]) -> bool:
     signature = inspect.signature(body)
     if LAKEHOUSE_RESOURCE in signature.parameters:
         return False
-    given = inspect.Parameter(LAKEHOUSE_RESOURCE, inspect.Parameter.KEYWORD_ONLY, annotation=SparkResource)
+    given = inspect.Parameter(LAKEHOUSE_RESOURCE, inspect.Parameter.KEYWORD_ONLY, annotation=LakehouseResource)
     body.__signature__ = signature.replace(parameters=[*signature.parameters.values(), given])  # type: ignore[attr-defined]
-    body.__annotations__ = {**body.__annotations__, LAKEHOUSE_RESOURCE: SparkResource}
+    body.__annotations__ = {**body.__annotations__, LAKEHOUSE_RESOURCE: LakehouseResource}
     return True
 
 

@@ -120,9 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "spark", False):
             settings = _spark_settings(settings, embedded=getattr(args, "embedded", False),
                                        verbose=getattr(args, "verbose", False))
+        # Imported here: Dagster and pyspark are heavy, and `lakehouse --help` needs neither.
+        from lakehouse_assets.resource import LakehouseResource
+
         running = _engine_session()
         try:
-            return int(args.run(args, settings))
+            return int(args.run(args, LakehouseResource.from_settings(settings)))
         finally:
             _release_engine_session(running)
     except CommandError as exc:

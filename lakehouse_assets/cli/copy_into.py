@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli.arguments import TableName, table_name
 from lakehouse_assets.cli.catalog import require_root
 from lakehouse_assets.cli.errors import EXIT_OK, UsageError
 from lakehouse_assets.cli.output import print_json
-from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DESCRIPTION = """\
 Load the files under PATH into TABLE (layer.name), like COPY INTO: each file once. Files the
@@ -51,8 +53,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run, spark=True)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Load the new files; print what was loaded and skipped."""
+    settings = lakehouse.settings()
     table: TableName = args.table
     require_root(settings)
     source = Path(args.source)
@@ -61,14 +64,12 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
                          "that holds the files.")
 
     from lakehouse_assets.ingestion import copy_into
-    from lakehouse_assets.spark import build_spark_session
-    from lakehouse_assets.storage import lakehouse_store
 
-    spark = build_spark_session(settings, app_name=f"lakehouse copy-into {table}")
+    spark = lakehouse.spark_session
     result = copy_into(
         spark, table_path=settings.table_path(table.layer, table.name), source=source.resolve(),
         format=args.format, pattern=args.pattern, force=args.force, merge_schema=args.merge_schema,
-        format_options=dict(args.options), store=lakehouse_store(settings),
+        format_options=dict(args.options), store=lakehouse.store(),
     )
     if args.json:
         print_json({"table": str(table), "loaded": list(result.loaded), "skipped": list(result.skipped),

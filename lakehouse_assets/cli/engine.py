@@ -6,11 +6,14 @@ Thin commands over :mod:`lakehouse_assets.engine.server`; they print, the librar
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK, CommandError
 from lakehouse_assets.cli.output import print_json
 from lakehouse_assets.settings import DEFAULT_ENGINE_PORT, LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DESCRIPTION = """\
 A long-lived Spark Connect server for this lakehouse, so that runs attach to a warm JVM
@@ -52,8 +55,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     status.set_defaults(run=run_status)
 
 
-def run_start(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run_start(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Start the engine (or find it running) and say how to use it."""
+    settings = lakehouse.settings()
     from lakehouse_assets.engine.files import EngineFiles
     from lakehouse_assets.engine.server import engine_status, start_engine
 
@@ -95,8 +99,9 @@ def _register_tables(settings: LakehouseSettings, url: str, port: int) -> int:
     return len(discover_tables(settings.root))
 
 
-def run_stop(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run_stop(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Stop the engine; stopping a stopped engine is not an error."""
+    settings = lakehouse.settings()
     from lakehouse_assets.engine.server import stop_engine
 
     if stop_engine(settings, timeout_seconds=args.timeout):
@@ -106,8 +111,9 @@ def run_stop(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     return EXIT_OK
 
 
-def run_status(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run_status(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Print whether the engine runs and answers; 0 only when it answers."""
+    settings = lakehouse.settings()
     from lakehouse_assets.engine.server import engine_status
 
     status = engine_status(settings)

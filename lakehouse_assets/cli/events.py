@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 from lakehouse_assets.cli.arguments import positive_int, table_name
 from lakehouse_assets.cli.errors import EXIT_OK
 from lakehouse_assets.cli.output import format_time, print_json, render_table
-from lakehouse_assets.settings import LakehouseSettings
 
 if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
     from lakehouse_assets.tables.event_log import Event
 
 DEFAULT_LIMIT = 50
@@ -46,8 +46,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Print the events asked for."""
+    settings = lakehouse.settings()
     from lakehouse_assets.cli.catalog import require_root, require_table
     from lakehouse_assets.tables.event_log import events
 

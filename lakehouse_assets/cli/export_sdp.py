@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError
 from lakehouse_assets.cli.output import render_table
-from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DESCRIPTION = """\
 Write the project's tables (its own and LAKEHOUSE_ASSET_PACKAGES') as a Spark Declarative
@@ -34,8 +36,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Write the project; print what was written and what was left out."""
+    settings = lakehouse.settings()
     from lakehouse_assets.assets.discovery import project_packages
     from lakehouse_assets.definitions import project_definitions
     from lakehouse_assets.pipelines.export import plan_export, write_export

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.arguments import positive_int, table_name
 from lakehouse_assets.cli.errors import EXIT_OK
 from lakehouse_assets.cli.output import format_time, print_json, render_table
-from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DEFAULT_LIMIT = 20
 # Where writers other than the project's sink put their row counts: delta-rs writes, Spark writes.
@@ -35,12 +37,12 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Print the table's history."""
-    from lakehouse_assets.storage import lakehouse_store
+    settings = lakehouse.settings()
 
     path = catalog.require_table(settings, args.table)
-    store = lakehouse_store(settings)
+    store = lakehouse.store()
     with catalog.reading(args.table, path):
         entries = store.history(str(path), limit=args.limit)
         latest = store.version(str(path))

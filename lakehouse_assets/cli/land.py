@@ -20,9 +20,10 @@ from lakehouse_assets.cli.arguments import non_negative_int, positive_int, rate,
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError
 from lakehouse_assets.cli.output import format_count, print_json
 from lakehouse_assets.location import Location
-from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
+from lakehouse_assets.settings import LANDING_DIR
 
 if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
     from lakehouse_assets.simulator import DatasetExhaustedError, LandingResult, PatientChangesResult
 
 DEFAULT_FILES = 5
@@ -91,8 +92,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Land the files and print what landed."""
+    settings = lakehouse.settings()
     from lakehouse_assets.simulator import (
         DEFAULT_DEVICE_COUNT,
         DEFAULT_PATIENT_COUNT,

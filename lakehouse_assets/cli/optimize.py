@@ -8,13 +8,15 @@ the table to finish (the table's lock) rather than racing it.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.arguments import positive_int, table_name
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError
 from lakehouse_assets.cli.output import format_count, print_json, render_table
-from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DESCRIPTION = """\
 Compact TABLE (layer.name), or every table with --all, with Delta Lake's OPTIMIZE: bin-pack
@@ -45,15 +47,15 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run, spark=True)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Compact the tables; 1 when one of them failed (the others are still compacted)."""
+    settings = lakehouse.settings()
     from lakehouse_assets.errors import LakehouseError
-    from lakehouse_assets.spark import build_spark_session
     from lakehouse_assets.tables.maintenance import TableMaintenance
 
     names = catalog.selected_tables(settings, args.table, args.every)
-    spark = build_spark_session(settings, app_name="lakehouse optimize")
-    maintenance = TableMaintenance(spark, settings, None, holder="lakehouse optimize")
+    spark = lakehouse.spark_session
+    maintenance = TableMaintenance(spark, settings, None, lakehouse.store(), holder="lakehouse optimize")
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
     targets = [target for table in names for target in maintenance.targets(table)]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli.arguments import table_name
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError
 from lakehouse_assets.cli.output import print_json
-from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DESCRIPTION = """\
 Re-evaluate the quarantined rows of TABLE (a routed table, layer.name, e.g.
@@ -33,22 +35,21 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     replay.set_defaults(run=run, spark=True)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Replay the quarantine of the table asked for."""
+    settings = lakehouse.settings()
     import dataclasses
 
     from lakehouse_assets.definitions import project_definitions
     from lakehouse_assets.io.replay import replay_quarantine, routed_table_assets
-    from lakehouse_assets.spark import build_spark_session
-    from lakehouse_assets.storage import lakehouse_store
 
     routed = routed_table_assets(list(project_definitions(settings).assets or []))
     asset = routed.get(str(args.table))
     if asset is None:
         raise CommandError(f"{args.table} is not a routed table, so it has no quarantine to replay; routed tables: "
                            f"{', '.join(sorted(routed)) or 'none'}")
-    spark = build_spark_session(settings, app_name="lakehouse quarantine replay")
-    result = replay_quarantine(asset, spark, settings, lakehouse_store(settings))
+    spark = lakehouse.spark_session
+    result = replay_quarantine(asset, spark, settings, lakehouse.store())
     if args.json:
         print_json(dataclasses.asdict(result))
         return EXIT_OK

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.arguments import TableName, table_name
 from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK, CommandError, UsageError
 from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DESCRIPTION = """\
 Full refresh of TABLE (layer.name): delete the table, the checkpoint of the streaming query
@@ -40,8 +43,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Reset the table after confirmation; 1 if declined or nothing was there."""
+    settings = lakehouse.settings()
     table: TableName = args.table
     root = catalog.require_root(settings)
     targets = {
@@ -72,9 +76,8 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
         return EXIT_FAILURE
 
     from lakehouse_assets.io import TableRef, full_refresh
-    from lakehouse_assets.storage import lakehouse_store
 
-    full_refresh(lakehouse_store(settings), TableRef(
+    full_refresh(lakehouse.store(), TableRef(
         table.layer, table.name, targets["table"], targets["checkpoint"], targets["stored schema"]))
     # full_refresh ignores errors deleting the checkpoint and schema: check nothing is left,
     # since a stale checkpoint against a new table would skip or repeat data silently.

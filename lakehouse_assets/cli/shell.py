@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import code
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli.catalog import require_root
 from lakehouse_assets.cli.errors import EXIT_OK
-from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DESCRIPTION = """\
 Start a Python shell with a Spark session and the lakehouse's tables by name:
@@ -34,14 +36,13 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run, spark=True)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Open the shell (or run ``-c`` code) with the tables by name."""
+    settings = lakehouse.settings()
     require_root(settings)
-    from lakehouse_assets.spark import build_spark_session
-    from lakehouse_assets.tables import LakehouseTables
 
-    spark = build_spark_session(settings, app_name="lakehouse shell")
-    tables = LakehouseTables(spark, settings)
+    spark = lakehouse.spark_session
+    tables = lakehouse.tables
     namespace: dict[str, Any] = {"spark": spark, "tables": tables, "sql": tables.sql, "table": tables.table}
     if args.code is not None:
         exec(compile(args.code, "<lakehouse shell -c>", "exec"), namespace)  # noqa: S102 - the user's own code

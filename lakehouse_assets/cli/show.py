@@ -14,10 +14,12 @@ from lakehouse_assets.cli.arguments import TableName, non_negative_int, positive
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError
 from lakehouse_assets.cli.output import format_count, print_json, render_table
 from lakehouse_assets.location import Location
-from lakehouse_assets.settings import LakehouseSettings
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from lakehouse_assets.resource import LakehouseResource
+    from lakehouse_assets.storage import DeltaTableStore
 
 DEFAULT_LIMIT = 20
 
@@ -43,11 +45,12 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Print the rows."""
+    settings = lakehouse.settings()
     path = catalog.require_table(settings, args.table)
     with catalog.reading(args.table, path):
-        rows, total, version, latest = _read(args.table, path, args.version, args.limit, settings)
+        rows, total, version, latest = _read(args.table, path, args.version, args.limit, lakehouse.store())
     records = rows.to_pylist()
     if args.json:
         print_json({"table": str(args.table), "path": str(path), "version": version,
@@ -61,12 +64,9 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
 
 
 def _read(name: TableName, path: Location, version: int | None, limit: int,
-          settings: LakehouseSettings) -> tuple[pa.Table, int | None, int, int]:
+          store: DeltaTableStore) -> tuple[pa.Table, int | None, int, int]:
     """The first ``limit`` rows at ``version`` (default: the latest), the version's row
     count, the version read and the latest version."""
-    from lakehouse_assets.storage import lakehouse_store
-
-    store = lakehouse_store(settings)
     snapshot = store.snapshot(str(path))
     latest = snapshot.version
     wanted = latest if version is None else version

@@ -8,14 +8,16 @@ embedded or on the engine at ``LAKEHOUSE_SPARK_REMOTE``, as written.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli.arguments import positive_int
 from lakehouse_assets.cli.catalog import declared_tables, require_root
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError, UsageError
 from lakehouse_assets.cli.output import print_json, render_table
 from lakehouse_assets.errors import UnknownTableError
-from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DEFAULT_LIMIT = 1000
 
@@ -47,20 +49,19 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run, spark=True)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Run the query; print its rows."""
+    settings = lakehouse.settings()
     require_root(settings)
     from pyspark.errors import AnalysisException
 
-    from lakehouse_assets.spark import build_spark_session
     from lakehouse_assets.spark_conf import is_connect_session
-    from lakehouse_assets.tables import LakehouseTables
 
-    spark = build_spark_session(settings, app_name="lakehouse sql")
+    spark = lakehouse.spark_session
     if not is_connect_session(spark):
         # Spark logs a failed query's analysis error before raising it; the error is printed once, below.
         spark.sparkContext.setLogLevel("FATAL")
-    tables = LakehouseTables(spark, settings)
+    tables = lakehouse.tables
     try:
         df = tables.sql(args.query)
         if df.isStreaming:

@@ -10,13 +10,17 @@ import argparse
 import datetime as dt
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK
 from lakehouse_assets.cli.output import format_count, format_time, print_json, render_table
 from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
+    from lakehouse_assets.storage import DeltaTableStore
 
 DESCRIPTION = """\
 Show every table under the lakehouse root with its version, row count (from the Delta log's
@@ -61,12 +65,13 @@ class TableState:
                 "last_operation": self.last_operation, "error": self.error}
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Print the status report; 1 if any table could not be read."""
+    settings = lakehouse.settings()
     from lakehouse_assets.storage.discovery import discover_tables
 
     root = catalog.require_root(settings)
-    tables = [_table_state(name, settings) for name in discover_tables(root)]
+    tables = [_table_state(name, settings, lakehouse.store()) for name in discover_tables(root)]
     landing = _landing_state(root, tables)
     queries = _query_state(root, tables)
     if args.json:
@@ -79,20 +84,18 @@ def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
     return EXIT_FAILURE if any(t.error for t in tables) else EXIT_OK
 
 
-def _table_state(name: str, settings: LakehouseSettings) -> TableState:
+def _table_state(name: str, settings: LakehouseSettings, store: DeltaTableStore) -> TableState:
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
     from lakehouse_assets.ingestion.files import local_file_path
-    from lakehouse_assets.storage import lakehouse_store
     from lakehouse_assets.storage.history import newest_first
     from lakehouse_assets.tables.reading import last_reading
 
     layer, table_name = name.split(".", 1)
     path = settings.table_path(layer, table_name)
     state = TableState(name, path)
-    store = lakehouse_store(settings)
     try:
         snapshot = store.snapshot(str(path))
         state.version = snapshot.version

@@ -9,10 +9,10 @@ from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.arguments import positive_int, table_name
 from lakehouse_assets.cli.errors import EXIT_OK
 from lakehouse_assets.cli.output import print_json, render_table
-from lakehouse_assets.settings import LakehouseSettings
 
 if TYPE_CHECKING:
     from lakehouse_assets.reliability.provenance import RowTrace
+    from lakehouse_assets.resource import LakehouseResource
 
 DEFAULT_LIMIT = 20
 
@@ -46,17 +46,15 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run, spark=True)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Print where each matching row came from."""
+    settings = lakehouse.settings()
     path = catalog.require_table(settings, args.table)
     from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN
     from lakehouse_assets.reliability.provenance import group_json, trace_groups, trace_json, trace_rows
-    from lakehouse_assets.spark import build_spark_session
-    from lakehouse_assets.storage import lakehouse_store
-    from lakehouse_assets.tables import LakehouseTables
 
-    grouped = SOURCE_FILE_COLUMN not in lakehouse_store(settings).schema(str(path)).names
-    tables = LakehouseTables(build_spark_session(settings, app_name="lakehouse trace"), settings)
+    grouped = SOURCE_FILE_COLUMN not in lakehouse.store().schema(str(path)).names
+    tables = lakehouse.tables
     table = str(args.table)
     if grouped:
         groups = trace_groups(tables, table, args.where, limit=args.limit)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.arguments import non_negative_int, table_name
 from lakehouse_assets.cli.errors import EXIT_OK, CommandError
 from lakehouse_assets.cli.output import format_count, print_json, render_table
-from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DEFAULT_RETAIN_HOURS = 168
 
@@ -51,18 +53,18 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run, spark=True)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Vacuum the tables; 1 when one of them was refused or failed (the others are vacuumed)."""
+    settings = lakehouse.settings()
     import dagster as dg
 
     from lakehouse_assets.errors import LakehouseError
-    from lakehouse_assets.spark import build_spark_session
     from lakehouse_assets.tables.maintenance import TableMaintenance
 
     names = catalog.selected_tables(settings, args.table, args.every)
-    spark = build_spark_session(settings, app_name="lakehouse vacuum")
+    spark = lakehouse.spark_session
     instance = dg.DagsterInstance.from_config(str(settings.dagster_home)) if settings.dagster_home else None
-    maintenance = TableMaintenance(spark, settings, instance, holder="lakehouse vacuum")
+    maintenance = TableMaintenance(spark, settings, instance, lakehouse.store(), holder="lakehouse vacuum")
     retention = dt.timedelta(hours=args.retain_hours)
     rows: list[dict[str, Any]] = []
     failures: list[str] = []

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
 from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK
 from lakehouse_assets.cli.output import print_json
-from lakehouse_assets.settings import LakehouseSettings
+
+if TYPE_CHECKING:
+    from lakehouse_assets.resource import LakehouseResource
 
 DESCRIPTION = """\
 Check that nothing was lost, duplicated or half-written:
@@ -26,7 +28,6 @@ Check that nothing was lost, duplicated or half-written:
   versions_whole     every Delta version of every table is whole, every data file of the
                      latest version exists with the row count its log states, and no
                      streaming batch is committed twice
-  checkpoints_agree  every streaming checkpoint agrees with the tables its query writes
 
 The tables each invariant covers come from the tables' declarations (the project's assets
 and the packages LAKEHOUSE_ASSET_PACKAGES names): each is listed under its invariant. Each
@@ -49,12 +50,13 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     parser.set_defaults(run=run, spark=True)
 
 
-def run(args: argparse.Namespace, settings: LakehouseSettings) -> int:
+def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Check every invariant; print the verdicts and violations; 1 if any is violated."""
+    settings = lakehouse.settings()
     from lakehouse_assets.reliability import check_all
 
     root = catalog.require_root(settings)
-    report = check_all(settings, pending_ok=args.allow_pending)
+    report = check_all(lakehouse, pending_ok=args.allow_pending)
     if args.json:
         print_json({
             "root": str(root),

@@ -73,7 +73,7 @@ def copy_into(
     columns are an error naming them. ``format_options`` go to Spark's reader
     (``{"header": "true", "inferSchema": "true"}`` for CSV). The table is created by the first
     load. Files are recognised by path: a file rewritten under a loaded name is skipped
-    unless ``force``. ``store`` is the lakehouse's (:func:`~lakehouse_assets.storage.lakehouse_store`).
+    unless ``force``. ``store`` is the lakehouse's (its resource's).
     A load that writes no rows (its files are all empty) commits nothing, so
     it is not remembered: such files are listed as loaded again, with no rows, next time.
     """

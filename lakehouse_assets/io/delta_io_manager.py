@@ -45,8 +45,8 @@ from lakehouse_assets.outputs import (
     TableKept,
     UpstreamTable,
 )
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.spec import TableSpec
 from lakehouse_assets.storage import DeltaTableStore, StreamOptions
 from lakehouse_assets.storage.table_lock import table_locks
@@ -59,7 +59,7 @@ Handler = Callable[[Any, TableRun, DeltaTableStore, Any], Written]
 class DeltaIOManager(dg.ConfigurableIOManager):
     """Reads and writes table assets as Delta tables under the lakehouse root."""
 
-    spark: SparkResource
+    lakehouse: LakehouseResource
     read_inputs_as: Literal["batch", "stream"] = Field(
         default="batch", description="Load inputs as the table as it stands, or as a stream of new rows"
     )
@@ -70,11 +70,11 @@ class DeltaIOManager(dg.ConfigurableIOManager):
 
     def settings(self) -> LakehouseSettings:
         """Where the lakehouse is: the Spark resource's (read when used, not when definitions load)."""
-        return self.spark.settings()
+        return self.lakehouse.settings()
 
     def store(self) -> DeltaTableStore:
         """The table storage every handler writes through: the Spark resource's."""
-        return self.spark.store()
+        return self.lakehouse.store()
 
     # -- writing ------------------------------------------------------------------------------
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
@@ -83,7 +83,7 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             return
         if isinstance(obj, DataFrame):  # a body with no expectations
             obj = ExpectedRows(obj, ())
-        with engine_errors(self.spark.settings()):
+        with engine_errors(self.lakehouse.settings()):
             # Routed rows come out on a quarantine's output when it alone is selected: its
             # table's query writes them all the same.
             routed = isinstance(obj, RoutedRows)
@@ -115,9 +115,9 @@ class DeltaIOManager(dg.ConfigurableIOManager):
             fault_point("asset.materialized")
         else:
             written = handler(obj, run, store, context.log)
-        drop_temp_views(self.spark.spark_session)
+        drop_temp_views(self.lakehouse.spark_session)
         if new_tables:
-            register_tables(self.spark.spark_session, self.settings(), new_tables)
+            register_tables(self.lakehouse.spark_session, self.settings(), store, new_tables)
         metadata = {**written.metadata, **table_metadata(store, run, written.version, declared_lineage(run))}
         metadata["duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - started, 3))
         return metadata
@@ -144,12 +144,12 @@ class DeltaIOManager(dg.ConfigurableIOManager):
         if self.read_inputs_as == "stream":
             options = _consumer_stream_options(context, table.table_name)
             return UpstreamTable(table.table_name, lambda: self._read(
-                lambda: store.read_stream(self.spark.spark_session, str(table.path), options)))
+                lambda: store.read_stream(self.lakehouse.spark_session, str(table.path), options)))
         return UpstreamTable(table.table_name, lambda: self._read(
-            lambda: store.read(self.spark.spark_session, str(table.path))))
+            lambda: store.read(self.lakehouse.spark_session, str(table.path))))
 
     def _read(self, read: Callable[[], DataFrame]) -> DataFrame:
-        with engine_errors(self.spark.settings()):
+        with engine_errors(self.lakehouse.settings()):
             return read()
 
 

@@ -89,7 +89,7 @@ def replay_quarantine(asset: dg.AssetsDefinition, spark: SparkSession, settings:
             "not its input: replaying them is not supported yet. Fix the rule or the data, then `lakehouse reset "
             f"{run.table.table_name}` and materialize it again to route every row anew.")
     table, quarantine = str(run.table.path), str(run.quarantine.path)
-    register_tables(spark, settings)  # the tables the asset's body may name (a routed SQL query's lookups)
+    register_tables(spark, settings, store)  # the tables the asset's body may name (a routed SQL query's lookups)
     with table_locks(run.root, run.lock_names, timeout_seconds=_LOCK_TIMEOUT_SECONDS,
                      holder=f"the quarantine replay of {run.table.table_name}"):
         finished = _finish_pending(store, spark, run)
@@ -227,10 +227,10 @@ def replay_job(asset: dg.AssetsDefinition) -> dg.JobDefinition:
     name = spec.table.replace(".", "__")
     main_key, quarantine_key = dg.AssetKey([spec.layer, spec.name]), dg.AssetKey(spec.quarantine.split("."))
 
-    @dg.op(name=f"replay_{name}_quarantine", required_resource_keys={"spark"}, out={},
+    @dg.op(name=f"replay_{name}_quarantine", required_resource_keys={"lakehouse"}, out={},
            description=f"Moves the quarantined rows of {spec.table} that pass its rules and lookups now")
     def replay(context):  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation here
-        lakehouse = context.resources.spark
+        lakehouse = context.resources.lakehouse
         with engine_errors(lakehouse.settings()):
             result = replay_quarantine(asset, lakehouse.spark_session, lakehouse.settings(), lakehouse.store(),
                                        context.run_id)

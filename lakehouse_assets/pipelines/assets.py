@@ -47,8 +47,8 @@ from lakehouse_assets.pipelines.session import FILE_METADATA, PipelineRun, Pipel
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, load_project
 from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.spec import LANDING_FOLDERS
 from lakehouse_assets.storage import type_sql
 from lakehouse_assets.tables.sql_definition import SqlConstraint, SqlDefinitionError, check_name, condition_columns
@@ -158,34 +158,35 @@ def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: Lakehou
             raise PipelineError(f"{dataset.location}: {dataset.table} reads cloudFiles and other sources; Auto Loader "
                                 "feeds a table of its own: read one landing folder per table")
 
-        def _ingested(spark: SparkResource) -> IncrementalSource:
-            return _auto_loader_source(spark, build)
+        def _ingested(lakehouse: LakehouseResource) -> IncrementalSource:
+            return _auto_loader_source(lakehouse, build)
 
         if routes:  # each landed record in the table or, dropped, in its quarantine
             return _routed(common, _ingested, merge_schema=True)
         return table_asset(output_mode="append", merge_schema=True, **common)(_ingested)
     if routes:
-        def _routed_rows(spark: SparkResource) -> RoutedRows:
-            frame = build(spark).frame
+        def _routed_rows(lakehouse: LakehouseResource) -> RoutedRows:
+            frame = build(lakehouse).frame
             return RoutedRows(rows=frame, passed_columns=frame.columns, quarantine_columns=frame.columns)
 
         return _routed(common, _routed_rows)
 
     @table_asset(output_mode="append", write_mode="overwrite", **common)
-    def _dataset(spark: SparkResource) -> DataFrame:
-        return build(spark).frame
+    def _dataset(lakehouse: LakehouseResource) -> DataFrame:
+        return build(lakehouse).frame
 
     return _dataset
 
 
-def _auto_cdc(common: dict[str, Any], spec: AutoCdc, build: Callable[[SparkResource], _Built]) -> dg.AssetsDefinition:
+def _auto_cdc(common: dict[str, Any], spec: AutoCdc,
+              build: Callable[[LakehouseResource], _Built]) -> dg.AssetsDefinition:
     @auto_cdc_table(keys=spec.keys, sequence_by=spec.sequence_by, stored_as_scd_type=spec.stored_as_scd_type,
                     apply_as_deletes=spec.apply_as_deletes, apply_as_truncates=spec.apply_as_truncates,
                     except_column_list=spec.except_column_list, column_list=spec.column_list,
                     track_history_column_list=spec.track_history_column_list,
                     track_history_except_column_list=spec.track_history_except_column_list, **common)
-    def _changes_applied(spark: SparkResource) -> DataFrame:
-        return build(spark).frame
+    def _changes_applied(lakehouse: LakehouseResource) -> DataFrame:
+        return build(lakehouse).frame
 
     return _changes_applied
 
@@ -220,11 +221,11 @@ def _from_snapshots(pipeline: LoadedPipeline, dataset: PipelineDataset, common: 
 
     @auto_cdc_from_snapshot_table(keys=flow.snapshot.keys, stored_as_scd_type=flow.snapshot.stored_as_scd_type,  # type: ignore[arg-type]
                                   track_history_column_list=flow.snapshot.track_history_column_list, **common)
-    def _snapshots_applied(spark: SparkResource) -> SnapshotSource:
-        settings = spark.settings()
-        run = PipelineRun(spark.spark_session, dataset.table, pipeline.views, settings, pipeline.session, spark.store())
+    def _snapshots_applied(lakehouse: LakehouseResource) -> SnapshotSource:
+        settings, spark = lakehouse.settings(), lakehouse.spark_session
+        run = PipelineRun(spark, dataset.table, pipeline.views, settings, pipeline.session, lakehouse.store())
         with running(run):
-            return snapshots_of(flow, spark.spark_session, settings)
+            return snapshots_of(flow, spark, settings, lakehouse.store())
 
     return _snapshots_applied
 
@@ -242,14 +243,14 @@ def _append_flows(pipeline: LoadedPipeline, dataset: PipelineDataset, common: di
     builds = {flow.name: _flow_frame(pipeline, dataset, flow) for flow in dataset.flows}
 
     @table_asset(output_mode="append", **common)
-    def _flows(spark: SparkResource) -> AppendFlows:
-        return AppendFlows(tuple(AppendFlow(name, partial(lambda b: b(spark).frame, build))
+    def _flows(lakehouse: LakehouseResource) -> AppendFlows:
+        return AppendFlows(tuple(AppendFlow(name, partial(lambda b: b(lakehouse).frame, build))
                                  for name, build in builds.items()))
 
     return _flows
 
 
-def _routed(common: dict[str, Any], body: Callable[[SparkResource], RoutedRows | IncrementalSource],
+def _routed(common: dict[str, Any], body: Callable[[LakehouseResource], RoutedRows | IncrementalSource],
             merge_schema: bool = True) -> dg.AssetsDefinition:
     """A dataset dropping rows (``expect_or_drop``) into its quarantine: a streaming table's
     query or an ingestion routes each batch, a materialized view its whole result."""
@@ -270,13 +271,13 @@ class _Built:
 
 
 def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset,
-                flow: PipelineFlow) -> Callable[[SparkResource], _Built]:
+                flow: PipelineFlow) -> Callable[[LakehouseResource], _Built]:
     """How a run gets the DataFrame of one of the dataset's flows: its function, called with
-    the run's session (of the lakehouse ``spark``) behind the pipeline's ``spark``, its
+    the run's session (of the lakehouse resource) behind the pipeline's ``spark``, its
     ``spark_conf`` set."""
     expected_streaming = dataset.kind is DatasetKind.streaming_table
 
-    def build(lakehouse: SparkResource) -> _Built:
+    def build(lakehouse: LakehouseResource) -> _Built:
         spark = lakehouse.spark_session
         for key, value in flow.spark_conf.items():
             spark.conf.set(key, value)
@@ -297,15 +298,16 @@ def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset,
     return build
 
 
-def _auto_loader_source(spark: SparkResource, build: Callable[[SparkResource], _Built]) -> IncrementalSource:
+def _auto_loader_source(lakehouse: LakehouseResource,
+                        build: Callable[[LakehouseResource], _Built]) -> IncrementalSource:
     """A flow reading cloudFiles as the IO manager runs a bronze table: rebuilt (the flow
     called again) when the stored schema evolves, skipped when nothing new has landed."""
-    first = build(spark)
-    source = landing_source(spark.spark_session, first.run.loaders[0], dg.get_dagster_logger())
+    first = build(lakehouse)
+    source = landing_source(lambda: lakehouse.spark_session, first.run.loaders[0], dg.get_dagster_logger())
     pending = [first.frame]
 
     def frame() -> DataFrame:
-        return pending.pop() if pending else build(spark).frame
+        return pending.pop() if pending else build(lakehouse).frame
 
     return dataclasses.replace(source, build=frame)
 

@@ -24,7 +24,7 @@ from lakehouse_assets.pipelines.import_columns import NotSqlError, sql_text
 from lakehouse_assets.pipelines.session import active_run
 from lakehouse_assets.pipelines.spec import PipelineError, SourceLocation
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import lakehouse_store
+from lakehouse_assets.storage import DeltaTableStore
 
 
 def create_auto_cdc_flow(
@@ -98,7 +98,8 @@ def create_auto_cdc_from_snapshot_flow(
 MAX_SNAPSHOTS = 10_000
 
 
-def snapshots_of(flow: PipelineFlow, spark: SparkSession, settings: LakehouseSettings) -> SnapshotSource:
+def snapshots_of(flow: PipelineFlow, spark: SparkSession, settings: LakehouseSettings,
+                 store: DeltaTableStore) -> SnapshotSource:
     """The snapshots an AUTO CDC FROM SNAPSHOT flow offers this run (called inside the run's
     pipeline context): its source table as it stands, at its current version, or every
     ``(DataFrame, version)`` its function gives, in order (the table skips those it holds)."""
@@ -106,7 +107,7 @@ def snapshots_of(flow: PipelineFlow, spark: SparkSession, settings: LakehouseSet
         # Every version of the table is offered: the one before the first new one is what
         # that one's changes are computed from; those the table holds are skipped unread.
         table = flow.source
-        current = lakehouse_store(settings).version(str(settings.table_path(*table.split("."))))
+        current = store.version(str(settings.table_path(*table.split("."))))
         return SnapshotSource(table, [
             Snapshot(version, partial(_table_version, spark, table, version), f"{table} version {version}")
             for version in range(0 if current is None else current + 1)])

@@ -229,11 +229,11 @@ def stored_schema(settings: LakehouseSettings, table: str) -> dict[str, str]:
 
 def _table_schema(settings: LakehouseSettings, table: str) -> StructType | None:
     """The schema of the lakehouse's ``table`` as its Delta log has it; None when never built."""
-    from lakehouse_assets.storage import lakehouse_store
+    from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table, spark_schema
 
     if not _has_table(settings, table):
         return None
-    return lakehouse_store(settings).schema(str(settings.table_path(*table.split("."))))
+    return spark_schema(open_delta_table(settings.table_path(*table.split("."))))
 
 
 def _column_types(settings: LakehouseSettings, table: str, spec: dg.AssetSpec) -> dict[str, str]:

@@ -21,7 +21,7 @@ stays cheap as the table grows; ``"full"`` validates the whole table every time.
 # No ``from __future__ import annotations``: Dagster reads the check function's annotations
 # (context type, resource types) at definition time and needs them as objects.
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import dagster as dg
@@ -33,8 +33,8 @@ from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.contract import Contract, StructureError
 from lakehouse_assets.quality.evaluation import DEFAULT_SAMPLE_SIZE, Evaluation, RuleResult, evaluate, markdown_table
 from lakehouse_assets.quality.rules import Rule, Severity, UniqueKey
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.changes import ChangePlan, plan_changes, read_plan
 
@@ -127,11 +127,12 @@ def contract_checks(
         # A table not created yet gets no results at all, and one check can be run alone.
         can_subset=True,
     )
-    def _contract_checks(context: dg.AssetCheckExecutionContext, spark: SparkResource) -> Iterator[dg.AssetCheckResult]:
-        selected, settings = context.selected_asset_check_keys, spark.settings()
+    def _contract_checks(context: dg.AssetCheckExecutionContext,
+                         lakehouse: LakehouseResource) -> Iterator[dg.AssetCheckResult]:
+        selected, settings = context.selected_asset_check_keys, lakehouse.settings()
         with engine_errors(settings):  # an engine lost mid-check is named, as in a table's run
-            for result in run_checks(context, spark.spark_session, contract, key, scope=scope,
-                                     sample_size=sample_size, settings=settings, store=spark.store()):
+            for result in run_checks(context, lambda: lakehouse.spark_session, contract, key, scope=scope,
+                                     sample_size=sample_size, settings=settings, store=lakehouse.store()):
                 if dg.AssetCheckKey(key, str(result.check_name)) in selected:
                     yield result
 
@@ -140,7 +141,7 @@ def contract_checks(
 
 def run_checks(
     context: dg.AssetCheckExecutionContext,
-    spark: SparkSession,
+    spark: Callable[[], SparkSession],
     contract: Contract,
     key: dg.AssetKey,
     *,
@@ -166,7 +167,7 @@ def run_checks(
         # No row changed since every check was last evaluated: each keeps its result.
         yield from kept_results(context, key, contract, plan.latest_version)
         return
-    evaluation = evaluate(contract, read_plan(store, spark, plan), sample_size=sample_size)
+    evaluation = evaluate(contract, read_plan(store, spark(), plan), sample_size=sample_size)
     common = _common_metadata(plan, identity, evaluation, scope)
     yield _structure_result(key, evaluation, common)
     for result in evaluation.results.values():

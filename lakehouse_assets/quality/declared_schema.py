@@ -23,11 +23,11 @@ def declared_schema_check(table: str, types: Mapping[str, str], *, blocking: boo
     wanted = {column: spark_type(declared).simpleString() for column, declared in types.items()}
 
     @dg.asset_check(asset=dg.AssetKey([layer, name]), name=DECLARED_SCHEMA_CHECK, blocking=blocking,
-                    required_resource_keys={"spark"},
+                    required_resource_keys={"lakehouse"},
                     description=f"{table} stores its {len(wanted)} declared columns with their declared types")
     def declared_schema(context) -> dg.AssetCheckResult:  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation
-        path = context.resources.spark.settings().table_path(layer, name)
-        store = context.resources.spark.store()
+        path = context.resources.lakehouse.settings().table_path(layer, name)
+        store = context.resources.lakehouse.store()
         if not store.exists(str(path)):
             return dg.AssetCheckResult(passed=False, description=f"No table {table} at {path} to check: "
                                        "materialize it first.")

@@ -145,11 +145,11 @@ def freshness_check(path: FreshnessPath, max_lag: dt.timedelta = DEFAULT_MAX_LAG
     layer, name = path.table.split(".")
 
     @dg.asset_check(asset=dg.AssetKey([layer, name]), name=FRESHNESS_CHECK, blocking=False,
-                    required_resource_keys={"spark"},
+                    required_resource_keys={"lakehouse"},
                     description=f"At most {_minutes(max_lag)} behind the records landed in "
                                 f"landing/{path.landing_source} (data time, through {' <- '.join(path.through)})")
     def data_freshness(context) -> dg.AssetCheckResult:  # type: ignore[no-untyped-def]  # Dagster refuses a string annotation
-        lakehouse = context.resources.spark
+        lakehouse = context.resources.lakehouse
         return freshness_result(data_lag(lakehouse.settings(), lakehouse.store(), path, context.instance), max_lag)
 
     return data_freshness

@@ -37,23 +37,19 @@ from lakehouse_assets.reliability.recomputed import GOLD_RECOMPUTED, check_gold_
 from lakehouse_assets.reliability.report import InvariantReport, InvariantResult
 from lakehouse_assets.reliability.routed import ROUTED, check_routed
 from lakehouse_assets.reliability.versions_whole import VERSIONS_WHOLE, check_versions_whole
-from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import build_spark_session
-
-#: The Spark application that recomputes incrementally kept tables.
-APP_NAME = "lakehouse verify"
+from lakehouse_assets.resource import LakehouseResource
 
 
-def check_all(settings: LakehouseSettings, *, pending_ok: bool = False, flows: Flows | None = None) -> InvariantReport:
-    """Check every invariant on the lakehouse at ``settings.root``, for the tables of
-    ``flows`` (by default those the project declares: its own asset package and those of
-    ``settings.asset_packages``)."""
+def check_all(lakehouse: LakehouseResource, *, pending_ok: bool = False, flows: Flows | None = None) -> InvariantReport:
+    """Check every invariant on ``lakehouse``, for the tables of ``flows`` (by default those
+    the project declares: its own asset package and those of ``settings.asset_packages``).
+    Spark is started only to recompute the tables kept incrementally."""
+    settings = lakehouse.settings()
     declared = flows if flows is not None else project_flows(settings)
     checks: list[Callable[[], InvariantResult]] = [
         lambda: check_landed_once(settings, declared, pending_ok=pending_ok),
         lambda: check_routed(settings, declared, pending_ok=pending_ok),
-        lambda: check_gold_recomputed(settings, declared, lambda: build_spark_session(settings, app_name=APP_NAME),
-                                      pending_ok=pending_ok),
+        lambda: check_gold_recomputed(settings, declared, lambda: lakehouse.tables, pending_ok=pending_ok),
         lambda: check_versions_whole(settings),
     ]
     return InvariantReport([check() for check in checks])

@@ -17,8 +17,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import SparkSession
-
 from lakehouse_assets.reliability import table_reader
 from lakehouse_assets.reliability.flows import Flows, Recomputation
 from lakehouse_assets.reliability.reading import read_or_report, table_path
@@ -30,10 +28,11 @@ from lakehouse_assets.tables import LakehouseTables
 GOLD_RECOMPUTED = "gold_recomputed"
 
 
-def check_gold_recomputed(settings: LakehouseSettings, flows: Flows, spark: Callable[[], SparkSession], *,
+def check_gold_recomputed(settings: LakehouseSettings, flows: Flows, lakehouse_tables: Callable[[], LakehouseTables], *,
                           pending_ok: bool = False) -> InvariantResult:
     """Each table of ``flows.recomputations`` holds what its query computes in batch now;
-    ``spark`` gives the session to run the queries in (asked for only when there is one to run)."""
+    ``lakehouse_tables`` gives the tables by name in the Spark session to run the queries in
+    (asked for only when there is one to run)."""
     result = InvariantResult(GOLD_RECOMPUTED, "every table kept incrementally equals a batch recomputation")
     if pending_ok:
         result.skipped = "a table may lag its sources while runs are pending"
@@ -47,7 +46,7 @@ def check_gold_recomputed(settings: LakehouseSettings, flows: Flows, spark: Call
         actual = read_or_report(result, settings, recomputation.table, None)
         if actual is None:
             continue
-        tables = tables or LakehouseTables(spark(), settings)
+        tables = tables or lakehouse_tables()
         try:
             expected = tables.sql(recomputation.query).toArrow()
         except Exception as exc:  # noqa: BLE001 - a source that cannot be read is a finding, not a crash

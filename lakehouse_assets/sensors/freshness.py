@@ -45,10 +45,10 @@ def freshness_sensor(paths: Sequence[FreshnessPath], max_lag: dt.timedelta, *,
     checks = {p.table: dg.AssetCheckKey(dg.AssetKey(p.table.split(".")), FRESHNESS_CHECK) for p in paths}
 
     @dg.sensor(name=FRESHNESS_SENSOR_NAME, minimum_interval_seconds=minimum_interval_seconds,
-               default_status=dg.DefaultSensorStatus.RUNNING, required_resource_keys={"spark"},
+               default_status=dg.DefaultSensorStatus.RUNNING, required_resource_keys={"lakehouse"},
                description="Reports the data_freshness checks' new results when a table goes stale or fresh")
     def lakehouse_freshness_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        settings, store = context.resources.spark.settings(), context.resources.spark.store()
+        settings, store = context.resources.lakehouse.settings(), context.resources.lakehouse.store()
         lags = {p.table: data_lag(settings, store, p, context.instance) for p in paths}
         scan = scan_freshness(json.loads(context.cursor) if context.cursor else {}, lags, max_lag)
         context.update_cursor(json.dumps(scan.fresh, sort_keys=True))

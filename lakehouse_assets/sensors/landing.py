@@ -185,12 +185,12 @@ def landing_sensor(
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
         asset_selection=selection,
-        required_resource_keys={"spark"},
+        required_resource_keys={"lakehouse"},
         description=f"Requests {requested}{' and downstream' if carry_downstream else ''} "
         f"when files land in landing/{source}/",
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
-        lakehouse = context.resources.spark
+        lakehouse = context.resources.lakehouse
         settings = lakehouse.settings()
         folder = settings.landing_path(source)
         cursor = LandingCursor.parse(context.cursor)

@@ -7,7 +7,7 @@ by delta-rs; everything above this package speaks of a :class:`DeltaTableStore` 
 from lakehouse_assets.location import local_path
 from lakehouse_assets.storage._schema import type_sql
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.delta import DeltaTableStore, lakehouse_store
+from lakehouse_assets.storage.delta import DeltaTableStore
 from lakehouse_assets.storage.delta_rs_snapshot import DeltaRsSnapshot
 from lakehouse_assets.storage.engine import (
     AppTransaction,
@@ -39,7 +39,6 @@ __all__ = [
     "TableLayout",
     "VacuumResult",
     "WriteMode",
-    "lakehouse_store",
     "local_path",
     "run_commits",
     "type_sql",

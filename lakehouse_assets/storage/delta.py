@@ -23,7 +23,6 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 from lakehouse_assets.errors import LakehouseError, NotADeltaTableError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.location import Location, ObjectStore, locate
-from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spark_conf import session_settings
 from lakehouse_assets.storage import engine, maintenance
 from lakehouse_assets.storage._schema import type_sql
@@ -379,11 +378,4 @@ def _already_committed(table: DeltaTable | None, transaction: AppTransaction | N
 
 
 
-def lakehouse_store(settings: LakehouseSettings) -> DeltaTableStore:
-    """The store of the lakehouse ``settings`` describe. The one place a store is built, so
-    that what reaching the lakehouse's tables takes is said once: a local root needs nothing
-    more; tables on an S3-API store are opened by delta-rs at the endpoint S3A is given."""
-    return DeltaTableStore(settings.object_store)
-
-
-__all__ = ["DeltaTableStore", "lakehouse_store", "table_history"]
+__all__ = ["DeltaTableStore", "table_history"]

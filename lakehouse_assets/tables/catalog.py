@@ -33,7 +33,7 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import lakehouse_store, local_path
+from lakehouse_assets.storage import DeltaTableStore, local_path
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.storage.merge import quote, sql_literal
 from lakehouse_assets.tables.event_log import register_event_log
@@ -47,7 +47,8 @@ _ALREADY_EXISTS = ("DELTA_TABLE_ALREADY_EXISTS", "TABLE_OR_VIEW_ALREADY_EXISTS")
 _LISTING_ATTEMPTS = 5
 
 
-def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Sequence[str] | None = None) -> list[str]:
+def register_tables(spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore,
+                    names: Sequence[str] | None = None) -> list[str]:
     """Register in ``spark``'s catalog the tables under the lakehouse root it lacks (or
     those of ``names``); the names registered. Without ``names``, one catalog lookup answers when
     the driver already holds every table on disk; the catalog is listed only when not.
@@ -55,7 +56,6 @@ def register_tables(spark: SparkSession, settings: LakehouseSettings, names: Seq
     A layer registered for another root (a driver that served another lakehouse: a test
     session does) is moved to this one, its external tables unregistered first; their data
     stays where it is, and a table created in the catalog itself (managed) is left alone."""
-    store = lakehouse_store(settings)
     # A folder whose first write never committed holds no table yet.
     on_disk = [name for name in (discover_tables(settings.root) if names is None else names)
                if store.exists(str(_table_path(settings, name)))]

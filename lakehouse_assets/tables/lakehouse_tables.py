@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_assets.errors import LakehouseError, UnknownTableError
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore, StreamOptions, lakehouse_store
+from lakehouse_assets.storage import DeltaTableStore, StreamOptions
 from lakehouse_assets.storage.discovery import discover_tables
 from lakehouse_assets.tables.catalog import register_tables
 
@@ -32,11 +32,11 @@ MEDALLION_LAYERS = ("bronze", "silver", "gold")
 class LakehouseTables:
     """The tables under the lakehouse root, by name, in ``spark``."""
 
-    def __init__(self, spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore | None = None) -> None:
+    def __init__(self, spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore) -> None:
         self.spark = spark
         self.settings = settings
-        self.store = store or lakehouse_store(settings)
-        register_tables(spark, self.settings)
+        self.store = store
+        register_tables(spark, self.settings, store)
 
     def names(self) -> list[str]:
         """Every table as ``layer.name``, layers in data-flow order."""

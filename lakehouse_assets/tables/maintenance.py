@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import dagster as dg
 from pyspark.sql import SparkSession
@@ -42,7 +42,7 @@ class TableMaintenance:
     spark: SparkSession
     settings: LakehouseSettings
     instance: dg.DagsterInstance | None
-    store: DeltaTableStore = field(default_factory=DeltaTableStore)
+    store: DeltaTableStore
     lock_timeout_seconds: float = DEFAULT_LOCK_TIMEOUT_SECONDS
     holder: str = "table maintenance"  # who holds the lock, for a writer kept waiting
 

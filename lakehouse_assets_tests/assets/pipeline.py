@@ -38,6 +38,15 @@ SEED_WITHOUT_CHECKS = tables(*SEED_TABLES)
 TO_SILVER = tables("bronze/recordings", "silver/recordings_enriched", "silver/recordings_quarantine")
 
 
+def current_resources() -> dict[str, Any]:
+    """The project's resources for the lakehouse the environment names now (a test points
+    ``LAKEHOUSE_ROOT`` at its own): the definitions built theirs when first imported."""
+    from lakehouse_assets.definitions import lakehouse_resources
+    from lakehouse_assets.resource import LakehouseResource
+
+    return lakehouse_resources(LakehouseResource.from_settings(LakehouseSettings.from_env()))
+
+
 def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, instance: dg.DagsterInstance | None = None,
                 run_config: dict[str, Any] | None = None, definitions: dg.Definitions | None = None,
                 raise_on_error: bool = True) -> dg.ExecuteInProcessResult:
@@ -49,7 +58,7 @@ def materialize(selection: str | Sequence[str] | dg.AssetSelection = "*", *, ins
     return dg.materialize(
         [*(defs.assets or []), *(defs.asset_checks or [])],
         selection=selection,
-        resources=dict(defs.resources or {}),
+        resources=dict(defs.resources or {}) if definitions else current_resources(),
         instance=instance or dg.DagsterInstance.ephemeral(),
         run_config=run_config,
         raise_on_error=raise_on_error,
@@ -62,7 +71,7 @@ def run_job(name: str, *, instance: dg.DagsterInstance | None = None,
     from lakehouse_assets.definitions import defs
 
     return defs.resolve_job_def(name).execute_in_process(instance=instance or dg.DagsterInstance.ephemeral(),
-                                                         resources=dict(defs.resources or {}),
+                                                         resources=current_resources(),
                                                          raise_on_error=raise_on_error)
 
 
@@ -71,15 +80,15 @@ def materialize_alone(*assets: dg.AssetsDefinition, upstream: dg.AssetKey,
     """Materialize ``assets`` (tables a test declares) with the project's IO managers, their
     ``upstream`` table present as an external asset."""
     from lakehouse_assets.io import DeltaIOManager
-    from lakehouse_assets.spark import SparkResource
+    from lakehouse_assets.resource import LakehouseResource
     from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 
-    spark = SparkResource()
+    spark = LakehouseResource.from_settings(LakehouseSettings.from_env())
     return dg.materialize(
         [*assets, dg.AssetSpec(upstream).with_io_manager_key(IO_MANAGER_KEY)],
         selection=[key for a in assets for key in a.keys],
-        resources={"spark": spark, IO_MANAGER_KEY: DeltaIOManager(spark=spark),
-                   STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream")},
+        resources={"lakehouse": spark, IO_MANAGER_KEY: DeltaIOManager(lakehouse=spark),
+                   STREAM_INPUT_KEY: DeltaIOManager(lakehouse=spark, read_inputs_as="stream")},
         instance=dg.DagsterInstance.ephemeral(),
         raise_on_error=raise_on_error,
     )

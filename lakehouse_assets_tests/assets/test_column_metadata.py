@@ -16,19 +16,19 @@ from lakehouse_assets.assets.sql_asset import sql_asset
 from lakehouse_assets.assets.table_asset import table_asset
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.quality.contract import Contract
+from lakehouse_assets.resource import LakehouseResource, SparkSession
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import SparkResource, SparkSession
 from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets_tests.assets.pipeline import materialization_metadata
 from lakehouse_assets_tests.built import BuiltLakehouse
 
 
 def materialize(assets: list[Any], selection: Any) -> dg.ExecuteInProcessResult:
-    spark = SparkResource()
+    spark = LakehouseResource.from_settings(LakehouseSettings.from_env())
     return dg.materialize(
         assets, selection=selection,
-        resources={"spark": spark, IO_MANAGER_KEY: DeltaIOManager(spark=spark),
-                   STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream")},
+        resources={"lakehouse": spark, IO_MANAGER_KEY: DeltaIOManager(lakehouse=spark),
+                   STREAM_INPUT_KEY: DeltaIOManager(lakehouse=spark, read_inputs_as="stream")},
         instance=dg.DagsterInstance.ephemeral(),
     )
 
@@ -97,7 +97,7 @@ def test_a_changed_contract_field_or_sql_comment_is_what_the_next_run_reports(
         spark: SparkSession, settings: LakehouseSettings, tmp_path: Path, first: str, second: str) -> None:
     def python_table(contract: Contract) -> dg.AssetsDefinition:
         @table_asset(layer="silver", name="cm_events", columns=contract.described_columns())
-        def cm_events(spark: SparkResource) -> Any:
+        def cm_events(spark: LakehouseResource) -> Any:
             return spark.spark_session.range(3).withColumnRenamed("id", "id")
 
         return cm_events

@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.maintenance import maintenance_job
 from lakehouse_assets.definitions import defs
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.tables.upstream_versions import TableVersion, UpstreamVersions
 
 
@@ -42,7 +42,7 @@ def test_the_job_maintains_every_table_and_fails_naming_a_refused_one(
 
     result = maintenance_job.execute_in_process(
         run_config={"ops": {"maintain_tables": {"config": {"retain_hours": 0}}}}, raise_on_error=False,
-        resources={"spark": SparkResource()}, instance=instance)
+        resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}, instance=instance)
 
     assert not result.success
     failure = result.failure_data_for_node("maintain_tables")

@@ -10,7 +10,8 @@ import dagster as dg
 
 from lakehouse_assets.assets.sql_asset import sql_asset
 from lakehouse_assets.io import DeltaIOManager
-from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.resource import LakehouseResource
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
 
@@ -29,12 +30,12 @@ AS SELECT count(*) AS events, sum(doubled) AS total FROM silver.sq_doubled
 
 
 def materialize(*assets: dg.AssetsDefinition) -> dg.ExecuteInProcessResult:
-    spark = SparkResource()
+    spark = LakehouseResource.from_settings(LakehouseSettings.from_env())
     return dg.materialize(
         [*assets, dg.AssetSpec(["bronze", "sq_events"]).with_io_manager_key(IO_MANAGER_KEY)],
         selection=[a.key for a in assets],
-        resources={"spark": spark, IO_MANAGER_KEY: DeltaIOManager(spark=spark),
-                   STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream")},
+        resources={"lakehouse": spark, IO_MANAGER_KEY: DeltaIOManager(lakehouse=spark),
+                   STREAM_INPUT_KEY: DeltaIOManager(lakehouse=spark, read_inputs_as="stream")},
         instance=dg.DagsterInstance.ephemeral(),
     )
 

@@ -22,9 +22,10 @@ import pytest
 from lakehouse_assets.engine.files import EngineFiles
 from lakehouse_assets.engine.server import start_engine, stop_engine
 from lakehouse_assets.reliability import check_all
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
-from lakehouse_assets.storage import lakehouse_store
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.assets.pipeline import materialization_metadata, materialize
 from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
 from lakehouse_assets_tests.e2e.reference import daily_avg_differences, device_count_differences, expected_gold
@@ -40,7 +41,7 @@ TO_GOLD = ["bronze/recordings", "silver/patients", "silver/recordings_enriched",
 
 
 def _rows(settings: LakehouseSettings, layer: str, table: str) -> list[dict[str, Any]]:
-    return lakehouse_store(settings).snapshot(str(settings.table_path(layer, table))).to_arrow().to_pylist()
+    return DeltaTableStore(settings.object_store).snapshot(str(settings.table_path(layer, table))).to_arrow().to_pylist()
 
 
 def _land(settings: LakehouseSettings, twin: Path, files: int) -> None:
@@ -101,5 +102,5 @@ def test_landed_files_reach_gold_on_the_store_and_later_files_follow_with_two_ru
                                              "silver"]
     assert not Path(str(store_settings.root.path)).exists()
     # And every invariant lakehouse verify checks holds there, gold recomputed on the engine too.
-    report = check_all(store_settings)
+    report = check_all(LakehouseResource.from_settings(store_settings))
     assert report.ok and not [r.name for r in report.results if r.skipped], report.summary()

@@ -1,6 +1,6 @@
 """Runs sharing one Spark Connect engine do not see or harm each other.
 
-Each Dagster run gets a Connect session of its own (``SparkResource``), so what one run
+Each Dagster run gets a Connect session of its own (``LakehouseResource``), so what one run
 registers (temp views, settings, data sources) is invisible to another, and two runs on
 disjoint tables proceed at the same time. Runs in the Connect pass of ``make test``
 (``scripts/test_on_engine.sh``), where every session of this process is a Connect session.

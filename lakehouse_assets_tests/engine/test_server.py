@@ -63,17 +63,17 @@ CHECKS_AFTER_THE_ENGINE_DIES = textwrap.dedent("""
     from lakehouse_assets.quality import silver
     from lakehouse_assets.quality.checks import contract_checks
     from lakehouse_assets.settings import LakehouseSettings
-    from lakehouse_assets.spark import SparkResource
+    from lakehouse_assets.resource import LakehouseResource
     url, root, port = sys.argv[1:]
     settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": root, "LAKEHOUSE_ENGINE_PORT": port})
 
     @dg.asset(key=["silver", "recordings_enriched"])
-    def engine_dies_after_this_step(spark: SparkResource) -> None:
+    def engine_dies_after_this_step(spark: LakehouseResource) -> None:
         assert spark.spark_session.range(3).count() == 3
         print("killed", kill_engine(settings), flush=True)
 
     run = dg.materialize([engine_dies_after_this_step, contract_checks(silver.RECORDINGS_ENRICHED)],
-                         resources={"spark": SparkResource(root=root, remote=url)}, raise_on_error=False)
+                         resources={"spark": LakehouseResource(root=root, remote=url)}, raise_on_error=False)
     for event in run.all_events:
         if event.event_type is dg.DagsterEventType.STEP_FAILURE:
             error = event.step_failure_data.error

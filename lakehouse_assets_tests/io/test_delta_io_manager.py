@@ -21,8 +21,8 @@ from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.outputs import IncrementalSource, RoutedRows
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.silver import HEARTRATE_POSITIVE
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY, TableSpec
 from lakehouse_assets.storage import DeltaTableStore, StreamOptions
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
@@ -82,7 +82,7 @@ def readings_clean(readings: DataFrame) -> RoutedRows:
 
 
 @table_asset(layer="bronze", name="io_landed")
-def landed(spark: SparkResource) -> IncrementalSource:
+def landed(spark: LakehouseResource) -> IncrementalSource:
     """JSON files landed under landing/io_landed: an ingestion output."""
     folder = str(LakehouseSettings.from_env().landing_path(LANDED))
     return IncrementalSource(build=lambda: spark.spark_session.readStream.schema(LANDED_SCHEMA).json(folder))
@@ -95,7 +95,7 @@ autoloaded = bronze_table(
 
 
 @table_asset(layer="silver", name="io_events_viewed", deps=[EVENTS])
-def events_viewed(spark: SparkResource) -> DataFrame:
+def events_viewed(spark: LakehouseResource) -> DataFrame:
     """The seeds' cells: a table by name read as a stream, made a temp view, transformed by a
     SQL temp view, and turned back into a stream with spark.table."""
     session = spark.spark_session
@@ -106,7 +106,7 @@ def events_viewed(spark: SparkResource) -> DataFrame:
 
 
 @table_asset(layer="gold", name="io_views_seen", ins={"viewed": batch_from(["silver", "io_events_viewed"])})
-def views_seen(spark: SparkResource, viewed: DataFrame) -> DataFrame:
+def views_seen(spark: LakehouseResource, viewed: DataFrame) -> DataFrame:
     """The temp views this body finds in the run's session: none, whatever ran before it."""
     session = spark.spark_session
     names = sorted(row.viewName for row in session.sql("SHOW VIEWS").collect() if row.isTemporary)
@@ -139,13 +139,13 @@ def not_a_frame():
 def materialize(*assets: Any, run_config: dict[str, Any] | None = None, raise_on_error: bool = True,
                 instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
     """Materialize ``assets`` with the real Delta IO manager (batch and stream inputs)."""
-    spark_resource = SparkResource()
+    spark_resource = LakehouseResource.from_settings(LakehouseSettings.from_env())
     return dg.materialize(
         [*assets, *UPSTREAM],
         resources={
             "spark": spark_resource,
-            IO_MANAGER_KEY: DeltaIOManager(spark=spark_resource),
-            STREAM_INPUT_KEY: DeltaIOManager(spark=spark_resource, read_inputs_as="stream"),
+            IO_MANAGER_KEY: DeltaIOManager(lakehouse=spark_resource),
+            STREAM_INPUT_KEY: DeltaIOManager(lakehouse=spark_resource, read_inputs_as="stream"),
         },
         instance=instance or dg.DagsterInstance.ephemeral(),
         run_config=run_config,

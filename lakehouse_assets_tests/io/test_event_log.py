@@ -20,7 +20,8 @@ from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.location import locate
 from lakehouse_assets.quality.rules import Severity, not_null
 from lakehouse_assets.reliability.events_once import check_events_once
-from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.resource import LakehouseResource
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.storage import AppTransaction, event_log
 from lakehouse_assets.storage.event_log import BatchEvent, event_log_path, read_events
@@ -133,11 +134,11 @@ def checked(rows: DataFrame) -> DataFrame:
 
 
 def run_checked() -> dg.ExecuteInProcessResult:
-    spark = SparkResource()
+    spark = LakehouseResource.from_settings(LakehouseSettings.from_env())
     return dg.materialize(
         [checked, dg.AssetSpec(SOURCE).with_io_manager_key(IO_MANAGER_KEY)], selection=[checked.key],
-        resources={"spark": spark, IO_MANAGER_KEY: DeltaIOManager(spark=spark),
-                   STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream")},
+        resources={"lakehouse": spark, IO_MANAGER_KEY: DeltaIOManager(lakehouse=spark),
+                   STREAM_INPUT_KEY: DeltaIOManager(lakehouse=spark, read_inputs_as="stream")},
         instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
 
 

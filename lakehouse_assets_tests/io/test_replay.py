@@ -17,7 +17,8 @@ from lakehouse_assets.io.replay import replay_quarantine, routed_table_assets
 from lakehouse_assets.reliability import check_all
 from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.reliability.routed import check_routed
-from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialize
+from lakehouse_assets.resource import LakehouseResource
+from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, current_resources, materialize
 
 
 class Crash(Exception):
@@ -54,7 +55,7 @@ def test_rows_that_pass_now_move_to_silver_once_whatever_crashes(spark, store, b
     land_patients(landing, "late_patients_1.csv", first)
     materialize(["silver/patients"])
     job = defs.resolve_job_def("quarantine_replay_silver__recordings_enriched")
-    run = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), resources=dict(defs.resources or {}))
+    run = job.execute_in_process(instance=dg.DagsterInstance.ephemeral(), resources=current_resources())
     materialized = [e.materialization for e in run.get_asset_materialization_events() if e.materialization]
     reported = {m.asset_key.to_user_string(): m.metadata["rows_replayed"].value for m in materialized}
     moved_first = sum(waiting[m] for m in first)
@@ -87,7 +88,7 @@ def test_rows_that_pass_now_move_to_silver_once_whatever_crashes(spark, store, b
     assert main(["quarantine", "replay", "gold.device_counts"]) == 1  # not a routed table
     # Gold takes them in; every invariant holds, the replays' event-log rows included.
     materialize(SEED_WITHOUT_CHECKS)
-    report = check_all(settings)
+    report = check_all(LakehouseResource.from_settings(settings))
     assert report.ok, report.summary()
 
 

@@ -23,7 +23,8 @@ from lakehouse_assets.io import replay as replay_module
 from lakehouse_assets.io.replay import replay_quarantine, routed_table_assets
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.reliability.provenance import trace_rows
-from lakehouse_assets.spark import SparkResource
+from lakehouse_assets.resource import LakehouseResource
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
@@ -67,9 +68,9 @@ def declared(tmp_path: Path, sql: str) -> dg.AssetsDefinition:
 
 
 def materialize(*assets: dg.AssetsDefinition) -> None:
-    spark = SparkResource()
-    dg.materialize(list(assets), resources={"spark": spark, IO_MANAGER_KEY: DeltaIOManager(spark=spark),
-                                            STREAM_INPUT_KEY: DeltaIOManager(spark=spark, read_inputs_as="stream")},
+    spark = LakehouseResource.from_settings(LakehouseSettings.from_env())
+    dg.materialize(list(assets), resources={"lakehouse": spark, IO_MANAGER_KEY: DeltaIOManager(lakehouse=spark),
+                                            STREAM_INPUT_KEY: DeltaIOManager(lakehouse=spark, read_inputs_as="stream")},
                    instance=dg.DagsterInstance.ephemeral())
 
 

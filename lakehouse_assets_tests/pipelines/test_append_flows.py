@@ -11,6 +11,7 @@ import pytest
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import CHECKPOINTS_AGREE
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.assets.pipeline import delta_rows
 from lakehouse_assets_tests.pipelines.reference import materialize_all
@@ -76,7 +77,7 @@ def test_append_flows_fill_one_table_each_with_its_own_checkpoint_exactly_once(s
                 if e.asset_key == visits.key]
     assert set(report["flows"].value) == {"from_a", "from_b"}
     assert report["rows_written"].value == 5
-    result = check_all(settings, flows=declared_flows(definitions.assets or []))
+    result = check_all(LakehouseResource.from_settings(settings), flows=declared_flows(definitions.assets or []))
     assert result.ok, result.summary()
     # Each flow's checkpoint is held to the table it appends to.
     assert "default.visits" in result.result(CHECKPOINTS_AGREE).checked

@@ -16,6 +16,7 @@ from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import LANDED_ONCE, ROUTED
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.spec import TableSpec
@@ -78,7 +79,7 @@ def test_the_examples_checks_run_and_their_tables_hold_verifys_invariants(lakefl
 
     evaluations = {(e.asset_key.to_user_string(), e.check_name): e.passed
                    for r in results for e in r.get_asset_check_evaluations()}
-    report = check_all(settings, flows=declared_flows(definitions.assets or []))
+    report = check_all(LakehouseResource.from_settings(settings), flows=declared_flows(definitions.assets or []))
     assert report.ok, report.summary()
     for schema in (SCHEMAS[example] for example in EXAMPLES_RUN):
         assert evaluations[(f"{schema}/recordings_enriched", "data_freshness")]

@@ -22,6 +22,7 @@ from lakehouse_assets.ingestion.files import path_matches
 from lakehouse_assets.pipelines.landing_paths import landed_path
 from lakehouse_assets.pipelines.spec import PipelineError, load_project
 from lakehouse_assets.reliability import check_all, declared_flows
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.assets.pipeline import delta_rows
 from lakehouse_assets_tests.pipelines.reference import run_landing_sensors, settle
@@ -227,7 +228,7 @@ def test_globs_mounts_and_dropped_rows_run_from_the_landing_sensors(spark, tmp_p
 
     # verify: each landed order in orders_raw or its quarantine once; customers.csv files
     # beside them are not orders_raw's to count.
-    report = check_all(settings, flows=declared_flows(definitions.assets or []))
+    report = check_all(LakehouseResource.from_settings(settings), flows=declared_flows(definitions.assets or []))
     assert report.ok, report.summary()
     landed = report.result("landed_once")
     assert {"default.orders_raw", "default.customers_raw"} <= set(landed.checked)

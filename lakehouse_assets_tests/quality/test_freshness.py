@@ -21,9 +21,10 @@ from lakehouse_assets.quality.freshness import (
     data_lag,
     freshness_check,
 )
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.sensors.freshness import freshness_sensor
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
-from lakehouse_assets.spark import SparkResource
 from lakehouse_assets_tests.assets.pipeline import TO_SILVER, materialize
 
 LANDING = dict(records_per_file=100, bad_rate=0.0, seed=3, files_per_year=365)
@@ -36,7 +37,7 @@ def lag_of(store, settings, path: FreshnessPath) -> DataLag:
 
 
 def check_result(path: FreshnessPath) -> dg.AssetCheckResult:
-    with dg.build_op_context(resources={"spark": SparkResource()}) as context:
+    with dg.build_op_context(resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}) as context:
         result = freshness_check(path).op.compute_fn.decorated_fn(context)  # type: ignore[union-attr]
     assert isinstance(result, dg.AssetCheckResult)
     return result
@@ -76,7 +77,7 @@ def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(sto
     # would queue in front of the materializations; nothing again while they stay stale.
     sensor = freshness_sensor([DAILY, DEVICES], DEFAULT_MAX_LAG)
     with dg.build_sensor_context(cursor=json.dumps({DAILY.table: True, DEVICES.table: True}),
-                                 resources={"spark": SparkResource()}) as context:
+                                 resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}) as context:
         reported = sensor.evaluate_tick(context)
         assert not reported.run_requests
         assert {(e.asset_key.to_user_string(), e.check_name, e.passed, e.metadata["pending_files"].value)

@@ -41,6 +41,7 @@ from lakehouse_assets.faults import ENV_VAR as FAULT_ENV_VAR
 from lakehouse_assets.location import Location
 from lakehouse_assets.reliability import Flows, InvariantReport, check_all
 from lakehouse_assets.reliability.flows import project_flows
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.spark_conf import archive_options
@@ -420,7 +421,7 @@ class CrashHarness:
         self.summary.engine_restart_seconds.append(self.start_engine())
 
     def check(self, after: str, *, pending_ok: bool) -> InvariantReport:
-        report = check_all(self.settings, pending_ok=pending_ok, flows=self.flows)
+        report = check_all(LakehouseResource.from_settings(self.settings), pending_ok=pending_ok, flows=self.flows)
         self.summary.checks.append(CheckRecord(after, pending_ok, report.ok, report.summary()))
         if not report.ok:
             self.log(f"INVARIANTS BROKEN after {after}:\n{report.summary()}")

@@ -17,6 +17,7 @@ from lakehouse_assets.errors import CorruptCheckpointError
 from lakehouse_assets.location import locate
 from lakehouse_assets.quality.freshness import FreshnessPath, data_lag
 from lakehouse_assets.reliability.invariants import check_all
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaSink
 from lakehouse_assets.storage.event_log import event_log_path, logged_offsets
@@ -58,7 +59,7 @@ def repair(table: str, capsys) -> str:
 
 
 def assert_invariants(settings: LakehouseSettings) -> None:
-    report = check_all(settings)
+    report = check_all(LakehouseResource.from_settings(settings))
     assert report.ok, [str(v) for v in report.violations]
 
 

@@ -27,6 +27,7 @@ import pytest
 from lakehouse_assets.faults import ENV_VAR as FAULT_ENV_VAR
 from lakehouse_assets.reliability import check_all
 from lakehouse_assets.reliability.invariants import GOLD_RECOMPUTED, LANDED_ONCE, ROUTED
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.simulator import land_patient_changes
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialize
 from lakehouse_assets_tests.cdc import reference
@@ -101,7 +102,7 @@ def test_runs_killed_over_a_second_source_lose_and_duplicate_nothing(tmp_path):
     announce(format_summary(summary))
     assert summary.ok, summary.failures()
     assert summary.kills == kills, f"only {summary.kills} of {kills} runs could be killed (seed {seed})"
-    report = check_all(harness.settings)
+    report = check_all(LakehouseResource.from_settings(harness.settings))
     assert "bronze.admissions" in report.result(LANDED_ONCE).checked
     assert "silver.admissions_clean" in report.result(ROUTED).checked
     assert "gold.ward_days" in report.result(GOLD_RECOMPUTED).checked

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from lakehouse_assets.reliability.invariants import check_all
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialization_metadata, materialize
 from lakehouse_assets_tests.reliability.test_checkpoint_repair import failure_text
 
@@ -36,5 +37,5 @@ def test_downstream_of_a_refreshed_table_stops_and_is_whole_after_refreshing_it(
     run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS, run_config=full_refresh(*DOWNSTREAM_OPS)))
 
     assert run["silver/recordings_quarantine"]["rows_written"] > 0  # the refresh keeps what it wrote
-    report = check_all(settings)
+    report = check_all(LakehouseResource.from_settings(settings))
     assert report.ok, [str(v) for v in report.violations]

@@ -25,6 +25,7 @@ from lakehouse_assets.reliability.invariants import (
     VERSIONS_WHOLE,
 )
 from lakehouse_assets.reliability.landed import json_record_count
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialize
 
@@ -37,7 +38,7 @@ def lakehouse_copy(built) -> LakehouseSettings:
 
 
 def violations(settings: LakehouseSettings, name: str, *, pending_ok: bool = False) -> list[str]:
-    return [str(v) for v in check_all(settings, pending_ok=pending_ok).result(name).violations]
+    return [str(v) for v in check_all(LakehouseResource.from_settings(settings), pending_ok=pending_ok).result(name).violations]
 
 
 @pytest.mark.slow
@@ -184,7 +185,7 @@ def test_logs_cleaned_past_their_retention_keep_every_invariant(built):
     for table in ("bronze/recordings", "silver/recordings_enriched", "_system/event_log"):
         assert not (settings.root / table / "_delta_log" / f"{0:020d}.json").exists(), f"{table}: nothing cleaned"
 
-    report = check_all(settings)
+    report = check_all(LakehouseResource.from_settings(settings))
 
     assert report.ok, report.summary()
 

@@ -18,6 +18,7 @@ from lakehouse_assets.reliability.invariants import (
     LANDED_ONCE,
     ROUTED,
 )
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets_tests.assets.pipeline import TO_SILVER, materialize, tables
@@ -32,7 +33,7 @@ def test_verify_and_trace_read_a_lakehouse_on_the_store(spark, store_settings: L
     land(settings.root / "landing", files=2, records_per_file=40, bad_rate=0.1, seed=48, files_per_year=365)
     materialize(TO_SILVER | tables("silver/patients"))
 
-    report = check_all(settings)
+    report = check_all(LakehouseResource.from_settings(settings))
 
     assert report.ok, report.summary()
     # Every invariant found its tables on the store (none is kept incrementally here).

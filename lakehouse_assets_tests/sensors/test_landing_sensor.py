@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.sensors.landing import (
     SETTLE_SECONDS,
     TAG_BUILT_ALONG,
@@ -22,7 +23,6 @@ from lakehouse_assets.sensors.landing import (
     landing_sensors,
 )
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark import SparkResource
 
 TARGET = dg.AssetKey(["bronze", "recordings"])
 
@@ -67,7 +67,7 @@ def tick(sensor: dg.SensorDefinition, cursor: str | None,
         sensors=[sensor],
     )
     with dg.build_sensor_context(cursor=cursor, definitions=definitions,
-                                 resources={"spark": SparkResource()}) as context:
+                                 resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}) as context:
         result = sensor.evaluate_tick(context)
     skip = result.skip_message
     return list(result.run_requests or []), result.cursor if result.cursor is not None else cursor, skip

@@ -12,9 +12,9 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.location import locate
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings, ObjectStore
 from lakehouse_assets.spark_conf import engine_conf
-from lakehouse_assets.storage import lakehouse_store
 from lakehouse_assets_tests.s3_server import S3Server
 
 
@@ -79,7 +79,8 @@ def test_delta_tables_are_written_merged_and_streamed_on_the_server(spark: Spark
     assert spark.read.format("delta").load(copy).count() == 105
     # The lakehouse's store reads it where it is without Spark (delta-rs), at the endpoint the
     # settings give S3A.
-    store = lakehouse_store(LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path), **on_s3.environment()}))
+    store = LakehouseResource.from_settings(
+        LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path), **on_s3.environment()})).store()
     assert [c.operation for c in store.history(table)] == ["WRITE", "MERGE", "WRITE", "WRITE"]
     assert store.snapshot(table).to_arrow(["id"]).num_rows == 105 and store.version(copy) is not None
     # Compacted and vacuumed where it is: the files the compaction replaced are found on the
