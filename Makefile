@@ -145,13 +145,6 @@ bench-store: $(INSTALLED) $(S3_SERVER)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.object_storage --repeats $(STORE_REPEATS) $(BENCH_ARGS)
 
-## Who appends the event log: delta-rs against Delta Lake's connector, embedded and on a warm engine:
-## benchmarks/results/event_log_writer.{json,md}. About 3 minutes.
-.PHONY: bench-event-log
-bench-event-log: $(INSTALLED)
-	@scripts/check_java.sh
-	$(BIN)/python -m benchmarks.event_log_writer
-
 ## A one-file gold increment on 10k, 1M and 10M silver rows, kept by key and in complete
 ## mode: benchmarks/results/gold_increment.{json,md}. About 15-20 minutes.
 bench-gold: $(INSTALLED)
@@ -160,14 +153,14 @@ bench-gold: $(INSTALLED)
 
 ## Per-run overhead after 10 and after 10,000 micro-batches: a Delta table's open (delta-rs), one batch's commit as the
 ## sink makes it and Delta's streaming source reading it (availableNow, log cache cold and warm), as built, after
-## OPTIMIZE, and after VACUUM and a log checkpoint once the log is past its retention; and a streaming checkpoint's
-## check: benchmarks/results/many_batches.{json,md}. Embedded Spark (Java 17); about 5 minutes on a 2-core machine.
+## OPTIMIZE, and after VACUUM and a log checkpoint once the log is past its retention:
+## benchmarks/results/many_batches.{json,md}. Embedded Spark (Java 17); about 5 minutes on a 2-core machine.
 .PHONY: bench-many-batches
 bench-many-batches: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.many_batches
 
-## The same question asked of a whole one-file increment (land -> bronze -> silver -> gold, event log) and of a run
+## The same question asked of a whole one-file increment (land -> bronze -> silver -> gold) and of a run
 ## with nothing new, on a lakehouse whose tables are padded to 10 and to 10,000 micro-batches, then after an aged log
 ## and `lakehouse vacuum --all`, then `lakehouse optimize --all`: benchmarks/results/many_batches_increment.{json,md}.
 ## About 25 minutes with 2 repeats on a 2-core machine, 35 when it is busy (3 repeats: half as long again);

@@ -322,8 +322,8 @@ def markdown(doc: dict[str, Any]) -> str:
         out(f"> **Stopped early**: {doc['error']}\n")
     out("## Verdict\n")
     out(f"{a['increments_done']} increments done, {a['increments_failed']} failed; `lakehouse verify` at the end "
-        f"(every landed record in bronze once, bronze = silver + quarantine, gold = its recomputation, versions whole, "
-        f"checkpoints agree): {_verify_text(doc.get('verify'))}.\n")
+        f"(every landed record in bronze once, bronze = silver + quarantine, gold = its recomputation, versions "
+        f"whole): {_verify_text(doc.get('verify'))}.\n")
     out("| what | after warm-up | at the end | slope per 100 increments | leaked / grows |")
     out("|---|---|---|---|---|")
     leaks = a["leaks"]

@@ -10,22 +10,24 @@ the simulator, the reference pipeline materialized in process by ``dagster.mater
 each run a fresh child process, see :mod:`benchmarks.contenders.lakehouse_assets`):
 
 1. set-up, not timed: the initial files and a run of the whole graph; then every Delta table
-   (bronze, the patients lookup, silver, its quarantine, gold and its aggregate state, the
-   event log) gets N-1 empty micro-batches written as commit files, with the log checkpoint
-   delta-rs would have written (:mod:`benchmarks.padding`); a run with nothing new, so the
-   stream sources read past the padded versions; and a one-file increment, so that each
-   table's newest commits are its own query's again, as on a table whose every batch was
-   real (the event log's bookkeeping reads a table's history newest first back to the last
-   batch it logged). ``lakehouse verify``'s invariants are checked after each step;
+   (bronze, the patients lookup, silver, its quarantine, gold and its aggregate state) gets
+   N-1 empty micro-batches written as commit files, with the log checkpoint delta-rs would
+   have written (:mod:`benchmarks.padding`; the event log, ``system.event_log``, is a view
+   over these tables' commits, so it grows with them); a catch-up run, so the stream sources
+   read past the padded versions; and a one-file increment, so that each table's newest
+   commits are its own query's again, as on a table whose every batch was real (what a run
+   wrote and what it read are read back from a table's history newest first).
+   ``lakehouse verify``'s invariants are checked after each step;
 2. timed, ``--repeats`` times, the N values interleaved: one new file landed and the whole
    graph materialized (``increment``), then a run with nothing new (``nothing_new``);
 3. the mitigations, one after the other: every table's log files aged past the log retention
    (30 days), then ``lakehouse vacuum --all``, which removes the commit files older than the
    last log checkpoint; step 2 again; then ``lakehouse optimize --all``, which compacts each
-   table's data files (the event log's one file per append among them); step 2 again.
+   table's data files; step 2 again.
 
 Times are the child process's wall time (JVM start included) and the Dagster run's; per asset,
-the run's step times; the storage and event-log calls the child times (its profile).
+the run's step times; the storage calls the child times, reading the run's commits back
+among them (its profile).
 Writes ``benchmarks/results/many_batches_increment.{json,md}``.
 """
 
@@ -48,6 +50,7 @@ from benchmarks.padding import as_rows, data_file_counts, log_file_counts, pad_l
 from benchmarks.scenarios import Bench, Plan, land_files, machine_facts
 from lakehouse_assets.location import locate
 from lakehouse_assets.reliability import check_all
+from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -108,7 +111,7 @@ def verify(root: Path) -> dict[str, Any]:
     """``lakehouse verify``'s invariants on the lakehouse at ``root``; ``ok`` leaves out the
     tables the reference pipeline does not build (:data:`NOT_BUILT`)."""
     started = time.perf_counter()
-    report = check_all(LakehouseSettings(locate(root)))
+    report = check_all(LakehouseResource.from_settings(LakehouseSettings(locate(root))))
     violations = [{"invariant": v.invariant, "table": v.table, "message": v.message} for v in report.violations]
     return {"ok": not [v for v in violations if v["table"] not in NOT_BUILT], "violations": violations,
             "seconds": round(time.perf_counter() - started, 2)}
@@ -136,7 +139,7 @@ def set_up(lakes: Lakehouses, n: int, initial_files: int, log: Any) -> dict[str,
     facts["verify_before_padding"] = verify(root)
     facts["padding"] = as_rows(pad_lakehouse(root, n - 1))
     log(f"  padded N={n}: {sum(p['seconds'] for p in facts['padding']):.1f} s")
-    facts["catch_up_run"] = lakes.run(n, "setup_catch_up")  # nothing new: read past the padded versions
+    facts["catch_up_run"] = lakes.run(n, "setup_catch_up")  # no file landed: read past the padded versions
     lakes.land(n, 1)
     facts["warm_up_increment"] = lakes.run(n, "setup_increment")
     facts["verify_after_set_up"] = verify(root)
@@ -267,7 +270,7 @@ def render(report: dict[str, Any]) -> str:
         f"{report['repeats']} runs, the N values interleaved. Each lakehouse: {report['initial_files']} reference "
         f"files of {report['records_per_file']:,} records, then its tables padded to N micro-batches; each timed "
         "increment lands one more file and materializes the reference pipeline (bronze -> silver + quarantine -> "
-        "gold, the event log) in a fresh process. See `benchmarks/increment_after_batches.py`.", "",
+        "gold) in a fresh process. See `benchmarks/increment_after_batches.py`.", "",
         "## One-file increment and nothing new: whole process (JVM start included), and its Dagster run", "",
         "| tables | N | increment s [min-max] | its run s | nothing new s [min-max] | its run s "
         "| ratio to the smallest N: increment, nothing new (whole process; Dagster run) |",

@@ -1,5 +1,5 @@
 """Does per-run overhead stay flat as micro-batches pile up? A Delta table after 10 commits against
-one after 10,000, and a streaming checkpoint after 10 batches against one after 10,000.
+one after 10,000.
 
     python -m benchmarks.many_batches                      # 10 and 10,000
     python -m benchmarks.many_batches --batches 10 1000    # a quick look
@@ -10,8 +10,9 @@ once the tables are built; each Spark step first runs a few times untimed on a 3
 (the JVM loads and compiles Delta's code on first use). Spark's own start is in no figure.
 
 Tables: N commits of one micro-batch each, each a tiny Parquet file. Version 0 is created by
-delta-rs; batches 1..N-1 are written as the commit files delta-rs writes for such a batch (an add
-with statistics, the batch's app transaction, the lakehouse's commit metadata), and delta-rs
+delta-rs; batches 1..N-1 are written as commit files for such a batch (an add with statistics,
+the batch's app transaction, the lakehouse's commit metadata in ``userMetadata``: the keys of
+:mod:`lakehouse_assets.storage.batch_record`, the commit being the batch's one record), and delta-rs
 writes a log checkpoint where Delta's connector, which commits the sink's batches, writes its
 last (at versions divisible by ``delta.checkpointInterval`` = 10): see :func:`build_table`.
 That takes seconds where 10,000 commits through Spark would take hours. Everything timed goes
@@ -19,7 +20,7 @@ through the project's code as a run does; medians of ``--repeats``, the tables t
 (each repeat starts with the next one):
 
 - open, without Spark (delta-rs): the latest version (``store.version``), and the batch a query
-  last committed (``store.committed_batch``, what a run checks its checkpoint against);
+  last committed (``store.committed_batch``, its app transaction);
 - commit one more batch as the sink does: ``store.write`` of a one-row DataFrame with the batch's
   app transaction (Delta's ``txnAppId``/``txnVersion``), Delta's log cache emptied first
   (``DeltaLog.clearCache()``, as in a run's new driver process);
@@ -36,11 +37,6 @@ through the project's code as a run does; medians of ``--repeats``, the tables t
   which deletes data files only, here none: a compaction's removed files are kept for
   ``delta.deletedFileRetentionDuration`` = 7 days) and the sink's commits up to Delta's next log
   checkpoint, where Delta itself deletes the expired commit files.
-
-Checkpoints: a Spark checkpoint shaped as Spark leaves it after N batches of a file source
-(offsets and commits of the last ``minBatchesToRetain`` = 100 batches; the file source's log
-compacted every 10 batches, so its last compact file lists every file ever read), read and
-checked as a run does before starting its query (``Checkpoint.state``). No Spark.
 
 Writes ``benchmarks/results/many_batches.{json,md}``.
 """
@@ -63,9 +59,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable, write_deltalake
 
 from benchmarks.scenarios import machine_facts
-from lakehouse_assets.checkpoints.checkpoint import Checkpoint
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore, StreamOptions
-from lakehouse_assets.storage.event_log import commit_properties
+from lakehouse_assets.storage.batch_record import BATCH_KEY, OPERATION_KEY, QUERY_KEY, RUN_KEY, user_metadata
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -73,9 +68,9 @@ if TYPE_CHECKING:
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKDIR = Path(__file__).resolve().parent / ".work" / "many_batches"
 QUERY_ID = "0f6c1a2e-benchmark-query"
+#: The run every commit of the benchmark names, as a run's sink stamps its commits.
+RUN_ID = "many-batches-benchmark-run"
 SCHEMA = pa.schema([("id", pa.int64())])
-SPARK_RETAINED_BATCHES = 100  # spark.sql.streaming.minBatchesToRetain, left at its default
-FILE_SOURCE_COMPACT_INTERVAL = 10  # spark.sql.streaming.fileSource.log.compactInterval
 CHECKPOINT_INTERVAL = 10  # delta.checkpointInterval of Delta's connector, left at its default
 LOG_RETENTION = dt.timedelta(days=30)  # delta.logRetentionDuration, left at its default
 
@@ -85,8 +80,8 @@ def build_table(path: Path, batches: int) -> float:
 
     Committing 10,000 batches one by one takes hours through Spark, and the better part of an
     hour through delta-rs (each commit costs more as the table's files pile up: what OPTIMIZE is
-    for), so batches 1.. are written as the commit files delta-rs writes for them (commitInfo,
-    add, txn, byte for byte the same fields), and the last log checkpoint Delta's connector
+    for), so batches 1.. are written as commit files (commitInfo with the lakehouse's
+    ``userMetadata`` and Delta's row count, add, txn), and the last log checkpoint Delta's connector
     would have written (at every version divisible by ``delta.checkpointInterval`` = 10) is
     written by delta-rs. What is measured afterwards goes through delta-rs, Delta's connector
     and the project's code as a run does.
@@ -99,7 +94,10 @@ def build_table(path: Path, batches: int) -> float:
         name = write_data_file(path, batch)
         info = {"timestamp": now, "operation": "WRITE", "operationParameters": {"partitionBy": "[]", "mode": "Append"},
                 "engineInfo": "delta-rs:py-1.6.6", "clientVersion": "delta-rs.py-1.6.6",
-                **(commit_properties("STREAMING UPDATE", AppTransaction(QUERY_ID, batch), 1, None).custom_metadata or {})}
+                "operationMetrics": {"numFiles": "1", "numOutputRows": "1",
+                                     "numOutputBytes": str((path / name).stat().st_size)},
+                "userMetadata": user_metadata({OPERATION_KEY: "STREAMING UPDATE", QUERY_KEY: QUERY_ID,
+                                               BATCH_KEY: batch, RUN_KEY: RUN_ID})}
         add = {"path": name, "partitionValues": {}, "size": (path / name).stat().st_size, "modificationTime": now,
                "dataChange": True, "stats": stats(batch), "tags": None, "baseRowId": None,
                "defaultRowCommitVersion": None, "clusteringProvider": None}
@@ -174,7 +172,7 @@ def commit_batch(spark: SparkSession, path: Path, batch: int) -> int:
     """One micro-batch as the sink commits it (one row, the batch's app transaction); its version."""
     df = spark.createDataFrame([(batch,)], "id long")
     committed = DeltaTableStore().write(df, str(path), transaction=AppTransaction(QUERY_ID, batch),
-                                        operation="STREAMING UPDATE")
+                                        operation="STREAMING UPDATE", metadata={RUN_KEY: RUN_ID})
     assert committed.version is not None, committed
     return committed.version
 
@@ -255,30 +253,6 @@ def clean_log(spark: SparkSession, path: Path) -> int:
             return commits
 
 
-def build_checkpoint(folder: Path, batches: int) -> None:
-    """A file-source query's checkpoint as Spark leaves it after ``batches`` batches."""
-    (folder / "offsets").mkdir(parents=True)
-    (folder / "commits").mkdir()
-    (folder / "sources" / "0").mkdir(parents=True)
-    (folder / "metadata").write_text(json.dumps({"id": QUERY_ID}) + "\n")
-    for batch in range(max(0, batches - SPARK_RETAINED_BATCHES), batches):
-        offset = json.dumps({"logOffset": batch})
-        (folder / "offsets" / str(batch)).write_text(
-            f'v1\n{{"batchWatermarkMs":0,"batchTimestampMs":{batch},"conf":{{}}}}\n{offset}\n')
-        (folder / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
-
-    def entry(batch: int) -> str:
-        return json.dumps({"path": f"file:///landing/recordings/file-{batch:06d}.json", "timestamp": batch,
-                           "batchId": batch})
-
-    last_compact = (batches // FILE_SOURCE_COMPACT_INTERVAL) * FILE_SOURCE_COMPACT_INTERVAL - 1
-    if last_compact >= 0:
-        lines = ["v1", *(entry(b) for b in range(last_compact + 1))]
-        (folder / "sources" / "0" / f"{last_compact}.compact").write_text("\n".join(lines) + "\n")
-    for batch in range(last_compact + 1, batches):
-        (folder / "sources" / "0" / str(batch)).write_text(f"v1\n{entry(batch)}\n")
-
-
 def measure(spark: SparkSession, tables: dict[int, Path], repeats: int) -> dict[int, dict[str, Any]]:
     """The tables as built, after OPTIMIZE, then after VACUUM and a log checkpoint once their
     logs are older than the log retention."""
@@ -322,11 +296,7 @@ def main() -> None:
         spark.stop()
     rows: list[dict[str, Any]] = []
     for n in args.batches:
-        checkpoint = WORKDIR / f"checkpoint_{n}"
-        build_checkpoint(checkpoint, n)
-        rows.append({"batches": n, "build_s": build_s[n], **figures[n],
-                     "checkpoint_state_s": median_seconds(Checkpoint(str(checkpoint)).state, args.repeats),
-                     "checkpoint_bytes": sum(f.stat().st_size for f in checkpoint.rglob("*") if f.is_file())})
+        rows.append({"batches": n, "build_s": build_s[n], **figures[n]})
         print(json.dumps(rows[-1]), flush=True)
     report = {"machine": machine, "repeats": args.repeats, "rows": rows,
               "run_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
@@ -382,11 +352,6 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"| {row['batches']:,} | {opt['optimize_s']:.1f} | {opt['files_compacted']:,} | "
                      f"{vac['vacuum_s']:.1f} | {vac['files_vacuumed']:,} | {vac['log_files_before_cleanup']:,} | "
                      f"{vac['commits_to_checkpoint']} | {vac['log_files_after_cleanup']:,} |")
-    lines += ["", "## Spark checkpoint after N batches of a file source", "",
-              "| batches | checkpoint bytes | Checkpoint.state() ms | ratio |", "|---|---|---|---|"]
-    for row in rows:
-        lines.append(f"| {row['batches']:,} | {row['checkpoint_bytes']:,} | {ms(row['checkpoint_state_s'])} | "
-                     f"{ratio(row, 'checkpoint_state_s')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,50 +1,55 @@
 """Make a real lakehouse's tables look as if they had run many more micro-batches: each Delta
 table of the root gets extra commits shaped like the ones its own writer makes for an empty
 micro-batch, written directly as commit files (as :func:`benchmarks.many_batches.build_table`
-does: committing 10,000 batches one by one through delta-rs takes the better part of an hour),
-plus the log checkpoint delta-rs would have written last.
+does: committing 10,000 batches one by one through Spark takes hours), plus the log checkpoint
+delta-rs would have written last.
 
 What a padding commit holds, and why it breaks nothing the real queries rely on:
 
-- the ``lakehouse.*`` commit metadata of the table's own newest commit (operation, output mode,
-  aggregate), with the batch's own query, batch, run and zero rows; expectation counts, when the
-  table's commits carry them, count zero rows (so silver's counts still add up to its rows);
+- the ``lakehouse.*`` commit metadata (Delta's ``userMetadata``,
+  :mod:`lakehouse_assets.storage.batch_record`) of the table's own newest commit (operation,
+  output mode, aggregate, what its run read), with the batch's own query, batch and run;
+  expectation counts, when the table's commits carry them, count zero rows (so silver's counts
+  still add up to its rows); Delta's ``operationMetrics`` say zero rows written;
 - no data file: an empty batch. Rows would have to be landed records (bronze), routed bronze rows
   (silver, quarantine) or a recomputation (gold) for the invariants to hold; what grows with
   micro-batches, the log, grows all the same;
 - an app transaction of :data:`PAD_APP`, a query of its own, when the table's commits record one
   (a batch write such as the patients lookup records none): each real query's last committed
-  batch, which its checkpoint is checked against, stays what it was;
-- the event log gets one commit per padded batch with one ``committed`` row for each streaming
-  table's padded batch, so every batch the tables record is in the event log once, as
-  ``events_once`` wants. (A real run appends to the event log once per table, so a real event
-  log after N runs has about four times N commits: here it has N.)
+  batch stays what it was. A table written by Delta's own streaming sink names the query and
+  batch in the commit's ``operationParameters`` (``queryId``, ``epochId``) as that sink does;
+  one written by the lakehouse's ``foreachBatch`` sink names them in its ``userMetadata``;
+- the run :data:`PAD_RUN`, which no Dagster run is, so no materialization says it completed:
+  whoever asks how far a table had read looks past the padding commits to a completed run's.
 
-Spark's checkpoints are not padded: they keep the few batches the real runs made.
+The event log (``system.event_log``) is a view over the tables' commits
+(:mod:`lakehouse_assets.tables.event_log`): padding the tables pads it. Spark's checkpoints are
+not padded: they keep the few batches the real runs made.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from lakehouse_assets.location import locate
-from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
-from lakehouse_assets.settings import CHECKPOINTS_DIR, LakehouseSettings
-from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
+from lakehouse_assets.quality.expectations import ExpectationCounts
+from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage.batch_record import (
+    BATCH_KEY,
+    BATCH_METADATA_PREFIX,
+    EXPECTATIONS_KEY,
+    QUERY_KEY,
+    RUN_KEY,
+    parse_metadata,
+    user_metadata,
+)
 from lakehouse_assets.storage.discovery import discover_tables
-from lakehouse_assets.storage.engine import BATCH_METADATA_PREFIX
-from lakehouse_assets.storage.event_log import EVENT_LOG_SCHEMA, EVENT_LOG_TABLE, query_app_id
-from lakehouse_assets.storage.maintenance import optimize
-from lakehouse_assets.storage.sink import OFFSETS_KEY, RUN_KEY
 
 #: The padding's own query: its app id in every padded table, never a real query's.
 PAD_APP = "padding-benchmark-query"
@@ -53,6 +58,8 @@ PAD_APP = "padding-benchmark-query"
 PAD_RUN = "padding-benchmark-run"
 CHECKPOINT_INTERVAL = 100  # delta.checkpointInterval: delta-rs checkpoints when (version + 1) % 100 == 0
 DELTA_LOG = "_delta_log"
+#: Delta's operation for a commit of its own streaming sink.
+STREAMING_UPDATE = "STREAMING UPDATE"
 
 
 @dataclass(frozen=True)
@@ -92,21 +99,8 @@ def data_file_counts(root: Path) -> dict[str, int]:
 
 def pad_lakehouse(root: Path, commits: int) -> list[PaddedTable]:
     """Add ``commits`` empty micro-batches (batches 1..``commits`` of :data:`PAD_APP`) to every
-    table under ``root``, and their events to the event log."""
-    tables = table_folders(root)
-    streaming = {name for name in tables if "/" not in name and _has_checkpoint(root, name)}
-    padded: list[PaddedTable] = []
-    events: dict[str, list[int]] = {}  # streaming table -> the version each padded batch got
-    for name, path in tables.items():
-        if name == EVENT_LOG_TABLE:
-            continue
-        result = pad_table(name, path, commits)
-        padded.append(result)
-        if name in streaming and result.transactions:
-            events[name] = list(range(result.first_padded_version, result.last_version + 1))
-    if EVENT_LOG_TABLE in tables:
-        padded.append(pad_event_log(tables[EVENT_LOG_TABLE], commits, events))
-    return padded
+    table under ``root``."""
+    return [pad_table(name, path, commits) for name, path in table_folders(root).items()]
 
 
 def pad_table(name: str, path: Path, commits: int) -> PaddedTable:
@@ -114,70 +108,29 @@ def pad_table(name: str, path: Path, commits: int) -> PaddedTable:
     started = time.perf_counter()
     latest = DeltaTable(str(path)).version()
     info = _newest_commit_info(path, latest)
-    with_txn = META_QUERY in info
-    custom = {k: v for k, v in info.items() if k.startswith("lakehouse.") and not k.startswith(BATCH_METADATA_PREFIX)}
-    custom.pop(OFFSETS_KEY, None)  # the real query's offsets: checkpoint repair reads them
-    if EXPECTATIONS_KEY in info:  # an empty batch's counts: zero rows checked by each rule
-        failed = ExpectationCounts.from_json(str(info[EXPECTATIONS_KEY])).failed
+    parameters = info.get("operationParameters") or {}
+    recorded = parse_metadata(info.get("userMetadata"))
+    delta_sink = info.get("operation") == STREAMING_UPDATE and "epochId" in parameters
+    with_txn = QUERY_KEY in recorded or delta_sink
+    custom = {k: v for k, v in recorded.items() if not k.startswith(BATCH_METADATA_PREFIX)}
+    if EXPECTATIONS_KEY in recorded:  # an empty batch's counts: zero rows checked by each rule
+        failed = ExpectationCounts.from_json(str(recorded[EXPECTATIONS_KEY])).failed
         custom[EXPECTATIONS_KEY] = ExpectationCounts(0, dict.fromkeys(failed, 0)).to_json()
-    custom[RUN_KEY], custom[META_ROWS] = PAD_RUN, 0
+    custom[RUN_KEY] = PAD_RUN
     for batch in range(1, commits + 1):
-        lines: list[dict[str, Any]] = [{"commitInfo": _commit_info(info, {
-            **custom, **({META_QUERY: PAD_APP, META_BATCH: batch} if with_txn else {})})}]
+        if delta_sink:  # Delta's own sink: the query and batch in the commit's parameters
+            commit = _commit_info(info, custom, STREAMING_UPDATE,
+                                  {"outputMode": parameters.get("outputMode", "Append"), "queryId": PAD_APP,
+                                   "epochId": str(batch)})
+        else:
+            commit = _commit_info(info, {**custom, **({QUERY_KEY: PAD_APP, BATCH_KEY: batch} if with_txn else {})},
+                                  "WRITE", {"mode": "Append", "partitionBy": "[]"})
+        lines: list[dict[str, Any]] = [{"commitInfo": commit}]
         if with_txn:
             lines.append({"txn": {"appId": PAD_APP, "version": batch}})
         _write_commit(path, latest + batch, lines)
     checkpoint = _checkpoint(path, latest, latest + commits)
     return PaddedTable(name, latest + 1, latest + commits, checkpoint, with_txn, time.perf_counter() - started)
-
-
-def pad_event_log(path: Path, commits: int, versions: dict[str, list[int]]) -> PaddedTable:
-    """``commits`` appends to the event log, append ``b`` holding batch ``b`` of each padded
-    streaming table (``versions``: the table version each batch got) as ``committed``, with the
-    app transaction the log records each table's batches under."""
-    started = time.perf_counter()
-    latest = DeltaTable(str(path)).version()
-    info = _newest_commit_info(path, latest)
-    now = dt.datetime.now(dt.UTC)
-    for batch in range(1, commits + 1):
-        rows: list[dict[str, Any]] = [{"run_id": PAD_RUN, "table": table, "query_id": PAD_APP, "batch_id": batch,
-                 "table_version": table_versions[batch - 1], "input_rows": 0, "output_rows": 0,
-                 "quarantined_rows": None, "expectations": [],
-                 "started_at": now, "duration_ms": 0, "status": "committed", "error": None, "recorded_at": now}
-                for table, table_versions in versions.items()]
-        name = f"part-00000-padding-{batch:06d}-c000.snappy.parquet"
-        pq.write_table(pa.Table.from_pylist(rows, schema=EVENT_LOG_SCHEMA), path / name)
-        apps = [query_app_id(table, PAD_APP) for table in versions]
-        custom = {META_OPERATION: "APPEND EVENTS", META_ROWS: len(rows), META_BATCH: batch,
-                  **({META_QUERY: apps[0]} if apps else {})}
-        millis = int(time.time() * 1000)
-        add = {"path": name, "partitionValues": {}, "size": (path / name).stat().st_size, "modificationTime": millis,
-               "dataChange": True, "stats": _stats(rows), "tags": None, "baseRowId": None,
-               "defaultRowCommitVersion": None, "clusteringProvider": None}
-        lines: list[dict[str, Any]] = [{"commitInfo": _commit_info(info, custom)}, {"add": add}]
-        lines += [{"txn": {"appId": app, "version": batch}} for app in apps]
-        _write_commit(path, latest + batch, lines)
-    checkpoint = _checkpoint(path, latest, latest + commits)
-    # The log compacts its small files every COMPACT_EVERY appends (storage/event_log.py): after
-    # that many appends it holds their rows in a compacted file, as after its last compaction.
-    optimize(DeltaTable(str(path)), str(path))
-    return PaddedTable(EVENT_LOG_TABLE, latest + 1, latest + commits, checkpoint, True, time.perf_counter() - started)
-
-
-def _stats(rows: list[dict[str, Any]]) -> str:
-    """A file's statistics as delta-rs writes them, for its string and integer columns (a reader
-    filtering the event log by table or run could skip files by them, as it could real ones)."""
-    plain = [f.name for f in EVENT_LOG_SCHEMA if pa.types.is_string(f.type) or pa.types.is_integer(f.type)]
-    values = {c: [r[c] for r in rows if r[c] is not None] for c in plain}
-    return json.dumps({"numRecords": len(rows),
-                       "minValues": {c: min(v) for c, v in values.items() if v},
-                       "maxValues": {c: max(v) for c, v in values.items() if v},
-                       "nullCount": {c: len(rows) - len(v) for c, v in values.items()}}, separators=(",", ":"))
-
-
-def _has_checkpoint(root: Path, name: str) -> bool:
-    layer, table = name.split(".", 1)
-    return (root / CHECKPOINTS_DIR / layer / table).is_dir()
 
 
 def _newest_commit_info(path: Path, version: int) -> dict[str, Any]:
@@ -188,12 +141,15 @@ def _newest_commit_info(path: Path, version: int) -> dict[str, Any]:
     return {}
 
 
-def _commit_info(template: dict[str, Any], custom: dict[str, Any]) -> dict[str, Any]:
-    """A delta-rs append's commitInfo (the same fields in the same order) with ``custom``."""
-    return {"timestamp": int(time.time() * 1000), "operation": "WRITE",
-            "operationParameters": {"mode": "Append", "partitionBy": "[]"},
-            "engineInfo": template.get("engineInfo", "delta-rs:py-1.6.6"),
-            "clientVersion": template.get("clientVersion", "delta-rs.py-1.6.6"), **custom}
+def _commit_info(template: dict[str, Any], custom: dict[str, Any], operation: str,
+                 parameters: dict[str, Any]) -> dict[str, Any]:
+    """A blind append's commitInfo writing no file, by the engine of ``template``, recording
+    ``custom`` in its ``userMetadata`` and zero rows in its metrics."""
+    return {"timestamp": int(time.time() * 1000), "operation": operation, "operationParameters": parameters,
+            **({"engineInfo": template["engineInfo"]} if "engineInfo" in template else {}),
+            "isBlindAppend": True,
+            "operationMetrics": {"numFiles": "0", "numOutputRows": "0", "numOutputBytes": "0"},
+            "userMetadata": user_metadata(custom)}
 
 
 def _write_commit(path: Path, version: int, lines: list[dict[str, Any]]) -> None:

@@ -159,7 +159,8 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
     try:
         from lakehouse_assets.assets import table_asset
 
-        targets += [(table_asset, name) for name in ("nothing_to_read", "landed_files", "unchanged_landing")
+        targets += [(table_asset, name) for name in ("nothing_to_read", "nothing_new", "landed_files",
+                                                     "unchanged_landing")
                     if hasattr(table_asset, name)]
     except ImportError:
         pass
@@ -178,16 +179,18 @@ def _instrument(durations: dict[str, list[float]], queries: list[dict[str, Any]]
         targets.append((delta_rs, "stage_files"))
     except ImportError:
         pass
-    try:  # the event log: what a run reads and appends of it (called through the module's globals)
-        from lakehouse_assets.io import events
+    try:  # a run's commits read back from each table's log, its one record of what the run
+        # wrote (called through each module's globals; the event log is a view over them)
+        from lakehouse_assets.io import run_report
 
-        targets += [(events, name) for name in ("_log_committed", "run_events", "append_events")]
+        targets += [(run_report, "run_commits"), (query_module, "run_commits")]
     except ImportError:
         pass
     try:
         from lakehouse_assets.storage import sink
 
         targets.append((sink.DeltaSink, "__call__"))
+        targets.append((sink, "run_commits"))
     except ImportError:
         pass
     try:  # on an engine: opening and releasing the run's session
@@ -273,8 +276,9 @@ def _run(args: argparse.Namespace) -> int:
 
     # Embedded, the run reuses this session: starting it first tells the JVM's start apart.
     # On an engine the run opens a session of its own whatever happens here.
-    on_engine = bool(LakehouseSettings.from_env().spark_remote)
-    spark = None if on_engine else build_spark_session()
+    settings = LakehouseSettings.from_env()
+    on_engine = bool(settings.spark_remote)
+    spark = None if on_engine else build_spark_session(settings)
     phases.mark("session_started")
 
     # From here on is what a run costs: opening the instance, the run, its steps.
