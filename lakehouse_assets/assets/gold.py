@@ -7,9 +7,9 @@ incrementally: its SQL is read as a source query and an aggregate, and each micr
 partial results are merged by key into the groups it changes
 (:func:`~lakehouse_assets.tables.sql_aggregate.incremental_aggregate`), not rewritten whole.
 Their upstream assets, column lineage and column descriptions come from their SQL. The
-Python tables' column lineage is derived from the DataFrames they return, their column
-descriptions come from their contracts (``quality/gold.py``). The Python form of the same
-table, for comparison (README, "Adding a table"), is rewritten whole in complete mode::
+Python tables declare their column lineage; their column descriptions come from their
+contracts (``quality/gold.py``). The Python form of the same table, for comparison (README,
+"Adding a table"), is rewritten whole in complete mode::
 
     @table_asset(layer="gold", ins={"recordings": stream_from(["silver", "recordings_enriched"])},
                  output_mode="complete", automation_condition=downstream_of_new_data())
@@ -27,11 +27,13 @@ from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.sql_asset import SQL_FOLDER, sql_asset
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
 from lakehouse_assets.quality import gold as contracts
+from lakehouse_assets.spec import ColumnSource
 from lakehouse_assets.storage import StreamOptions
 
 #: How late a recording may arrive, in event time, and still count in its window.
 HEARTRATE_WATERMARK = "10 minutes"
 HEARTRATE_WINDOW = "5 minutes"
+_ENRICHED = "silver.recordings_enriched"
 
 daily_patient_avg = sql_asset(SQL_FOLDER / "daily_patient_avg.sql")
 device_counts = sql_asset(SQL_FOLDER / "device_counts.sql")
@@ -41,7 +43,13 @@ CONTRACTS = (contracts.DAILY_PATIENT_AVG, contracts.DEVICE_COUNTS)
 
 @table_asset(layer="gold", ins={"recordings": stream_from(["silver", "recordings_enriched"])},
              output_mode="append", automation_condition=downstream_of_new_data(),
-             columns=contracts.HEARTRATE_5MIN.described_columns())
+             columns=contracts.HEARTRATE_5MIN.described_columns(),
+             column_lineage={
+                 "device_id": [ColumnSource(_ENRICHED, "device_id")],
+                 **{column: [ColumnSource(_ENRICHED, "time")] for column in ("window_start", "window_end")},
+                 **{column: [ColumnSource(_ENRICHED, "heartrate")]
+                    for column in ("recordings", "min_heartrate", "mean_heartrate", "max_heartrate")},
+             })
 def heartrate_5min(recordings: DataFrame) -> DataFrame:
     """Heart rate per device in 5-minute tumbling windows: count, min, mean and max. A window
     is written once, when the watermark (the newest recording's time less 10 minutes) has
@@ -57,6 +65,8 @@ def heartrate_5min(recordings: DataFrame) -> DataFrame:
 
 @table_asset(layer="gold", automation_condition=downstream_of_new_data(),
              columns=contracts.PATIENT_CHANGES.described_columns(),
+             # The change, its version and time come from the feed's own columns, not a table's.
+             column_lineage={column: [ColumnSource("silver.patients_current", column)] for column in ("mrn", "name")},
              ins={"changes": stream_from(["silver", "patients_current"], StreamOptions(read_change_feed=True))})
 def patient_changes(changes: DataFrame) -> DataFrame:
     """Every change made to silver.patients_current, read from its change data feed: the

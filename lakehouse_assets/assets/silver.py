@@ -27,6 +27,7 @@ from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality import silver as contracts
 from lakehouse_assets.quality.silver import ROUTING_RULES
 from lakehouse_assets.resource import LakehouseResource
+from lakehouse_assets.spec import ColumnSource
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 
 #: The Pandera contracts checked on these tables after each materialization.
@@ -42,6 +43,7 @@ PATIENT_CHANGES: dict[str, Any] = {
     "sequence_by": "seq",
     "apply_as_deletes": "op = 'DELETE'",
     "except_column_list": ["op", "seq", *METADATA_COLUMNS],
+    "column_lineage": {column: [ColumnSource("bronze.patient_changes", column)] for column in ("mrn", "name")},
 }
 
 
@@ -95,6 +97,13 @@ def patients(context, lakehouse: LakehouseResource) -> DataFrame:  # type: ignor
     expectations=ROUTING_RULES,
     columns=contracts.RECORDINGS_ENRICHED.described_columns(),
     quarantine_columns=contracts.RECORDINGS_QUARANTINE.described_columns(),
+    # The join keeps bronze's mrn (a left join: the lookup's may be null); the name is the
+    # lookup's; time is parsed from bronze's Unix seconds.
+    column_lineage={
+        **{column: [ColumnSource("bronze.recordings", column)]
+           for column in ("device_id", "mrn", "time", "heartrate", SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN)},
+        "name": [ColumnSource("silver.patients", "name")],
+    },
 )
 def recordings_enriched(recordings: DataFrame, patients: DataFrame) -> RoutedRows:
     """The course's join of recordings with patient names, `time` parsed as a timestamp;

@@ -31,6 +31,7 @@ from lakehouse_assets.assets.auto_cdc import auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.routed_table_asset import routed_table_asset
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
+from lakehouse_assets.cdc import END_AT, START_AT
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.outputs import RoutedRows
 from lakehouse_assets.quality.contract import DescribedColumn
@@ -183,6 +184,9 @@ def _auto_cdc_asset(path: Path, text: str) -> dg.AssetsDefinition:
         track_history_except_column_list=spec.track_history_except_column_list,
         automation_condition=downstream_of_new_data(),
         columns=described(cdc.columns),
+        # AUTO CDC keeps the changes' columns as they are, by name.
+        column_lineage={c.name: [ColumnSource(cdc.changes_from, c.name)] for c in cdc.columns
+                        if c.name not in (START_AT, END_AT)} or None,
         table_properties=dict(cdc.properties),
         partitioned_by=cdc.partitioned_by,
         clustered_by=cdc.clustered_by,

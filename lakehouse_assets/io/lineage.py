@@ -29,8 +29,9 @@ def declared_lineage(run: TableRun) -> Lineage | None:
     lineage = {column: [(source.table, source.column) for source in sources]
                for column, sources in run.spec.column_lineage.items()}
     cdc = run.spec.auto_cdc
-    if cdc is not None and cdc.stored_as_scd_type == 2 and cdc.sequence_by in lineage:
-        lineage[START_AT] = lineage[END_AT] = list(lineage[cdc.sequence_by])
+    if cdc is not None and cdc.stored_as_scd_type == 2:
+        changes = sorted({table for sources in lineage.values() for table, _ in sources})
+        lineage[START_AT] = lineage[END_AT] = [(table, cdc.sequence_by) for table in changes]
     return lineage
 
 

@@ -1,31 +1,23 @@
-"""Each reference table's column lineage as its materialization reports it (derived from its
-DataFrame's plan, or read from its SQL), against the lineage worked out by hand.
-
-Each asset's body is given its inputs as the IO manager loads them (new rows as a stream,
-a lookup in batch) over small upstream tables, and its lineage is derived and held to the
-tables' columns as the IO manager does; nothing is materialized here (see test_metadata.py).
-"""
+"""Each reference table's column lineage as its materialization reports it (declared by a
+Python table, read from its SQL by sqlglot for a SQL one), against the lineage worked out by
+hand, held to the tables' columns as the IO manager does over small upstream tables; nothing is
+materialized here (see test_column_metadata.py)."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import dagster as dg
 import pytest
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets import bronze, gold, silver
-from lakehouse_assets.io.lineage import derived_lineage, kept_lineage
+from lakehouse_assets.io.lineage import declared_lineage, kept_lineage
 from lakehouse_assets.io.table_run import table_run_of
-from lakehouse_assets.outputs import ExpectedRows
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import TableRunConfig, TableSpec
-from lakehouse_assets.storage import DeltaTableStore, StreamOptions, TableLayout
+from lakehouse_assets.storage import DeltaTableStore, TableLayout
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
-from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
 METADATA = "_rescued_data STRING, _source_file STRING, _source_line BIGINT, _ingested_at TIMESTAMP"
 UPSTREAM = {
@@ -52,57 +44,30 @@ def lakehouse(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
     yield settings
 
 
-def reported(asset: dg.AssetsDefinition, returned: Any, settings: LakehouseSettings,
+def reported(asset: dg.AssetsDefinition, settings: LakehouseSettings,
              key: dg.AssetKey | None = None) -> dict[str, list[tuple[str, str]]]:
-    """The lineage the IO manager reports for what ``asset`` returned, held to the columns
-    the asset declares (those of its table)."""
+    """The lineage the IO manager reports for ``asset``'s table: the declared one, held to
+    the columns the asset declares (those of its table) and to its upstream tables' columns."""
     key = key or asset.key
     spec = TableSpec.of(asset.metadata_by_key[key])
     assert spec is not None
     run = table_run_of(key, spec, TableRunConfig(), settings)
-    if isinstance(returned, DataFrame):
-        returned = ExpectedRows(returned, ())
-    lineage = derived_lineage(returned, run) or {}
+    lineage = declared_lineage(run) or {}
     return kept_lineage(lineage, spec.column_descriptions, DeltaTableStore(), settings.root)
 
 
-def body(asset: dg.AssetsDefinition) -> Callable[..., Any]:
-    """The function the asset was declared with."""
-    return inspect.unwrap(asset.op.compute_fn.decorated_fn)  # type: ignore[union-attr]
-
-
-def stream(spark: SparkSession, settings: LakehouseSettings, layer: str, name: str,
-           options: StreamOptions | None = None) -> DataFrame:
-    return DeltaTableStore().read_stream(spark, str(settings.table_path(layer, name)), options)
-
-
-def batch(spark: SparkSession, settings: LakehouseSettings, layer: str, name: str) -> DataFrame:
-    return DeltaTableStore().read(spark, str(settings.table_path(layer, name)))
-
-
-def test_bronze_tables_read_files_not_tables_so_report_no_lineage(lakehouse: LakehouseSettings) -> None:
+def test_tables_read_from_files_report_no_lineage(lakehouse: LakehouseSettings) -> None:
     # Bronze's rows come from landed files (the landing assets have no columns); so do the
-    # patients lookup's and the snapshot history's. Their bodies return no DataFrame to derive from.
-    for asset in (bronze.recordings, bronze.patient_changes, silver.patients_snapshot_history):
-        assert derived_lineage(object(), table_run_of(asset.key, TableSpec.of(asset.metadata_by_key[asset.key]),
-                                                      TableRunConfig(), lakehouse)) is None
+    # patients lookup's and the snapshot history's: no table column to name.
+    for asset in (bronze.recordings, bronze.patient_changes, silver.patients, silver.patients_snapshot_history):
+        assert reported(asset, lakehouse) == {}, asset.key
 
 
-def test_silver_patients_lookup_reads_landed_csv_so_reports_no_lineage(
-        spark: SparkSession, lakehouse: LakehouseSettings, tmp_path: Path) -> None:
-    landed = tmp_path / "patients.csv"
-    landed.write_text("mrn,name\n10,Ann\n")
-    rows = spark.read.option("header", True).schema("mrn BIGINT, name STRING").csv(str(landed))
-    assert reported(silver.patients, rows, lakehouse) == {}
-
-
-def test_recordings_enriched(spark: SparkSession, lakehouse: LakehouseSettings) -> None:
-    routed = body(silver.recordings_enriched)(recordings=stream(spark, lakehouse, "bronze", "recordings"),
-                                              patients=batch(spark, lakehouse, "silver", "patients"))
+def test_recordings_enriched(lakehouse: LakehouseSettings) -> None:
     recordings, patients = "bronze.recordings", "silver.patients"
     # By hand: the join keeps bronze's mrn (a left join: the lookup's may be null); the name
     # is the lookup's; time is parsed from bronze's Unix seconds.
-    assert reported(silver.recordings_enriched, routed, lakehouse,
+    assert reported(silver.recordings_enriched, lakehouse,
                     dg.AssetKey(["silver", "recordings_enriched"])) == {
         "device_id": [(recordings, "device_id")],
         "mrn": [(recordings, "mrn")],
@@ -114,20 +79,18 @@ def test_recordings_enriched(spark: SparkSession, lakehouse: LakehouseSettings) 
     }
 
 
-def test_patients_current(spark: SparkSession, lakehouse: LakehouseSettings) -> None:
-    changes = stream(spark, lakehouse, "bronze", "patient_changes")
+def test_patients_current(lakehouse: LakehouseSettings) -> None:
     # By hand: the change feed's mrn and name; op, seq and bronze's metadata are not kept.
-    assert reported(silver.patients_current, body(silver.patients_current)(changes), lakehouse) == {
+    assert reported(silver.patients_current, lakehouse) == {
         "mrn": [("bronze.patient_changes", "mrn")],
         "name": [("bronze.patient_changes", "name")],
     }
 
 
-def test_patients_history_from_sql(spark: SparkSession, lakehouse: LakehouseSettings) -> None:
-    changes = stream(spark, lakehouse, "bronze", "patient_changes")
+def test_patients_history_from_sql(lakehouse: LakehouseSettings) -> None:
     source = "bronze.patient_changes"
     # By hand: as patients_current, and each version opens and closes at a change's seq.
-    assert reported(silver.patients_history, body(silver.patients_history)(changes), lakehouse) == {
+    assert reported(silver.patients_history, lakehouse) == {
         "mrn": [(source, "mrn")],
         "name": [(source, "name")],
         "__START_AT": [(source, "seq")],
@@ -135,11 +98,10 @@ def test_patients_history_from_sql(spark: SparkSession, lakehouse: LakehouseSett
     }
 
 
-def test_heartrate_5min(spark: SparkSession, lakehouse: LakehouseSettings) -> None:
-    recordings = stream(spark, lakehouse, "silver", "recordings_enriched")
+def test_heartrate_5min(lakehouse: LakehouseSettings) -> None:
     source = "silver.recordings_enriched"
     # By hand: windows of the recordings' time, measures of their heart rates.
-    assert reported(gold.heartrate_5min, body(gold.heartrate_5min)(recordings), lakehouse) == {
+    assert reported(gold.heartrate_5min, lakehouse) == {
         "device_id": [(source, "device_id")],
         "window_start": [(source, "time")],
         "window_end": [(source, "time")],
@@ -150,11 +112,10 @@ def test_heartrate_5min(spark: SparkSession, lakehouse: LakehouseSettings) -> No
     }
 
 
-def test_patient_changes(spark: SparkSession, lakehouse: LakehouseSettings) -> None:
-    feed = stream(spark, lakehouse, "silver", "patients_current", StreamOptions(read_change_feed=True))
+def test_patient_changes(lakehouse: LakehouseSettings) -> None:
     # By hand: mrn and name are the current table's; the change, its version and time come
     # from the feed's own columns, which the table does not have.
-    assert reported(gold.patient_changes, body(gold.patient_changes)(feed), lakehouse) == {
+    assert reported(gold.patient_changes, lakehouse) == {
         "mrn": [("silver.patients_current", "mrn")],
         "name": [("silver.patients_current", "name")],
     }
@@ -172,20 +133,15 @@ def test_patient_changes(spark: SparkSession, lakehouse: LakehouseSettings) -> N
         "total_recordings": [("bronze.recordings", "device_id")],
     }),
 ], ids=["daily_patient_avg", "device_counts"])
-def test_sql_tables_read_from_sql_and_the_plan_agrees(
-        spark: SparkSession, lakehouse: LakehouseSettings, asset: dg.AssetsDefinition,
-        expected: dict[str, list[tuple[str, str]]]) -> None:
-    # What is reported is read from the SQL (the body's DataFrame is a batch's source rows).
-    query = _sql_query(asset)
-    assert reported(asset, ExpectedRows(spark.range(1).toDF("unused"), ()), lakehouse) == expected
-    # The table's own query, planned, gives the same.
-    grouped = LakehouseTables(spark, lakehouse).sql(query)
-    run = table_run_of(asset.key, None, TableRunConfig(), lakehouse)
-    assert derived_lineage(ExpectedRows(grouped, ()), run) == expected
+def test_sql_tables_report_the_lineage_their_sql_gives(
+        lakehouse: LakehouseSettings, asset: dg.AssetsDefinition, expected: dict[str, list[tuple[str, str]]]) -> None:
+    assert reported(asset, lakehouse) == expected
 
 
-def _sql_query(asset: dg.AssetsDefinition) -> str:
-    from lakehouse_assets.tables.sql_definition import parse_sql_definition
-
-    path = str(asset.metadata_by_key[asset.key]["lakehouse/sql_file"].path)
-    return parse_sql_definition(Path(path).read_text(), source=path).query
+def test_a_declared_column_the_upstream_table_lacks_is_not_reported(
+        spark: SparkSession, lakehouse: LakehouseSettings) -> None:
+    # patient_changes reads a change data feed: had it declared its `change` from the feed's
+    # `_change_type`, that column is no table's and is held back.
+    lineage = {"mrn": [("silver.patients_current", "mrn")], "change": [("silver.patients_current", "_change_type")]}
+    assert kept_lineage(lineage, ["mrn", "change"], DeltaTableStore(), lakehouse.root) == {
+        "mrn": [("silver.patients_current", "mrn")]}
