@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.settings import LakehouseSettings, class_archive_settings
 from lakehouse_assets.spark_conf import ARCHIVE_NAME, archive_path
 
 
@@ -63,9 +63,7 @@ def make_archive(settings: LakehouseSettings) -> Path:
 
 def main() -> int:
     """``python -m lakehouse_assets.class_archive``: make the archive (``make install`` does)."""
-    settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": tempfile.gettempdir(),
-                                           "LAKEHOUSE_DELTA_JARS": os.environ.get("LAKEHOUSE_DELTA_JARS", "")})
-    path = make_archive(settings)
+    path = make_archive(class_archive_settings())
     print(f"Spark's classes archived for faster JVM starts: {path} ({path.stat().st_size // 2**20} MiB)")
     return 0
 

@@ -104,35 +104,19 @@ class CorruptCheckpointError(LakehouseError):
         target = table_name or "<layer.name>"
         super().__init__(
             f"The checkpoint {checkpoint} is damaged: {file} {problem}. Spark cannot resume the "
-            f"query from it. Rebuild it from what the table already holds with `lakehouse repair "
-            f"{target}` (the damaged checkpoint is kept aside), or full-refresh the table with "
-            f"`lakehouse reset {target}`."
+            f"query from it. Full-refresh the table with `lakehouse reset {target}` (it deletes "
+            f"the table and this checkpoint), then run it again: it is rebuilt from its source."
         )
         self.checkpoint = checkpoint
         self.file = file
         self.table_name = table_name
 
 
-class CheckpointMismatchError(LakehouseError):
-    """A checkpoint and the Delta table its query writes disagree about the last batch."""
-
-    def __init__(self, message: str, *, checkpoint: str, table: str) -> None:
-        super().__init__(message)
-        self.checkpoint = checkpoint
-        self.table = table
-
-
 class TableBusyError(LakehouseError):
     """Another run holds a table's write lock."""
 
-
 class SourceRecreatedError(LakehouseError):
     """A table a streaming query reads was dropped or recreated under its checkpoint."""
-
-
-class LegacyCheckpointError(LakehouseError):
-    """A checkpoint holds positions of the Delta source older releases used, which Delta's own
-    streaming source cannot resume from: the table is rebuilt (``lakehouse reset``)."""
 
 
 class VacuumRefusedError(LakehouseError):

@@ -115,7 +115,8 @@ class MissingTable:
 
 @dataclass(frozen=True)
 class TableKept:
-    """What a table asset outputs when its landing folder holds no files but its table
-    exists: the table is reported as it stands, nothing is written."""
+    """What a table asset outputs when it writes nothing (nothing new, or a landing folder
+    holding no files under a table that exists) but a table below it in the run needs it:
+    the table is reported as it stands, nothing is written."""
 
     reason: str

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,6 +169,13 @@ class LakehouseSettings:
 
 
 # ``scheme:`` or ``scheme://`` at the start of a location (a URL, not a path).
+
+
+def class_archive_settings() -> LakehouseSettings:
+    """The settings Spark's classes are archived with at install (``make install``): the Delta
+    jars the environment names, and a temporary root (the archive holds no table)."""
+    return LakehouseSettings.from_env({"LAKEHOUSE_ROOT": tempfile.gettempdir(),
+                                       "LAKEHOUSE_DELTA_JARS": os.environ.get("LAKEHOUSE_DELTA_JARS", "")})
 
 
 def lakehouse_root(text: str, given_as: str = "LAKEHOUSE_ROOT", store: ObjectStore | None = None) -> Location:

@@ -239,6 +239,8 @@ _DAMAGE_SIGNS = (
     "Log file was malformed", "ChecksumException", "Checksum error",
     "UNSUPPORTED_LOG_VERSION", "doesn't exist (latestId", "JsonParseException", "JsonMappingException",
     "MismatchedInputException", "Unexpected end-of-input",
+    # Bytes that are not UTF-8 where Spark reads a log's text ("Input length = 1").
+    "MalformedInputException",
 )
 
 
@@ -246,12 +248,34 @@ def _raise_if_checkpoint_damaged(checkpoint_location: str, exc: BaseException) -
     """Re-raise a query's failure as CorruptCheckpointError when Spark says its checkpoint is
     damaged: Spark's own message is a JVM stack trace that names no way out."""
     text = str(exc)
-    if "checkpoint" in text.lower() and any(sign in text for sign in _DAMAGE_SIGNS):
+    # Spark's message may not name the checkpoint ("Unexpected end-of-input in field name"):
+    # the JVM stack trace says where it failed, reading the checkpoint's logs.
+    trace = _jvm_stack_trace(exc)
+    if ("checkpoint" in text.lower() or any(frame in trace for frame in _CHECKPOINT_FRAMES)) and any(
+            sign in text or sign in trace for sign in _DAMAGE_SIGNS):
         raise CorruptCheckpointError(
             checkpoint_location, checkpoint_location,
             f"could not be read by Spark ({text.splitlines()[0][:300]})",
             _table_of_checkpoint(checkpoint_location),
         ) from exc
+
+
+# Where Spark reads a checkpoint's files (its metadata logs, its metadata file).
+_CHECKPOINT_FRAMES = (
+    "HDFSMetadataLog", "OffsetSeqLog", "CommitLog", "StreamMetadata", "CompactibleFileStreamLog",
+    "streaming.checkpointing.",
+)
+
+
+def _jvm_stack_trace(exc: BaseException) -> str:
+    """The JVM stack trace a pyspark error carries (classic or Spark Connect), or ""."""
+    trace = getattr(exc, "_stackTrace", None)  # classic pyspark keeps it here, unexposed
+    if not trace and callable(getattr(exc, "getStackTrace", None)):
+        try:
+            trace = exc.getStackTrace()  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001 - a description only
+            trace = None
+    return str(trace or "")
 
 
 def _table_of_checkpoint(location: str) -> str:

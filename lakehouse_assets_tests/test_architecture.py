@@ -14,9 +14,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lakehouse_assets"
 # Bottom to top. A module may import from its own layer or any layer below it.
 LAYERS: list[set[str]] = [
     {"errors", "faults", "settings", "location", "spark_conf"},
-    {"storage", "checkpoints", "engine", "simulator"},
+    {"storage", "engine", "simulator"},
     {"streaming", "spark", "class_archive", "tables", "cdc", "aggregates"},
-    {"ingestion", "quality", "spec", "outputs"},
+    {"ingestion", "quality", "spec", "outputs", "resource"},
     {"assets", "sensors", "reliability", "pipelines"},
     {"io"},
     {"definitions", "cli", "__init__"},
@@ -78,9 +78,10 @@ def test_the_io_manager_knows_tables_by_their_spec_not_by_how_they_are_declared(
 
 
 def test_only_the_entry_points_read_the_lakehouse_from_the_environment() -> None:
-    """Where the lakehouse is comes from one place, the Spark resource (spark.py), built from the
-    environment by the definitions and the CLI's entry; everything under them is handed it."""
-    entry_points = {"settings.py", "spark.py", "definitions.py", "class_archive.py", "cli/__init__.py",
+    """Where the lakehouse is comes from one place, the lakehouse resource (resource.py), built
+    from the environment by the definitions and the CLI's entry; everything under them is handed it."""
+    entry_points = {"settings.py", "resource.py", "definitions.py", "class_archive.py", "cli/__init__.py",
+                    "cli/main.py",
                     # Only the AWS chain (endpoint, region) for a bare s3a:// URI, as the AWS
                     # clients underneath (S3A, delta-rs, pyarrow) read it themselves.
                     "location.py"}
@@ -94,55 +95,45 @@ def test_only_the_entry_points_read_the_lakehouse_from_the_environment() -> None
 
 
 def test_the_store_is_built_in_one_place() -> None:
-    """Every store comes from ``storage.DeltaTableStore(settings.object_store)`` (or is handed down from it),
-    so what reaching the lakehouse's tables takes is said once."""
+    """Every store comes from the lakehouse resource (``LakehouseResource.store()``, resource.py)
+    and is handed down from it, so what reaching the lakehouse's tables takes is said once."""
     found = [
         f"{path.relative_to(PACKAGE)}:{number}"
-        for path in _modules() if str(path.relative_to(PACKAGE)) != "storage/delta.py"
+        for path in _modules() if str(path.relative_to(PACKAGE)) not in {"storage/delta.py", "resource.py"}
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
         if "DeltaTableStore(" in line
     ]
-    assert not found, "a store built outside storage.lakehouse_store: " + ", ".join(found)
+    assert not found, "a store built outside LakehouseResource.store(): " + ", ".join(found)
 
 
 # What only Spark's checkpoint logs and Delta's source offsets and commit files say: their
 # folder names, field names and file names.
 PRIVATE_FORMAT_WORDS = {"offsets", "commits", ".compact", "logOffset", "batchWatermarkMs", "batchTimestampMs",
                         "nextBatchWatermarkMs", "reservoirId", "reservoirVersion", "sourceVersion",
-                        "isStartingVersion"}
-PRIVATE_FORMAT_MODULES = {
-    "checkpoints/logs.py",  # Spark's checkpoint logs: read, checked and rebuilt
-    "checkpoints/delta_offsets.py",  # Delta's source offsets, and a commit's change files
-    "reliability/delta_files.py",  # the crash checker reads Delta's log files on purpose
-}
+                        "isStartingVersion", "_delta_log"}
 
 
-def test_only_the_checkpoint_formats_modules_read_spark_and_delta_private_formats() -> None:
-    """Everything else, storage/ included, reads public interfaces (Delta's history and
-    snapshots, query progress, Dagster's records): a Spark or Delta upgrade that changes a
-    format is met in one place, where each format's version is checked (docs/reliability.md)."""
+def test_no_module_reads_spark_or_delta_private_formats() -> None:
+    """Every module reads public interfaces (Delta's history and snapshots, query progress,
+    Dagster's records), never Spark's checkpoint files or Delta's log files by name: a Spark or
+    Delta upgrade that changes a format changes nothing here."""
     found = []
     for path in _modules():
-        if str(path.relative_to(PACKAGE)) in PRIVATE_FORMAT_MODULES:
-            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
             if isinstance(node, ast.JoinedStr) and "020d" in ast.unparse(node):
                 text = "a Delta log file name"
             if text in PRIVATE_FORMAT_WORDS or text == "a Delta log file name":
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} ({text})")
-    assert not found, "private on-disk formats read outside their modules: " + ", ".join(sorted(set(found)))
+    assert not found, "private on-disk formats read: " + ", ".join(sorted(set(found)))
 
 
-def test_the_tables_have_one_writer_and_delta_rs_writes_only_the_event_log() -> None:
+def test_the_tables_have_one_writer_and_delta_rs_never_writes() -> None:
     """Delta Lake's connector writes every table; delta-rs only reads, in processes without
-    Spark, except the event log, which stays a delta-rs table because the connector's append
-    costs 50 times as much per event (docs/performance.md, benchmarks/results/event_log_writer.md)."""
+    Spark (the event log is a view over the tables' histories: nothing writes it)."""
     writing = {"write_deltalake", "CommitProperties", "Transaction", "WriterProperties", "PostCommitHookProperties"}
     found = []
     for path in _modules():
-        if str(path.relative_to(PACKAGE)) == "storage/event_log.py":
-            continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "deltalake":
@@ -151,7 +142,7 @@ def test_the_tables_have_one_writer_and_delta_rs_writes_only_the_event_log() -> 
                 base = node.value
                 if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "DeltaTable":
                     found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} (DeltaTable(...).{node.attr})")
-    assert not found, "delta-rs writes outside the event log: " + ", ".join(found)
+    assert not found, "delta-rs writes: " + ", ".join(found)
 
 
 def test_only_storage_imports_deltalake() -> None:

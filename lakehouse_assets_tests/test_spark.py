@@ -95,7 +95,7 @@ def test_settings_errors_surface_before_any_jvm_starts(monkeypatch: pytest.Monke
 
     monkeypatch.setenv("LAKEHOUSE_SPARK_CONF", "not json")
     with pytest.raises(ConfigurationError, match="LAKEHOUSE_SPARK_CONF"):
-        build_spark_session()
+        build_spark_session(LakehouseSettings.from_env())
 
 
 def test_a_session_built_on_another_thread_is_the_running_one_with_its_tuning(spark: SparkSession) -> None:

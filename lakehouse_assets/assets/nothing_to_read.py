@@ -33,6 +33,7 @@ from typing import Any
 
 import dagster as dg
 
+from lakehouse_assets.errors import SourceRecreatedError
 from lakehouse_assets.ingestion.files import landed_listing, list_data_files
 from lakehouse_assets.outputs import MissingTable
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
@@ -102,6 +103,34 @@ def nothing_new(table: dg.AssetKey, spec: TableSpec, settings: LakehouseSettings
     what = ", ".join([*(f"{t} at version {v.version}" for t, v in sorted(now.tables.items())),
                       *(f"{LANDING_DIR}/{source} as it was" for source in sorted(now.landed))])
     return Keep(f"nothing new since version {commit.version}: it has read {what}", expected=True)
+
+
+def check_sources_same(table: dg.AssetKey, spec: TableSpec, settings: LakehouseSettings,
+                       store: DeltaTableStore) -> None:
+    """Raise :class:`~lakehouse_assets.errors.SourceRecreatedError` when a table the query
+    streams was recreated (a full refresh: a new Delta table id) since the table's newest
+    commit recorded reading it: the positions in its checkpoint are versions of the old table,
+    so resuming would skip or repeat rows."""
+    path = str(settings.table_path(*table.path))
+    if not spec.streams_from or not store.exists(path):
+        return
+    commit = last_reading(store, path)
+    if commit is None or commit.reading is None:
+        return
+    now = tables_now(spec.streams_from, settings, store)
+    if now is None:
+        return
+    name = ".".join(table.path)
+    for source, read in sorted(commit.reading.tables.items()):
+        found = now.tables.get(source)
+        if found is not None and found.table_id != read.table_id:
+            raise SourceRecreatedError(
+                f"{name} streams from {source}, which was recreated, by a full refresh, since {name} last read "
+                f"it (version {commit.version} of {name} read table id {read.table_id}; it is now "
+                f"{found.table_id}): the positions in checkpoint {settings.checkpoint_path(*table.path)} are "
+                f"versions of the old table, so resuming would skip or repeat rows. Full-refresh {name} so it "
+                f"reads its source again from the start: `lakehouse reset {name} --yes` (or run it with the "
+                f"full_refresh config), and the same for the tables that stream from {name}.")
 
 
 def observe(table: dg.AssetKey, verdict: Skip | Keep, settings: LakehouseSettings,

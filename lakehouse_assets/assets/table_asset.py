@@ -20,7 +20,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from lakehouse_assets.aggregates.spec import IncrementalAggregate
-from lakehouse_assets.assets.nothing_to_read import Keep, Skip, log_skip, nothing_new, nothing_to_read, observe
+from lakehouse_assets.assets.nothing_to_read import (
+    Keep,
+    Skip,
+    check_sources_same,
+    log_skip,
+    nothing_new,
+    nothing_to_read,
+    observe,
+)
 from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.engine.client import engine_errors
 from lakehouse_assets.errors import LakehouseError
@@ -192,6 +200,7 @@ def before_body(context: Any, table: dg.AssetKey, spec: TableSpec, inputs: Mappi
     settings, store = lakehouse.settings(), lakehouse.store()
     verdict = nothing_to_read(table, inputs, deps, settings, store)
     if verdict is None and not _full_refresh(context):
+        check_sources_same(table, spec, settings, store)
         verdict = nothing_new(table, spec, settings, store, context.instance if context is not None else None)
     return verdict
 
@@ -209,26 +218,35 @@ def not_written(context: Any, table: dg.AssetKey, verdict: Skip | Keep, lakehous
                 output_name: str | None = None) -> Iterator[dg.Output[Any]]:
     """What a run records of a table it does not write: the reason in its log, an observation
     of the table, and no materialization, so that Dagster skips what is below it in the run.
-    A table kept as it stands that a table selected in the run reads in batch (a lookup) is
-    output all the same, so that its reader runs: Dagster would skip the reader too."""
+    A table kept as it stands that a table below it in the run still needs (one with something
+    new to read) is output all the same, as a materialization without a commit: Dagster skips
+    every step whose upstream yields nothing."""
     log_skip(table, verdict)
     if context is not None and lakehouse is not None:
         context.log_event(observe(table, verdict, lakehouse.settings(), lakehouse.store()))
-    if isinstance(verdict, Keep) and context is not None and read_in_batch_in_run(context, table):
-        kept = TableKept(verdict.reason)
-        yield dg.Output(kept, output_name=output_name) if output_name else dg.Output(kept)
+        if isinstance(verdict, Keep) and needed_below_in_run(context, table, lakehouse):
+            kept = TableKept(verdict.reason)
+            yield dg.Output(kept, output_name=output_name) if output_name else dg.Output(kept)
 
 
-def read_in_batch_in_run(context: Any, table: dg.AssetKey) -> bool:
-    """Whether an asset of this run reads ``table`` in batch (its spec's ``reads``)."""
-    name = ".".join(table.path)
+def needed_below_in_run(context: Any, table: dg.AssetKey, lakehouse: LakehouseResource) -> bool:
+    """Whether a table this run selects below ``table`` needs it output: one with something new
+    to read (new rows of its other sources, which a lookup ``table`` joins; or rows it is
+    behind on, say after a run that wrote ``table`` and failed further down)."""
     graph = context.job_def.asset_layer.asset_graph
-    selected = context.dagster_run.asset_selection or graph.get_all_asset_keys()
-    for key in selected:
-        if key == table or not graph.has(key):
+    selected = set(context.dagster_run.asset_selection or graph.get_all_asset_keys())
+    settings, store = lakehouse.settings(), lakehouse.store()
+    below, seen = list(graph.get(table).child_keys) if graph.has(table) else [], {table}
+    while below:
+        key = below.pop()
+        if key in seen or not graph.has(key):
             continue
+        seen.add(key)
+        below.extend(graph.get(key).child_keys)
         spec = TableSpec.of(graph.get(key).metadata)
-        if spec is not None and name in spec.reads:
+        if key not in selected or spec is None or spec.quarantine_for:  # a quarantine is its table's
+            continue
+        if nothing_new(key, spec, settings, store, context.instance) is None:
             return True
     return False
 
@@ -327,9 +345,9 @@ def table_asset(
     ``partitioned_by`` or ``clustered_by`` (liquid clustering), the columns it is laid out by.
     ``columns`` describe the table's columns (a contract's ``described_columns()``); a column
     declared with a type is stored as that type, every write casting it where the cast keeps
-    its values and refusing the write otherwise (:mod:`lakehouse_assets.storage.declared_types`). The
-    column lineage is derived from the DataFrame's plan as it is written, and
-    ``column_lineage`` is for a SQL asset's, read from its SQL. ``streams_from`` names tables
+    its values and refusing the write otherwise (:mod:`lakehouse_assets.storage.declared_types`). ``column_lineage``
+    declares each column's upstream columns (a SQL asset's is read from its SQL); a table
+    that declares none reports none. ``streams_from`` names tables
     the body reads as streams by name (a SQL query's ``STREAM(...)``), besides its stream
     inputs. ``auto_cdc`` makes it an AUTO CDC table (:func:`~lakehouse_assets.assets.auto_cdc.auto_cdc_table`),
     ``aggregate`` a grouped table kept incrementally, whose rows must equal ``recomputed_by``;

@@ -112,7 +112,7 @@ def contract_checks(
     overwrite writes do, or when an ERROR rule failed last time: the failing rows are
     still there, so they are checked again until a rewrite removes them);
     ``scope="full"`` checks the whole table every time. The table is read from
-    ``<root>/<layer>/<name>`` of the asset key, where the ``spark`` resource says the lakehouse is.
+    ``<root>/<layer>/<name>`` of the asset key, where the ``lakehouse`` resource says the lakehouse is.
     """
     if scope not in ("new", "full"):
         raise LakehouseError(f"Unknown check scope {scope!r} for {contract.table}: use 'new' or 'full'")

@@ -1,7 +1,7 @@
 """A table's log read newest first, only as far back as the reader goes.
 
-Most questions asked of the log after a run (what did this run commit, which batches are
-not in the event log yet, what did the newest batch read) are answered by its newest few
+Most questions asked of the log after a run (what did this run commit, what did the newest
+batch read) are answered by its newest few
 commits. :func:`newest_first` reads those first and the whole history only when the caller
 keeps going past them, so the common case costs one short read however long the log is.
 """

@@ -1,7 +1,7 @@
 """The lakehouse's tables in Spark's own catalog, by name (``layer.name``).
 
 Each layer is a schema at its folder and each table an external Delta table at its own
-(``$LAKEHOUSE_ROOT/<layer>/<name>``; ``system`` at ``_system``), so that
+(``$LAKEHOUSE_ROOT/<layer>/<name>``; ``system.event_log`` is a view), so that
 ``SELECT ... FROM silver.recordings_enriched``, ``STREAM(bronze.recordings)``,
 ``VERSION AS OF``, ``DESCRIBE HISTORY``, ``spark.read.table`` and ``readStream.table`` are
 Spark's and Delta's own, in asset bodies, SQL assets, ``lakehouse sql`` / ``shell`` and any

@@ -106,6 +106,15 @@ def materialization_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dic
     return found
 
 
+def observation_metadata(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, Any]]:
+    """Per asset (``layer/name``), the metadata of what this run observed of it without writing
+    it (why it was not written, the version it stands at)."""
+    return {event.asset_observation_data.asset_observation.asset_key.to_user_string(): {
+        key: getattr(value, "value", value)
+        for key, value in event.asset_observation_data.asset_observation.metadata.items()}
+        for event in result.get_asset_observation_events()}
+
+
 def delta_rows(settings: LakehouseSettings, layer: str, name: str, columns: Sequence[str],
                key: Callable[[tuple], Any] | None = None) -> list[tuple]:
     """A table's rows as read by delta-rs alone, sorted (by ``key``: ``repr`` for rows holding

@@ -50,7 +50,7 @@ def lineage_of(metadata: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
     return {column: [(d.asset_key.to_user_string(), d.column_name) for d in found] for column, found in deps.items()}
 
 
-def test_the_reference_graph_describes_every_column_and_reports_derived_lineage(built: BuiltLakehouse) -> None:
+def test_the_reference_graph_describes_every_column_and_reports_declared_lineage(built: BuiltLakehouse) -> None:
     from lakehouse_assets.definitions import defs
 
     assets = list(defs.assets or [])
@@ -97,8 +97,8 @@ def test_a_changed_contract_field_or_sql_comment_is_what_the_next_run_reports(
         spark: SparkSession, settings: LakehouseSettings, tmp_path: Path, first: str, second: str) -> None:
     def python_table(contract: Contract) -> dg.AssetsDefinition:
         @table_asset(layer="silver", name="cm_events", columns=contract.described_columns())
-        def cm_events(spark: LakehouseResource) -> Any:
-            return spark.spark_session.range(3).withColumnRenamed("id", "id")
+        def cm_events(lakehouse: LakehouseResource) -> Any:
+            return lakehouse.spark_session.range(3).withColumnRenamed("id", "id")
 
         return cm_events
 

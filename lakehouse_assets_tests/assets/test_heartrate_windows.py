@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 from statistics import mean
 
-from lakehouse_assets.cli import main as lakehouse
 from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, materialize
 
 SILVER_SCHEMA = "device_id BIGINT, mrn BIGINT, name STRING, time TIMESTAMP, heartrate DOUBLE"
@@ -45,7 +44,7 @@ def _run() -> dict:
     return materialization_metadata(materialize("gold/heartrate_5min"))["gold/heartrate_5min"]
 
 
-def test_windows_close_behind_the_watermark_and_late_rows_are_counted(spark, store, settings, capsys) -> None:
+def test_windows_close_behind_the_watermark_and_late_rows_are_counted(spark, store, settings) -> None:
     first = [(1, 0.5, 60.0), (1, 3.0, 80.0), (1, 7.0, 90.0), (2, 1.0, 70.0), (1, 14.0, 100.0)]
     _silver(spark, store, settings, first)
     # The watermark is 10:04 after this batch: no window has ended before it yet.
@@ -63,10 +62,3 @@ def test_windows_close_behind_the_watermark_and_late_rows_are_counted(spark, sto
     _silver(spark, store, settings, third)
     assert _run()["rows_dropped_by_watermark"] == 1
     assert _gold(settings) == _expected(first + second + third[1:], watermark_minutes=35)
-
-    # Its state (open windows, the watermark) is only in the checkpoint, and windows already
-    # written would be appended again by a restart: a repair is refused, naming the way out.
-    capsys.readouterr()
-    assert lakehouse(["repair", "gold.heartrate_5min", "--force"]) != 0
-    said = capsys.readouterr()
-    assert "keeps state" in said.out + said.err and "lakehouse reset gold.heartrate_5min" in said.out + said.err

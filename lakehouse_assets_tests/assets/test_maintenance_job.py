@@ -14,7 +14,8 @@ from lakehouse_assets.assets.maintenance import maintenance_job
 from lakehouse_assets.definitions import defs
 from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.tables.upstream_versions import TableVersion, UpstreamVersions
+from lakehouse_assets.storage.batch_record import TableVersion
+from lakehouse_assets_tests.tables.readings import record_reading
 
 
 def _three_commits(root: Path, layer: str, name: str) -> Path:
@@ -34,15 +35,15 @@ def test_the_job_maintains_every_table_and_fails_naming_a_refused_one(
     root = Path(settings.root)
     events = _three_commits(root, "bronze", "events")
     other = _three_commits(root, "silver", "other")
-    # gold.reader's query has read bronze.events to version 0, as its last materialization says.
+    # gold.reader's query has read bronze.events to version 0, as its last completed run's commit says.
     Path(settings.checkpoint_path("gold", "reader")).mkdir(parents=True)
     instance = dg.DagsterInstance.ephemeral()
-    read = UpstreamVersions({"bronze.events": TableVersion(str(DeltaTable(str(events)).metadata().id), 0)})
-    instance.report_runless_asset_event(dg.AssetMaterialization(dg.AssetKey(["gold", "reader"]), metadata=read.metadata()))
+    record_reading(settings, instance, "gold.reader",
+                   {"bronze.events": TableVersion(str(DeltaTable(str(events)).metadata().id), 0)})
 
     result = maintenance_job.execute_in_process(
         run_config={"ops": {"maintain_tables": {"config": {"retain_hours": 0}}}}, raise_on_error=False,
-        resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}, instance=instance)
+        resources={"lakehouse": LakehouseResource.from_settings(LakehouseSettings.from_env())}, instance=instance)
 
     assert not result.success
     failure = result.failure_data_for_node("maintain_tables")
@@ -51,7 +52,7 @@ def test_the_job_maintains_every_table_and_fails_naming_a_refused_one(
     assert [h["operation"] for h in DeltaTable(str(events)).history(1)] == ["OPTIMIZE"]
     assert _files(events) == 4 and _files(other) == 1
     observed = {tuple(e.asset_key.path) for e in result.get_asset_observation_events()}
-    assert observed == {("silver", "other")}
+    assert observed == {("silver", "other"), ("gold", "reader")}
 
 
 def test_the_job_is_scheduled_daily_in_definitions() -> None:

@@ -11,19 +11,22 @@ import pytest
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets.tables.upstream_versions import recorded_readers
+from lakehouse_assets.tables.reading import stream_readers
 from lakehouse_assets_tests.assets.pipeline import (
     SEED_WITHOUT_CHECKS,
     delta_rows,
     expected_outputs,
     materialization_metadata,
     materialize,
+    observation_metadata,
     spark_rows,
 )
 
 SILVER_COLUMNS = ["device_id", "mrn", "name", "time", "heartrate"]
 GOLD_AVG_COLUMNS = ["mrn", "name", "date", "avg_heartrate"]
 DEVICE_COLUMNS = ["device_id", "total_recordings"]
+SEED_KEYS = ("bronze/recordings", "silver/patients", "silver/recordings_enriched", "gold/daily_patient_avg",
+             "gold/device_counts")
 LANDING_OPTIONS = dict(records_per_file=400, bad_rate=0.0, seed=11, files_per_year=365)
 
 
@@ -59,47 +62,51 @@ def test_whole_graph_then_an_increment_processes_only_the_new_files(spark, setti
     assert_tables_match_batch_recomputation(spark, settings)
 
     second = land(settings.root / "landing", files=2, **LANDING_OPTIONS)
-    run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS, instance=instance))
+    result = materialize(SEED_WITHOUT_CHECKS, instance=instance)
+    run, observed = materialization_metadata(result), observation_metadata(result)
 
     # Only the two new files were read, by every hop downstream of them.
     assert run["bronze/recordings"]["rows_processed"] == second.counts.total
-    assert run["gold/device_counts"]["rows_processed"] == second.counts.total
     assert run["bronze/recordings"]["dagster/row_count"] == first.counts.total + second.counts.total
     silver_new = run["silver/recordings_enriched"]["rows_processed"]
     assert silver_new == second.counts.total
     assert_tables_match_batch_recomputation(spark, settings)
-    # The patients lookup's CSV did not change: it is neither read again nor rewritten.
+    # The patients lookup's CSV did not change: it is neither read again nor rewritten. The run
+    # observes it, saying why; as silver reads it in this run, it is also reported as kept (a
+    # materialization without a commit: Dagster skips a reader whose upstream yields nothing).
     patients = Path(settings.table_path("silver", "patients"))
-    assert "landing/patients holds the files its last run read" in run["silver/patients"]["not_written"]
-    assert run["silver/patients"]["delta_version"] == DeltaTableStore().version(str(patients)) == 0
+    assert "landing/patients as it was" in observed["silver/patients"]["not_written"]
+    assert run["silver/patients"]["not_written"] == observed["silver/patients"]["not_written"]
+    assert observed["silver/patients"]["delta_version"] == DeltaTableStore().version(str(patients)) == 0
 
     # Nothing new: the landing folder and the upstream tables' versions (against what each
-    # table's last materialization read to) say so, and no query is started at all; the
-    # materializations say so, with no counts to plot as if the tables had changed.
-    run = materialization_metadata(materialize(SEED_WITHOUT_CHECKS, instance=instance))
-    for key in ("bronze/recordings", "silver/recordings_enriched", "gold/daily_patient_avg", "gold/device_counts"):
-        assert run[key]["written_version"] == "none (nothing new)", key
-        assert "rows_processed" not in run[key] and "micro_batches" not in run[key], key
-        assert run[key]["query_id"] == "", key
-    assert run["silver/patients"]["delta_version"] == 0 and "not_written" in run["silver/patients"]
+    # table's last commit read) say so, and no query is started at all; nothing is committed,
+    # so no materialization is recorded, only observations.
+    versions = {key: DeltaTableStore().version(str(settings.table_path(*key.split("/")))) for key in SEED_KEYS}
+    result = materialize(SEED_WITHOUT_CHECKS, instance=instance)
+    assert materialization_metadata(result) == {}
+    observed = observation_metadata(result)
+    for key in SEED_KEYS:
+        assert "nothing new" in observed[key]["not_written"] or "no new landed file" in observed[key]["not_written"]
+        assert observed[key]["delta_version"] == versions[key], key
     assert_tables_match_batch_recomputation(spark, settings)
-    # Each query's materializations recorded how far it read, which VACUUM asks: the readers
-    # of bronze and silver have read them to their latest versions, and no checkpointed query
-    # is unaccounted for.
+    # Each table's commits recorded how far its run read, which VACUUM asks: the readers of
+    # bronze and silver have read them to their latest versions, and no checkpointed query is
+    # unaccounted for.
     store = DeltaTableStore()
     for table in ("bronze.recordings", "silver.recordings_enriched"):
         path = str(settings.table_path(*table.split(".")))
-        readers = recorded_readers(instance, settings, table, store.table_id(path))
+        readers = stream_readers(instance, settings, store, table, store.table_id(path))
         assert readers and {r.version for r in readers} == {store.version(path)}, (table, readers)
-    assert all(r.version is not None for r in recorded_readers(instance, settings, "silver.patients", None))
+    assert all(r.version is not None for r in stream_readers(instance, settings, store, "silver.patients", None))
 
     # A lookup file landed again (here: touched) is read again; so is one whose run asks for
     # a full refresh.
     csv = Path(settings.landing_path("patients")) / "patients.csv"
     os.utime(csv, ns=(csv.stat().st_atime_ns, csv.stat().st_mtime_ns + 10**9))
     run = materialization_metadata(materialize(["silver/patients"], instance=instance))
-    assert "not_written" not in run["silver/patients"] and run["silver/patients"]["delta_version"] == 1
+    assert run["silver/patients"]["delta_version"] == 1
     refreshed = materialize(["silver/patients"], instance=instance,
                             run_config={"ops": {"silver__patients": {"config": {"full_refresh": True}}}})
-    assert "not_written" not in materialization_metadata(refreshed)["silver/patients"]
+    assert materialization_metadata(refreshed)["silver/patients"]["delta_version"] == 2
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from lakehouse_assets.errors import ConfigurationError, LakehouseError
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore, TableLayout
 from lakehouse_assets.storage.delta import CHANGE_DATA_FEED
 from lakehouse_assets_tests.conftest import spark_jobs
-from lakehouse_assets_tests.storage.helpers import drop_commit, write_checkpoint_metadata
+from lakehouse_assets_tests.storage.helpers import as_query, drop_commit
 
 from . import reference
 
@@ -33,11 +33,17 @@ def _spec(scd_type: int, **extra: Any) -> AutoCdc:
                    apply_as_deletes=DELETES, except_column_list=["op", "seq"], **extra)
 
 
+@pytest.fixture(autouse=True)
+def in_a_query(spark: SparkSession) -> Iterator[str]:
+    """The test's batches, handed to the sinks by the test itself, as one streaming query's:
+    their commits record its id."""
+    with as_query(spark) as query_id:
+        yield query_id
+
+
 def _sink(store: DeltaTableStore, tmp_path: Path, name: str, spec: AutoCdc,
           properties: dict[str, str] | None = None) -> AutoCdcSink:
-    checkpoint = tmp_path / f"{name}_checkpoint"
-    write_checkpoint_metadata(checkpoint)
-    return AutoCdcSink(DeltaSink(store, str(tmp_path / name), str(checkpoint), output_mode="update",
+    return AutoCdcSink(DeltaSink(store, str(tmp_path / name), output_mode="update",
                                  keys=list(spec.keys), layout=TableLayout(properties or {})), spec)
 
 

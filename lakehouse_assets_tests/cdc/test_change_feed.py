@@ -30,7 +30,7 @@ def test_a_new_feed_query_starts_from_the_table_as_inserts_then_follows_changes(
 
     def stream() -> None:
         run_stream(lambda: store.read_stream(spark, source, StreamOptions(read_change_feed=True)),
-                   DeltaSink(store, target, checkpoint), checkpoint_location=checkpoint)
+                   DeltaSink(store, target), checkpoint_location=checkpoint)
 
     def read() -> list[Change]:
         return sorted((r._commit_version, r._change_type, r.id, r.name) for r in store.read(spark, target).collect())

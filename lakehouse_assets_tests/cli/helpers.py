@@ -5,7 +5,6 @@ Tables are made with ``deltalake.write_deltalake``, not Spark: making them start
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import sys
@@ -94,11 +93,3 @@ def write_checkpoint(root: Path, table: str, *, committed: int | None, planned: 
         (folder / "commits" / str(batch)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
     return folder
 
-
-def delta_offset(table: Path | str, read_through: int) -> str:
-    """The offset Delta's streaming source logs once it has read ``table`` up to version
-    ``read_through`` whole: the next version, before its first file."""
-    from deltalake import DeltaTable
-
-    return json.dumps({"sourceVersion": 1, "reservoirId": DeltaTable(str(table)).metadata().id,
-                       "reservoirVersion": read_through + 1, "index": -1, "isStartingVersion": False})

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lakehouse_assets.storage.delta import META_BATCH, META_OPERATION, META_QUERY, META_ROWS
+from lakehouse_assets.storage.batch_record import BATCH_KEY, OPERATION_KEY, QUERY_KEY, user_metadata
 from lakehouse_assets_tests.cli.helpers import Runner, write_table
 
 
 def make_history(root: Path) -> None:
     write_table(root, "silver.recordings_enriched", {"mrn": [1, 2, 3]})
-    # A commit as the project's streaming sink writes it: query, batch and rows recorded.
-    write_table(root, "silver.recordings_enriched", {"mrn": [4, 5]}, custom_metadata={
-        META_OPERATION: "STREAMING UPDATE", META_QUERY: "silver__recordings_enriched",
-        META_BATCH: "7", META_ROWS: "2"})
+    # A commit as the project's streaming sink writes it: operation, query and batch in its
+    # userMetadata (the rows, Delta's metrics say).
+    write_table(root, "silver.recordings_enriched", {"mrn": [4, 5]}, custom_metadata={"userMetadata": user_metadata({
+        OPERATION_KEY: "STREAMING UPDATE", QUERY_KEY: "silver__recordings_enriched", BATCH_KEY: 7})})
     write_table(root, "silver.recordings_enriched", {"mrn": [9]}, mode="overwrite")
 
 

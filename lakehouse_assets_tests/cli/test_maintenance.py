@@ -14,7 +14,7 @@ from deltalake import DeltaTable
 
 from lakehouse_assets.location import locate
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.tables.upstream_versions import TableVersion, UpstreamVersions
+from lakehouse_assets.storage.batch_record import READING_KEY, RUN_KEY, Reading, TableVersion, user_metadata
 from lakehouse_assets_tests.cli.helpers import Runner, write_table
 from lakehouse_assets_tests.conftest import TEST_JVM_OPTIONS
 
@@ -60,14 +60,22 @@ def test_vacuum_lists_deletes_and_refuses_what_a_stream_reader_still_needs(
     events = _three_commits(root, "bronze.events")
     other = _three_commits(root, "bronze.other")
     compacted_away = _files(other)
-    # silver.reader's query has read bronze.events to version 0, as its last materialization
-    # in the Dagster instance at DAGSTER_HOME records.
+    # silver.reader's query has read bronze.events to version 0, as its table's newest commit
+    # records, made by a run that the Dagster instance at DAGSTER_HOME records as completed
+    # (it materialized silver.reader).
     LakehouseSettings(locate(root)).checkpoint_path("silver", "reader").mkdir()
     home = root.parent / "dagster_home"
     home.mkdir()
-    read = UpstreamVersions({"bronze.events": TableVersion(str(DeltaTable(str(events)).metadata().id), 0)})
+
+    @dg.asset(key=["silver", "reader"])
+    def reader() -> None:
+        return None
+
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        instance.report_runless_asset_event(dg.AssetMaterialization(["silver", "reader"], metadata=read.metadata()))
+        run_id = dg.materialize([reader], instance=instance).run_id
+    read = Reading({"bronze.events": TableVersion(str(DeltaTable(str(events)).metadata().id), 0)})
+    write_table(root, "silver.reader", {"id": [1]}, custom_metadata={
+        "userMetadata": user_metadata({RUN_KEY: run_id, READING_KEY: read.to_json()})})
     dagster_home = {"DAGSTER_HOME": str(home)}
     assert lakehouse("optimize", "--all").code == 0
 
@@ -90,9 +98,10 @@ def test_vacuum_lists_deletes_and_refuses_what_a_stream_reader_still_needs(
     every = lakehouse_process("vacuum", "--all", "--retain-hours", "0", "--json", extra_env={
         **dagster_home, "LAKEHOUSE_SPARK_CONF": json.dumps({"spark.driver.extraJavaOptions": TEST_JVM_OPTIONS})})
 
-    assert every.code == 1 and "1 of 2 tables were not vacuumed" in every.stderr, every
+    assert every.code == 1 and "1 of 3 tables were not vacuumed" in every.stderr, every
     assert "silver.reader" in every.stderr and "--retain-hours 1" in every.stderr, every
-    [vacuumed] = json.loads(every.stdout)["vacuumed"]
-    assert vacuumed["table"] == "bronze.other" and set(vacuumed["files"]) == compacted_away
+    vacuumed = {v["table"]: v for v in json.loads(every.stdout)["vacuumed"]}
+    assert set(vacuumed) == {"bronze.other", "silver.reader"}, vacuumed
+    assert set(vacuumed["bronze.other"]["files"]) == compacted_away and not vacuumed["silver.reader"]["files"]
     assert not compacted_away & _files(other) and len(_files(events)) == 4  # bronze.events: nothing deleted
     assert sorted(DeltaTable(str(other)).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3, 4]

@@ -49,7 +49,7 @@ def test_land_names_files_by_number_not_by_what_the_manifest_says(lakehouse: Run
     assert landed == ["landing/recordings/recordings-000001.json", "landing/recordings/recordings-000002.json"]
 
 
-@pytest.mark.parametrize("command", ["history", "show", "reset", "repair"])
+@pytest.mark.parametrize("command", ["history", "show", "reset", "vacuum", "trace"])
 @pytest.mark.parametrize("text", ["../../etc", "silver.x;rm", "silver.x/../../y", "silver.$(id)"])
 def test_table_names_that_escape_the_root_or_hold_shell_syntax_are_usage_errors(
     lakehouse: Runner, root: Path, command: str, text: str

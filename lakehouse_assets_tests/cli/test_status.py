@@ -1,4 +1,5 @@
-"""``lakehouse status``: tables, landing files not yet ingested, and checkpoint progress."""
+"""``lakehouse status``: tables, landing files not yet ingested, and each streaming query's
+progress, as its table's commits record it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ import json
 from pathlib import Path
 
 from lakehouse_assets.simulator import land
+from lakehouse_assets.storage.batch_record import BATCH_KEY, QUERY_KEY, user_metadata
 from lakehouse_assets_tests.cli.helpers import Runner, write_checkpoint, write_table
+
+QUERY_ID = "3f1c0d2e-query"
+
+
+def batch_commit(query: str, batch: int) -> dict[str, str]:
+    """The commit metadata of a streaming batch, as the project's sinks record it."""
+    return {"userMetadata": user_metadata({QUERY_KEY: query, BATCH_KEY: batch})}
 
 
 def landed_paths(root: Path, files: int) -> list[Path]:
@@ -29,12 +38,13 @@ def test_status_of_a_missing_root_fails_naming_it(lakehouse: Runner, root: Path)
     assert "Traceback" not in result.stderr
 
 
-def test_status_reports_tables_landing_and_checkpoints(lakehouse: Runner, root: Path) -> None:
+def test_status_reports_tables_landing_and_queries(lakehouse: Runner, root: Path) -> None:
     paths = landed_paths(root, 3)
     # Spark records file URIs (with %-escapes); two of the three files are ingested.
     ingested = [f"file://{p}" for p in paths[:2]]
     write_table(root, "bronze.recordings", {"device_id": [1, 2, 3], "_source_file": [ingested[0], *ingested]})
-    write_table(root, "bronze.recordings", {"device_id": [4], "_source_file": [ingested[1]]})
+    write_table(root, "bronze.recordings", {"device_id": [4], "_source_file": [ingested[1]]},
+                custom_metadata=batch_commit(QUERY_ID, 4))
     write_table(root, "silver.patients", {"mrn": [1, 2], "name": ["a", "b"]})
     write_table(root, "gold.device_counts", {"device_id": [1], "total_recordings": [3]})
     (root / "silver" / "not_a_table").mkdir()  # no _delta_log: not listed
@@ -61,12 +71,15 @@ def test_status_reports_tables_landing_and_checkpoints(lakehouse: Runner, root: 
     assert landing["recordings"]["ingested_by"] == ["bronze.recordings"]
     assert (landing["patients"]["files"], landing["patients"]["not_ingested"]) == (1, 1)
 
-    checkpoints = {c["table"]: c for c in report["checkpoints"]}
-    bronze = checkpoints["bronze.recordings"]
-    assert (bronze["last_committed_batch"], bronze["last_offset_batch"], bronze["pending_batch"]) == (4, 5, 5)
-    assert bronze["last_offsets"] == [{"logOffset": 5}]
-    assert bronze["query_id"] == "3f1c0d2e-query"
-    assert checkpoints["silver.recordings_enriched"]["pending_batch"] is None
+    # Each query with a checkpoint, at the last batch its table committed (none for a table
+    # not written yet).
+    queries = {q["table"]: q for q in report["queries"]}
+    assert list(queries) == ["bronze.recordings", "silver.recordings_enriched"]
+    bronze = queries["bronze.recordings"]
+    assert (bronze["query_id"], bronze["batch"], bronze["version"]) == (QUERY_ID, 4, 1)
+    assert bronze["committed_at"].startswith("20")
+    assert (queries["silver.recordings_enriched"]["batch"], queries["silver.recordings_enriched"]["version"]) == \
+        (None, None)
 
     text = lakehouse("status")
     assert text.code == 0, str(text)
@@ -102,17 +115,27 @@ def test_an_unreadable_table_is_reported_and_the_rest_still_shown(lakehouse: Run
     assert "Traceback" not in result.stderr
 
 
-def test_a_damaged_checkpoint_is_reported_as_a_run_would_find_it(lakehouse: Runner, root: Path) -> None:
+def test_a_querys_progress_comes_from_its_tables_commits_not_its_checkpoint_files(
+        lakehouse: Runner, root: Path) -> None:
+    # The commit is the batch's record: a checkpoint's files (here damaged, and ahead of the
+    # table) do not change what status says the query has done; a run meeting the damaged
+    # file stops naming it (reliability/test_checkpoint_repair.py).
+    write_table(root, "bronze.recordings", {"device_id": [1]}, custom_metadata=batch_commit(QUERY_ID, 0))
+    write_table(root, "bronze.recordings", {"device_id": [2]}, custom_metadata=batch_commit(QUERY_ID, 1))
+    write_table(root, "silver.recordings_enriched", {"mrn": [1]}, custom_metadata=batch_commit("other-query", 2))
     damaged = write_checkpoint(root, "bronze.recordings", committed=3, planned=4)
     write_checkpoint(root, "silver.recordings_enriched", committed=2, planned=2)
-    (damaged / "offsets" / "4").write_text("v1\n{not json\n")  # its checksum no longer matches either
+    (damaged / "offsets" / "4").write_text("v1\n{not json\n")
 
     result = lakehouse("status", "--json")
-    assert result.code == 1, str(result)
-    checkpoints = {c["table"]: c for c in json.loads(result.stdout)["checkpoints"]}
-    bronze = checkpoints["bronze.recordings"]
-    assert (bronze["last_committed_batch"], bronze["last_offset_batch"]) == (3, 4)
-    assert str(damaged / "offsets" / "4") in bronze["error"]
-    assert "lakehouse repair bronze.recordings" in bronze["error"]
-    assert checkpoints["silver.recordings_enriched"]["error"] is None
-    assert checkpoints["silver.recordings_enriched"]["last_committed_batch"] == 2
+
+    assert result.code == 0, str(result)
+    queries = {q["table"]: q for q in json.loads(result.stdout)["queries"]}
+    assert (queries["bronze.recordings"]["query_id"], queries["bronze.recordings"]["batch"],
+            queries["bronze.recordings"]["version"]) == (QUERY_ID, 1, 1)
+    assert (queries["silver.recordings_enriched"]["query_id"], queries["silver.recordings_enriched"]["batch"]) == \
+        ("other-query", 2)
+    text = lakehouse("status")
+    assert text.code == 0, str(text)
+    line = next(x for x in text.stdout.splitlines() if x.startswith("bronze.recordings ") and QUERY_ID in x)
+    assert line.split()[1:3] == ["1", "1"]

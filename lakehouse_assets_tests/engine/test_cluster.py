@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse_assets.reliability.delta_files import read_rows, row_tuples
+from lakehouse_assets.reliability.table_reader import read_rows, row_tuples
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.built import BuiltLakehouse
 from lakehouse_assets_tests.engine.standalone_cluster import StandaloneCluster

@@ -68,12 +68,12 @@ CHECKS_AFTER_THE_ENGINE_DIES = textwrap.dedent("""
     settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": root, "LAKEHOUSE_ENGINE_PORT": port})
 
     @dg.asset(key=["silver", "recordings_enriched"])
-    def engine_dies_after_this_step(spark: LakehouseResource) -> None:
-        assert spark.spark_session.range(3).count() == 3
+    def engine_dies_after_this_step(lakehouse: LakehouseResource) -> None:
+        assert lakehouse.spark_session.range(3).count() == 3
         print("killed", kill_engine(settings), flush=True)
 
     run = dg.materialize([engine_dies_after_this_step, contract_checks(silver.RECORDINGS_ENRICHED)],
-                         resources={"spark": LakehouseResource(root=root, remote=url)}, raise_on_error=False)
+                         resources={"lakehouse": LakehouseResource(root=root, engine_url=url)}, raise_on_error=False)
     for event in run.all_events:
         if event.event_type is dg.DagsterEventType.STEP_FAILURE:
             error = event.step_failure_data.error

@@ -14,6 +14,7 @@ import dagster as dg
 from pyspark.sql import SparkSession
 
 from lakehouse_assets.assets.bronze import bronze_loader, bronze_table, landing_source
+from lakehouse_assets.assets.table_asset import after_body
 from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io.handlers.ingestion import write_ingestion
 from lakehouse_assets.io.table_run import table_run_of
@@ -79,16 +80,20 @@ class Bronze:
 
     def run(self, options: AutoLoaderOptions | None = None, expectations: Sequence[Rule] = ()) -> StreamRun:
         """Materialize the table once, reading with ``options`` and enforcing ``expectations``
-        (none: Delta's own streaming sink writes it); what its query did."""
+        (none: Delta's own streaming sink writes it); what its query did (no query, an empty
+        run, when no readable landed file is new, as the asset starts none)."""
         options = dataclasses.replace(options or AutoLoaderOptions(), format=self.source_format)  # type: ignore[arg-type]
         asset = bronze_table(name=self.name, data_source=self.name, source_format=options.format, options=options,
                              expectations=expectations)
         key = dg.AssetKey(["bronze", self.name])
         run = table_run_of(key, TableSpec.of(asset.metadata_by_key[key]), TableRunConfig(), self.settings)
-        loader = bronze_loader(self.settings, name=self.name, data_source=self.name, options=options)
+        loader = bronze_loader(self.settings, self.store, name=self.name, data_source=self.name, options=options)
         log = logging.getLogger(RUN_LOG)
         # What the asset's declaration does with the body's source: its expectations go with it.
-        source = dataclasses.replace(landing_source(self.spark, loader, log), expectations=tuple(expectations))
+        source = dataclasses.replace(landing_source(lambda: self.spark, loader, log), expectations=tuple(expectations))
+        if after_body(source) is not None:
+            # What the asset does when no readable landed file is new: no query, no commit.
+            return StreamRun()
         written = write_ingestion(source, run, self.store, log)
         assert written.query is not None
         return written.query

@@ -19,6 +19,7 @@ from lakehouse_assets.ingestion import (
     UnknownColumnsError,
     autoload_stream,
     ingested_files,
+    unread_files,
 )
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
@@ -44,11 +45,12 @@ def test_each_file_once_and_later_files_by_the_next_run(
     assert sorted(sources) == sorted(file_uri(p) for p in first + later)
     assert all(len(file_rows) == 1 for file_rows in sources.values())
     assert {r["mrn"] for r in rows} == {str(recording(i)["mrn"]) for i in [*range(1000), *range(5000, 5010)]}
-    # Ingestion state: every file once, in the batch and table version that holds it.
-    state = ingested_files(bronze.checkpoint, table_path=bronze.table, store=store)
-    assert len(state) == 1010 and len({f.path for f in state}) == 1010
-    assert {f.table_version for f in state if f.path in {file_uri(p) for p in later}} == {run2.last_version}
-    assert all(f.committed and f.size == os.path.getsize(f.path[len("file:"):]) for f in state)
+    # Ingestion state, read from the table: every file, and the later ones first in the
+    # version the second run committed.
+    assert ingested_files(store, [bronze.table]) == {file_uri(p) for p in first + later}
+    assert ingested_files(store, [bronze.table], version=run1.last_version) == {file_uri(p) for p in first}
+    assert run2.last_version is not None and run2.last_version > (run1.last_version or 0)
+    assert unread_files(str(bronze.landing), AutoLoaderOptions(), ingested_files(store, [bronze.table])) == []
 
 
 # Ten records in five files: two good, one malformed line, two wrong types, an empty file, a BOM.
@@ -113,7 +115,7 @@ def test_bad_records_and_a_new_column_in_every_evolution_mode(
         "_rescued_data": "string", "_source_file": "string", "_source_line": "bigint", "_ingested_at": "timestamp",
     }
     # An empty file is held back (not marked read) so that content a writer adds later is read.
-    assert file_uri(bronze.landing / "empty.json") not in {f.path for f in ingested_files(bronze.checkpoint)}
+    assert file_uri(bronze.landing / "empty.json") not in ingested_files(store, [bronze.table])
 
     new_file = bronze.land("new_column.json", NEW_COLUMN_FILE)
     schemas = SchemaStore(bronze.schema_location)
@@ -152,15 +154,15 @@ def test_bad_records_and_a_new_column_in_every_evolution_mode(
 def test_the_asset_layer_path_stream_and_restart_policy(
     spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
-    """autoload_stream run by the caller, with the restart policy and nothing else (no checkpoint
-    for the policy to read the failed batch's files from)."""
+    """autoload_stream run by the caller, with the restart policy and nothing else (no list of
+    unread files for the policy to type the new columns from)."""
     bronze = Bronze(spark, settings, store)
     options = AutoLoaderOptions(infer_column_types=True, continue_on_new_columns=True)
     bronze.land("1.json", json_lines([recording(1)]))
     bronze.land("2.json", json_lines([recording(2)]))
     run = run_stream(
         lambda: autoload_stream(spark, source_dir=bronze.landing, options=options, schema_location=bronze.schema_location),
-        DeltaSink(store, bronze.table, bronze.checkpoint, merge_schema=True),
+        DeltaSink(store, bronze.table, merge_schema=True),
         checkpoint_location=bronze.checkpoint,
         restart_when=SchemaEvolutionPolicy(spark, options),
     )
@@ -170,12 +172,12 @@ def test_the_asset_layer_path_stream_and_restart_policy(
     bronze.land("4.json", json_lines([recording(4, bed=7)]))
     run = run_stream(
         lambda: autoload_stream(spark, source_dir=bronze.landing, options=options, schema_location=bronze.schema_location),
-        DeltaSink(store, bronze.table, bronze.checkpoint, merge_schema=True),
+        DeltaSink(store, bronze.table, merge_schema=True),
         checkpoint_location=bronze.checkpoint,
         restart_when=SchemaEvolutionPolicy(spark, options),
     )
     rows = {r["mrn"]: r for r in bronze.rows()}
-    assert len(rows) == 4 and 1 <= run.restarts <= 2  # one file at a time without the checkpoint
+    assert len(rows) == 4 and 1 <= run.restarts <= 2  # one file at a time without the unread files
     assert (rows[recording(3)["mrn"]]["ward"], rows[recording(4)["mrn"]]["bed"]) == ("A", 7)
 
 
@@ -197,8 +199,11 @@ def test_rate_limits_split_a_backlog_into_batches(
     assert files_run.batches == 4 and by_files.count() == 10
     assert bytes_run.batches >= 3 and max(p["numInputRows"] for p in bytes_run.progress) <= 4
     assert by_bytes.count() == 10
-    batches = {f.batch_id for f in ingested_files(by_files.checkpoint)}
-    assert len(batches) == 4
+    # Each batch is one commit, and the files its rows came from appear in it, 3 at a time.
+    commits = sorted(store.history(by_files.table), key=lambda c: c.version)
+    assert [c.batch_id for c in commits] == [0, 1, 2, 3]
+    held = [len(ingested_files(store, [by_files.table], version=c.version)) for c in commits]
+    assert held == [3, 6, 9, 10]
 
 
 def test_a_file_landing_during_a_run_is_taken_by_this_run_or_the_next(
@@ -240,14 +245,14 @@ def test_hidden_and_in_progress_files_are_never_read(
     bronze.run()
 
     assert sorted(by_source(bronze.rows())) == [file_uri(bronze.landing / "a.json"), file_uri(bronze.landing / "d.json")]
-    assert sorted(f.path for f in ingested_files(bronze.checkpoint)) == sorted(by_source(bronze.rows()))
+    assert sorted(ingested_files(store, [bronze.table])) == sorted(by_source(bronze.rows()))
 
 
 def test_nothing_landed_is_an_empty_run(spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore) -> None:
     bronze = Bronze(spark, settings, store)
     run = bronze.run()
     assert (run.batches, run.input_rows, store.exists(bronze.table)) == (0, 0, False)
-    assert ingested_files(bronze.checkpoint) == []
+    assert ingested_files(store, [bronze.table]) == set()
 
 
 def test_fail_on_new_columns_goes_on_once_the_schema_has_them(
@@ -310,9 +315,15 @@ def test_an_ingestion_without_expectations_appends_through_deltas_own_sink_exact
     # files have Hadoop checksums beside them, as a crash before the write would leave neither).
     for name in ("2", ".2.crc"):
         Path(bronze.checkpoint, "commits", name).unlink(missing_ok=True)
+    # The table holds every landed file, so nothing is new and no query starts (the asset's
+    # gate); the next landed file starts one, which replays batch 2 first.
+    assert bronze.run(AutoLoaderOptions(max_files_per_trigger=1)).progress == []
+    bronze.land("3.json", json_lines([recording(3)]))
     replay = bronze.run(AutoLoaderOptions(max_files_per_trigger=1))
 
-    # Delta skips the batch before reading it: nothing read, nothing committed.
-    assert [p["batchId"] for p in replay.progress] == [2] and replay.commits == []
-    assert store.committed_batch(bronze.table, str(run.query_id)) == 2
-    assert sorted(r["mrn"] for r in bronze.rows()) == sorted(str(recording(i)["mrn"]) for i in range(3))
+    # Delta skips the replayed batch before reading it: nothing read, nothing committed; the
+    # new file is the next batch's one commit.
+    assert [p["batchId"] for p in replay.progress] == [2, 3]
+    assert [c.batch_id for c in replay.commits] == [3] and replay.rows_written == 1
+    assert store.committed_batch(bronze.table, str(run.query_id)) == 3
+    assert sorted(r["mrn"] for r in bronze.rows()) == sorted(str(recording(i)["mrn"]) for i in range(4))

@@ -1,81 +1,136 @@
-"""What was ingested, file by file (cloud_files_state), read from a checkpoint's file log."""
+"""What was ingested, file by file (cloud_files_state), read from the tables the ingestion
+writes: the distinct ``_source_file`` of their rows, through delta-rs, never Spark's checkpoint."""
 
 from __future__ import annotations
 
-import json
+import os
+import time
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.checkpoints.checkpoint import Checkpoint
-from lakehouse_assets.errors import CorruptCheckpointError
+from lakehouse_assets.assets.bronze import bronze_loader
 from lakehouse_assets.ingestion import AutoLoaderOptions, ingested_files, unread_files
-from lakehouse_assets.ingestion.state import uncommitted_files
+from lakehouse_assets.ingestion.state import rewritten_files, vanished_message
+from lakehouse_assets.location import spark_file_uri
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore
-from lakehouse_assets_tests.cli.helpers import hadoop_checksum
 
 from .helpers import Bronze, by_source, file_uri, json_lines, recording
 
 
-def _write_log(folder: Path, name: str, entries: list[tuple[str, int]]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    lines = ["v1"] + [json.dumps({"path": p, "timestamp": 1_700_000_000_000, "batchId": b}) for p, b in entries]
-    (folder / name).write_text("\n".join(lines))
-
-
-def test_a_compacted_log_and_the_batches_after_it(tmp_path: Path) -> None:
-    log = tmp_path / "sources" / "0"
-    _write_log(log, "8", [("file:///l/8.json", 8)])  # superseded by the compaction, may linger
-    _write_log(log, "9.compact", [(f"file:///l/{b}.json", b) for b in range(10)])
-    _write_log(log, "10", [("file:///l/10.json", 10)])
-    _write_log(log, "11", [("file:///l/11a.json", 11), ("file:///l/11b.json", 11)])
-    (log / ".11.crc").write_bytes(hadoop_checksum((log / "11").read_bytes()))  # a checksum is not a batch
-    (tmp_path / "commits").mkdir()
-    for batch in range(11):
-        (tmp_path / "commits" / str(batch)).write_text("v1\n{}")
-
-    entries = Checkpoint(str(tmp_path)).file_source_log()
-    state = ingested_files(str(tmp_path))
-
-    assert [e.batch_id for e in entries] == [*range(11), 11, 11]
-    assert uncommitted_files(str(tmp_path)) == ["file:///l/11a.json", "file:///l/11b.json"]
-    assert [f.path for f in state][:2] == ["file:/l/0.json", "file:/l/1.json"]
-    assert [f.committed for f in state] == [True] * 11 + [False, False]
-    assert all(f.size is None and f.table_version is None for f in state)  # files gone, no table given
-
-
-def test_a_damaged_log_is_named(tmp_path: Path) -> None:
-    (tmp_path / "sources" / "0").mkdir(parents=True)
-    (tmp_path / "sources" / "0" / "0").write_text("not a log")
-    with pytest.raises(CorruptCheckpointError, match="sources/0/0"):
-        ingested_files(str(tmp_path))
-
-
-def test_each_file_maps_to_the_table_version_that_holds_it(
+def test_the_files_a_table_holds_are_its_source_files_version_by_version(
     spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
 ) -> None:
     bronze = Bronze(spark, settings, store)
-    for i in range(3):
-        bronze.land(f"{i}.json", json_lines([recording(i), recording(10 + i)]))
+    landed = [bronze.land(f"{i}.json", json_lines([recording(i), recording(10 + i)])) for i in range(3)]
     bronze.run(AutoLoaderOptions(max_files_per_trigger=2))
-    bronze.land("3.json", json_lines([recording(3)]))
+    landed.append(bronze.land("3.json", json_lines([recording(3)])))
     bronze.run()
 
-    state = ingested_files(bronze.checkpoint, table_path=bronze.table, store=store)
-    history = {e.batch_id: e.version for e in store.history(bronze.table) if e.batch_id is not None}
-    assert [f.batch_id for f in state] == [0, 0, 1, 2]
-    assert [f.table_version for f in state] == [history[0], history[0], history[1], history[2]]
     sources = by_source(bronze.rows())
-    assert sorted(f.path for f in state) == sorted(sources)
-    # A file's rows first appear in the version its state names.
-    for f in state:
-        before = store.read(spark, bronze.table, version=f.table_version - 1) if f.table_version else None
-        assert before is None or before.where(f"_source_file = '{f.path}'").count() == 0
-    assert [len(sources[f.path]) for f in state] == [2, 2, 2, 1]
-    assert all(f.seen_at is not None and f.seen_at >= f.modification_time for f in state)
+    assert ingested_files(store, [bronze.table]) == set(sources) == {file_uri(p) for p in landed}
+    assert [len(sources[file_uri(p)]) for p in landed] == [2, 2, 2, 1]
+    # At every version the table holds exactly the files its rows came from, and a file's
+    # rows first appear in the version that first names it.
+    versions = sorted(e.version for e in store.history(bronze.table))
+    held = [ingested_files(store, [bronze.table], version=v) for v in versions]
+    for version, files in zip(versions, held, strict=True):
+        rows = store.read(spark, bronze.table, version=version).select("_source_file").distinct().collect()
+        assert files == {r["_source_file"] for r in rows}
+    assert [len(files) for files in held] == [2, 3, 4]
+    assert all(before < after for before, after in zip(held, held[1:], strict=False))
+
     # What a run would read now, without starting one.
-    assert unread_files(str(bronze.landing), bronze.checkpoint, AutoLoaderOptions()) == []
+    options = AutoLoaderOptions()
+    assert unread_files(str(bronze.landing), options, ingested_files(store, [bronze.table])) == []
     late = bronze.land("4.json", json_lines([recording(4)]))
-    assert [f.path for f in unread_files(str(bronze.landing), bronze.checkpoint, AutoLoaderOptions())] == [file_uri(late)]
+    unread = unread_files(str(bronze.landing), options, ingested_files(store, [bronze.table]))
+    assert [spark_file_uri(f.path) for f in unread] == [file_uri(late)]
+    # Against an older version, the files committed after it are unread again.
+    then = ingested_files(store, [bronze.table], version=versions[0])
+    assert {spark_file_uri(f.path) for f in unread_files(str(bronze.landing), options, then)} == {
+        file_uri(p) for p in [*landed, late]} - then
+
+
+def test_every_table_of_the_ingestion_counts_and_a_table_without_the_column_holds_none(
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
+) -> None:
+    """A routed ingestion writes each record to its table or its quarantine: a file is
+    ingested when either holds a row of it. A table not created yet, or one without the
+    column, holds no files."""
+    table = str(settings.table_path("bronze", "routed"))
+    quarantine = str(settings.table_path("bronze", "routed_quarantine"))
+    other = str(settings.table_path("silver", "no_source"))
+    never = str(settings.table_path("bronze", "never_written"))
+    store.write(spark.createDataFrame([(1, "file:/l/a.json"), (2, "file:/l/b.json")], "mrn long, _source_file string"),
+                table)
+    store.write(spark.createDataFrame([(3, "file:/l/b.json"), (4, "file:/l/c.json"), (5, None)],
+                                      "mrn long, _source_file string"), quarantine)
+    store.write(spark.createDataFrame([(6,)], "mrn long"), other)
+
+    assert ingested_files(store, [table, quarantine]) == {"file:/l/a.json", "file:/l/b.json", "file:/l/c.json"}
+    assert ingested_files(store, [quarantine]) == {"file:/l/b.json", "file:/l/c.json"}
+    assert ingested_files(store, [other, never]) == set()
+    assert ingested_files(store, [never, table]) == {"file:/l/a.json", "file:/l/b.json"}
+
+
+def test_an_empty_file_reads_as_unread_and_starts_no_query(
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
+) -> None:
+    """A file holding no record is never a row: it stays unread, held back (content a writer
+    adds later is read), and a run with nothing else new starts nothing."""
+    bronze = Bronze(spark, settings, store)
+    good = bronze.land("good.json", json_lines([recording(1)]))
+    empty = bronze.land("empty.json", "")
+    bronze.run()
+    version = store.version(bronze.table)
+
+    options = AutoLoaderOptions()
+    assert ingested_files(store, [bronze.table]) == {file_uri(good)}
+    unread = unread_files(str(bronze.landing), options, ingested_files(store, [bronze.table]))
+    assert [spark_file_uri(f.path) for f in unread] == [file_uri(empty)]
+    loader = bronze_loader(settings, store, name=bronze.name, data_source=bronze.name, options=options)
+    assert loader.has_new_data() is False
+    assert any("empty.json" in message for message in loader.warnings())
+    assert bronze.run().progress == [] and store.version(bronze.table) == version
+
+    empty.write_text(json_lines([recording(2)]))  # the writer adds its content after all
+    assert bronze_loader(settings, store, name=bronze.name, data_source=bronze.name, options=options).has_new_data()
+    assert bronze.run().input_rows == 1
+    assert ingested_files(store, [bronze.table]) == {file_uri(good), file_uri(empty)}
+
+
+def test_a_file_written_again_after_its_ingestion_is_named_and_not_read_again(
+    spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore
+) -> None:
+    bronze = Bronze(spark, settings, store)
+    again = bronze.land("a.json", json_lines([recording(1)]))
+    kept = bronze.land("b.json", json_lines([recording(2)]))
+    bronze.run()
+    options = AutoLoaderOptions()
+    ingested = ingested_files(store, [bronze.table])
+    assert rewritten_files(str(bronze.landing), options, ingested, store, [bronze.table]) == []
+
+    bronze.land("a.json", json_lines([recording(1), recording(3)]))
+    later = time.time() + 5  # after the commit, whatever the clocks' resolutions
+    os.utime(again, (later, later))
+
+    rewritten = rewritten_files(str(bronze.landing), options, ingested, store, [bronze.table])
+    assert [spark_file_uri(f.path) for f in rewritten] == [file_uri(again)]
+    assert file_uri(kept) not in {spark_file_uri(f.path) for f in rewritten}
+    # Not unread: its name is ingested, and the run says why it is not read.
+    assert unread_files(str(bronze.landing), options, ingested) == []
+    loader = bronze_loader(settings, store, name=bronze.name, data_source=bronze.name, options=options)
+    warnings = loader.warnings()
+    assert len(warnings) == 1 and f"Not reading {file_uri(again)} again" in warnings[0]
+    assert "new name" in warnings[0]
+    # A table not created yet has rewritten nothing.
+    never = str(settings.table_path("bronze", "never_written"))
+    assert rewritten_files(str(bronze.landing), options, ingested, store, [never]) == []
+
+
+def test_the_vanished_file_warning_names_the_file_the_table_and_what_to_do(tmp_path: Path) -> None:
+    message = vanished_message("file:/l/gone.json", "bronze.recordings")
+    assert "file:/l/gone.json" in message and "bronze.recordings" in message
+    assert "land it again under a new name" in message

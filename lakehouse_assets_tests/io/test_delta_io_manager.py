@@ -4,7 +4,6 @@ root; every assertion reads the tables (or their checkpoints) back."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,9 @@ from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.silver import HEARTRATE_POSITIVE
 from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY, TableSpec
+from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY, ColumnSource, TableSpec
 from lakehouse_assets.storage import DeltaTableStore, StreamOptions
-from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata
+from lakehouse_assets_tests.assets.pipeline import delta_rows, materialization_metadata, observation_metadata
 
 # -- upstream tables, written directly with the store (external assets to Dagster) -----------
 
@@ -57,7 +56,9 @@ def people_merged(people: DataFrame) -> DataFrame:
     return people.select("id", "name")
 
 
-@table_asset(layer="silver", name="io_events_doubled", ins={"events": stream_from(EVENTS)})
+@table_asset(layer="silver", name="io_events_doubled", ins={"events": stream_from(EVENTS)},
+             column_lineage={"id": [ColumnSource("bronze.io_events", "id")],
+                             "doubled": [ColumnSource("bronze.io_events", "value")]})
 def events_doubled(events: DataFrame) -> DataFrame:
     """Each event's value doubled: a streaming output, one incremental query."""
     return events.select("id", (F.col("value") * 2).alias("doubled"))
@@ -82,10 +83,10 @@ def readings_clean(readings: DataFrame) -> RoutedRows:
 
 
 @table_asset(layer="bronze", name="io_landed")
-def landed(spark: LakehouseResource) -> IncrementalSource:
+def landed(lakehouse: LakehouseResource) -> IncrementalSource:
     """JSON files landed under landing/io_landed: an ingestion output."""
     folder = str(LakehouseSettings.from_env().landing_path(LANDED))
-    return IncrementalSource(build=lambda: spark.spark_session.readStream.schema(LANDED_SCHEMA).json(folder))
+    return IncrementalSource(build=lambda: lakehouse.spark_session.readStream.schema(LANDED_SCHEMA).json(folder))
 
 
 autoloaded = bronze_table(
@@ -95,20 +96,20 @@ autoloaded = bronze_table(
 
 
 @table_asset(layer="silver", name="io_events_viewed", deps=[EVENTS])
-def events_viewed(spark: LakehouseResource) -> DataFrame:
+def events_viewed(lakehouse: LakehouseResource) -> DataFrame:
     """The seeds' cells: a table by name read as a stream, made a temp view, transformed by a
     SQL temp view, and turned back into a stream with spark.table."""
-    session = spark.spark_session
-    spark.tables.sql("SELECT id, value FROM STREAM(bronze.io_events)").createOrReplaceTempView("events_raw_temp")
+    session = lakehouse.spark_session
+    lakehouse.tables.sql("SELECT id, value FROM STREAM(bronze.io_events)").createOrReplaceTempView("events_raw_temp")
     session.sql("CREATE OR REPLACE TEMPORARY VIEW events_tenfold_temp AS "
                 "SELECT id, value * 10 AS tenfold FROM events_raw_temp")
     return session.table("events_tenfold_temp")
 
 
 @table_asset(layer="gold", name="io_views_seen", ins={"viewed": batch_from(["silver", "io_events_viewed"])})
-def views_seen(spark: LakehouseResource, viewed: DataFrame) -> DataFrame:
+def views_seen(lakehouse: LakehouseResource, viewed: DataFrame) -> DataFrame:
     """The temp views this body finds in the run's session: none, whatever ran before it."""
-    session = spark.spark_session
+    session = lakehouse.spark_session
     names = sorted(row.viewName for row in session.sql("SHOW VIEWS").collect() if row.isTemporary)
     return session.createDataFrame([(",".join(names), viewed.count())], "views STRING, rows BIGINT")
 
@@ -143,7 +144,7 @@ def materialize(*assets: Any, run_config: dict[str, Any] | None = None, raise_on
     return dg.materialize(
         [*assets, *UPSTREAM],
         resources={
-            "spark": spark_resource,
+            "lakehouse": spark_resource,
             IO_MANAGER_KEY: DeltaIOManager(lakehouse=spark_resource),
             STREAM_INPUT_KEY: DeltaIOManager(lakehouse=spark_resource, read_inputs_as="stream"),
         },
@@ -175,14 +176,9 @@ def failure_text(result: dg.ExecuteInProcessResult) -> str:
     return "\n".join(texts)
 
 
-def latest_offsets(checkpoint: Path) -> Path:
-    files = [p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()]
-    assert files, f"no offsets in {checkpoint}"
-    return max(files, key=lambda p: int(p.name))
-
-
-def query_id(checkpoint: Path) -> str:
-    return json.loads((checkpoint / "metadata").read_text())["id"]
+def last_query(store: DeltaTableStore, path: str) -> str | None:
+    """The streaming query that made the table's newest commit, as its history names it."""
+    return store.history(path)[0].query
 
 
 # -- batch ----------------------------------------------------------------------------------
@@ -237,25 +233,24 @@ def test_stream_writes_everything_then_skips_when_nothing_is_new_then_writes_onl
     assert first["micro_batches"] >= 1
     assert first["written_version"] == first["delta_version"] == store.version(path)
     # What the query read to: the upstream table as the run found it before starting it.
-    assert first["upstream_versions"] == {"bronze.io_events": {
-        "table_id": store.table_id(upstream), "version": store.version(upstream)}}
-
-    idle = materialization_metadata(materialize(events_doubled, instance=instance))["silver/io_events_doubled"]
-
-    # Nothing written: no counts to plot as zeros, and the version says why.
-    assert not {"micro_batches", "rows_written", "rows_processed"} & idle.keys()
-    assert idle["query_id"] == ""  # no query started
-    assert idle["written_version"] == "none (nothing new)"
-    assert idle["delta_version"] == first["delta_version"] == store.version(path)
-    assert idle["upstream_versions"] == first["upstream_versions"]
-    # The column lineage is the last run's: the plan of a query not run is not asked for.
+    assert first["reading"] == {"tables": {"bronze.io_events": {
+        "table_id": store.table_id(upstream), "version": store.version(upstream)}}, "landed": {}}
     assert first["dagster/column_lineage"].deps_by_column["doubled"] == [
         dg.TableColumnDep(asset_key=dg.AssetKey(list(EVENTS)), column_name="value")]
-    assert idle["dagster/column_lineage"] == first["dagster/column_lineage"]
 
-    # Without the record (another Dagster instance) the query is started, and finds nothing.
-    unrecorded = materialization_metadata(materialize(events_doubled))["silver/io_events_doubled"]
-    assert unrecorded["query_id"] != "" and unrecorded["written_version"] == "none (nothing new)"
+    idle = materialize(events_doubled, instance=instance)
+
+    # Nothing new: no query started, nothing committed, so no materialization; an observation
+    # says why, at the version the table stands.
+    assert materialization_metadata(idle) == {}
+    observed = observation_metadata(idle)["silver/io_events_doubled"]
+    assert "nothing new since version" in observed["not_written"] and "bronze.io_events" in observed["not_written"]
+    assert observed["delta_version"] == first["delta_version"] == store.version(path)
+
+    # Without the record (another Dagster instance) the query is started, finds nothing and
+    # commits nothing.
+    unrecorded = materialization_metadata(materialize(events_doubled)).get("silver/io_events_doubled", {})
+    assert "rows_written" not in unrecorded and store.version(path) == first["delta_version"]
 
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(4, 40), (5, 50)])
     third = materialization_metadata(materialize(events_doubled, instance=instance))["silver/io_events_doubled"]
@@ -414,7 +409,7 @@ def test_full_refresh_clears_table_and_checkpoint_and_rebuilds_from_the_source(s
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 10), (2, 20)])
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(3, 30)])
     materialize(events_doubled)
-    table_before, query_before = store.table_id(path), query_id(checkpoint)
+    table_before, query_before = store.table_id(path), last_query(store, path)
     assert len(delta_rows(settings, "silver", "io_events_doubled", ["id"])) == 3
 
     op = events_doubled.node_def.name
@@ -426,7 +421,8 @@ def test_full_refresh_clears_table_and_checkpoint_and_rebuilds_from_the_source(s
     assert refreshed["rows_written"] == 3
     assert refreshed["dagster/row_count"] == 3
     assert store.table_id(path) != table_before  # the table was recreated
-    assert query_id(checkpoint) != query_before  # under a new checkpoint
+    assert last_query(store, path) != query_before  # by a new query, under a new checkpoint
+    assert checkpoint.exists()
 
 
 # -- failures -------------------------------------------------------------------------------
@@ -438,21 +434,17 @@ def test_a_damaged_checkpoint_stops_the_run_naming_the_file_and_leaves_the_table
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(1, 10), (2, 20)])
     materialize(events_doubled)
     version = store.version(path)
-    offsets = latest_offsets(checkpoint)
-    offsets.write_bytes(b"this is not an offsets file\x00\xff")
+    for log in (checkpoint / "offsets").iterdir():  # damage what Spark reads to resume
+        log.write_bytes(b"this is not an offsets file\x00\xff")
     write_upstream(spark, store, settings, EVENTS, EVENTS_SCHEMA, [(3, 30)])  # there is work to do
 
-    instance = dg.DagsterInstance.ephemeral()
-    result = materialize(events_doubled, raise_on_error=False, instance=instance)
+    result = materialize(events_doubled, raise_on_error=False)
 
     assert not result.success
     text = failure_text(result)
     assert "CorruptCheckpointError" in text, text
-    # Stopped by the check before the query, not by Spark failing on the file.
-    messages = [entry.user_message for entry in instance.all_logs(result.run_id)]
-    assert not any(m.startswith("Running the") for m in messages), messages
-    assert str(offsets) in text and "damaged" in text, text
-    assert "lakehouse repair silver.io_events_doubled" in text, text
+    assert str(checkpoint) in text and "damaged" in text, text
+    assert "lakehouse reset silver.io_events_doubled" in text, text
     assert store.version(path) == version
     assert delta_rows(settings, "silver", "io_events_doubled", ["id", "doubled"]) == [(1, 20), (2, 40)]
 

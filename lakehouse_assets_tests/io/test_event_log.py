@@ -1,7 +1,8 @@
-"""The event log through Dagster runs, real Spark and real tables: one row per micro-batch per
-table that adds up (bronze reads what landed; silver writes plus quarantines what it reads),
-agrees with the tables' own commits, is what the UI's metadata reports, is read by
-`lakehouse events` and by name in SQL, and logs a failed batch with its error."""
+"""The event log through Dagster runs, real Spark and real tables: ``system.event_log`` is a
+view over the tables' commits, computed when read. Its rows add up (bronze writes what landed;
+silver writes plus quarantines what its rules checked), are what the UI's metadata reports, are
+read by `lakehouse events` and by name in SQL, and a failed batch is in it as nothing: it
+committed nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from collections import defaultdict
 
 import dagster as dg
 import pytest
-from deltalake import DeltaTable
 from pyspark.sql import DataFrame
 
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
@@ -19,13 +19,10 @@ from lakehouse_assets.cli import main
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.location import locate
 from lakehouse_assets.quality.rules import Severity, not_null
-from lakehouse_assets.reliability.events_once import check_events_once
 from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
-from lakehouse_assets.storage import AppTransaction, event_log
-from lakehouse_assets.storage.event_log import BatchEvent, event_log_path, read_events
-from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
+from lakehouse_assets.tables.event_log import Event, events
 from lakehouse_assets_tests.assets.pipeline import (
     SEED_WITHOUT_CHECKS,
     TO_SILVER,
@@ -34,71 +31,71 @@ from lakehouse_assets_tests.assets.pipeline import (
 )
 
 
-def by_table(events: list[BatchEvent]) -> dict[str, list[BatchEvent]]:
-    found: dict[str, list[BatchEvent]] = defaultdict(list)
-    for event in events:
-        found[event.table].append(event)
-    return found
+def by_table(found: list[Event]) -> dict[str, list[Event]]:
+    tables: dict[str, list[Event]] = defaultdict(list)
+    for event in found:
+        tables[event.table].append(event)
+    return tables
 
 
 @pytest.mark.slow
 def test_the_event_log_adds_up_and_is_what_a_run_reports(spark, store, built, capsys):
     # The reference lakehouse's first run took the landed files, bad records among them.
     settings, landed, result = built.settings, built.recordings, built.seeds_run.result
-    log = event_log_path(settings.root)
-    events = by_table(read_events(log, run_id=result.run_id))
+    root = locate(settings.root)
+    run = by_table(events(root, run_id=result.run_id))
 
-    # Bronze read every landed line once; silver wrote or quarantined every row it read.
-    bronze, silver = events["bronze.recordings"], events["silver.recordings_enriched"]
-    assert sum(e.input_rows or 0 for e in bronze) == landed.counts.total
-    assert sum(e.input_rows or 0 for e in silver) == sum(e.output_rows or 0 for e in bronze)
-    assert sum(e.quarantined_rows or 0 for e in silver) > 0
+    # Bronze wrote every landed line once; silver wrote or quarantined every row its rules checked.
+    bronze, silver = run["bronze.recordings"], run["silver.recordings_enriched"]
+    quarantine = run["silver.recordings_quarantine"]
+    assert sum(e.rows_written or 0 for e in bronze) == landed.counts.total
+    assert sum(e.rows_checked or 0 for e in silver) == sum(e.rows_written or 0 for e in bronze)
+    assert sum(e.rows_written or 0 for e in quarantine) > 0
+    assert (sum(e.rows_written or 0 for e in silver) + sum(e.rows_written or 0 for e in quarantine)
+            == sum(e.rows_checked or 0 for e in silver))
     for event in silver:
-        assert event.output_rows is not None and event.quarantined_rows is not None
-        assert event.output_rows + event.quarantined_rows == event.input_rows, event
-        assert event.expectations, event
-        for rule in event.expectations:
-            assert rule.passed + rule.failed == event.input_rows, (event, rule)
-        assert event.status == "committed" and event.started_at is not None and event.duration_ms is not None
-    # Each event is its table's commit of that batch.
-    for table, table_events in events.items():
-        if not table.startswith(("bronze.", "silver.", "gold.")):
-            continue
-        history = {(h.query, h.batch_id): h.version for h in store.history(str(settings.table_path(*table.split("."))))}
+        assert event.expectations_failed is not None, event
+        assert event.batch_id is not None and event.query_id is not None, event
+        assert event.started_at is not None and event.duration_ms is not None, event
+    # Each row is its table's commit of that batch, as Delta's history has it.
+    for table, table_events in run.items():
+        history = {h.version: h for h in store.history(str(settings.table_path(*table.split("."))))}
         for event in table_events:
-            if event.batch_id is not None:
-                assert history[(event.query_id, event.batch_id)] == event.table_version, event
+            commit = history[event.version]
+            assert (commit.run_id, commit.query, commit.batch_id) == (event.run_id, event.query_id, event.batch_id)
     # What the run reports (and the UI plots) is the log's sum.
     metadata = materialization_metadata(result)
-    for key, table in (("bronze/recordings", "bronze.recordings"), ("silver/recordings_enriched",
-                                                                     "silver.recordings_enriched"),
-                       ("gold/daily_patient_avg", "gold.daily_patient_avg")):
-        assert metadata[key]["rows_processed"] == sum(e.input_rows or 0 for e in events[table]), key
-        assert metadata[key]["micro_batches"] == len(events[table]), key
-    assert metadata["silver/recordings_enriched"]["rows_quarantined"] == sum(e.quarantined_rows or 0 for e in silver)
-    assert check_events_once(settings).ok, check_events_once(settings).violations
+    for key, table in (("bronze/recordings", "bronze.recordings"),
+                       ("silver/recordings_enriched", "silver.recordings_enriched")):
+        assert metadata[key]["rows_written"] == sum(e.rows_written or 0 for e in run[table]), key
+        assert metadata[key]["micro_batches"] == sum(1 for e in run[table] if e.batch_id is not None), key
+    assert metadata["silver/recordings_enriched"]["rows_quarantined"] == sum(e.rows_written or 0 for e in quarantine)
+    assert metadata["silver/recordings_enriched"]["rows_processed"] == sum(e.rows_checked or 0 for e in silver)
 
-    # A run with nothing new logs no batch (the patients lookup is a batch write: rewritten
-    # by every run, logged by table version); a run with new files logs only its batches.
-    before = [e for e in read_events(log) if e.batch_id is not None]
-    again = materialize(SEED_WITHOUT_CHECKS)
-    assert [e for e in read_events(log) if e.batch_id is not None] == before
-    assert {e.table for e in read_events(log, run_id=again.run_id)} <= {"silver.patients"}
+    # A run with nothing new commits nothing, so the log does not grow (the lookup, a batch
+    # write, is not rewritten once the instance knows its last write completed); a run with
+    # new files adds only its batches.
+    before = events(root)
+    again = materialize(SEED_WITHOUT_CHECKS, instance=built.changes_run.instance)
+    assert events(root, run_id=again.run_id) == []
+    assert events(root) == before
     more = built.land_recordings(files=1)
     second = materialize(SEED_WITHOUT_CHECKS)
-    new_bronze = read_events(log, table="bronze.recordings", run_id=second.run_id)
-    assert sum(e.input_rows or 0 for e in new_bronze) == more.counts.total
-    assert check_events_once(settings).ok, check_events_once(settings).violations
+    new_bronze = events(root, table="bronze.recordings", run_id=second.run_id)
+    assert sum(e.rows_written or 0 for e in new_bronze) == more.counts.total
 
     # The command line and SQL read the same rows.
     assert main(["events", "--table", "silver.recordings_enriched", "--json", "--limit", "1000"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["matched"] == len(read_events(log, table="silver.recordings_enriched"))
+    assert printed["matched"] == len(events(root, table="silver.recordings_enriched"))
     assert main(["events", "--run", second.run_id]) == 0
     assert "bronze.recordings" in capsys.readouterr().out
-    counted = LakehouseTables(spark, settings).sql(
-        "SELECT count(*) AS n FROM system.event_log WHERE table = 'bronze.recordings'").first()
-    assert counted is not None and counted["n"] == len(read_events(log, table="bronze.recordings"))
+    tables = LakehouseResource.from_settings(settings).tables
+    counted = tables.sql("SELECT count(*) AS n, sum(rows_written) AS written FROM system.event_log "
+                         "WHERE table = 'bronze.recordings'").first()
+    in_log = events(root, table="bronze.recordings")
+    assert counted is not None and counted["n"] == len(in_log)
+    assert counted["written"] == sum(e.rows_written or 0 for e in in_log)
 
 
 @pytest.mark.slow
@@ -113,14 +110,13 @@ def test_lakehouse_events_shows_zero_for_a_count_of_nothing_and_a_dash_where_non
     columns = re.split(r"\s{2,}", header)
     rows = {row["TABLE"]: row for row in (dict(zip(columns, re.split(r"\s{2,}", line.strip()), strict=True))
                                           for line in lines)}
-    # Silver's rules counted every row and none failed; nothing went to its quarantine.
+    # Silver's rules checked every row and none failed.
     assert rows["silver.recordings_enriched"]["EXPECTATIONS FAILED"] == "0"
-    assert rows["silver.recordings_enriched"]["QUARANTINED"] == "0"
-    # Bronze has neither rules nor a quarantine; a batch write has no batch id.
+    # Bronze has no rules: nothing was checked; a batch write has no batch id.
     assert rows["bronze.recordings"]["EXPECTATIONS FAILED"] == "-"
-    assert rows["bronze.recordings"]["QUARANTINED"] == "-"
+    assert rows["bronze.recordings"]["CHECKED"] == "-"
     assert rows["silver.patients"]["BATCH"] == "-"
-    assert "NULL" not in printed
+    assert "NULL" not in printed and "None" not in printed
 
 
 SOURCE = ["bronze", "ev_source"]
@@ -134,15 +130,15 @@ def checked(rows: DataFrame) -> DataFrame:
 
 
 def run_checked() -> dg.ExecuteInProcessResult:
-    spark = LakehouseResource.from_settings(LakehouseSettings.from_env())
+    lakehouse = LakehouseResource.from_settings(LakehouseSettings.from_env())
     return dg.materialize(
         [checked, dg.AssetSpec(SOURCE).with_io_manager_key(IO_MANAGER_KEY)], selection=[checked.key],
-        resources={"lakehouse": spark, IO_MANAGER_KEY: DeltaIOManager(lakehouse=spark),
-                   STREAM_INPUT_KEY: DeltaIOManager(lakehouse=spark, read_inputs_as="stream")},
+        resources={"lakehouse": lakehouse, IO_MANAGER_KEY: DeltaIOManager(lakehouse=lakehouse),
+                   STREAM_INPUT_KEY: DeltaIOManager(lakehouse=lakehouse, read_inputs_as="stream")},
         instance=dg.DagsterInstance.ephemeral(), raise_on_error=False)
 
 
-def test_a_failed_batch_is_logged_with_its_error_once_per_attempt(spark, store, settings):
+def test_a_failed_batch_commits_nothing_and_the_log_shows_only_committed_batches(spark, store, settings):
     source = str(settings.table_path(*SOURCE))
     store.write(spark.createDataFrame([(1,), (2,)], "id BIGINT"), source, mode="append")
     assert run_checked().success
@@ -151,32 +147,11 @@ def test_a_failed_batch_is_logged_with_its_error_once_per_attempt(spark, store, 
     failed = run_checked()
 
     assert not failed.success
-    log = event_log_path(settings.root)
-    [failure] = read_events(log, run_id=failed.run_id)
-    assert failure.status == "failed" and failure.table == "silver.ev_checked"
-    assert failure.batch_id == 1 and failure.table_version is None
-    assert failure.error is not None and "id_present" in failure.error
-    # Each attempt is an event of its own; the batch is never logged as committed.
+    root = locate(settings.root)
+    assert events(root, run_id=failed.run_id) == []
+    # The error is the run's, in Dagster; every retry fails the same way and commits nothing.
+    failure = next(e for e in failed.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE)
+    assert "id_present" in str(failure.event_specific_data)
     again = run_checked()
-    assert [e.status for e in read_events(log, run_id=again.run_id)] == ["failed"]
-    committed = [e for e in read_events(log, table="silver.ev_checked") if e.status == "committed"]
-    assert [e.batch_id for e in committed] == [0]
-    assert check_events_once(settings).ok, check_events_once(settings).violations
-
-
-def test_the_log_compacts_its_small_files_every_so_many_appends(tmp_path, monkeypatch):
-    monkeypatch.setattr(event_log, "COMPACT_EVERY", 10)
-    path = locate(tmp_path / "event_log")
-    for batch in range(35):  # one append per materialization, as runs make them
-        event = BatchEvent(run_id=f"run-{batch}", table="bronze.recordings", query_id="q", batch_id=batch,
-                           table_version=batch, input_rows=1, output_rows=1)
-        assert event_log.append_events(path, [event], logs=AppTransaction("bronze.recordings#q", batch))
-
-    log = DeltaTable(str(path))
-    assert log.version() > 35, "compactions are commits of their own"
-    # Compacted at the 10th, 20th and 30th append: what came after the last one is still apart.
-    assert len(log.file_uris()) < 10
-    assert [e.batch_id for e in read_events(path)] == list(range(35))
-    assert [e.batch_id for e in read_events(path, run_id="run-7")] == [7]
-    compactions = [c for c in log.history() if c.get("operation") == "OPTIMIZE"]
-    assert len(compactions) == 3 and all(c.get("operationParameters") for c in compactions)
+    assert not again.success and events(root, run_id=again.run_id) == []
+    assert [e.batch_id for e in events(root, table="silver.ev_checked")] == [0]

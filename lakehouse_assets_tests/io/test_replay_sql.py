@@ -26,6 +26,7 @@ from lakehouse_assets.reliability.provenance import trace_rows
 from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import IO_MANAGER_KEY, STREAM_INPUT_KEY
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 
 ADMISSIONS = bronze_table(
@@ -97,7 +98,7 @@ def test_a_sql_quarantine_keeps_rows_as_they_came_and_is_traced_and_replayed_onc
     (landing / "admissions_1.csv").write_text(LANDED)
     strict = declared(tmp_path, admissions_sql())
     materialize(ADMISSIONS, strict)
-    tables = LakehouseTables(spark, settings)
+    tables = LakehouseTables(spark, settings, DeltaTableStore())
 
     # The quarantine keeps each row as bronze holds it (admitted still the landed text), the
     # table the query's columns and where each row landed.

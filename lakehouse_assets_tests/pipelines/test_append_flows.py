@@ -10,9 +10,9 @@ import pytest
 
 from lakehouse_assets.definitions import build_definitions
 from lakehouse_assets.reliability import check_all, declared_flows
-from lakehouse_assets.reliability.invariants import CHECKPOINTS_AGREE
 from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.assets.pipeline import delta_rows
 from lakehouse_assets_tests.pipelines.reference import materialize_all
 from lakehouse_assets_tests.pipelines.test_pipeline_loading import pipeline
@@ -79,5 +79,7 @@ def test_append_flows_fill_one_table_each_with_its_own_checkpoint_exactly_once(s
     assert report["rows_written"].value == 5
     result = check_all(LakehouseResource.from_settings(settings), flows=declared_flows(definitions.assets or []))
     assert result.ok, result.summary()
-    # Each flow's checkpoint is held to the table it appends to.
-    assert "default.visits" in result.result(CHECKPOINTS_AGREE).checked
+    # Each flow's batches are its own query's, each committed once to the table it appends to.
+    batches = [(c.query, c.batch_id) for c in DeltaTableStore().history(str(settings.table_path("default", "visits")))
+               if c.batch_id is not None]
+    assert len({query for query, _ in batches}) == 2 and len(batches) == len(set(batches))

@@ -46,7 +46,7 @@ def test_every_table_is_exported_or_left_out_with_why(landed: LakehouseSettings,
             "gold.device_counts"} <= set(exported)
     assert "AUTO CDC" in left_out["silver.patients_current"] and "AUTO CDC" in left_out["silver.patients_history"]
     assert "quarantine of silver.recordings_enriched" in left_out["silver.recordings_quarantine"]
-    assert "['context', 'spark']" in left_out["silver.patients"]
+    assert "['context', 'lakehouse']" in left_out["silver.patients"]
     assert "withWatermark" in left_out["gold.heartrate_5min"]
     # Never built, so a flow could not read it by path either.
     assert "silver.patients_current" in left_out["gold.patient_changes"]

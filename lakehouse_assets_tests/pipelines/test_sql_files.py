@@ -15,6 +15,7 @@ from lakehouse_assets.pipelines.reads import FileRead, TableRead
 from lakehouse_assets.pipelines.session import PipelineRun, running
 from lakehouse_assets.pipelines.spec import PipelineError
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.tables.sql_definition import OnViolation
 
 
@@ -248,7 +249,7 @@ def test_a_query_runs_with_its_views_inlined_its_files_read_and_its_own_braces_k
           SELECT id, concat('{', name, '}') AS braced FROM p WHERE id > 0
         """, configuration=f"configuration:\n  folder: {files}\n")
     dataset = loaded.datasets["sch.named"]
-    run = PipelineRun(spark, "sch.named", loaded.views, settings, loaded.session)
+    run = PipelineRun(spark, "sch.named", loaded.views, settings, loaded.session, DeltaTableStore())
 
     with running(run):
         frame = dataset.flow.func()

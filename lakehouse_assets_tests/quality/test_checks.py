@@ -18,8 +18,7 @@ from lakehouse_assets.quality.checks import (
     contract_checks,
 )
 from lakehouse_assets.resource import LakehouseResource
-from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.storage import DeltaTableStore
+from lakehouse_assets_tests.assets.pipeline import current_resources
 from lakehouse_assets_tests.quality.data import (
     BRONZE_SCHEMA,
     GOLD_AVG_SCHEMA,
@@ -45,18 +44,18 @@ def table_writer(key: dg.AssetKey, batch: Batch) -> dg.AssetsDefinition:
     """An asset that writes ``batch`` to the table of ``key`` (empty rows: writes nothing)."""
 
     @dg.asset(key=key)
-    def _table(spark: LakehouseResource) -> None:
+    def _table(lakehouse: LakehouseResource) -> None:
         if not batch.rows:
             return
-        path = LakehouseSettings.from_env().table_path(*key.path)
-        df = spark.spark_session.createDataFrame(batch.rows, batch.schema)
-        DeltaTableStore().write(df, str(path), mode=batch.mode, overwrite_schema=batch.mode == "overwrite")
+        path = lakehouse.settings().table_path(*key.path)
+        df = lakehouse.spark_session.createDataFrame(batch.rows, batch.schema)
+        lakehouse.store().write(df, str(path), mode=batch.mode, overwrite_schema=batch.mode == "overwrite")
 
     return _table
 
 
 def run(assets: list, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
-    return dg.materialize(assets, instance=instance, resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}, raise_on_error=False)
+    return dg.materialize(assets, instance=instance, resources=current_resources(), raise_on_error=False)
 
 
 def results(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
@@ -136,7 +135,7 @@ def test_a_failing_blocking_check_keeps_later_automated_runs_from_downstream(spa
     def downstream() -> None: ...
 
     writer, checks = table_writer(SILVER_KEY, Batch(rows=rows)), contract_checks(silver.RECORDINGS_ENRICHED)
-    defs = dg.Definitions(assets=[writer, downstream], asset_checks=[checks], resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())})
+    defs = dg.Definitions(assets=[writer, downstream], asset_checks=[checks], resources=current_resources())
     before = dg.evaluate_automation_conditions(defs=defs, instance=instance)
     run([writer, checks], instance)
 

@@ -11,8 +11,8 @@ import pyarrow as pa
 from deltalake import write_deltalake
 
 from lakehouse_assets.quality.declared_schema import declared_schema_check
-from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets_tests.assets.pipeline import current_resources
 
 
 def _write(settings: LakehouseSettings, table: pa.Table) -> None:
@@ -23,7 +23,7 @@ def _write(settings: LakehouseSettings, table: pa.Table) -> None:
 
 def run(check: dg.AssetChecksDefinition) -> dg.AssetCheckResult:
     """``check``'s result, given the lakehouse resource (its root from LAKEHOUSE_ROOT)."""
-    with dg.build_op_context(resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}) as context:
+    with dg.build_op_context(resources=current_resources()) as context:
         result = check.op.compute_fn.decorated_fn(context)  # type: ignore[union-attr]
     assert isinstance(result, dg.AssetCheckResult)
     return result

@@ -16,7 +16,7 @@ from lakehouse_assets.quality.duplicates import DUPLICATE, DUPLICATES_KEY
 from lakehouse_assets.quality.quarantine import QuarantineSink, route
 from lakehouse_assets.storage import DeltaSink
 from lakehouse_assets_tests.quality.data import BRONZE_SCHEMA, PATIENTS, T2020, bronze_row
-from lakehouse_assets_tests.storage.helpers import drop_commit
+from lakehouse_assets_tests.storage.helpers import as_query, drop_commit
 
 UNIQUE_BY = ["device_id", "mrn", "time"]
 PASSED_COLUMNS = ["device_id", "mrn", "name", "time", "heartrate", "_source_file"]
@@ -42,14 +42,11 @@ def _drop_last_commit(table: Path) -> None:
 
 
 def test_later_copies_go_to_quarantine_as_duplicates_once_whatever_is_replayed(spark, store, settings) -> None:
-    checkpoint = Path(settings.checkpoint_path("silver", "recordings_enriched"))
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "metadata").write_text('{"id": "query-1"}')
     silver_path = Path(settings.table_path("silver", "recordings_enriched"))
     quarantine_path = Path(settings.table_path("silver", "recordings_quarantine"))
     sink = QuarantineSink(
-        passed=DeltaSink(store, str(silver_path), str(checkpoint)),
-        quarantine=DeltaSink(store, str(quarantine_path), str(checkpoint)),
+        passed=DeltaSink(store, str(silver_path)),
+        quarantine=DeltaSink(store, str(quarantine_path)),
         passed_columns=PASSED_COLUMNS, quarantine_columns=RECORDINGS_COLUMNS, unique_by=UNIQUE_BY,
     )
     first, second, third = (bronze_row(device_id=d, source=f"file:/landing/{d}.json") for d in (1, 2, 3))
@@ -58,13 +55,14 @@ def test_later_copies_go_to_quarantine_as_duplicates_once_whatever_is_replayed(s
     resent = bronze_row(device_id=1, source="file:/landing/5.json")  # re-sent in a later file
     later_reading = bronze_row(device_id=1, time=T2020 + 60, source="file:/landing/5.json")  # not a copy
 
-    sink(_batch(spark, [copy_of_first, first, second, unknown, unknown]), 0)
-    sink(_batch(spark, [resent, third, later_reading]), 1)
-    sink(_batch(spark, [resent, third, later_reading]), 1)  # replayed after a crash past both commits
-    # A crash between batch 1's quarantine commit and its silver commit: the replay decides the
-    # same rows are copies, and commits silver's share only.
-    _drop_last_commit(silver_path)
-    sink(_batch(spark, [resent, third, later_reading]), 1)
+    with as_query(spark):
+        sink(_batch(spark, [copy_of_first, first, second, unknown, unknown]), 0)
+        sink(_batch(spark, [resent, third, later_reading]), 1)
+        sink(_batch(spark, [resent, third, later_reading]), 1)  # replayed after a crash past both commits
+        # A crash between batch 1's quarantine commit and its silver commit: the replay decides the
+        # same rows are copies, and commits silver's share only.
+        _drop_last_commit(silver_path)
+        sink(_batch(spark, [resent, third, later_reading]), 1)
 
     assert _rows(silver_path, ["device_id", "_source_file"]) == [
         (1, "file:/landing/1.json"), (1, "file:/landing/5.json"), (2, "file:/landing/2.json"),

@@ -18,7 +18,7 @@ from lakehouse_assets.quality.expectations import (
 )
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON, dropped_by, route, split_routed
 from lakehouse_assets.quality.rules import Severity, greater_than, not_null, sql_rule
-from lakehouse_assets.storage import CommitResult, DeltaSink
+from lakehouse_assets.storage import DeltaSink
 
 SCHEMA = "id BIGINT, heartrate DOUBLE, name STRING"
 ROWS = [(1, 70.0, "ann"), (2, -1.0, "bob"), (3, 0.0, None), (4, 80.0, None)]
@@ -83,12 +83,15 @@ def test_a_rule_reading_a_column_the_rows_lack_is_named(spark):
         enforce(spark.createDataFrame([(1.0,)], "heartrate DOUBLE"), [SMALL_ID], "silver.readings")
 
 
-def test_counts_travel_in_commit_metadata_and_add_up_over_a_run():
+def test_counts_travel_in_commit_metadata_and_add_up_over_a_run(spark, store, tmp_path):
     first, second = ExpectationCounts(3, {"a": 1}), ExpectationCounts(2, {"a": 2, "b": 1})
-    commits = [CommitResult("t", 1, metadata=commit_metadata(first)), CommitResult("t", 2),
-               CommitResult("t", 3, metadata=commit_metadata(second))]
+    path = str(tmp_path / "t")
+    store.write(spark.range(0, 2), path, metadata=commit_metadata(first))
+    store.write(spark.range(2, 3), path)  # a commit counting nothing
+    store.write(spark.range(3, 4), path, metadata=commit_metadata(second))
 
-    total = counts_of_commits(commits)
+    # Read back from the table's log, as a run's report reads its commits.
+    total = counts_of_commits(store.history(path))
 
     assert total == ExpectationCounts(5, {"a": 3, "b": 1})
     assert ExpectationCounts.from_json(commit_metadata(total)[EXPECTATIONS_KEY]) == total
@@ -96,4 +99,4 @@ def test_counts_travel_in_commit_metadata_and_add_up_over_a_run():
 
 def test_an_expectations_sink_refuses_a_rule_that_drops_rows(store, tmp_path):
     with pytest.raises(ValueError, match="heartrate_positive"):
-        ExpectationsSink(DeltaSink(store, str(tmp_path / "t"), str(tmp_path / "c")), [POSITIVE], "silver.t")
+        ExpectationsSink(DeltaSink(store, str(tmp_path / "t")), [POSITIVE], "silver.t")

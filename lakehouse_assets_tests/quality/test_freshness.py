@@ -21,11 +21,9 @@ from lakehouse_assets.quality.freshness import (
     data_lag,
     freshness_check,
 )
-from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.sensors.freshness import freshness_sensor
-from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
-from lakehouse_assets_tests.assets.pipeline import TO_SILVER, materialize
+from lakehouse_assets_tests.assets.pipeline import TO_SILVER, current_resources, materialize
 
 LANDING = dict(records_per_file=100, bad_rate=0.0, seed=3, files_per_year=365)
 DAILY = FreshnessPath("gold.daily_patient_avg", ("silver.recordings_enriched", "bronze.recordings"), "recordings")
@@ -36,8 +34,10 @@ def lag_of(store, settings, path: FreshnessPath) -> DataLag:
     return data_lag(settings, store, path)
 
 
-def check_result(path: FreshnessPath) -> dg.AssetCheckResult:
-    with dg.build_op_context(resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}) as context:
+def check_result(path: FreshnessPath, instance: dg.DagsterInstance | None = None) -> dg.AssetCheckResult:
+    """The check of ``path``, run in ``instance``: a table's reading counts once Dagster
+    recorded its run's materialization there (a run that died between its commits recorded none)."""
+    with dg.build_op_context(resources=current_resources(), instance=instance) as context:
         result = freshness_check(path).op.compute_fn.decorated_fn(context)  # type: ignore[union-attr]
     assert isinstance(result, dg.AssetCheckResult)
     return result
@@ -47,12 +47,14 @@ def check_result(path: FreshnessPath) -> dg.AssetCheckResult:
 def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(store, built):
     # The reference lakehouse's first run: Materialize all over two landed files.
     settings, run = built.settings, built.seeds_run.result
+    # The instance that recorded the runs, as the deployment's checks and sensors run in its own.
+    instance = built.seeds_run.instance
 
     # Every landed file is in both gold tables: fresh, with a check evaluated by the run.
     for path in (DAILY, DEVICES):
         lag = lag_of(store, settings, path)
         assert lag.pending == () and lag.lag == dt.timedelta(0) and lag.landed_files == 2
-        assert check_result(path).passed
+        assert check_result(path, instance).passed
     evaluated = {(e.asset_key.to_user_string(), e.check_name): e.passed
                  for e in run.get_asset_check_evaluations() if e.check_name == FRESHNESS_CHECK}
     # Every table streaming from landed files has the check, not gold alone.
@@ -65,19 +67,19 @@ def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(sto
     [late_file] = late.paths
     ten_minutes_ago = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=10)).timestamp()
     os.utime(late_file, (ten_minutes_ago, ten_minutes_ago))
-    materialize(TO_SILVER)
+    materialize(TO_SILVER, instance=instance)
 
     lag = lag_of(store, settings, DAILY)
     assert [os.path.basename(p) for p in lag.pending] == [late_file.name]
     assert lag.lag >= dt.timedelta(minutes=10) > DEFAULT_MAX_LAG
-    stale = check_result(DAILY)
+    stale = check_result(DAILY, instance)
     assert not stale.passed and stale.metadata["pending_files"].value == 1
-    assert not check_result(DEVICES).passed
+    assert not check_result(DEVICES, instance).passed
     # The sensor reports both checks' results once, when they turn stale, itself: no run that
     # would queue in front of the materializations; nothing again while they stay stale.
     sensor = freshness_sensor([DAILY, DEVICES], DEFAULT_MAX_LAG)
     with dg.build_sensor_context(cursor=json.dumps({DAILY.table: True, DEVICES.table: True}),
-                                 resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}) as context:
+                                 resources=current_resources(), instance=instance) as context:
         reported = sensor.evaluate_tick(context)
         assert not reported.run_requests
         assert {(e.asset_key.to_user_string(), e.check_name, e.passed, e.metadata["pending_files"].value)
@@ -88,10 +90,10 @@ def test_gold_goes_stale_when_landed_records_do_not_reach_it_and_fresh_again(sto
         assert not again.asset_events and again.skip_message == "No table's freshness changed"
 
     # Gold catches up: fresh again, though the file is still ten minutes old.
-    materialize(["gold/daily_patient_avg", "gold/device_counts"])
+    materialize(["gold/daily_patient_avg", "gold/device_counts"], instance=instance)
     for path in (DAILY, DEVICES):
         assert lag_of(store, settings, path).pending == ()
-        assert check_result(path).passed
+        assert check_result(path, instance).passed
 
 
 def test_a_table_never_built_is_as_stale_as_its_oldest_landed_file(store, settings):

@@ -18,6 +18,7 @@ from lakehouse_assets.quality.evaluation import evaluate
 from lakehouse_assets.quality.quarantine import QuarantineSink, quarantine_reason, route, split_routed
 from lakehouse_assets.quality.rules import Severity
 from lakehouse_assets.storage import DeltaSink
+from lakehouse_assets.storage.sink import RunStamp
 from lakehouse_assets.streaming import StreamRun, run_stream
 from lakehouse_assets_tests.quality.data import (
     BRONZE_SCHEMA,
@@ -26,6 +27,7 @@ from lakehouse_assets_tests.quality.data import (
     failed_silver_rules,
     mixed_bronze_rows,
 )
+from lakehouse_assets_tests.storage.helpers import as_query
 
 
 def silver_columns() -> list:
@@ -128,15 +130,15 @@ def test_a_streaming_query_feeds_both_tables_and_loses_no_row(spark, store, sett
                   .option("recursiveFileLookup", "true").parquet(str(landing)))
         run_id = uuid.uuid4().hex
         sink = QuarantineSink(
-            passed=DeltaSink(store, str(silver_path), checkpoint),
-            quarantine=DeltaSink(store, str(quarantine_path), checkpoint),
+            passed=DeltaSink(store, str(silver_path)),
+            quarantine=DeltaSink(store, str(quarantine_path)),
             passed_columns=silver_columns(),
             quarantine_columns=RECORDINGS_COLUMNS,
         )
         run = run_stream(lambda: route(joined(stream, patients), silver.ROUTING_RULES), sink,
                          checkpoint_location=checkpoint, run_id=run_id)
         # What the run quarantined, read back from the quarantine table's log by run id.
-        return run, sum(c.rows_written for c in sink.for_run(run_id).quarantine.run_commits())
+        return run, sum(c.rows_written for c in sink.for_run(RunStamp(run_id)).quarantine.run_commits())
 
     land(0, all_rows[:100])
     land(1, all_rows[100:150])
@@ -156,21 +158,22 @@ def test_a_streaming_query_feeds_both_tables_and_loses_no_row(spark, store, sett
 
 
 def test_a_replayed_batch_is_written_once_to_each_table(spark, store, settings, patients):
-    checkpoint = Path(settings.checkpoint_path("silver", "recordings_enriched"))
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "metadata").write_text('{"id": "query-1"}')
     silver_path = Path(settings.table_path("silver", "recordings_enriched"))
     quarantine_path = Path(settings.table_path("silver", "recordings_quarantine"))
     rows = numbered([bronze_row(), bronze_row(mrn=99999999), bronze_row(heartrate=0.0)])
     batch = route(joined(spark.createDataFrame(rows, BRONZE_SCHEMA), patients), silver.ROUTING_RULES)
     sink = QuarantineSink(
-        passed=DeltaSink(store, str(silver_path), str(checkpoint)),
-        quarantine=DeltaSink(store, str(quarantine_path), str(checkpoint)),
+        passed=DeltaSink(store, str(silver_path)),
+        quarantine=DeltaSink(store, str(quarantine_path)),
         passed_columns=silver_columns(), quarantine_columns=RECORDINGS_COLUMNS,
     )
 
-    sink(batch, 0)
-    sink(batch, 0)  # Spark replays a batch after a crash between commit and checkpoint
+    with as_query(spark) as query_id:
+        sink(batch, 0)
+        sink(batch, 0)  # Spark replays a batch after a crash between commit and checkpoint
 
     assert len(_delta_rows(silver_path, ["mrn"])) == 1
     assert len(_delta_rows(quarantine_path, ["mrn"])) == 2
+    # Each table holds the batch once, as its app transaction of the query.
+    assert [store.committed_batch(str(path), query_id) for path in (silver_path, quarantine_path)] == [0, 0]
+    assert [DeltaTable(str(path)).version() for path in (silver_path, quarantine_path)] == [0, 0]

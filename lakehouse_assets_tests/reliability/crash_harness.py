@@ -13,7 +13,7 @@ the harness's lakehouse, and kills the whole group (Spark's JVM and Python worke
 
 The next round's run is the rerun that recovers from the kill. After every kill the
 invariants that must hold at any moment are checked (``pending_ok``: nothing duplicated,
-nothing half-written, checkpoints agreeing with their tables); every few kills, and at the
+nothing half-written, no batch committed twice); every few kills, and at the
 end, a clean run (no fault) is followed by the full invariants.
 
 Everything random comes from one seed (``LAKEHOUSE_CRASH_SEED``, else random and printed): the
@@ -524,7 +524,7 @@ def format_summary(summary: CrashSummary) -> str:
         f"- reruns after a kill: {summary.reruns}; clean runs: {summary.clean_runs}",
         f"- landed: {summary.landed_files} files, {summary.landed_records} records (5% bad)",
         f"- failed runs: {len(summary.failed_runs)}",
-        f"- invariants after each kill (nothing duplicated or half-written, checkpoints agree): "
+        f"- invariants after each kill (nothing duplicated or half-written): "
         f"{sum(c.ok for c in pending)}/{len(pending)} held",
         f"- all invariants after a clean run: {sum(c.ok for c in strict)}/{len(strict)} held",
         f"- duration: {summary.duration_seconds / 60:.1f} min; killed runs {seconds(summary.killed_run_seconds)}; "

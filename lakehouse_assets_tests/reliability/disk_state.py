@@ -2,9 +2,9 @@
 that an injected fault stopped at the same point, from the same lakehouse.
 
 Per Delta table (states and quarantines included): each commit's operation and the streaming
-batches it records, and the rows as a multiset, without the columns a run's clock fills. Per
-streaming checkpoint: the batches its offsets and commits logs hold. Not the event log
-(``_system/event_log``): it records a failed batch, which a killed run cannot do, by design.
+batch it records (Delta's history, read with delta-rs), and the rows as a multiset, without the
+columns a run's clock fills. Per streaming checkpoint: the batches its offsets and commits logs
+hold (file names only: Spark's own bookkeeping, compared as it was left).
 """
 
 from __future__ import annotations
@@ -15,18 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from lakehouse_assets.location import locate
-from lakehouse_assets.reliability.delta_files import log_versions, read_rows, row_tuples
+from lakehouse_assets.reliability.table_reader import history, read_rows, row_tuples
 from lakehouse_assets.settings import CHECKPOINTS_DIR
 from lakehouse_assets.storage import DELTA_LOG
 
 #: Filled from the clock of the run that wrote the row, not from what landed.
 RUN_TIME_COLUMNS = frozenset({"_ingested_at"})
-EVENT_LOG = Path("_system") / "event_log"
 
 
 @dataclass(frozen=True)
 class TableState:
-    commits: tuple[tuple[int, str, tuple[tuple[str, int], ...]], ...]
+    commits: tuple[tuple[int, str, str | None, int | None], ...]
     rows: Counter[tuple[Any, ...]]
 
 
@@ -62,10 +61,9 @@ def disk_state(root: Path) -> DiskState:
     for log in sorted(root.rglob(DELTA_LOG)):
         table = log.parent
         relative = table.relative_to(root)
-        if relative == EVENT_LOG or CHECKPOINTS_DIR in relative.parts:
+        if CHECKPOINTS_DIR in relative.parts:
             continue
-        commits = tuple((c.version, str(_operation(c.actions)), tuple(sorted(c.transactions())))
-                        for c in log_versions(locate(table)))
+        commits = tuple((c.version, c.operation, c.query, c.batch_id) for c in history(locate(table)))
         rows = read_rows(locate(table))
         columns = [c for c in rows.column_names if c not in RUN_TIME_COLUMNS]
         tables[str(relative)] = TableState(commits, Counter(row_tuples(rows, columns)))
@@ -74,10 +72,6 @@ def disk_state(root: Path) -> DiskState:
         query = offsets.parent
         checkpoints[str(query.relative_to(root))] = (_batches(offsets), _batches(query / "commits"))
     return DiskState(tables, checkpoints)
-
-
-def _operation(actions: list[dict[str, Any]]) -> Any:
-    return next((a["commitInfo"].get("operation") for a in actions if "commitInfo" in a), None)
 
 
 def _batches(folder: Path) -> tuple[str, ...]:

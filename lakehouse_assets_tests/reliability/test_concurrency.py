@@ -39,9 +39,11 @@ def test_two_materializations_of_one_asset_at_once_run_one_after_the_other(spark
     with ThreadPoolExecutor(2) as pool:
         runs = [f.result() for f in [pool.submit(run), pool.submit(run)]]
 
-    # One run read everything; the other waited for it and found nothing new.
-    assert sorted(r["bronze/recordings"].get("rows_processed", 0) for r in runs) == [0, landed.counts.total]
-    assert sorted(r["bronze/recordings"]["written_version"] == "none (nothing new)" for r in runs) == [False, True]
+    # One run read everything; the other waited for it and found nothing new: it committed
+    # nothing, so it materialized nothing.
+    materialized = [r["bronze/recordings"] for r in runs if "bronze/recordings" in r]
+    assert len(materialized) == 1, runs
+    assert materialized[0]["rows_processed"] == landed.counts.total
     landed_once = check_landed_once(settings, project_flows())
     assert landed_once.ok, [str(v) for v in landed_once.violations]
 

@@ -12,11 +12,10 @@ The other fault points are met by an injected fault instead (:func:`~lakehouse_a
 a run in this process that stops at the point by an exception, without a process and a JVM to
 start. That it leaves on disk what the kill leaves is shown at the two kills inside a query's
 ``foreachBatch`` (the routed sink's, AUTO CDC's): from the same lakehouse, the killed run and
-the injected one leave the same commits, rows and checkpoint batches (the event log apart: the
-failed run records its failure there, a killed one cannot).
+the injected one leave the same commits, rows and checkpoint batches.
 
 After each fault, the invariants that must hold at any moment (nothing duplicated or
-half-written, checkpoints agreeing with their tables); the run after it (in this process)
+half-written, no batch committed twice); the run after it (in this process)
 recovers; at the end every invariant holds and the AUTO CDC tables equal an independent
 computation from the landed changes.
 

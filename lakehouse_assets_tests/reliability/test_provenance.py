@@ -13,6 +13,7 @@ from lakehouse_assets.cli import main
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.files import local_file_path
 from lakehouse_assets.reliability.provenance import RowTrace, trace_groups, trace_rows
+from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
 from lakehouse_assets_tests.assets.pipeline import SEED_WITHOUT_CHECKS, materialize
 
@@ -42,7 +43,7 @@ def test_silver_and_quarantined_rows_are_traced_to_their_landed_line(spark, stor
     settings = built.settings
     later = built.land_recordings(files=1)
     materialize(SEED_WITHOUT_CHECKS)
-    tables = LakehouseTables(spark, settings)
+    tables = LakehouseTables(spark, settings, DeltaTableStore())
     name = later.paths[0].name
 
     # A silver row of the later file that feeds a gold row.

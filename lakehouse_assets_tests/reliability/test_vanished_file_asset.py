@@ -17,7 +17,7 @@ from lakehouse_assets.ingestion import AutoLoaderOptions
 from lakehouse_assets.io import DeltaIOManager
 from lakehouse_assets.location import spark_file_uri
 from lakehouse_assets.quality.rules import Severity, not_null
-from lakehouse_assets.resource import LakehouseResource
+from lakehouse_assets.resource import LAKEHOUSE_RESOURCE, LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.spec import IO_MANAGER_KEY
 from lakehouse_assets.storage import DeltaTableStore
@@ -54,12 +54,12 @@ def test_a_file_deleted_between_listing_and_reading_is_named_by_the_bronze_mater
     doomed = land(landing, "2.json", json_lines([recording(10 + i) for i in range(3)]))
     os.utime(doomed, (time.time() + 5, time.time() + 5))  # listed after 1.json: in the second batch
     instance = dg.DagsterInstance.ephemeral()
-    spark_resource = LakehouseResource.from_settings(LakehouseSettings.from_env())
+    lakehouse = LakehouseResource.from_settings(LakehouseSettings.from_env())
 
     def materialize(io_manager: DeltaIOManager) -> dg.ExecuteInProcessResult:
-        return dg.materialize([RECORDINGS], resources={"spark": spark_resource, IO_MANAGER_KEY: io_manager}, instance=instance)
+        return dg.materialize([RECORDINGS], resources={LAKEHOUSE_RESOURCE: lakehouse, IO_MANAGER_KEY: io_manager}, instance=instance)
 
-    result = materialize(DeletingIOManager(spark=spark_resource, victim=str(doomed)))
+    result = materialize(DeletingIOManager(lakehouse=lakehouse, victim=str(doomed)))
 
     assert materialization_metadata(result)["bronze/recordings"]["files_vanished"] == [spark_file_uri(str(doomed))]
     warnings = [e.user_message for e in instance.all_logs(result.run_id) if e.level == logging.WARNING]
@@ -69,7 +69,7 @@ def test_a_file_deleted_between_listing_and_reading_is_named_by_the_bronze_mater
     assert sorted(f for (f,) in delta_rows(settings, "bronze", "recordings", ["_source_file"])) == [file_uri(first)] * 3
 
     again = land(landing, "2-again.json", json_lines([recording(10 + i) for i in range(3)]))
-    result = materialize(DeltaIOManager(lakehouse=spark_resource))
+    result = materialize(DeltaIOManager(lakehouse=lakehouse))
 
     assert materialization_metadata(result)["bronze/recordings"]["files_vanished"] == []
     sources = sorted(f for (f,) in delta_rows(settings, "bronze", "recordings", ["_source_file"]))

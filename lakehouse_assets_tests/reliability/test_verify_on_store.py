@@ -1,5 +1,5 @@
 """``lakehouse verify`` and ``lakehouse trace`` with the root on S3-API object storage: the
-invariants read the tables' logs, data files, checkpoints and landed files where they are, on
+invariants read the tables' history, data files and landed files where they are, on
 a real server (s3proxy on loopback), and find a table damaged there."""
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ import pytest
 
 from lakehouse_assets.location import Location
 from lakehouse_assets.reliability import check_all
-from lakehouse_assets.reliability.delta_files import snapshot_files
 from lakehouse_assets.reliability.invariants import (
-    CHECKPOINTS_AGREE,
     GOLD_RECOMPUTED,
     LANDED_ONCE,
     ROUTED,
 )
+from lakehouse_assets.reliability.table_reader import snapshot_files
 from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.simulator import land
@@ -40,7 +39,6 @@ def test_verify_and_trace_read_a_lakehouse_on_the_store(spark, store_settings: L
     assert [r.name for r in report.results if r.skipped] == [GOLD_RECOMPUTED], report.summary()
     assert report.result(LANDED_ONCE).checked == ["bronze.recordings"]
     assert report.result(ROUTED).checked == [RECORDINGS]
-    assert "bronze.recordings" in report.result(CHECKPOINTS_AGREE).checked
     # Where a silver row came from: its landed file on the store, and the versions that carried it.
     traced = run_in_process(["trace", RECORDINGS, "--where", "heartrate > 0", "--limit", "1", "--json"],
                             root_env=None, extra_env={"LAKEHOUSE_ROOT": str(settings.root)}, spark_requested=True)

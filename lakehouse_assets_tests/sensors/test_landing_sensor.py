@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from lakehouse_assets.resource import LakehouseResource
+from lakehouse_assets.resource import LAKEHOUSE_RESOURCE, LakehouseResource
 from lakehouse_assets.sensors.landing import (
     SETTLE_SECONDS,
     TAG_BUILT_ALONG,
@@ -67,7 +67,7 @@ def tick(sensor: dg.SensorDefinition, cursor: str | None,
         sensors=[sensor],
     )
     with dg.build_sensor_context(cursor=cursor, definitions=definitions,
-                                 resources={"spark": LakehouseResource.from_settings(LakehouseSettings.from_env())}) as context:
+                                 resources={LAKEHOUSE_RESOURCE: LakehouseResource.from_settings(LakehouseSettings.from_env())}) as context:
         result = sensor.evaluate_tick(context)
     skip = result.skip_message
     return list(result.run_requests or []), result.cursor if result.cursor is not None else cursor, skip

@@ -5,12 +5,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, Row
+import pytest
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import types as T
+
+from lakehouse_assets.spark_conf import is_connect_session
+
+# The local property Spark's stream thread sets to its query's id (StreamExecution.QUERY_ID_KEY).
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
 UTC = dt.UTC
 
@@ -80,12 +88,20 @@ def fields(schema: T.StructType) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in schema.fields]
 
 
-def write_checkpoint_metadata(checkpoint: Path, query_id: str | None = None) -> str:
-    """A checkpoint folder as Spark starts one: ``metadata`` holds the query id."""
+@contextmanager
+def as_query(spark: SparkSession, query_id: str | None = None) -> Iterator[str]:
+    """Within the block, this thread's Spark jobs run as a streaming query's batch does: Spark's
+    stream thread sets the query's id as a local property (``sql.streaming.queryId``), where a
+    ``foreachBatch`` sink asks for it. For a test calling a sink with batches of its own."""
+    if is_connect_session(spark):
+        pytest.skip("a sink called outside a query: a Spark Connect session has no local properties")
     query_id = query_id or str(uuid.uuid4())
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    (checkpoint / "metadata").write_text(json.dumps({"id": query_id}) + "\n")
-    return query_id
+    context = spark.sparkContext
+    context.setLocalProperty(QUERY_ID_PROPERTY, query_id)
+    try:
+        yield query_id
+    finally:
+        context.setLocalProperty(QUERY_ID_PROPERTY, None)  # type: ignore[arg-type]
 
 
 def _as_collected(value: Any, dtype: T.DataType) -> Any:

@@ -79,7 +79,7 @@ def test_the_stream_source_reads_the_feed_as_delta_rs_does(
     target, checkpoint = str(tmp_path / "changes"), str(tmp_path / "checkpoint")
     run = run_stream(
         lambda: store.read_stream(spark, merged, StreamOptions(starting_version=0, read_change_feed=True)),
-        DeltaSink(store, target, checkpoint), checkpoint_location=checkpoint)
+        DeltaSink(store, target), checkpoint_location=checkpoint)
 
     rows = store.read(spark, target).collect()
     assert run.batches == 1

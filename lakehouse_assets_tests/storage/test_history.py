@@ -12,8 +12,9 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.storage.history import NEWEST_COMMITS, newest_first
+from lakehouse_assets.storage.sink import RunStamp
 
-from .helpers import write_checkpoint_metadata
+from .helpers import as_query
 
 
 def test_history_describes_every_version(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
@@ -49,11 +50,11 @@ def test_history_names_the_query_and_batch_a_sink_wrote(
     spark: SparkSession, store: DeltaTableStore, tmp_path: Path
 ) -> None:
     path = str(tmp_path / "t")
-    query_id = write_checkpoint_metadata(tmp_path / "checkpoint")
-    sink = DeltaSink(store, path, str(tmp_path / "checkpoint"))
-    sink(spark.range(0, 3), 0)
-    sink(spark.range(3, 5), 1)
-    sink(spark.range(3, 5), 1)  # replay: no new version
+    sink = DeltaSink(store, path).for_run(RunStamp("run-1"))
+    with as_query(spark) as query_id:
+        sink(spark.range(0, 3), 0)
+        sink(spark.range(3, 5), 1)
+        sink(spark.range(3, 5), 1)  # replay: no new version
 
     history = store.history(path)
     assert [(h.version, h.query, h.batch_id, h.rows_written) for h in history] == [
@@ -61,6 +62,12 @@ def test_history_names_the_query_and_batch_a_sink_wrote(
         (0, query_id, 0, 3),
     ]
     assert {h.operation for h in history} == {"STREAMING UPDATE"}
+    # Each commit names the run that made it and when its batch started; the run's commits are
+    # read back from the log, oldest first.
+    assert {h.run_id for h in history} == {"run-1"}
+    for entry in history:
+        assert entry.started_at is not None and entry.started_at <= entry.timestamp
+    assert [h.version for h in sink.run_commits()] == [0, 1]
 
 
 def test_newest_first_reads_past_the_newest_commits_without_repeating_one(

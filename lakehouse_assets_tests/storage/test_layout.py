@@ -60,7 +60,7 @@ def test_a_clustered_table_is_created_clustered_by_a_merge_and_by_both_stream_si
 
     batches, checkpoint = str(tmp_path / "batches"), str(tmp_path / "ckpt2")
     spark.readStream.format("delta").load(merged).writeStream \
-        .foreachBatch(DeltaSink(store, batches, checkpoint, layout=layout)) \
+        .foreachBatch(DeltaSink(store, batches, layout=layout)) \
         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start().awaitTermination()
     assert _detail(spark, batches)[:2] == ([], ["region", "id"])
     assert DeltaTable(batches).to_pyarrow_table().num_rows == 3

@@ -1,13 +1,15 @@
 """The lakehouse's own files behave alike on a local disk and on a real S3-API server (s3proxy
 on loopback): listing a landing folder, the landing sensor's scan, stored schemas, the event
-log (delta-rs), writes readers never see half of."""
+log (the tables' commits, read by delta-rs), writes readers never see half of."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from lakehouse_assets.errors import ConfigurationError
@@ -15,8 +17,9 @@ from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.ingestion.schema_store import SchemaStore
 from lakehouse_assets.location import Location, locate
 from lakehouse_assets.sensors.landing import LandingCursor, scan_landing
-from lakehouse_assets.storage import AppTransaction
-from lakehouse_assets.storage.event_log import BatchEvent, append_events, last_logged_batch, read_events
+from lakehouse_assets.storage import AppTransaction, DeltaTableStore
+from lakehouse_assets.storage.batch_record import EXPECTATIONS_KEY, RUN_KEY
+from lakehouse_assets.tables.event_log import events
 from lakehouse_assets_tests.storage.conftest import Folder
 
 
@@ -131,12 +134,27 @@ def test_a_location_is_named_as_spark_names_it_and_local_only_work_is_refused_by
         locate("s3a:///lake")
 
 
-def test_the_event_log_is_appended_once_per_batch_and_read_back_where_it_lies(folder: Folder) -> None:
-    log = locate(folder("_system/event_log"))
-    events = [BatchEvent(run_id="run-1", table="bronze.recordings", query_id="q", batch_id=batch,
-                         table_version=batch, input_rows=10, output_rows=9, quarantined_rows=1) for batch in (0, 1)]
-    assert append_events(log, events, logs=AppTransaction("bronze.recordings#q", 1))
-    # The same batches again (a retried run): the log's app transaction keeps them out.
-    assert not append_events(log, events, logs=AppTransaction("bronze.recordings#q", 1))
-    assert [(e.batch_id, e.output_rows) for e in read_events(log, table="bronze.recordings")] == [(0, 9), (1, 9)]
-    assert last_logged_batch(log, "bronze.recordings", "q") == 1
+def test_the_event_log_shows_each_batch_once_read_back_from_the_commits_where_they_lie(
+        folder: Folder, spark: SparkSession, request: pytest.FixtureRequest) -> None:
+    root = locate(folder("lake"))
+    if not root.is_local:
+        request.getfixturevalue("spark_on_s3")  # the shared session reaches the server
+    store = DeltaTableStore(root.store)
+    table = str(root / "bronze" / "recordings")
+    counted = json.dumps({"rows": 10, "failed": {"mrn_positive": 1}})
+    for batch in (0, 1):
+        written = store.write(spark.range(0, 9), table, transaction=AppTransaction("q", batch),
+                              metadata={RUN_KEY: "run-1", EXPECTATIONS_KEY: counted})
+        assert not written.skipped
+    # The same batch again (a retried run): the commit's app transaction keeps it out.
+    assert store.write(spark.range(0, 9), table, transaction=AppTransaction("q", 1),
+                       metadata={RUN_KEY: "run-2", EXPECTATIONS_KEY: counted}).skipped
+
+    logged = events(root, table="bronze.recordings")
+    assert [(e.table, e.version, e.run_id, e.query_id, e.batch_id, e.rows_written, e.rows_checked,
+             e.expectations_failed) for e in logged] == [
+        ("bronze.recordings", batch, "run-1", "q", batch, 9, 10, {"mrn_positive": 1}) for batch in (0, 1)]
+    # The whole lakehouse's log finds the table under the root; a run's commits are its own.
+    assert [e.version for e in events(root)] == [0, 1]
+    assert events(root, run_id="run-2") == []
+    assert store.committed_batch(table, "q") == 1

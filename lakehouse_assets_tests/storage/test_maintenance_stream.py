@@ -27,7 +27,7 @@ def _stream(spark: SparkSession, store: DeltaTableStore, root: Path, target: str
     """The query bronze.events -> silver.<target> once (availableNow), checkpointed where the
     lakehouse keeps checkpoints."""
     checkpoint = str(root / "_checkpoints" / "silver" / target)
-    sink = DeltaSink(store, str(root / "silver" / target), checkpoint)
+    sink = DeltaSink(store, str(root / "silver" / target))
     return run_stream(lambda: store.read_stream(spark, str(root / "bronze" / "events"), StreamOptions()), sink,
                       checkpoint_location=checkpoint)
 
@@ -44,7 +44,7 @@ def test_a_stream_across_optimize_and_vacuum_reads_each_row_once(
     _append(spark, store, source, range(0, 3))
     _append(spark, store, source, range(3, 5))
     # An availableNow query reads at least the versions there when it starts, which is what
-    # its table's materialization records (upstream_versions).
+    # its table's commits record (the run's reading).
     readers = [StreamReader("silver.copy", store.version(source), "checkpoint")]
     _stream(spark, store, root)
     _append(spark, store, source, range(5, 7))

@@ -54,7 +54,7 @@ def on_server(spark_on_s3: S3Server) -> str:
 
 @pytest.mark.slow
 def test_delta_tables_are_written_merged_and_streamed_on_the_server(spark: SparkSession, on_s3: S3Server,
-                                                                    on_server: str, tmp_path: Path) -> None:
+                                                                    on_server: str) -> None:
     from delta.tables import DeltaTable as SparkDeltaTable
 
     table = f"s3a://{on_server}/bronze/numbers"
@@ -77,10 +77,10 @@ def test_delta_tables_are_written_merged_and_streamed_on_the_server(spark: Spark
     spark.range(200, 205).write.format("delta").mode("append").save(table)
     increment()  # from its checkpoint on the server: only what was appended since
     assert spark.read.format("delta").load(copy).count() == 105
-    # The lakehouse's store reads it where it is without Spark (delta-rs), at the endpoint the
-    # settings give S3A.
+    # The store of a lakehouse on the server reads it where it is without Spark (delta-rs), at
+    # the endpoint the settings give S3A.
     store = LakehouseResource.from_settings(
-        LakehouseSettings.from_env({"LAKEHOUSE_ROOT": str(tmp_path), **on_s3.environment()})).store()
+        LakehouseSettings.from_env({"LAKEHOUSE_ROOT": f"s3a://{on_server}/lake", **on_s3.environment()})).store()
     assert [c.operation for c in store.history(table)] == ["WRITE", "MERGE", "WRITE", "WRITE"]
     assert store.snapshot(table).to_arrow(["id"]).num_rows == 105 and store.version(copy) is not None
     # Compacted and vacuumed where it is: the files the compaction replaced are found on the

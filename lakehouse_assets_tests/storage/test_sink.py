@@ -7,42 +7,43 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.storage import DeltaSink, DeltaTableStore
 from lakehouse_assets.streaming import run_stream
 
-from .helpers import collected, sort_rows, write_checkpoint_metadata
+from .helpers import as_query, collected, sort_rows
 
 
 def test_replayed_batch_id_writes_nothing(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    checkpoint = tmp_path / "checkpoint"
-    query_id = write_checkpoint_metadata(checkpoint)
-    sink = DeltaSink(store, path, str(checkpoint))
+    with as_query(spark) as query_id:
+        sink = DeltaSink(store, path)
 
-    first = sink(spark.range(0, 3), 0)
-    replay = sink(spark.range(0, 3), 0)
-    # A new sink object (a restarted process) recognises the batch from the table alone.
-    DeltaSink(store, path, str(checkpoint))(spark.range(0, 3), 0)
+        first = sink(spark.range(0, 3), 0)
+        replay = sink(spark.range(0, 3), 0)
+        # A new sink object (a restarted process) recognises the batch from the table alone.
+        again = DeltaSink(store, path)(spark.range(0, 3), 0)
 
-    assert [(c.version, c.skipped, c.rows_written) for c in (first, replay)] == [(0, False, 3), (None, True, 0)]
+    assert [(c.version, c.skipped, c.rows_written) for c in (first, replay, again)] == [
+        (0, False, 3), (None, True, 0), (None, True, 0)]
     assert sorted(r.id for r in store.read(spark, path).collect()) == [0, 1, 2]
     assert store.version(path) == 0
+    # The batch is Delta's app transaction of the query Spark named: the table's log says so.
     assert store.committed_batch(path, query_id) == 0
-    assert sink.query_id() == query_id
+    assert [(h.version, h.query, h.batch_id) for h in store.history(path)] == [(0, query_id, 0)]
 
 
 def test_complete_mode_replaces_the_table(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    write_checkpoint_metadata(tmp_path / "checkpoint")
-    sink = DeltaSink(store, path, str(tmp_path / "checkpoint"), output_mode="complete")
+    sink = DeltaSink(store, path, output_mode="complete")
 
-    sink(spark.createDataFrame([("a", 1)], "k string, n long"), 0)
-    # Complete mode may change the result's schema: it is the whole answer each time.
-    sink(spark.createDataFrame([("a", 2.5), ("b", 1.0)], "k string, n double"), 1)
-    sink(spark.createDataFrame([("stale", 0.0)], "k string, n double"), 1)  # replay
+    with as_query(spark):
+        sink(spark.createDataFrame([("a", 1)], "k string, n long"), 0)
+        # Complete mode may change the result's schema: it is the whole answer each time.
+        sink(spark.createDataFrame([("a", 2.5), ("b", 1.0)], "k string, n double"), 1)
+        sink(spark.createDataFrame([("stale", 0.0)], "k string, n double"), 1)  # replay
 
     assert collected(store.read(spark, path)) == [{"k": "a", "n": 2.5}, {"k": "b", "n": 1.0}]
     assert store.history(path)[0].parameters["mode"] == "Overwrite"
@@ -50,12 +51,12 @@ def test_complete_mode_replaces_the_table(spark: SparkSession, store: DeltaTable
 
 def test_update_mode_merges_on_keys(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    write_checkpoint_metadata(tmp_path / "checkpoint")
-    sink = DeltaSink(store, path, str(tmp_path / "checkpoint"), output_mode="update", keys=["k"])
+    sink = DeltaSink(store, path, output_mode="update", keys=["k"])
 
-    sink(spark.createDataFrame([("a", 1), ("b", 1)], "k string, n long"), 0)
-    sink(spark.createDataFrame([("b", 2), ("c", 1)], "k string, n long"), 1)
-    sink(spark.createDataFrame([("b", 99)], "k string, n long"), 1)  # replay
+    with as_query(spark):
+        sink(spark.createDataFrame([("a", 1), ("b", 1)], "k string, n long"), 0)
+        sink(spark.createDataFrame([("b", 2), ("c", 1)], "k string, n long"), 1)
+        sink(spark.createDataFrame([("b", 99)], "k string, n long"), 1)  # replay
 
     assert collected(store.read(spark, path)) == sort_rows(
         [{"k": "a", "n": 1}, {"k": "b", "n": 2}, {"k": "c", "n": 1}]
@@ -63,15 +64,15 @@ def test_update_mode_merges_on_keys(spark: SparkSession, store: DeltaTableStore,
     assert [h.batch_id for h in store.history(path)] == [1, 0]
 
 
-def test_sink_configuration_errors(store: DeltaTableStore, tmp_path: Path) -> None:
+def test_sink_configuration_errors(spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     with pytest.raises(LakehouseError, match="Unknown output mode 'upsert'"):
-        DeltaSink(store, str(tmp_path / "t"), str(tmp_path / "c"), output_mode="upsert")  # type: ignore[arg-type]
+        DeltaSink(store, str(tmp_path / "t"), output_mode="upsert")  # type: ignore[arg-type]
     with pytest.raises(LakehouseError, match="needs key columns"):
-        DeltaSink(store, str(tmp_path / "t"), str(tmp_path / "c"), output_mode="update")
-    sink = DeltaSink(store, str(tmp_path / "t"), str(tmp_path / "no_checkpoint"))
-    with pytest.raises(LakehouseError) as caught:
-        sink.query_id()
-    assert str(tmp_path / "no_checkpoint") in str(caught.value)
+        DeltaSink(store, str(tmp_path / "t"), output_mode="update")
+    # Called outside a streaming query, a batch has no query to be named by: nothing is written.
+    with pytest.raises(LakehouseError, match="no id to name its commits by"):
+        DeltaSink(store, str(tmp_path / "t"))(spark.range(0, 1), 0)
+    assert store.version(str(tmp_path / "t")) is None
 
 
 def _land(folder: Path, name: str, ids: range) -> None:
@@ -84,24 +85,26 @@ def test_crash_between_delta_commit_and_checkpoint_commit_writes_no_duplicates(
 ) -> None:
     landing, path, checkpoint = tmp_path / "landing", str(tmp_path / "t"), str(tmp_path / "checkpoint")
 
-    def build():
+    def build() -> DataFrame:
         return spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(landing))
 
     _land(landing, "a.json", range(0, 3))
     _land(landing, "b.json", range(3, 5))
-    first = run_stream(build, DeltaSink(store, path, checkpoint), checkpoint_location=checkpoint)
+    first = run_stream(build, DeltaSink(store, path), checkpoint_location=checkpoint)
     assert [c.version for c in first.commits] == [0, 1]
 
     # Crash after the Delta commit of batch 1 but before Spark marked it done: the checkpoint
     # has the batch's offsets but not its commit entry (nor the entry's checksum file).
-    commits = Path(checkpoint) / "commits"
-    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    # The batch is the last one Delta's app transaction of the query records.
+    assert first.query_id is not None
+    last = store.committed_batch(path, first.query_id)
     assert last == 1
+    commits = Path(checkpoint) / "commits"
     (commits / str(last)).unlink()
     (commits / f".{last}.crc").unlink(missing_ok=True)
     _land(landing, "c.json", range(5, 7))
 
-    second = run_stream(build, DeltaSink(store, path, checkpoint), checkpoint_location=checkpoint)
+    second = run_stream(build, DeltaSink(store, path), checkpoint_location=checkpoint)
 
     # Spark replayed batch 1; the sink recognised it and wrote nothing; batch 2 went on. The
     # second run's commits, read back from the log, are batch 2's alone.
@@ -111,6 +114,7 @@ def test_crash_between_delta_commit_and_checkpoint_commit_writes_no_duplicates(
     history = store.history(path)
     assert [(h.version, h.batch_id, h.rows_written) for h in history] == [(2, 2, 2), (1, 1, 2), (0, 0, 3)]
     assert {h.query for h in history} == {first.query_id}
+    assert store.committed_batch(path, first.query_id) == 2
 
 
 def test_a_query_whose_python_worker_did_not_start_in_time_is_restarted_and_writes_each_row_once(
@@ -139,7 +143,7 @@ def test_a_query_whose_python_worker_did_not_start_in_time_is_restarted_and_writ
     landing, path, checkpoint = tmp_path / "landing", str(tmp_path / "t"), str(tmp_path / "checkpoint")
     _land(landing, "a.json", range(0, 3))
     _land(landing, "b.json", range(3, 5))
-    sink = WorkerLateOnce(store, path, checkpoint, failed_marker=str(tmp_path / "failed_once"))
+    sink = WorkerLateOnce(store, path, failed_marker=str(tmp_path / "failed_once"))
 
     run = run_stream(lambda: spark.readStream.schema("id long").option("maxFilesPerTrigger", 1).json(str(landing)),
                      sink, checkpoint_location=checkpoint)

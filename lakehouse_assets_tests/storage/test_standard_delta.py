@@ -13,7 +13,10 @@ from pyspark.sql import SparkSession
 
 from lakehouse_assets.storage import AppTransaction, DeltaSink, DeltaTableStore
 
-from .helpers import ALL_TYPES_ROWS, ALL_TYPES_SCHEMA, collected, normalize_arrow, write_checkpoint_metadata
+from .helpers import ALL_TYPES_ROWS, ALL_TYPES_SCHEMA, as_query, collected, normalize_arrow
+
+#: The id of the streaming query whose batches wrote the table ``streamed``.
+STREAMING_QUERY = "8a7e6e0c-5b0f-4a55-9d3c-2f9f0a1c7e31"
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +44,10 @@ def tables(spark: SparkSession, store: DeltaTableStore, tmp_path_factory: pytest
     store.write(spark.createDataFrame([(2, "b", [1.5])], "id long, v string, w array<double>"),
                 paths["schema_grown"], merge_schema=True)
 
-    checkpoint = root / "checkpoint"
-    write_checkpoint_metadata(checkpoint)
-    sink = DeltaSink(store, paths["streamed"], str(checkpoint), output_mode="update", keys=["k"])
-    sink(spark.createDataFrame([("a", 1), ("b", 2)], "k string, n long"), 0)
-    sink(spark.createDataFrame([("b", 3)], "k string, n long"), 1)
+    sink = DeltaSink(store, paths["streamed"], output_mode="update", keys=["k"])
+    with as_query(spark, STREAMING_QUERY):
+        sink(spark.createDataFrame([("a", 1), ("b", 2)], "k string, n long"), 0)
+        sink(spark.createDataFrame([("b", 3)], "k string, n long"), 1)
 
     store.write(spark.createDataFrame([], "id long, at timestamp"), paths["empty"])
     return paths
@@ -112,5 +114,4 @@ def test_time_travel_agrees(spark: SparkSession, store: DeltaTableStore, tables:
 
 def test_app_transactions_are_standard_txn_actions(tables: dict[str, str]) -> None:
     assert DeltaTable(tables["appended"]).transaction_version("app") == 3
-    query_id = json.loads((Path(tables["streamed"]).parent / "checkpoint" / "metadata").read_text())["id"]
-    assert DeltaTable(tables["streamed"]).transaction_version(query_id) == 1
+    assert DeltaTable(tables["streamed"]).transaction_version(STREAMING_QUERY) == 1

@@ -73,7 +73,7 @@ def test_a_stream_by_name_reads_every_row_once(tables, spark, store, settings, t
     stream = tables.sql("SELECT mrn, heartrate FROM STREAM(bronze.readings) WHERE heartrate >= 70")
     assert stream.isStreaming
     run_stream(lambda: tables.sql("SELECT mrn, heartrate FROM STREAM(bronze.readings) WHERE heartrate >= 70"),
-               DeltaSink(store, target, checkpoint), checkpoint_location=checkpoint)
+               DeltaSink(store, target), checkpoint_location=checkpoint)
     assert sorted(tuple(r) for r in tables.table("silver.readings_copy").collect()) == sorted(
         (m, h) for _, m, h in READINGS if h >= 70)
 
@@ -131,10 +131,10 @@ def test_a_table_written_later_and_another_lakehouse_are_found(tables, spark, st
                 str(other.table_path("bronze", "readings")))
 
     # The same session now serves the other lakehouse: its bronze.readings, not the first's.
-    assert LakehouseTables(spark, other).sql("SELECT device_id FROM bronze.readings").collect() == [(9,)]
+    assert LakehouseTables(spark, other, DeltaTableStore()).sql("SELECT device_id FROM bronze.readings").collect() == [(9,)]
     # And back: the first lakehouse's tables, with one written since.
     store.write(spark.createDataFrame([(1,)], "id long"), str(Path(tables.settings.table_path("gold", "ids"))))
-    back = LakehouseTables(spark, tables.settings)
+    back = LakehouseTables(spark, tables.settings, DeltaTableStore())
     assert back.sql("SELECT count(*) AS n FROM bronze.readings").first()["n"] == 5
     assert back.sql("SELECT id FROM gold.ids").collect() == [(1,)]
 
@@ -145,8 +145,8 @@ def test_another_lakehouse_without_a_layer_does_not_see_the_first_ones_tables_in
     store.write(spark.createDataFrame([(1,)], "id long"), str(other.table_path("gold", "ids")))
 
     with pytest.raises(UnknownTableError, match="bronze.readings"):
-        LakehouseTables(spark, other).sql("SELECT * FROM bronze.readings")
-    assert LakehouseTables(spark, other).sql("SELECT id FROM gold.ids").collect() == [(1,)]
+        LakehouseTables(spark, other, DeltaTableStore()).sql("SELECT * FROM bronze.readings")
+    assert LakehouseTables(spark, other, DeltaTableStore()).sql("SELECT id FROM gold.ids").collect() == [(1,)]
 
 
 def test_another_lakehouse_is_found_after_the_first_ones_table_was_damaged(tables, spark, store, tmp_path) -> None:
@@ -159,19 +159,19 @@ def test_another_lakehouse_is_found_after_the_first_ones_table_was_damaged(table
                 str(other.table_path("bronze", "readings")))
 
     # Still the other lakehouse's table by that name, not the damaged one left registered.
-    assert LakehouseTables(spark, other).sql("SELECT device_id FROM bronze.readings").collect() == [(9,)]
+    assert LakehouseTables(spark, other, DeltaTableStore()).sql("SELECT device_id FROM bronze.readings").collect() == [(9,)]
 
 
 def test_a_session_on_a_driver_that_holds_every_table_registers_nothing(tables, spark, store, settings) -> None:
-    assert register_tables(spark, settings) == []
+    assert register_tables(spark, settings, DeltaTableStore()) == []
 
     store.write(spark.createDataFrame([(1,)], "id long"), str(settings.table_path("gold", "ids")))
-    assert register_tables(spark, settings) == ["gold.ids"]
-    assert register_tables(spark, settings) == []
+    assert register_tables(spark, settings, DeltaTableStore()) == ["gold.ids"]
+    assert register_tables(spark, settings, DeltaTableStore()) == []
     # Unregistered behind its back, the catalog is listed again once the tables on disk change.
     spark.sql("DROP TABLE gold.ids")
     store.write(spark.createDataFrame([(2,)], "id long"), str(settings.table_path("gold", "more_ids")))
-    assert register_tables(spark, settings) == ["gold.ids", "gold.more_ids"]
+    assert register_tables(spark, settings, DeltaTableStore()) == ["gold.ids", "gold.more_ids"]
     assert spark.read.table("gold.ids").count() == 1
 
 
@@ -180,18 +180,18 @@ def test_two_processes_query_the_tables_by_name_at_once(tables, spark, settings)
     metastore to lock (embedded Derby would allow one JVM). On an engine both attach to it.
     This process's driver holds its catalog while another process queries the same tables."""
     query = "SELECT count(*) AS n FROM bronze.readings JOIN silver.patients USING (mrn)"
-    assert LakehouseTables(spark, settings).sql(query).first()["n"] == 5
+    assert LakehouseTables(spark, settings, DeltaTableStore()).sql(query).first()["n"] == 5
     command = [sys.executable, "-m", "lakehouse_assets.cli", "sql", query, "--format", "json",
                "--root", str(settings.root)]
     env = {**os.environ, "LAKEHOUSE_ROOT": str(settings.root)}
     other = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
     assert (other.returncode, json.loads(other.stdout or "null")) == (0, [{"n": 5}]), other.stderr[-3000:]
-    assert LakehouseTables(spark, settings).sql(query).first()["n"] == 5
+    assert LakehouseTables(spark, settings, DeltaTableStore()).sql(query).first()["n"] == 5
 
 
 def test_a_folder_whose_first_write_never_committed_is_no_table_yet(tables, spark, settings) -> None:
     (settings.table_path("gold", "unborn") / "_delta_log").mkdir()
 
-    assert LakehouseTables(spark, settings).sql("SELECT count(*) AS n FROM bronze.readings").first()["n"] == 5
+    assert LakehouseTables(spark, settings, DeltaTableStore()).sql("SELECT count(*) AS n FROM bronze.readings").first()["n"] == 5
     assert not spark.catalog.tableExists("gold.unborn")

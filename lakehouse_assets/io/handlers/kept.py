@@ -1,5 +1,6 @@
-"""A table kept as it stands: its landing folder holds no files, so nothing is written and
-the table is reported as it is (:mod:`lakehouse_assets.assets.nothing_to_read`)."""
+"""A table kept as it stands (nothing new, or a landing folder holding no files) that a table
+below it in the run still needs: nothing is written, and the table is reported as it is, so
+that Dagster runs what reads it (:func:`lakehouse_assets.assets.table_asset.not_written`)."""
 
 from __future__ import annotations
 
