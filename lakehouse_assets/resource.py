@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -29,8 +28,11 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.location import ObjectStore
 from lakehouse_assets.settings import (
     DEFAULT_DELTA_JARS,
+    DEFAULT_ENGINE_PORT,
     DEFAULT_ROOT,
+    DEFAULT_SENSOR_INTERVAL_SECONDS,
     DEFAULT_SPARK_MASTER,
+    DEFAULT_STATE_HOME,
     LakehouseSettings,
     lakehouse_root,
 )
@@ -78,8 +80,17 @@ class LakehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     spark_config: dict[str, str] = Field(default_factory=dict, description="Spark settings, over the defaults")
     storage: StorageOptions = Field(default_factory=LocalStorage, description="How the store is reached")
     delta_jars: str = Field(default=str(DEFAULT_DELTA_JARS), description="The folder of Delta Lake's jars")
+    engine_port: int = Field(default=DEFAULT_ENGINE_PORT, description="The port the managed engine listens on")
+    state_home: str = Field(default=str(DEFAULT_STATE_HOME),
+                            description="Where this machine keeps its own files of a lakehouse on object storage")
+    sensor_interval_seconds: int = Field(default=DEFAULT_SENSOR_INTERVAL_SECONDS,
+                                         description="How often the landing sensors look")
+    asset_packages: list[str] = Field(default_factory=list, description="Packages of table assets loaded beside")
+    pipelines: list[str] = Field(default_factory=list, description="Lakeflow pipeline folders loaded as assets")
+    dagster_home: str | None = Field(default=None, description="Dagster's instance folder")
+    spark_log: str | None = Field(default=None, description="Where an embedded driver's JVM writes its own output "
+                                  "(none: this process's terminal)")
 
-    _base: LakehouseSettings | None = PrivateAttr(default=None)
     _settings: LakehouseSettings | None = PrivateAttr(default=None)
     _store: DeltaTableStore | None = PrivateAttr(default=None)
     _spark_session: SparkSession | None = PrivateAttr(default=None)
@@ -92,21 +103,29 @@ class LakehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         store = settings.object_store
         storage: LocalStorage | S3Storage = (LocalStorage() if settings.root.is_local
                                              else S3Storage(endpoint_url=store.endpoint_url, region=store.region))
-        resource = cls(root=str(settings.root), engine_url=settings.spark_remote, spark_master=settings.spark_master,
-                       spark_config=dict(settings.spark_conf), storage=storage, delta_jars=str(settings.delta_jars))
-        resource._base = settings
-        return resource
+        return cls(root=str(settings.root), engine_url=settings.spark_remote, spark_master=settings.spark_master,
+                   spark_config=dict(settings.spark_conf), storage=storage, delta_jars=str(settings.delta_jars),
+                   engine_port=settings.engine_port, state_home=str(settings.state_home),
+                   sensor_interval_seconds=settings.sensor_interval_seconds,
+                   asset_packages=list(settings.asset_packages), pipelines=[str(p) for p in settings.pipelines],
+                   dagster_home=str(settings.dagster_home) if settings.dagster_home else None,
+                   spark_log=str(settings.spark_log) if settings.spark_log else None)
 
     def settings(self) -> LakehouseSettings:
         """Where the lakehouse is and how Spark is reached, resolved once."""
         if self._settings is None:
             object_store = (ObjectStore(self.storage.endpoint_url, self.storage.region)
                             if isinstance(self.storage, S3Storage) else ObjectStore())
-            base = self._base or LakehouseSettings(root=lakehouse_root(DEFAULT_ROOT))
-            self._settings = replace(
-                base, root=lakehouse_root(self.root, given_as="LakehouseResource(root)", store=object_store),
+            # Every field is config: Dagster builds the resource again from its config in a run.
+            self._settings = LakehouseSettings(
+                root=lakehouse_root(self.root, given_as="LakehouseResource(root)", store=object_store),
                 spark_remote=self.engine_url or None, spark_master=self.spark_master,
-                spark_conf=dict(self.spark_config), delta_jars=Path(self.delta_jars), object_store=object_store)
+                spark_conf=dict(self.spark_config), delta_jars=Path(self.delta_jars), object_store=object_store,
+                engine_port=self.engine_port, state_home=Path(self.state_home),
+                sensor_interval_seconds=self.sensor_interval_seconds, asset_packages=tuple(self.asset_packages),
+                pipelines=tuple(Path(p) for p in self.pipelines),
+                dagster_home=Path(self.dagster_home) if self.dagster_home else None,
+                spark_log=Path(self.spark_log) if self.spark_log else None)
         return self._settings
 
     def store(self) -> DeltaTableStore:

@@ -23,6 +23,7 @@ from lakehouse_assets.reliability import check_all, declared_flows
 from lakehouse_assets.reliability.invariants import GOLD_RECOMPUTED, LANDED_ONCE, ROUTED
 from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
+from lakehouse_assets_tests.assets.pipeline import current_resources
 
 HEADER = "admission_id,ward,admitted,discharged"
 FILES = {
@@ -69,12 +70,13 @@ def materialized(spark, definitions, tmp_path_factory) -> Iterator[tuple[Lakehou
         land_admissions(Path(settings.landing_path("admissions")))
         repository = definitions.get_repository_def()
         sensor = repository.get_sensor_def("landing_admissions_sensor")
-        with dg.build_sensor_context(definitions=definitions, resources=dict(definitions.resources or {})) as context:
+        resources = current_resources()
+        with dg.build_sensor_context(definitions=definitions, resources=resources) as context:
             tick = sensor.evaluate_tick(context)
         [request] = tick.run_requests or []
         result = dg.materialize([*(definitions.assets or []), *(definitions.asset_checks or [])],
                                 selection=list(request.asset_selection or []),
-                                resources=dict(definitions.resources or {}), instance=dg.DagsterInstance.ephemeral(),
+                                resources=resources, instance=dg.DagsterInstance.ephemeral(),
                                 raise_on_error=True, tags=request.tags)
         yield settings, result
 

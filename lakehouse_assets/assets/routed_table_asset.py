@@ -21,6 +21,7 @@ from lakehouse_assets.assets.table_asset import (
     declared_columns,
     declared_layout,
     declared_lineage,
+    full_refresh_asked,
     not_written,
     read_in_batch,
     read_inputs,
@@ -123,7 +124,7 @@ def routed_table_asset(
             if verdict is None:
                 with engine_errors(lakehouse.settings()) if lakehouse else contextlib.nullcontext():
                     routed = dataclasses.replace(fn(**read_inputs(inputs)), expectations=tuple(expectations))
-                verdict = after_body(routed)
+                verdict = None if full_refresh_asked(context) else after_body(routed)
             if verdict is not None:
                 output = table_output if main_key in selected else quarantine_output
                 yield from not_written(context, main_key, verdict, lakehouse, output)

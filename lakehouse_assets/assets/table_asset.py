@@ -177,7 +177,7 @@ def _table_body(fn: Callable[..., Any], table: dg.AssetKey, spec: TableSpec, rul
         settings = lakehouse.settings()
         with engine_errors(settings):  # the inputs' reads and the body's own Spark calls
             returned = fn(*args, **read_inputs(kwargs))
-        verdict = after_body(returned)
+        verdict = None if full_refresh_asked(context) else after_body(returned)
         if verdict is not None:
             yield from not_written(context, table, verdict, lakehouse)
             return
@@ -199,7 +199,7 @@ def before_body(context: Any, table: dg.AssetKey, spec: TableSpec, inputs: Mappi
     since its last commit (a full refresh always runs); None when it runs."""
     settings, store = lakehouse.settings(), lakehouse.store()
     verdict = nothing_to_read(table, inputs, deps, settings, store)
-    if verdict is None and not _full_refresh(context):
+    if verdict is None and not full_refresh_asked(context):
         check_sources_same(table, spec, settings, store)
         verdict = nothing_new(table, spec, settings, store, context.instance if context is not None else None)
     return verdict
@@ -207,7 +207,7 @@ def before_body(context: Any, table: dg.AssetKey, spec: TableSpec, inputs: Mappi
 
 def after_body(returned: Any) -> Keep | None:
     """Why a body's output is not written after all: an ingestion with no new landed file to
-    read (its source says so once the body has said what it reads)."""
+    read (asked once the body has said what it reads; not on a full refresh)."""
     pending = getattr(returned, "has_new_data", None)
     if callable(pending) and pending() is False:
         return Keep("no new landed file to read", expected=True)
@@ -268,7 +268,7 @@ def with_context(body: Callable[..., Any]) -> bool:
     return True
 
 
-def _full_refresh(context: Any) -> bool:
+def full_refresh_asked(context: Any) -> bool:
     """Whether the run's config asks for the table to be rebuilt (then it is read anew)."""
     return context is not None and bool((context.op_execution_context.op_config or {}).get("full_refresh"))
 

@@ -44,7 +44,7 @@ from lakehouse_assets.ingestion.columns import (
 )
 from lakehouse_assets.pipelines import export_files as files
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.spark_conf import DELTA_CONF, delta_jars, engine_conf
+from lakehouse_assets.spark_conf import DELTA_CONF, REQUIRED_STATIC_CONF, delta_jars, engine_conf
 from lakehouse_assets.spec import LANDING_FOLDERS, TableSpec
 from lakehouse_assets.storage import type_sql
 from lakehouse_assets.storage.discovery import is_table
@@ -69,7 +69,7 @@ _INGESTION_COLUMNS = {RESCUED_DATA_COLUMN: 'F.lit(None).cast("string")',
 # are its own, and --jars counts twice).
 _STATIC_CONF = {"spark.sql.extensions": DELTA_CONF["spark.sql.extensions"], "spark.sql.catalogImplementation": "hive"}
 # Static SQL settings of the lakehouse's driver, which a flow cannot set (CANNOT_MODIFY_STATIC_CONFIG).
-_STATIC_SQL_CONF = ("spark.sql.codegen.cache.maxEntries",)
+_STATIC_SQL_CONF = ("spark.sql.codegen.cache.maxEntries", *REQUIRED_STATIC_CONF)
 
 
 @dataclass(frozen=True)

@@ -77,16 +77,21 @@ def batch_query_id(batch_df: DataFrame, query_name: str | None) -> str:
     persists across restarts from the same checkpoint, and a new checkpoint gets a new one, so
     it names the query's batches in its commits. Asked of Spark: the stream thread's local
     property on an embedded driver; on a Spark Connect engine, the session's active query of
-    that name (the function runs in a worker attached to the query's session)."""
+    that name, or its only active query (the function runs in a worker attached to the
+    query's session)."""
     spark = batch_df.sparkSession
     if not is_connect_session(spark):
-        found = spark.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
-        if found:
-            return str(found)
-    elif query_name:
-        for query in spark.streams.active:
-            if query.name == query_name:
-                return str(query.id)
+        property_value = spark.sparkContext.getLocalProperty(_QUERY_ID_PROPERTY)
+        if property_value:
+            return str(property_value)
+    else:
+        active = spark.streams.active
+        named = [query for query in active if query_name and query.name == query_name]
+        # An unnamed query is found when it is its session's only one (a run's session runs
+        # its queries one at a time).
+        queries = named or (active if not query_name and len(active) == 1 else [])
+        if queries:
+            return str(queries[0].id)
     raise LakehouseError(
         f"The streaming query {query_name or '(unnamed)'} has no id to name its commits by: run the sink "
         "as a named query's foreachBatch function (run_stream does).")

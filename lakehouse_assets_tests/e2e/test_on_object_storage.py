@@ -98,7 +98,7 @@ def test_landed_files_reach_gold_on_the_store_and_later_files_follow_with_two_ru
         problems += device_count_differences(_rows(store_settings, "gold", "device_counts"), expected)
         assert not problems, problems
     # Every table lies on the store, and no run left a lock behind (_locks).
-    assert store_settings.root.folders() == ["_checkpoints", "_schemas", "_system", "bronze", "gold", "landing",
+    assert store_settings.root.folders() == ["_checkpoints", "_schemas", "bronze", "gold", "landing",
                                              "silver"]
     assert not Path(str(store_settings.root.path)).exists()
     # And every invariant lakehouse verify checks holds there, gold recomputed on the engine too.

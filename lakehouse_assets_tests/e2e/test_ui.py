@@ -320,9 +320,10 @@ def _check_asset_page(page: Page, dagster: DagsterDeployment, expected: Expected
         row = page.locator("tr").filter(has=page.get_by_text(column, exact=True)).first
         expect(row).to_contain_text(column_type)
 
-    # Run metadata from the Delta IO manager: the gold query read every enriched row.
-    metadata = {key: _metadata_value(page, key) for key in ("rows_processed", "rows_written", "table_path")}
-    assert _as_int(metadata["rows_processed"]) == expected.enriched_rows, metadata
+    # Run metadata from the Delta IO manager, read from the run's commits: the groups the gold
+    # query wrote (its commits record no rows read: docs/operations.md, the event log).
+    metadata = {key: _metadata_value(page, key) for key in ("micro_batches", "rows_written", "table_path")}
+    assert _as_int(metadata["micro_batches"]) >= 1, metadata
     assert _as_int(metadata["rows_written"]) == rows, metadata
     assert metadata["table_path"] == str(dagster.root / layer / name), metadata
 

@@ -17,8 +17,9 @@ from typing import Any
 from lakehouse_assets.location import locate
 from lakehouse_assets.reliability.table_reader import history, read_rows, row_tuples
 from lakehouse_assets.settings import CHECKPOINTS_DIR
-from lakehouse_assets.storage import DELTA_LOG
 
+#: The folder of a Delta table's log (found here on disk, not read).
+DELTA_LOG = "_delta_log"
 #: Filled from the clock of the run that wrote the row, not from what landed.
 RUN_TIME_COLUMNS = frozenset({"_ingested_at"})
 

@@ -40,10 +40,11 @@ def test_two_materializations_of_one_asset_at_once_run_one_after_the_other(spark
         runs = [f.result() for f in [pool.submit(run), pool.submit(run)]]
 
     # One run read everything; the other waited for it and found nothing new: it committed
-    # nothing, so it materialized nothing.
-    materialized = [r["bronze/recordings"] for r in runs if "bronze/recordings" in r]
-    assert len(materialized) == 1, runs
-    assert materialized[0]["rows_processed"] == landed.counts.total
+    # nothing. (Its query had been handed to the IO manager before the lock was free, so Dagster
+    # records its materialization all the same, with no rows: no commit of its run.)
+    committed = [r["bronze/recordings"] for r in runs if "rows_written" in r.get("bronze/recordings", {})]
+    assert len(committed) == 1, runs
+    assert committed[0]["rows_processed"] == landed.counts.total
     landed_once = check_landed_once(settings, project_flows())
     assert landed_once.ok, [str(v) for v in landed_once.violations]
 
