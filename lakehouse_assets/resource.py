@@ -145,7 +145,7 @@ class LakehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
             settings = self.settings()
             if settings.spark_remote:
                 self._spark_session = _run_sessions.get(
-                    self._run_id, lambda: build_spark_session(settings, new_session=True))
+                    (self._run_id, settings.spark_remote), lambda: build_spark_session(settings, new_session=True))
             else:
                 self._spark_session = build_spark_session(settings)
             register_tables(self._spark_session, settings, self.store())
@@ -165,28 +165,29 @@ class LakehouseResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         embedded session lives as long as the process (the next run in a test process reuses
         its JVM)."""
         if self._spark_session is not None and is_connect_session(self._spark_session):
-            _run_sessions.release(self._run_id)
+            _run_sessions.release((self._run_id, self.settings().spark_remote))
             self._spark_session = None
 
 
 class _RunSessions:
-    """One Connect session per Dagster run in this process: the resource is initialised once
-    for each resource that uses it (the IO managers hold it too), and a stream from one
-    session cannot be joined with a table read through another."""
+    """One Connect session per Dagster run and engine in this process: the resource is
+    initialised once for each resource that uses it (the IO managers hold it too), and a stream
+    from one session cannot be joined with a table read through another. Keyed by the engine
+    too: outside a run (no run id), two lakehouses on two engines must not share a session."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._sessions: dict[str | None, SparkSession] = {}
+        self._sessions: dict[tuple[str | None, str | None], SparkSession] = {}
 
-    def get(self, run_id: str | None, build: Callable[[], SparkSession]) -> SparkSession:
+    def get(self, key: tuple[str | None, str | None], build: Callable[[], SparkSession]) -> SparkSession:
         with self._lock:
-            if run_id not in self._sessions:
-                self._sessions[run_id] = build()
-            return self._sessions[run_id]
+            if key not in self._sessions:
+                self._sessions[key] = build()
+            return self._sessions[key]
 
-    def release(self, run_id: str | None) -> None:
+    def release(self, key: tuple[str | None, str | None]) -> None:
         with self._lock:
-            session = self._sessions.pop(run_id, None)
+            session = self._sessions.pop(key, None)
         if session is not None:
             from lakehouse_assets.engine.client import close_session
 
