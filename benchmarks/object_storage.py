@@ -86,15 +86,15 @@ def disk_lakehouse(ws: Workspace, landing: Path) -> Lakehouse:
 def store_lakehouse(ws: Workspace, landing: Path, environment: dict[str, str]) -> Lakehouse:
     """A lakehouse at ``s3a://lake/lakehouse``; files are put whole, once each (one PUT), as a
     lander on a store puts them."""
-    from lakehouse_assets.location import locate
+    from lakehouse_assets.location import ObjectStore, locate
 
-    root = f"s3a://{BUCKET}/lakehouse"
+    root, store = f"s3a://{BUCKET}/lakehouse", ObjectStore.from_env(environment)
     put: set[str] = set()
 
     def stage(names: Sequence[str]) -> None:
         for relative in [f"{PATIENTS}/patients.csv", *(f"{RECORDINGS}/{name}" for name in names)]:
             if relative not in put:
-                locate(f"{root}/landing/{relative}").write_bytes((landing / relative).read_bytes())
+                locate(f"{root}/landing/{relative}", store).write_bytes((landing / relative).read_bytes())
                 put.add(relative)
 
     return Lakehouse(STORE, ws, root, environment, stage)

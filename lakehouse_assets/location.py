@@ -8,7 +8,7 @@ systems, which also read Parquet, and written and deleted on a store by obstore 
 (``If-None-Match``, ``If-Match``) that creating once and replacing only what was read need, puts
 even a small file in three requests (a multipart upload), and leaves a folder marker behind a
 deleted file. All are given the
-same endpoint and region (:class:`ObjectStore`, read from the AWS variables); each takes its
+same endpoint and region (the lakehouse resource's :class:`ObjectStore`); each takes its
 credentials from its own AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile or
 an instance role). A store's prefix is listed in pages of 1,000 keys, as S3's ListObjectsV2 gives
 them.
@@ -319,9 +319,11 @@ class Location:
 
 
 def locate(uri: str | os.PathLike[str], store: ObjectStore | None = None) -> Location:
-    """The location of a local path, a ``file:`` URI, or an object store's ``s3a://`` or
-    ``s3://`` URI (reached through ``store``; by default as the AWS variables say). Any other
-    scheme is refused by name."""
+    """A location as it is; the location of a local path, a ``file:`` URI, or an object store's
+    ``s3a://`` or ``s3://`` URI, reached through ``store`` (the lakehouse resource's: one on a
+    store without it is refused). Any other scheme is refused by name."""
+    if isinstance(uri, Location):
+        return uri
     text = str(uri).strip()
     parsed = urlparse(text)
     scheme = parsed.scheme.lower()
@@ -330,8 +332,10 @@ def locate(uri: str | os.PathLike[str], store: ObjectStore | None = None) -> Loc
     if scheme in OBJECT_STORE_SCHEMES:
         if not parsed.netloc:
             raise ConfigurationError(f"{text}: name the bucket, as in s3a://bucket/prefix")
-        return Location(f"s3a://{parsed.netloc}{unquote(parsed.path)}".rstrip("/"),
-                        store or ObjectStore.from_env(os.environ))
+        if store is None:
+            raise ConfigurationError(f"{text} is on object storage: give the lakehouse resource's store with it, "
+                                     "or a Location under the lakehouse's root")
+        return Location(f"s3a://{parsed.netloc}{unquote(parsed.path)}".rstrip("/"), store)
     raise ConfigurationError(f"{text}: the lakehouse reads local paths and S3-API object storage "
                              f"({', '.join(f'{s}://' for s in OBJECT_STORE_SCHEMES)}), not {scheme}://")
 

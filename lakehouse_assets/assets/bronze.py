@@ -69,9 +69,9 @@ def bronze_loader(
     """The ingestion of bronze table ``name``: its landing folder, its own stored schema, its
     table (which holds what it has ingested, read through ``store``)."""
     return AutoLoader(
-        source_dir=str(settings.landing_path(data_source)),
+        source_dir=settings.landing_path(data_source),
         options=options,
-        schema_location=str(settings.schema_path("bronze", name)),
+        schema_location=settings.schema_path("bronze", name),
         tables=(str(settings.table_path("bronze", name)),),
         store=store,
     )

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from lakehouse_assets.location import ObjectStore, locate
+
 if TYPE_CHECKING:
     import _csv
 
@@ -53,16 +55,16 @@ class CsvDialect:
 
 
 def parse_csv_batches(
-    batches: Iterator[pa.RecordBatch], dialect: CsvDialect, multi_line: bool
+    batches: Iterator[pa.RecordBatch], dialect: CsvDialect, multi_line: bool, store: ObjectStore
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: text rows (``value``, ``_source_file``, ``_block_start``) in,
     one row per CSV record out (``_record``, ``_fields``, ``_malformed``, ``_source_file``).
 
     Blank lines and header lines are not records. A line that does not parse, or has more or
     fewer values than its header has names, is malformed: its parsed values are kept under
-    their names and its raw text goes to rescued data.
+    their names and its raw text goes to rescued data. ``store`` reaches files on object storage.
     """
-    state = _FileState(dialect)
+    state = _FileState(dialect, store)
     for batch in batches:
         values = batch.column("value").to_pylist()
         files = batch.column("_source_file").to_pylist()
@@ -91,8 +93,9 @@ def parse_csv_batches(
 class _FileState:
     """The header of the file split being read."""
 
-    def __init__(self, dialect: CsvDialect) -> None:
+    def __init__(self, dialect: CsvDialect, store: ObjectStore) -> None:
         self.dialect = dialect
+        self.store = store
         self.key: tuple[str, int] | None = None
         self.names: list[str] | None = None
         self.needs_header = False
@@ -107,7 +110,7 @@ class _FileState:
         self.names = None
         self.needs_header = self.dialect.header and block == 0
         if self.dialect.header and block != 0:
-            self.names = list(cached_header(file, self.dialect))
+            self.names = list(cached_header(file, self.dialect, self.store))
 
     def next_line(self) -> int | None:
         """The number of the line being read (1-based), or None in a later split of a file."""
@@ -219,17 +222,16 @@ def header_names(tokens: list[str]) -> list[str]:
 
 
 @lru_cache(maxsize=1024)
-def cached_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
+def cached_header(path: str, dialect: CsvDialect, store: ObjectStore) -> tuple[str, ...]:
     """:func:`read_header`, once per path: a streamed file is read once under its name, and
     every split after the first needs its header."""
-    return read_header(path, dialect)
+    return read_header(path, dialect, store)
 
 
-def read_header(path: str, dialect: CsvDialect) -> tuple[str, ...]:
-    """The header of the file at ``path``, read from the file as it is now."""
-    from lakehouse_assets.location import locate
-
-    file = locate(path)
+def read_header(path: str, dialect: CsvDialect, store: ObjectStore) -> tuple[str, ...]:
+    """The header of the file at ``path`` (on a store: reached through ``store``), read from
+    the file as it is now."""
+    file = locate(path, store)
     with file.fs.open_input_stream(file.path) as stream:
         return header_of(io.TextIOWrapper(stream, encoding="utf-8", newline=""), dialect)
 

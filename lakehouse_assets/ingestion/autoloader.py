@@ -54,7 +54,7 @@ from lakehouse_assets.ingestion.schema_store import (
     resolve_schema,
 )
 from lakehouse_assets.ingestion.state import ingested_files, rewritten_files, unread_files
-from lakehouse_assets.location import locate, spark_file_uri
+from lakehouse_assets.location import Location, locate, spark_file_uri
 from lakehouse_assets.storage import DeltaTableStore
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def autoload_stream(
     """A streaming DataFrame of the files landing in ``source_dir``, like
     ``spark.readStream.format("cloudFiles")``: the stored schema's columns (inferred and
     stored at ``schema_location`` on the first call), then ``_rescued_data``, ``_source_file``
-    and ``_ingested_at``.
+    and ``_ingested_at``. Folders on object storage are given as :class:`Location` (with their store).
 
     Run it with a checkpoint of its own, and with a :class:`SchemaEvolutionPolicy` as
     the restart policy: when the query stops on new columns, the policy evolves the stored
@@ -116,30 +116,27 @@ def autoload_stream(
 
     Raises :class:`~.errors.NothingToInferError` when nothing has landed and no schema is stored.
     """
-    source = str(source_dir)
+    source, where = locate(source_dir), str(schema_location)
     stored = resolve_schema(spark, source, options, SchemaStore(schema_location))
-    if not locate(source).is_dir():
-        raise LandingFolderMissingError(source, str(schema_location))
+    if not source.is_dir():
+        raise LandingFolderMissingError(str(source), where)
     pending = list(options.landed_files(source) if unread is None else unread)
     name_glob = _names_to_read(pending)
     reader = file_reader(spark, options, streaming=True, name_glob=name_glob)
     mode = options.schema_evolution_mode
     if options.format != "parquet":
-        lines = text_lines(reader.load(options.read_path(source)), options)
+        lines = text_lines(reader.load(options.read_path(str(source))), options)
         if options.format == "json":
-            return shape_json_records(
-                json_documents(lines, options), stored.schema, mode=mode,
-                schema_location=str(schema_location), options=options,
-            )
-        return shape_records(records(lines, options), stored.schema, mode=mode, schema_location=str(schema_location))
+            return shape_json_records(json_documents(lines, options), stored.schema, mode=mode, schema_location=where,
+                                      options=options)
+        return shape_records(records(lines, options, source.store), stored.schema, mode=mode, schema_location=where)
     extra = (
-        new_columns(stored.schema, infer_schema(spark, [f.path for f in pending], options))
+        new_columns(stored.schema, infer_schema(spark, [f.path for f in pending], options, store=source.store))
         if mode == "rescue" and pending else T.StructType([])
     )
-    rows = reader.schema(T.StructType(list(stored.schema.fields) + list(extra.fields))).load(options.read_path(source))
-    return shape_parquet(
-        with_source_file(rows, options), stored.schema, mode=mode, extra=extra, schema_location=str(schema_location)
-    )
+    rows = reader.schema(T.StructType([*stored.schema.fields, *extra.fields])).load(options.read_path(str(source)))
+    return shape_parquet(with_source_file(rows, options), stored.schema, mode=mode, extra=extra, schema_location=where,
+                         store=source.store)
 
 
 @dataclass(frozen=True)
@@ -153,9 +150,9 @@ class AutoLoader:
     manager runs it.
     """
 
-    source_dir: str
+    source_dir: Location
     options: AutoLoaderOptions
-    schema_location: str
+    schema_location: Location
     tables: tuple[str, ...]
     store: DeltaTableStore
 
@@ -185,7 +182,7 @@ class AutoLoader:
         False when nothing readable has landed (a first run with an empty folder does nothing);
         None when the folder is gone after files were ingested from it, so that the query's
         start says so."""
-        if not locate(self.source_dir).is_dir():
+        if not self.source_dir.is_dir():
             return None if SchemaStore(self.schema_location).latest() is not None else False
         unread = self.unread()
         return len(hold_back(unread)) < len(unread)
@@ -193,7 +190,7 @@ class AutoLoader:
     def warnings(self) -> list[str]:
         """What a run will not read, file by file, each with what to do: files held back
         (:mod:`.readiness`) and files written again under a name already ingested."""
-        if not locate(self.source_dir).is_dir():
+        if not self.source_dir.is_dir():
             return []
         messages = [f"Not reading {h.message()}" for h in hold_back(self.unread())]
         messages += [
@@ -291,12 +288,12 @@ def schema_change_after_failure(
         return SchemaChange("unknown", marked.columns, files, location)
     if not location:
         return None
-    store = SchemaStore(location)
+    store = SchemaStore(schema_location or location)
     current = store.latest()
     if current is None:
         return None
     paths = list(dict.fromkeys([spark_file_uri(p) for p in unread] + list(files)))
-    added = new_columns(current.schema, infer_schema(spark, paths, options))
+    added = new_columns(current.schema, infer_schema(spark, paths, options, store=store.folder.store))
     # A column the query saw but inference did not type is still added, as a string, so the
     # restarted query does not stop on it again.
     typed = {f.name.lower() for f in added.fields}

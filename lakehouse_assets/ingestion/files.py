@@ -13,7 +13,7 @@ import fnmatch
 import itertools
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lakehouse_assets.location import Location, local_path, locate
 from lakehouse_assets.storage.batch_record import landed_file_line
@@ -129,6 +129,7 @@ class LandedFile:
     relative_path: str
     size: int
     modification_time: dt.datetime
+    location: Location = field(compare=False, repr=False)  # reached through its folder's store
 
 
 def path_matches(relative_path: str, pattern: str) -> bool:
@@ -140,16 +141,16 @@ def path_matches(relative_path: str, pattern: str) -> bool:
 
 
 def list_data_files(
-    folder: Location | str, *, recursive: bool = False, path_glob_filter: str | None = None,
+    folder: str | os.PathLike[str], *, recursive: bool = False, path_glob_filter: str | None = None,
     path_pattern: str | None = None,
 ) -> list[LandedFile]:
     """The data files in ``folder``, oldest first (then by name). Hidden and in-progress names
     are skipped, and so are folders whose names start with ``_`` or ``.``. A folder that does
     not exist holds no files. With ``path_pattern`` only the files it names
-    (:func:`path_matches`), at any depth. A folder given as a string is reached as the AWS
-    variables say (:func:`~lakehouse_assets.location.locate`)."""
+    (:func:`path_matches`), at any depth. ``folder`` is a :class:`Location` (one on object
+    storage is reached through its store) or a local path."""
     recursive = recursive or path_pattern is not None
-    location = folder if isinstance(folder, Location) else locate(folder)
+    location = locate(folder)
     found = []
     for stored in location.files(recursive=recursive):
         parts = stored.relative_path.split("/")
@@ -162,7 +163,7 @@ def list_data_files(
         uri = (location.uri_of(stored.relative_path) if location.is_local
                else f"{location.uri}/{stored.relative_path}")
         found.append(LandedFile(path=uri, relative_path=stored.relative_path, size=stored.size,
-                                modification_time=stored.modified))
+                                modification_time=stored.modified, location=location / stored.relative_path))
     found.sort(key=lambda f: (f.modification_time, f.relative_path))
     return found
 

@@ -47,7 +47,7 @@ from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.records import FIELDS, FILE, MALFORMED, RECORD
 from lakehouse_assets.ingestion.rescue import parse_value
-from lakehouse_assets.location import locate
+from lakehouse_assets.location import Location
 
 # Bad rows named in an error; the error gives the total as well.
 _SAMPLE_ROWS = 5
@@ -84,7 +84,7 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
     source = str(folder)
     # A column list ("name TYPE, ...") parses as a struct; fromDDL is typed as any DataType.
     struct = schema if isinstance(schema, T.StructType) else cast(T.StructType, T.StructType.fromDDL(schema))
-    files = list_data_files(source)
+    files = list_data_files(folder)
     if not files:
         raise LookupCsvError(
             f"No CSV files in {source}: there is nothing to load the lookup from. Land its CSV "
@@ -101,7 +101,7 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
         if landed.path in unreadable:
             continue
         # Read now, not cached: a lookup file landed again under its name has a new header.
-        texts[landed.path] = text = _read_text(landed.path)
+        texts[landed.path] = text = _read_text(landed.location)
         header = header_of(io.StringIO(text, newline=""), dialect)
         present = {name.lower() for name in header}
         missing = [name for name in struct.names if name.lower() not in present]
@@ -149,10 +149,9 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
     )
 
 
-def _read_text(path: str) -> str:
+def _read_text(file: Location) -> str:
     """A landed file's text; bytes that are not UTF-8 become U+FFFD, as Spark's text reader
     reads them (the value holding one then fails its column's type, by row)."""
-    file = locate(path)
     with file.fs.open_input_stream(file.path) as stream:
         return str(stream.read().decode("utf-8", errors="replace"))
 

@@ -15,6 +15,7 @@ from typing import Any, Literal, get_args
 
 from lakehouse_assets.ingestion.errors import IngestionOptionsError
 from lakehouse_assets.ingestion.files import LandedFile, list_data_files
+from lakehouse_assets.location import Location
 
 SourceFormat = Literal["json", "csv", "parquet"]
 SchemaEvolutionMode = Literal["addNewColumns", "rescue", "failOnNewColumns", "none"]
@@ -170,7 +171,7 @@ class AutoLoaderOptions:
         return cls(**typed, reader_options=reader)
 
     # -- derived ---------------------------------------------------------------------------------
-    def landed_files(self, source_dir: str) -> list[LandedFile]:
+    def landed_files(self, source_dir: Location | str) -> list[LandedFile]:
         """The data files in ``source_dir`` these options read (nested folders with
         ``recursiveFileLookup``, names matching ``path_glob_filter``, under ``path_pattern``)."""
         recursive = self.reader_options.get("recursiveFileLookup", "").lower() == "true"

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lakehouse_assets.ingestion.files import LandedFile
-from lakehouse_assets.location import locate
+from lakehouse_assets.location import Location
 
 # Characters a landed file name must not hold for Spark's file source to read it correctly.
 UNREADABLE_NAME_CHARACTERS = frozenset(":?*[]{}\\")
@@ -70,7 +70,7 @@ def _reason(landed: LandedFile) -> str | None:
             "its content once read empty. It is read on the first run after it has content; "
             "delete it if it stays empty."
         )
-    problem = _open_problem(landed.path)
+    problem = _open_problem(landed.location)
     if problem is not None:
         return (
             f"it cannot be opened ({problem}). Fix its permissions (or replace the link with the "
@@ -79,8 +79,7 @@ def _reason(landed: LandedFile) -> str | None:
     return None
 
 
-def _open_problem(path: str) -> str | None:
-    file = locate(path)
+def _open_problem(file: Location) -> str | None:
     try:
         if file.is_local:
             # Opening is the test: the owner, mode and ACLs all decide, and root reads anything.

@@ -22,6 +22,7 @@ from lakehouse_assets.ingestion._csv import CsvDialect, parse_csv_batches
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
 from lakehouse_assets.ingestion.files import data_file_glob, ignored_name_regex
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
+from lakehouse_assets.location import ObjectStore
 
 RECORD = "_record"
 FIELDS = "_fields"
@@ -199,20 +200,21 @@ def csv_dialect(options: AutoLoaderOptions) -> CsvDialect:
     )
 
 
-def csv_records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
+def csv_records(lines: DataFrame, options: AutoLoaderOptions, store: ObjectStore) -> DataFrame:
     """CSV lines (or whole files with ``multi_line``) as records, each file read by its own
-    header (see :mod:`lakehouse_assets.ingestion._csv`)."""
-    function = partial(parse_csv_batches, dialect=csv_dialect(options), multi_line=options.multi_line)
+    header (see :mod:`lakehouse_assets.ingestion._csv`; on a store, reached through ``store``)."""
+    function = partial(parse_csv_batches, dialect=csv_dialect(options), multi_line=options.multi_line, store=store)
     return lines.mapInArrow(function, RECORDS_SCHEMA)
 
 
-def records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
-    """The records of JSON or CSV text rows."""
-    return csv_records(lines, options) if options.format == "csv" else json_records(lines, options)
+def records(lines: DataFrame, options: AutoLoaderOptions, store: ObjectStore) -> DataFrame:
+    """The records of JSON or CSV text rows, of files reached through ``store``."""
+    return csv_records(lines, options, store) if options.format == "csv" else json_records(lines, options)
 
 
-def read_batch_records(spark: SparkSession, paths: Sequence[str] | str, options: AutoLoaderOptions) -> DataFrame:
+def read_batch_records(spark: SparkSession, paths: Sequence[str] | str, options: AutoLoaderOptions,
+                       store: ObjectStore) -> DataFrame:
     """The records of some JSON/CSV files (or of a folder's data files), read once."""
     load = paths if isinstance(paths, str) else list(paths)
     lines = text_lines(file_reader(spark, options, streaming=False).load(load), options)
-    return records(lines, options)
+    return records(lines, options, store)

@@ -48,7 +48,7 @@ from lakehouse_assets.ingestion.records import (
     json_options,
     parse_json_documents,
 )
-from lakehouse_assets.location import locate
+from lakehouse_assets.location import ObjectStore, locate
 
 # Markers in the errors a query raises from its executors; the driver finds them in the
 # StreamingQueryException's text to learn which columns appeared, and where.
@@ -200,10 +200,11 @@ def shape_parquet(
     mode: SchemaEvolutionMode,
     extra: T.StructType,
     schema_location: str,
+    store: ObjectStore,
 ) -> DataFrame:
     """Bronze rows from Parquet rows read with ``schema`` plus ``extra`` (the columns of the
     files being read that the schema lacks, read only to be rescued), and the file each came
-    from as ``_source_file``.
+    from as ``_source_file`` (a file on object storage is reached through ``store``).
 
     A file with a column that neither has stops the query: to evolve the schema
     (``addNewColumns``), to refuse it (``failOnNewColumns``), or to plan the read again with
@@ -217,7 +218,7 @@ def shape_parquet(
     if mode != "none":
         read = [*schema.fields, *extra.fields]
         known = sorted({f.name.lower() for f in read} | {c.lower() for c in METADATA_COLUMNS})
-        unread = _unread_parquet_columns(known)(file)
+        unread = _unread_parquet_columns(known, store)(file)
         marker = READ_SCHEMA_STALE_MARKER if mode == "rescue" else NEW_COLUMNS_MARKER
         guard = F.when(F.size(unread) > 0, _raise(marker, unread, file, schema_location))
         rescued = F.coalesce(guard.cast(T.StringType()), rescued)
@@ -306,11 +307,11 @@ def parse_marker(text: str) -> MarkedError | None:
     return None
 
 
-def _unread_parquet_columns(known_lowercase: Sequence[str]) -> Callable[[Column], Column]:
+def _unread_parquet_columns(known_lowercase: Sequence[str], store: ObjectStore) -> Callable[[Column], Column]:
     known = frozenset(known_lowercase)
 
     def unread(paths: pd.Series) -> pd.Series:
-        by_path = {p: [c for c in parquet_columns(p) if c.lower() not in known] for p in paths.unique()}
+        by_path = {p: [c for c in parquet_columns(p, store) if c.lower() not in known] for p in paths.unique()}
         return paths.map(by_path)
 
     # What ``@F.pandas_udf(_STRING_ARRAY)`` on ``unread`` makes. pyspark's stubs neither export
@@ -320,9 +321,10 @@ def _unread_parquet_columns(known_lowercase: Sequence[str]) -> Callable[[Column]
 
 
 @lru_cache(maxsize=4096)
-def parquet_columns(path: str) -> tuple[str, ...]:
-    """The top-level column names in a Parquet file's footer (cached per executor process)."""
+def parquet_columns(path: str, store: ObjectStore) -> tuple[str, ...]:
+    """The top-level column names in a Parquet file's footer, the file on a store reached through
+    ``store`` (cached per executor process)."""
     import pyarrow.parquet as pq
 
-    file = locate(path)
+    file = locate(path, store)
     return tuple(pq.read_schema(file.path, filesystem=file.fs).names)

@@ -32,7 +32,7 @@ from lakehouse_assets.ingestion.errors import (
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import hold_back
 from lakehouse_assets.ingestion.records import FIELDS, file_reader, json_options, read_batch_records
-from lakehouse_assets.location import locate
+from lakehouse_assets.location import ObjectStore, locate
 
 # Auto Loader keeps a stream's schema versions in this folder of its schema location.
 SCHEMA_VERSIONS_FOLDER = "_schemas"
@@ -83,12 +83,12 @@ class StoredSchema:
 
 
 class SchemaStore:
-    """The versions of one table's stored schema under ``location`` (a local folder or an
-    object store's prefix)."""
+    """The versions of one table's stored schema under ``location`` (a :class:`Location`, on a
+    local disk or a store, or a local folder)."""
 
     def __init__(self, location: str | os.PathLike[str]) -> None:
         self.location = str(location)
-        self.folder = locate(self.location) / SCHEMA_VERSIONS_FOLDER
+        self.folder = locate(location) / SCHEMA_VERSIONS_FOLDER
 
     def versions(self) -> list[int]:
         """The stored versions, oldest first."""
@@ -168,9 +168,10 @@ def apply_schema_hints(schema: T.StructType, hints: str | None) -> T.StructType:
 
 
 # -- inference ---------------------------------------------------------------------------------------
-def infer_schema(spark: SparkSession, paths: Sequence[str] | str, options: AutoLoaderOptions) -> T.StructType:
+def infer_schema(spark: SparkSession, paths: Sequence[str] | str, options: AutoLoaderOptions, *,
+                 store: ObjectStore) -> T.StructType:
     """The schema of the files at ``paths`` (or of all data files in a folder, given as one
-    string), as ``options`` would read them, before hints.
+    string; on object storage reached through ``store``), as ``options`` would read them, before hints.
 
     JSON and Parquet use Spark's own inference. CSV files are read by their own headers, and
     with ``infer_column_types`` each column gets the narrowest of bigint, double, boolean and
@@ -195,7 +196,7 @@ def infer_schema(spark: SparkSession, paths: Sequence[str] | str, options: AutoL
             if not options.infer_column_types:
                 inferred = _all_strings(inferred)
         else:
-            inferred = _infer_csv(read_batch_records(session, load, options), options.infer_column_types)
+            inferred = _infer_csv(read_batch_records(session, load, options, store), options.infer_column_types)
     return _storable(inferred)
 
 
@@ -279,7 +280,7 @@ def new_columns(schema: T.StructType, candidates: T.StructType) -> T.StructType:
 
 # -- the schema a run reads with -----------------------------------------------------------------------
 def resolve_schema(
-    spark: SparkSession, source_dir: str, options: AutoLoaderOptions, store: SchemaStore
+    spark: SparkSession, source_dir: str | os.PathLike[str], options: AutoLoaderOptions, store: SchemaStore
 ) -> StoredSchema:
     """The schema to read ``source_dir`` with: the newest stored version, or, on the first
     run, one inferred from up to ``schema_inference_max_files`` of the files present (with
@@ -291,17 +292,18 @@ def resolve_schema(
     """
     latest = store.latest()
     if latest is None:
-        files = options.landed_files(source_dir)
+        folder = locate(source_dir)
+        files = options.landed_files(folder)
         # Files a run would not read yet (empty, unopenable, unreadable names) are not read
         # to infer the schema either: one of them would fail the inference.
         held = {h.file.path for h in hold_back(files)}
         readable = [f for f in files if f.path not in held]
         if not readable:
-            raise NothingToInferError(source_dir, store.location)
+            raise NothingToInferError(str(source_dir), store.location)
         sample = [f.path for f in readable[: options.schema_inference_max_files]]
         whole_folder = (not held and len(sample) == len(files) and "recursiveFileLookup" not in options.reader_options
                         and options.path_pattern is None)
-        inferred = infer_schema(spark, source_dir if whole_folder else sample, options)
+        inferred = infer_schema(spark, str(folder) if whole_folder else sample, options, store=folder.store)
         inferred = apply_schema_hints(inferred, options.schema_hints)
         return store.add(
             inferred,

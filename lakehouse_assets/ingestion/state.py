@@ -41,13 +41,13 @@ def ingested_files(store: DeltaTableStore, tables: Iterable[Location | str], *, 
     return found
 
 
-def unread_files(source_dir: str, options: AutoLoaderOptions, ingested: set[str]) -> list[LandedFile]:
+def unread_files(source_dir: Location | str, options: AutoLoaderOptions, ingested: set[str]) -> list[LandedFile]:
     """The data files in ``source_dir`` whose records no table holds (``ingested``, from
     :func:`ingested_files`): what the ingestion has yet to read."""
     return [f for f in options.landed_files(source_dir) if spark_file_uri(f.path) not in ingested]
 
 
-def rewritten_files(source_dir: str, options: AutoLoaderOptions, ingested: set[str],
+def rewritten_files(source_dir: Location | str, options: AutoLoaderOptions, ingested: set[str],
                     store: DeltaTableStore, tables: Sequence[Location | str]) -> list[LandedFile]:
     """Landed files whose path the ingestion has taken in, modified after its newest commit:
     written again after they were ingested. The file source reads a path once, so their new

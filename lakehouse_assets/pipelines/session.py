@@ -246,9 +246,9 @@ class PipelineSession:
             given["cloudFiles.schemaHints"] = ddl
         layer, name = run.table.split(".")
         landed = landed_path(path, self._project, run.settings)
-        loader = AutoLoader(source_dir=str(landed.folder),
+        loader = AutoLoader(source_dir=landed.folder,
                             options=replace(AutoLoaderOptions.from_options(given), path_pattern=landed.pattern),
-                            schema_location=str(run.settings.schema_path(layer, name)),
+                            schema_location=run.settings.schema_path(layer, name),
                             tables=(str(run.settings.table_path(layer, name)),), store=run.store)
         run.loaders.append(loader)
         frame = loader.stream(run.spark)

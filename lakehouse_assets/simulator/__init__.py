@@ -11,8 +11,8 @@ exactly counted share of bad records::
                   seed=42)
     result.counts.unknown_patient  # exactly how many rows the silver join must drop
 
-The landing root may also be on S3-API object storage (``"s3a://bucket/lake/landing"`` or a
-:class:`~lakehouse_assets.location.Location`): the files land as whole objects, and landers
+The landing root may also be on S3-API object storage (a :class:`~lakehouse_assets.location.Location`
+under the lakehouse resource's root): the files land as whole objects, and landers
 take turns through the same lock as the tables' writers.
 
 No Spark here: generation is numpy and the standard library.

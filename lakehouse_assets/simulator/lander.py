@@ -103,8 +103,7 @@ def land(
     """Land the next ``files`` recordings files of the data set into
     ``<landing_root>/recordings/``, and the patients CSV into
     ``<landing_root>/patients/patients.csv`` if it is missing. ``landing_root`` is a local
-    folder or a location on object storage (an ``s3a://`` URI or a
-    :class:`~lakehouse_assets.location.Location`).
+    folder or a :class:`~lakehouse_assets.location.Location` on object storage.
 
     "Next" continues after every file landed before, whether the manifest or the folder
     remembers it. ``start_index`` lands from that index instead (re-landing a file rewrites the

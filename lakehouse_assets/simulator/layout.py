@@ -34,10 +34,8 @@ LandedPath = Path | Location
 
 
 def landing_location(landing_root: Location | Path | str) -> Location:
-    """The landing root as a location: a location as it is, a local path, or a string that is a
-    local path or an ``s3a://`` URI."""
-    if isinstance(landing_root, Location):
-        return landing_root
+    """The landing root as a location: a location as it is (one on object storage carries its
+    store), or a local path."""
     if isinstance(landing_root, PurePath):
         # A path is never a URI: '#', '?' or '%' in a folder's name stay as they are.
         return Location(os.path.abspath(landing_root))

@@ -14,6 +14,7 @@ from pathlib import Path
 import obstore
 from obstore.store import S3Store
 
+from lakehouse_assets.location import ObjectStore, locate
 from lakehouse_assets.simulator import read_manifest
 from lakehouse_assets_tests.cli.helpers import Runner
 from lakehouse_assets_tests.s3_server import S3Server
@@ -57,7 +58,7 @@ def test_land_and_status_on_the_store(lakehouse: Runner, on_s3: S3Server, tmp_pa
     second = lakehouse("land", "--files", "1", "--records", "10", "--json", root_env=root)  # type: ignore[arg-type]
     assert second.code == 0, str(second)
     assert [f["index"] for f in json.loads(second.stdout)["files"]] == [3]
-    manifest = read_manifest(f"{root}/landing")
+    manifest = read_manifest(locate(f"{root}/landing", ObjectStore(on_s3.endpoint_url, "us-east-1")))
     assert manifest is not None and [f.index for f in manifest.files] == [1, 2, 3]
 
     status = lakehouse("status", "--json", root_env=root)  # type: ignore[arg-type]

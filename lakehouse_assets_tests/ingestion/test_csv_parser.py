@@ -13,6 +13,7 @@ from lakehouse_assets.ingestion._csv import (
     parse_document,
     parse_line,
 )
+from lakehouse_assets.location import ObjectStore
 
 HEADER = CsvDialect(header=True)
 
@@ -23,7 +24,7 @@ def _batch(rows: list[tuple[str, str, int]]) -> pa.RecordBatch:
 
 
 def _records(batches: list[pa.RecordBatch], dialect: CsvDialect, multi_line: bool = False) -> list[dict]:
-    return [row for out in parse_csv_batches(iter(batches), dialect, multi_line) for row in out.to_pylist()]
+    return [row for out in parse_csv_batches(iter(batches), dialect, multi_line, ObjectStore()) for row in out.to_pylist()]
 
 
 def test_each_file_is_read_by_its_own_header() -> None:

@@ -18,8 +18,11 @@ from lakehouse_assets.ingestion import (
     StoredSchemaError,
 )
 from lakehouse_assets.ingestion.schema_store import apply_schema_hints, infer_schema, resolve_schema
+from lakehouse_assets.location import ObjectStore
 
 from .helpers import BOM, json_lines, land, recording
+
+LOCAL = ObjectStore()  # the files are on this disk
 
 
 def _types(schema: T.StructType) -> dict[str, str]:
@@ -37,8 +40,8 @@ def json_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_json_columns_are_strings_unless_types_are_inferred(spark: SparkSession, json_folder: Path) -> None:
-    as_strings = infer_schema(spark, str(json_folder), AutoLoaderOptions())
-    typed = infer_schema(spark, str(json_folder), AutoLoaderOptions(infer_column_types=True))
+    as_strings = infer_schema(spark, str(json_folder), AutoLoaderOptions(), store=LOCAL)
+    typed = infer_schema(spark, str(json_folder), AutoLoaderOptions(infer_column_types=True), store=LOCAL)
 
     assert _types(as_strings) == {
         "device_id": "string", "heartrate": "string", "mrn": "string", "tags": "string", "time": "string"
@@ -50,7 +53,7 @@ def test_json_columns_are_strings_unless_types_are_inferred(spark: SparkSession,
 
 
 def test_schema_hints_override_and_add_columns(spark: SparkSession, json_folder: Path) -> None:
-    inferred = infer_schema(spark, str(json_folder), AutoLoaderOptions())
+    inferred = infer_schema(spark, str(json_folder), AutoLoaderOptions(), store=LOCAL)
     hinted = apply_schema_hints(inferred, "time DOUBLE, MRN BIGINT, spo2 DOUBLE")
     assert _types(hinted) == {
         "device_id": "string", "heartrate": "string", "mrn": "bigint", "tags": "string", "time": "double",
@@ -65,8 +68,8 @@ def test_schema_hints_override_and_add_columns(spark: SparkSession, json_folder:
 def test_csv_files_are_inferred_by_their_own_headers(spark: SparkSession, tmp_path: Path) -> None:
     land(tmp_path, "a.csv", "mrn,name,score\n1,ann,1.5\n2,bob,2\n")
     land(tmp_path, "b.csv", "name,mrn,admitted,active\ncid,3,2024-01-02 10:00:00,true\n")
-    typed = infer_schema(spark, str(tmp_path), AutoLoaderOptions(format="csv", header=True, infer_column_types=True))
-    strings = infer_schema(spark, str(tmp_path), AutoLoaderOptions(format="csv", header=True))
+    typed = infer_schema(spark, str(tmp_path), AutoLoaderOptions(format="csv", header=True, infer_column_types=True), store=LOCAL)
+    strings = infer_schema(spark, str(tmp_path), AutoLoaderOptions(format="csv", header=True), store=LOCAL)
     assert _types(typed) == {"mrn": "bigint", "name": "string", "score": "double", "admitted": "timestamp", "active": "boolean"}
     assert set(_types(strings).values()) == {"string"} and list(_types(strings)) == list(_types(typed))
 
@@ -74,7 +77,7 @@ def test_csv_files_are_inferred_by_their_own_headers(spark: SparkSession, tmp_pa
 def test_parquet_keeps_its_own_types(spark: SparkSession, tmp_path: Path) -> None:
     pq.write_table(pa.table({"mrn": pa.array([1], pa.int64()), "name": ["ann"]}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"mrn": pa.array([2], pa.int64()), "score": [1.5]}), tmp_path / "b.parquet")
-    assert _types(infer_schema(spark, str(tmp_path), AutoLoaderOptions(format="parquet"))) == {
+    assert _types(infer_schema(spark, str(tmp_path), AutoLoaderOptions(format="parquet"), store=LOCAL)) == {
         "mrn": "bigint", "name": "string", "score": "double"
     }
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lakehouse_assets.location import Location, locate
+from lakehouse_assets.location import Location, ObjectStore, locate
 from lakehouse_assets.simulator import LandingResult, LandingStateError, land, read_manifest
 from lakehouse_assets_tests.s3_server import S3Server
 
@@ -18,7 +18,8 @@ from lakehouse_assets_tests.s3_server import S3Server
 @pytest.fixture
 def store_landing(on_s3: S3Server) -> Location:
     """An empty landing folder under a new bucket of the server."""
-    return locate(f"s3a://{on_s3.bucket(f'sim-{uuid.uuid4().hex[:12]}')}/landing")
+    return locate(f"s3a://{on_s3.bucket(f'sim-{uuid.uuid4().hex[:12]}')}/landing",
+                  ObjectStore(on_s3.endpoint_url, "us-east-1"))
 
 
 def test_landers_on_the_store_take_turns_and_land_what_a_disk_gets(store_landing: Location, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pyspark.sql import types as T
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.ingestion.schema_store import SchemaStore
-from lakehouse_assets.location import Location, locate
+from lakehouse_assets.location import Location, ObjectStore, locate
 from lakehouse_assets.sensors.landing import LandingCursor, scan_landing
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
 from lakehouse_assets.storage.batch_record import EXPECTATIONS_KEY, RUN_KEY
@@ -97,7 +97,7 @@ def test_ingestion_lists_the_data_files_it_reads_by_the_name_spark_gives_them(fo
     assert [f.relative_path for f in list_data_files(root)] == ["p1.csv"]
     listed = list_data_files(root, recursive=True)
     assert sorted(f.relative_path for f in listed) == ["p1.csv", "x/p2.csv"]
-    if not root.startswith("s3a://"):
+    if root.is_local:
         return
     assert sorted(f.path for f in listed) == [f"{root}/p1.csv", f"{root}/x/p2.csv"]
 
@@ -122,7 +122,7 @@ def test_a_location_is_named_as_spark_names_it_and_local_only_work_is_refused_by
     local = locate(f"file://{tmp_path}/lake")
     assert (str(local), local.is_local, local.local("a test")) == (f"{tmp_path}/lake", True, tmp_path / "lake")
     assert str(local / "bronze" / "recordings") == f"{tmp_path}/lake/bronze/recordings"
-    stored = locate("s3://bucket/lake/")  # AWS's name for it; Spark's S3A reads s3a://
+    stored = locate("s3://bucket/lake/", ObjectStore())  # AWS's name for it; Spark's S3A reads s3a://
     assert (str(stored), stored.path, stored.is_local) == ("s3a://bucket/lake", "bucket/lake", False)
     assert (stored / "bronze").name == "bronze" and (stored / "bronze").parent == stored
     with pytest.raises(ConfigurationError, match=r"^Locking a table needs the lakehouse on a local disk, and "
@@ -132,6 +132,12 @@ def test_a_location_is_named_as_spark_names_it_and_local_only_work_is_refused_by
         locate("gs://bucket/lake")
     with pytest.raises(ConfigurationError, match="name the bucket"):
         locate("s3a:///lake")
+    # Where the store is, only the lakehouse resource knows: a URI on one without it is refused.
+    with pytest.raises(ConfigurationError, match=r"^s3a://bucket/x is on object storage: give the lakehouse "
+                                                 r"resource's store with it, or a Location under the lakehouse's root$"):
+        locate("s3a://bucket/x")
+    on_server = locate("s3a://bucket/lake", ObjectStore("http://127.0.0.1:9000", "us-east-1"))
+    assert locate(on_server / "bronze").store == on_server.store  # a location keeps its store
 
 
 def test_the_event_log_shows_each_batch_once_read_back_from_the_commits_where_they_lie(

@@ -89,7 +89,8 @@ def test_delta_tables_are_written_merged_and_streamed_on_the_server(spark: Spark
     assert compacted.files_removed > 1 and compacted.files_added == 1
     vacuumed = store.vacuum(spark, table, retention=dt.timedelta(0), dry_run=False, readers=[])
     assert len(vacuumed.files) >= compacted.files_removed and vacuumed.bytes > 0
-    assert all(not locate(f"{table}/{file}").exists() for file in vacuumed.files)
+    on_server_store = ObjectStore(on_s3.endpoint_url, "us-east-1")
+    assert all(not locate(f"{table}/{file}", on_server_store).exists() for file in vacuumed.files)
     assert store.snapshot(table).to_arrow(["id"]).num_rows == 105
     # The files are on the server, not on a local path named after the URL.
     assert (on_s3.base / on_server / "bronze" / "numbers" / "_delta_log").is_dir()

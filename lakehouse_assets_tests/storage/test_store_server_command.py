@@ -10,12 +10,12 @@ from pathlib import Path
 from lakehouse_assets.engine.probe import listening
 from lakehouse_assets_tests.ports import free_port
 
-# What the command does: writes and reads a key through the lakehouse's own Location, which
-# finds the store from the AWS variables alone (as `make run`'s commands do).
+# What the command does: writes and reads a key under the lakehouse's root, whose store its
+# settings find from the AWS variables alone (as `make run`'s commands do).
 _CHILD = """
-import sys
-from lakehouse_assets.location import locate
-key = locate("s3a://demo/lakehouse/hello.txt")
+import os, sys
+from lakehouse_assets.settings import LakehouseSettings
+key = LakehouseSettings.from_env({**os.environ, "LAKEHOUSE_ROOT": "s3a://demo/lakehouse"}).root / "hello.txt"
 key.write_text("hello from the store")
 print("read back:", key.read_text())
 sys.exit(3)

@@ -63,7 +63,7 @@ def _vanished(listed: list[str], run: TableRun, store: DeltaTableStore) -> list[
     """Of the files the run found unread before its query, those gone now whose records no
     table holds: deleted between the listing and the read, they were skipped. The tables are
     read only when one is gone."""
-    gone = [path for path in listed if not locate(path).exists()]
+    gone = [path for path in listed if not locate(path, run.root.store).exists()]
     if not gone:
         return []
     held = ingested_files(store, [t.path for t in run.written])
