@@ -1,7 +1,7 @@
 """Dagster asset checks from a contract: one check per rule, plus structure and schema drift.
 
 For a contract on table ``layer.name``, :func:`contract_checks` builds one
-``@multi_asset_check`` (one Spark pass for all rules) with these checks on the asset
+``@multi_asset_check`` (at most one Spark pass for all rules) with these checks on the asset
 ``[layer, name]``:
 
 - ``pandera_schema`` (ERROR): Pandera's structure validation (columns, types);
@@ -13,53 +13,62 @@ ERROR checks are blocking when ``blocking=True``: a failure keeps downstream ass
 materializing in the same run, and ``AutomationCondition.all_deps_blocking_checks_passed()``
 keeps later automated runs from doing so. WARN checks never block.
 
-Scope ``"new"`` validates only the rows committed since the previous evaluation of these
-checks (found in the Dagster instance's event log, see :func:`resume_after`), so checking
-stays cheap as the table grows; ``"full"`` validates the whole table every time.
+The checks validate only the rows committed since their previous evaluation (found in the
+Dagster instance's event log, see :func:`resume_after`), so checking stays cheap as the table
+grows.
+
+A rule the table's writes enforced is not evaluated again: each batch's commit records how
+many rows failed it and how many of those it wrote (:mod:`~lakehouse_assets.quality.expectations`),
+and when the commits that wrote the rows to check all say so, their counts are the rule's
+result (:func:`judged_by_writes`). Only the rest reads rows: the rules no write judged (one
+Spark pass over the new rows), unique keys (over the whole table), and a sample of failing
+rows when a rule failed. The structure check and schema drift read the Delta log alone.
 """
 
 # No ``from __future__ import annotations``: Dagster reads the check function's annotations
 # (context type, resource types) at definition time and needs them as objects.
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 import dagster as dg
 from pyspark.sql import SparkSession
-from pyspark.sql import types as T
 
 from lakehouse_assets.engine.client import engine_errors
-from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.quality.check_history import DELTA_TABLE_ID, DELTA_VERSION, last_evaluation, plain_metadata
 from lakehouse_assets.quality.contract import Contract, StructureError
-from lakehouse_assets.quality.evaluation import DEFAULT_SAMPLE_SIZE, Evaluation, RuleResult, evaluate, markdown_table
+from lakehouse_assets.quality.evaluation import (
+    Evaluation,
+    RuleResult,
+    evaluate,
+    markdown_table,
+)
+from lakehouse_assets.quality.judged import judged_by_writes, rows_covered
 from lakehouse_assets.quality.rules import Rule, Severity, UniqueKey
+from lakehouse_assets.quality.schema_drift import SCHEMA_DRIFT_CHECK, schema_drift_result
 from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets.storage.changes import ChangePlan, plan_changes, read_plan
 
-Scope = Literal["new", "full"]
-
 #: Check names beside the rules' own.
 STRUCTURE_CHECK = "pandera_schema"
-SCHEMA_DRIFT_CHECK = "schema_drift"
 
 #: Metadata every check result carries (what the next evaluation reads back, too).
 ROWS_CHECKED = "rows_checked"
 FAILING_ROWS = "failing_rows"
 FAILING_SAMPLE = "failing_sample"
-DELTA_VERSION = "delta_version"
 VERSIONS_CHECKED = "versions_checked"
 CHECKED_AFTER_VERSION = "checked_after_version"  # -1: from the table's first row
-DELTA_TABLE_ID = "delta_table_id"
-SCOPE = "scope"
 #: On a result kept from an earlier evaluation: the version the table had then.
 UNCHANGED_SINCE_VERSION = "unchanged_since_version"
-
-# How many past executions of a check to look through for its last completed evaluation
-# (runs that planned the check but never ran it leave records without one).
-_HISTORY_LIMIT = 25
-
+#: How a rule's result was found: ``write`` (the counts its writes committed) or ``scan``.
+COUNTED_BY = "counted_by"
+#: On a rule the writes counted: the rows their batches read (dropped ones included), and
+#: those that failed it.
+WRITE_ROWS = "write_rows"
+WRITE_FAILING_ROWS = "write_failing_rows"
 
 def check_names(contract: Contract) -> list[str]:
     """The names of the checks :func:`contract_checks` defines for ``contract``, in order."""
@@ -101,21 +110,16 @@ def contract_checks(
     *,
     asset_key: dg.AssetKey | Sequence[str] | None = None,
     blocking: bool = True,
-    scope: Scope = "new",
-    sample_size: int = DEFAULT_SAMPLE_SIZE,
 ) -> dg.AssetChecksDefinition:
     """Asset checks validating the table of ``asset_key`` (default ``[layer, name]`` of the
     contract) against ``contract``, all in one step that uses the ``spark`` resource.
 
-    ``scope="new"`` checks the rows added since the previous evaluation (the whole table
-    when there was none, when the versions since removed data, as complete-mode and
-    overwrite writes do, or when an ERROR rule failed last time: the failing rows are
-    still there, so they are checked again until a rewrite removes them);
-    ``scope="full"`` checks the whole table every time. The table is read from
+    They check the rows added since the previous evaluation (the whole table when there was
+    none, when the versions since removed data, as complete-mode and overwrite writes do, or
+    when an ERROR rule failed last time: the failing rows are still there, so they are
+    checked again until a rewrite removes them). The table is read from
     ``<root>/<layer>/<name>`` of the asset key, where the ``lakehouse`` resource says the lakehouse is.
     """
-    if scope not in ("new", "full"):
-        raise LakehouseError(f"Unknown check scope {scope!r} for {contract.table}: use 'new' or 'full'")
     key = _asset_key(contract, asset_key)
     specs = contract_check_specs(contract, asset_key=key, blocking=blocking)
 
@@ -131,8 +135,8 @@ def contract_checks(
                          lakehouse: LakehouseResource) -> Iterator[dg.AssetCheckResult]:
         selected, settings = context.selected_asset_check_keys, lakehouse.settings()
         with engine_errors(settings):  # an engine lost mid-check is named, as in a table's run
-            for result in run_checks(context, lambda: lakehouse.spark_session, contract, key, scope=scope,
-                                     sample_size=sample_size, settings=settings, store=lakehouse.store()):
+            for result in run_checks(context, lambda: lakehouse.spark_session, contract, key, settings=settings,
+                                     store=lakehouse.store()):
                 if dg.AssetCheckKey(key, str(result.check_name)) in selected:
                     yield result
 
@@ -145,8 +149,6 @@ def run_checks(
     contract: Contract,
     key: dg.AssetKey,
     *,
-    scope: Scope,
-    sample_size: int,
     settings: LakehouseSettings,
     store: DeltaTableStore,
 ) -> Iterator[dg.AssetCheckResult]:
@@ -158,8 +160,7 @@ def run_checks(
                          "its checks are skipped until it is materialized")
         return
     identity = store.snapshot(path).table_id
-    after = resume_after(context, key, contract, identity) if scope == "new" else None
-    plan = plan_changes(store, path, after_version=after)
+    plan = plan_changes(store, path, after_version=resume_after(context, key, contract, identity))
     context.log.info(
         f"Checking {contract.table}: versions {plan.versions}" + (f" ({plan.reason})" if plan.reason else "")
     )
@@ -167,8 +168,12 @@ def run_checks(
         # No row changed since every check was last evaluated: each keeps its result.
         yield from kept_results(context, key, contract, plan.latest_version)
         return
-    evaluation = evaluate(contract, read_plan(store, spark(), plan), sample_size=sample_size)
-    common = _common_metadata(plan, identity, evaluation, scope)
+    session, rows = spark(), rows_covered(store, plan)
+    evaluation = evaluate(
+        contract, read_plan(store, session, plan), rows=rows,
+        judged=judged_by_writes(store, plan, rows),
+        whole_table=None if plan.whole_table else lambda: read_plan(store, session, replace(plan, whole_table=True)))
+    common = _common_metadata(plan, identity)
     yield _structure_result(key, evaluation, common)
     for result in evaluation.results.values():
         yield _rule_result(key, result, evaluation, common)
@@ -222,94 +227,14 @@ def resume_after(
     return None if earliest < 0 else earliest
 
 
-def last_evaluation(
-    context: dg.AssetCheckExecutionContext, check_key: dg.AssetCheckKey
-) -> dg.AssetCheckEvaluation | None:
-    """The latest completed evaluation of ``check_key`` in an earlier run, or None."""
-    records = context.instance.event_log_storage.get_asset_check_execution_history(check_key, limit=_HISTORY_LIMIT)
-    for record in records:
-        if record.run_id == context.run.run_id or record.event is None or record.event.dagster_event is None:
-            continue
-        data = record.event.dagster_event.event_specific_data
-        if isinstance(data, dg.AssetCheckEvaluation):
-            return data
-    return None
-
-
-def plain_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """Metadata values as plain Python values (``IntMetadataValue(5)`` -> ``5``)."""
-    return {k: getattr(v, "value", v) for k, v in metadata.items()}
-
-
-def schema_drift_result(
-    context: dg.AssetCheckExecutionContext, key: dg.AssetKey, store: DeltaTableStore, path: str, version: int,
-    identity: str,
-) -> dg.AssetCheckResult:
-    """WARN when the table's columns at ``version`` differ from those at the version the
-    previous drift check saw (or, the first time, the version before)."""
-    previous = last_evaluation(context, dg.AssetCheckKey(key, SCHEMA_DRIFT_CHECK))
-    base = None
-    if previous is not None:
-        metadata = plain_metadata(previous.metadata)
-        seen = metadata.get(DELTA_VERSION)
-        if metadata.get(DELTA_TABLE_ID) == identity and isinstance(seen, int) and seen <= version:
-            base = seen
-    if base is None and version > 0:
-        base = version - 1
-    metadata = {DELTA_VERSION: dg.MetadataValue.int(version), DELTA_TABLE_ID: identity}
-    current = store.snapshot(path, version=version).schema()
-    metadata["dagster/column_schema"] = dg.TableSchema(
-        columns=[dg.TableColumn(f.name, f.dataType.simpleString()) for f in current.fields]
-    )
-    if base is None:
-        return _drift(key, True, metadata, "The table's first version: nothing to compare with yet")
-    metadata["compared_with_version"] = dg.MetadataValue.int(base)
-    try:
-        before = store.snapshot(path, version=base).schema()
-    except LakehouseError as exc:
-        return _drift(key, True, metadata, f"Version {base} can no longer be read, so it was not compared ({exc})")
-    added, removed, changed = schema_changes(before, current)
-    metadata["columns_added"] = ", ".join(added)
-    metadata["columns_removed"] = ", ".join(removed)
-    metadata["columns_changed"] = ", ".join(changed)
-    metadata["columns_changed_count"] = dg.MetadataValue.int(len(added) + len(removed) + len(changed))
-    if not (added or removed or changed):
-        return _drift(key, True, metadata, f"Same columns as version {base}")
-    parts = [f"{label}: {', '.join(items)}" for label, items in
-             (("added", added), ("removed", removed), ("changed", changed)) if items]
-    return _drift(key, False, metadata,
-                  f"Columns changed since version {base}: {'; '.join(parts)}. Update downstream "
-                  "queries and the table's contract if the change is intended.")
-
-
-def schema_changes(before: T.StructType, after: T.StructType) -> tuple[list[str], list[str], list[str]]:
-    """Columns added, removed, and changed in type (``"mrn: int -> bigint"``), by
-    case-insensitive name, as Delta compares column names."""
-    old = {f.name.lower(): f for f in before.fields}
-    new = {f.name.lower(): f for f in after.fields}
-    added = [new[n].name for n in new if n not in old]
-    removed = [old[n].name for n in old if n not in new]
-    changed = [
-        f"{new[n].name}: {old[n].dataType.simpleString()} -> {new[n].dataType.simpleString()}"
-        for n in new
-        if n in old and old[n].dataType.simpleString() != new[n].dataType.simpleString()
-    ]
-    return added, removed, changed
-
-
-# -- results --------------------------------------------------------------------------------
-
-
-def _common_metadata(plan: ChangePlan, identity: str, evaluation: Evaluation, scope: Scope) -> dict[str, Any]:
+def _common_metadata(plan: ChangePlan, identity: str) -> dict[str, Any]:
     return {
-        ROWS_CHECKED: dg.MetadataValue.int(evaluation.rows_checked),
         DELTA_VERSION: dg.MetadataValue.int(plan.latest_version),
         VERSIONS_CHECKED: dg.MetadataValue.text(plan.versions),
         CHECKED_AFTER_VERSION: dg.MetadataValue.int(
             -1 if plan.whole_table or plan.after_version is None else plan.after_version
         ),
         DELTA_TABLE_ID: dg.MetadataValue.text(identity),
-        SCOPE: dg.MetadataValue.text(scope),
     }
 
 
@@ -336,30 +261,32 @@ def _rule_result(
 ) -> dg.AssetCheckResult:
     metadata = {
         **common,
+        ROWS_CHECKED: dg.MetadataValue.int(result.rows_checked),
         FAILING_ROWS: dg.MetadataValue.int(result.failing_rows),
         FAILING_SAMPLE: dg.MetadataValue.md(result.sample_markdown() or "no failing rows"),
+        COUNTED_BY: dg.MetadataValue.text("scan" if result.judged_rows is None else "write"),
     }
     if result.duplicate_keys is not None:
         metadata["duplicate_keys"] = dg.MetadataValue.int(result.duplicate_keys)
+    counted = ""
+    if result.judged_rows is not None:
+        metadata[WRITE_ROWS] = dg.MetadataValue.int(result.judged_rows)
+        metadata[WRITE_FAILING_ROWS] = dg.MetadataValue.int(result.judged_failing or 0)
+        dropped = (result.judged_failing or 0) - result.failing_rows
+        counted = " (counted by the write" + (f", which kept {dropped} more failing rows out of the table)"
+                                              if dropped else ")")
     if result.missing_columns:
         description = (
             f"Not evaluated: {evaluation.table} has no column {', '.join(result.missing_columns)}. "
             f"See the {STRUCTURE_CHECK} check."
         )
     elif result.failing_rows:
-        description = f"{result.failing_rows} of {evaluation.rows_checked} rows fail: {result.description}"
+        description = f"{result.failing_rows} of {result.rows_checked} rows fail: {result.description}{counted}"
     else:
-        description = f"All {evaluation.rows_checked} rows pass: {result.description}"
+        description = f"All {result.rows_checked} rows pass: {result.description}{counted}"
     return dg.AssetCheckResult(
         asset_key=key, check_name=result.name, passed=result.passed,
         severity=_severity(result.severity), metadata=metadata, description=description,
-    )
-
-
-def _drift(key: dg.AssetKey, passed: bool, metadata: Mapping[str, Any], description: str) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        asset_key=key, check_name=SCHEMA_DRIFT_CHECK, passed=passed,
-        severity=dg.AssetCheckSeverity.WARN, metadata=dict(metadata), description=description,
     )
 
 
@@ -381,12 +308,14 @@ def _asset_key(contract: Contract, asset_key: dg.AssetKey | Sequence[str] | None
 
 __all__ = [
     "CHECKED_AFTER_VERSION",
+    "COUNTED_BY",
     "DELTA_TABLE_ID",
     "DELTA_VERSION",
     "FAILING_ROWS",
     "FAILING_SAMPLE",
     "ROWS_CHECKED",
-    "SCHEMA_DRIFT_CHECK", "STRUCTURE_CHECK", "Scope", "VERSIONS_CHECKED", "UNCHANGED_SINCE_VERSION",
+    "SCHEMA_DRIFT_CHECK", "STRUCTURE_CHECK", "VERSIONS_CHECKED", "UNCHANGED_SINCE_VERSION",
+    "WRITE_FAILING_ROWS", "WRITE_ROWS",
     "check_names",
     "contract_check_specs",
     "contract_checks",
@@ -394,6 +323,5 @@ __all__ = [
     "last_evaluation",
     "resume_after",
     "run_checks",
-    "schema_changes",
     "schema_drift_result",
 ]

@@ -2,20 +2,17 @@
 
 Pandera's PySpark support validates the structure in Spark: which columns, which types.
 It reports *which* checks failed, not how many rows or which ones, so row-level rules are
-:class:`~lakehouse_assets.quality.rules.Rule` columns, counted in one Spark pass by
-:mod:`lakehouse_assets.quality.evaluation`. The same rules are attached to the Pandera
-schema (:meth:`Contract.schema`), so validating with Pandera alone applies them too.
+:class:`~lakehouse_assets.quality.rules.Rule` columns, counted by the table's writes
+(:mod:`lakehouse_assets.quality.expectations`) or in one Spark pass by
+:mod:`lakehouse_assets.quality.evaluation`.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, cast
 
 import pandera.pyspark as pa
-from pandera.api.pyspark.container import DataFrameSchema
 from pandera.config import ValidationDepth, config_context
 from pyspark.sql import DataFrame
 
@@ -89,42 +86,13 @@ class Contract:
         return [DescribedColumn(name, column.description or "", _spark_type(column.dtype))
                 for name, column in self.model.to_schema().columns.items()]
 
-    def structure_schema(self) -> DataFrameSchema:
-        """The model's Pandera schema alone: columns, types, strictness."""
-        return self.model.to_schema()
-
-    @cached_property
-    def _full_schema(self) -> DataFrameSchema:
-        schema = copy.deepcopy(self.model.to_schema())
-        schema.checks = [*schema.checks, *[_pandera_check(rule) for rule in self.rules]]
-        if self.unique:
-            schema.unique = list(self.unique[0].columns)
-        return schema
-
-    def schema(self) -> DataFrameSchema:
-        """The Pandera schema of the whole contract: the model plus every row rule as a
-        dataframe check (named after the rule) and the unique keys.
-
-        Pandera PySpark keeps a single ``unique`` setting per schema, so with several unique
-        keys only the first is Pandera's; all of them are counted by the evaluation.
-        """
-        return self._full_schema
-
     def structure_errors(self, df: DataFrame) -> list[StructureError]:
         """What is wrong with ``df``'s columns and types, by Pandera at schema depth: no
         data is read (every declared column is nullable; nulls are the rules' business)."""
         with config_context(validation_depth=ValidationDepth.SCHEMA_ONLY):
-            validated = self.structure_schema().validate(df, lazy=True)
+            validated = self.model.to_schema().validate(df, lazy=True)
         # The pandera accessor is registered at runtime; to the stubs, ``.pandera`` is a Column.
         return flatten_errors(cast(dict[str, Any], validated.pandera.errors))
-
-    def validate(self, df: DataFrame) -> dict[str, Any]:
-        """Full Pandera validation of ``df`` against :meth:`schema` (structure, rules and the
-        first unique key); returns ``df.pandera.errors`` (empty when it passes). Pandera runs a
-        Spark job per rule; the asset checks count all rules in one pass instead."""
-        with config_context(validation_depth=ValidationDepth.SCHEMA_AND_DATA):
-            validated = self.schema().validate(df, lazy=True)
-        return dict(cast(dict[str, Any], validated.pandera.errors))
 
 
 def _spark_type(dtype: Any) -> str:
@@ -140,20 +108,6 @@ def flatten_errors(errors: dict[str, Any]) -> list[StructureError]:
         for entries in reasons.values():
             for entry in entries:
                 column = entry.get("column")
-                check = str(entry.get("check"))
-                error = str(entry.get("error"))
-                if error.startswith("<Schema"):
-                    # A dataframe check's message is the schema's repr; its name says more.
-                    error = f"failed {check}"
-                flat.append(StructureError(None if column == entry.get("schema") else column, check, error))
+                flat.append(StructureError(None if column == entry.get("schema") else column,
+                                           str(entry.get("check")), str(entry.get("error"))))
     return flat
-
-
-def _pandera_check(rule: Rule) -> pa.Check:
-    """The rule as a Pandera dataframe check: passes when no row fails it."""
-
-    def no_failing_row(df: DataFrame) -> bool:
-        return df.where(rule.failed()).limit(1).count() == 0
-
-    return pa.Check(no_failing_row, name=rule.name, error=f"{rule.name}: {rule.description}")
-

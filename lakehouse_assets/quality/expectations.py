@@ -11,7 +11,10 @@ against each rule is read from the table's log (:func:`counts_of_commits`), not 
 
 ERROR rules drop rows into a quarantine (:mod:`~lakehouse_assets.quality.quarantine`, which
 enforces the rest through this module); there, their failures are counted from the reason each
-row was routed by, so the counts and the quarantine cannot disagree.
+row was routed by, so the counts and the quarantine cannot disagree. Each commit also says how
+many failing rows of each rule it wrote to the table (``kept``: none for a rule that drops
+them), which is what the table's asset checks report (:mod:`~lakehouse_assets.quality.checks`)
+without reading the rows again.
 """
 
 from __future__ import annotations
@@ -36,49 +39,56 @@ _ROW_TEXT_LIMIT = 500
 
 @dataclass(frozen=True)
 class ExpectationCounts:
-    """Rows checked and, per rule name, how many of them failed."""
+    """Rows checked and, per rule name, how many of them failed (``failed``) and how many of
+    those the batch wrote to its table (``kept``; None: not recorded, as before it was)."""
 
     rows: int = 0
     failed: Mapping[str, int] = field(default_factory=dict)
+    kept: Mapping[str, int] | None = None
 
     def passed(self, rule: str) -> int:
         """Rows that passed ``rule``."""
         return self.rows - self.failed.get(rule, 0)
 
     def __add__(self, other: ExpectationCounts) -> ExpectationCounts:
+        """Both counts; ``kept`` for the rules both recorded it for."""
         names = [*self.failed, *(n for n in other.failed if n not in self.failed)]
-        return ExpectationCounts(
-            self.rows + other.rows, {n: self.failed.get(n, 0) + other.failed.get(n, 0) for n in names})
+        failed = {n: self.failed.get(n, 0) + other.failed.get(n, 0) for n in names}
+        mine, theirs = self.kept, other.kept
+        kept = None if mine is None or theirs is None else {n: mine[n] + theirs[n] for n in mine if n in theirs}
+        return ExpectationCounts(self.rows + other.rows, failed, kept)
 
     def to_json(self) -> str:
-        return json.dumps({"rows": self.rows, "failed": dict(self.failed)}, separators=(",", ":"))
+        data: dict[str, Any] = {"rows": self.rows, "failed": dict(self.failed)}
+        if self.kept is not None:
+            data["kept"] = dict(self.kept)
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> ExpectationCounts:
         data = json.loads(text)
-        return cls(int(data["rows"]), {str(k): int(v) for k, v in data["failed"].items()})
-
-
-def count_failures(
-    df: DataFrame, rules: Sequence[Rule], *, dropped_by: Column | None = None
-) -> tuple[int, dict[str, int]]:
-    """The number of rows of ``df`` and, per rule, how many fail it: one Spark job. On rows
-    already routed, ``dropped_by`` is each row's array of the ERROR rules that dropped it,
-    and an ERROR rule fails where that array names it."""
-    aggregates = [F.count(F.lit(1)).alias(_COUNT)]
-    aggregates += [F.sum(F.when(_fails(rule, dropped_by), 1).otherwise(0)).alias(f"__fail_{i}")
-                   for i, rule in enumerate(rules)]
-    row = df.agg(*aggregates).first()
-    assert row is not None  # a global aggregation always returns one row
-    return int(row[_COUNT]), {rule.name: int(row[f"__fail_{i}"] or 0) for i, rule in enumerate(rules)}
+        kept = data.get("kept")
+        return cls(int(data["rows"]), _ints(data["failed"]), None if kept is None else _ints(kept))
 
 
 def enforce(
     df: DataFrame, rules: Sequence[Rule], table: str, *, dropped_by: Column | None = None
 ) -> ExpectationCounts:
-    """Count ``rules`` on ``df`` (a batch; ``dropped_by`` as for :func:`count_failures`), and
+    """Count ``rules`` on ``df`` (a batch; ``dropped_by`` as for :func:`enforce_counting`), and
     raise :class:`ExpectationFailedError` when a FAIL rule has failing rows, naming ``table``
     and one of them."""
+    return enforce_counting(df, rules, table, dropped_by=dropped_by)[0]
+
+
+def enforce_counting(
+    df: DataFrame, rules: Sequence[Rule], table: str, *, dropped_by: Column | None = None,
+    also: Mapping[str, Column] | None = None,
+) -> tuple[ExpectationCounts, dict[str, int]]:
+    """:func:`enforce`, also giving the rows each condition of ``also`` holds for, all in one
+    Spark job: the rows of ``df`` and, per rule, how many fail it and how many of those are
+    kept. On rows already routed, ``dropped_by`` is each row's array of the reasons it was
+    dropped for (empty: the row is written): an ERROR rule fails where that array names it,
+    and a row is kept where it is empty. Without it every row is kept."""
     available = {c.lower() for c in df.columns}
     for rule in rules:
         missing = [c for c in rule.columns if c.lower() not in available]
@@ -86,12 +96,20 @@ def enforce(
             raise LakehouseError(
                 f"Expectation {rule.name} of {table} reads {missing}, which the rows to write lack "
                 f"(they have {df.columns}); fix the rule's columns or the query")
-    rows, failed = count_failures(df, rules, dropped_by=dropped_by)
+    kept = F.size(dropped_by) == 0 if dropped_by is not None else F.lit(True)
+    sums = {f"__fail_{i}": _fails(rule, dropped_by) for i, rule in enumerate(rules)}
+    sums |= {f"__kept_{i}": _fails(rule, dropped_by) & kept for i, rule in enumerate(rules)}
+    sums |= {f"__also_{i}": condition for i, condition in enumerate((also or {}).values())}
+    row = df.agg(F.count(F.lit(1)).alias(_COUNT),
+                 *[F.sum(F.when(condition, 1).otherwise(0)).alias(name) for name, condition in sums.items()]).first()
+    assert row is not None  # a global aggregation always returns one row
+    counts = ExpectationCounts(int(row[_COUNT]), {r.name: int(row[f"__fail_{i}"] or 0) for i, r in enumerate(rules)},
+                               {r.name: int(row[f"__kept_{i}"] or 0) for i, r in enumerate(rules)})
     for rule in rules:
-        if rule.severity is Severity.FAIL and failed[rule.name]:
+        if rule.severity is Severity.FAIL and counts.failed[rule.name]:
             raise ExpectationFailedError(
-                rule.name, table, rule.description, failing_row(df, rule), failed[rule.name])
-    return ExpectationCounts(rows, failed)
+                rule.name, table, rule.description, failing_row(df, rule), counts.failed[rule.name])
+    return counts, {name: int(row[f"__also_{i}"] or 0) for i, name in enumerate(also or {})}
 
 
 def failing_row(df: DataFrame, rule: Rule) -> str:
@@ -105,12 +123,9 @@ def failing_row(df: DataFrame, rule: Rule) -> str:
 
 def counts_of_commits(commits: Iterable[HistoryEntry]) -> ExpectationCounts:
     """The expectation counts of ``commits``, summed (commits without any count nothing)."""
-    total = ExpectationCounts()
-    for commit in commits:
-        text = commit.custom_metadata.get(EXPECTATIONS_KEY)
-        if text:
-            total = total + ExpectationCounts.from_json(str(text))
-    return total
+    recorded = [ExpectationCounts.from_json(str(c.custom_metadata[EXPECTATIONS_KEY]))
+                for c in commits if c.custom_metadata.get(EXPECTATIONS_KEY)]
+    return sum(recorded[1:], recorded[0]) if recorded else ExpectationCounts()
 
 
 def commit_metadata(counts: ExpectationCounts) -> dict[str, str]:
@@ -169,14 +184,18 @@ def _fails(rule: Rule, dropped_by: Column | None) -> Column:
     return rule.failed()
 
 
+def _ints(counts: Mapping[str, Any]) -> dict[str, int]:
+    return {str(k): int(v) for k, v in counts.items()}
+
+
 __all__ = [
     "EXPECTATIONS_KEY",
     "ExpectationCounts",
     "ExpectationsSink",
     "commit_metadata",
-    "count_failures",
     "counts_of_commits",
     "enforce",
+    "enforce_counting",
     "expecting",
     "failing_row",
 ]

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.duplicates import DUPLICATE, DUPLICATES_KEY, mark_duplicates
-from lakehouse_assets.quality.expectations import commit_metadata, enforce
+from lakehouse_assets.quality.expectations import commit_metadata, enforce_counting
 from lakehouse_assets.quality.rules import Rule, Severity
 from lakehouse_assets.storage import DeltaSink, HistoryEntry
 from lakehouse_assets.storage.sink import RunStamp
@@ -91,9 +91,10 @@ def split_routed(
 
 
 def dropped_by() -> Column:
-    """Per routed row, the names of the ERROR rules that sent it to quarantine (an array,
-    empty for a row that passed)."""
-    return F.split(F.coalesce(F.col(QUARANTINE_REASON), F.lit("")), REASON_SEPARATOR)
+    """Per routed row, the reasons it was sent to quarantine: the names of the ERROR rules it
+    failed, or ``duplicate`` (an array, empty for a row that passed)."""
+    reason = F.col(QUARANTINE_REASON)
+    return F.when(reason.isNull(), F.array().cast("array<string>")).otherwise(F.split(reason, REASON_SEPARATOR))
 
 
 @dataclass
@@ -106,12 +107,14 @@ class QuarantineSink:
     (:func:`route`). The batch is cached while both writes read it, so the source and the
     join are computed once.
 
-    Before either write, ``rules`` are enforced as expectations of ``table``
-    (:func:`~lakehouse_assets.quality.expectations.enforce`): a FAIL rule's failure stops
-    the batch with nothing committed, and every rule's counts go into the passed table's
-    commit. With ``unique_by``, a passing row whose values of those columns the passed table
-    already holds (or an earlier row of the batch) goes to quarantine as a ``duplicate``
-    (:mod:`~lakehouse_assets.quality.duplicates`); the passed commit records how many.
+    With ``unique_by``, a passing row whose values of those columns the passed table already
+    holds (or an earlier row of the batch) goes to quarantine as a ``duplicate``
+    (:mod:`~lakehouse_assets.quality.duplicates`). Before either write, ``rules`` are
+    enforced as expectations of ``table``
+    (:func:`~lakehouse_assets.quality.expectations.enforce`), and the duplicates counted, in
+    one Spark job: a FAIL rule's failure stops the batch with nothing committed, and every
+    rule's counts (of the rows read, and of the failing rows the table keeps) and the
+    duplicates go into the passed table's commit.
 
     It looks like a DeltaSink to :func:`~lakehouse_assets.streaming.run_stream`:
     ``output_mode`` and ``run_commits`` are the passed table's; ``quarantine.run_commits()``
@@ -146,12 +149,15 @@ class QuarantineSink:
         batch_df.persist()
         routed = batch_df
         try:
-            counted = (commit_metadata(enforce(batch_df, self.rules, self.table or self.passed.path,
-                                               dropped_by=dropped_by())) if self.rules else None)
-            metadata = dict(counted or {})
             if self.unique_by:
                 routed = mark_duplicates(batch_df, QUARANTINE_REASON, self.unique_by, self._held(batch_df)).persist()
-                metadata[DUPLICATES_KEY] = str(routed.where(F.col(QUARANTINE_REASON) == DUPLICATE).count())
+            duplicates = {DUPLICATES_KEY: F.col(QUARANTINE_REASON) == DUPLICATE} if self.unique_by else {}
+            metadata: dict[str, str] = {}
+            if self.rules or duplicates:
+                counts, counted = enforce_counting(routed, self.rules, self.table or self.passed.path,
+                                                   dropped_by=dropped_by(), also=duplicates)
+                metadata = {**(commit_metadata(counts) if self.rules else {}),
+                            **{key: str(n) for key, n in counted.items()}}
             passed, quarantined = split_routed(
                 routed, passed_columns=self.passed_columns, quarantine_columns=self.quarantine_columns
             )

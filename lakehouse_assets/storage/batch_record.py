@@ -45,7 +45,8 @@ MERGE_KEYS_KEY = "lakehouse.mergeKeys"
 BATCH_METADATA_PREFIX = "lakehouse.batch."
 #: When the batch's function started (ISO 8601, UTC): its commit's time says when it ended.
 STARTED_KEY = f"{BATCH_METADATA_PREFIX}startedAt"
-#: The batch's rows and failing rows per rule, as JSON (``{"rows": n, "failed": {rule: n}}``).
+#: The batch's rows, failing rows per rule, and of those the rows written to the table (a
+#: dropping rule's go to its quarantine), as JSON (``{"rows": n, "failed": {rule: n}, "kept": {rule: n}}``).
 EXPECTATIONS_KEY = f"{BATCH_METADATA_PREFIX}expectations"
 
 

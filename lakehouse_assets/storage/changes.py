@@ -36,7 +36,6 @@ class ChangePlan:
     latest_version: int
     whole_table: bool
     files: tuple[str, ...] = ()
-    partitioned: bool = False
     reason: str = ""
 
     @property
@@ -85,24 +84,26 @@ def plan_changes(store: DeltaTableStore, path: str, *, after_version: int | None
     if not before <= set(files):
         return ChangePlan(path, after_version, latest, True,
                           reason=_removal(store, path, after_version, latest))
-    added = tuple(f for f in files if f not in before)
-    return ChangePlan(path, after_version, latest, False, files=added,
-                      partitioned=bool(added) and bool(now.partition_columns))
+    return ChangePlan(path, after_version, latest, False, files=tuple(f for f in files if f not in before))
 
 
 def read_plan(store: DeltaTableStore, spark: SparkSession, plan: ChangePlan) -> DataFrame:
-    """The rows ``plan`` describes, read by Spark's executors, with the table's schema at
-    ``plan.latest_version`` (files written before a column was added read it as null)."""
-    if plan.whole_table:
+    """The rows ``plan`` describes, read by Spark's executors from the data files the log lists
+    (delta-rs), with the table's schema at ``plan.latest_version`` (files written before a
+    column was added read it as null). The whole table is read by Delta's own reader only when
+    its files do not hold its rows plainly (column mapping, deletion vectors): that reader
+    first computes the version's snapshot, in Spark jobs."""
+    snapshot = store.snapshot(plan.path, version=plan.latest_version)
+    if plan.whole_table and not snapshot.plain_files():
         return store.read(spark, plan.path, version=plan.latest_version)
-    schema = store.snapshot(plan.path, version=plan.latest_version).schema()
-    if not plan.files:
-        return spark.createDataFrame([], schema)
-    reader = spark.read.schema(schema)
-    if plan.partitioned:
+    files = [f.path for f in snapshot.files()] if plan.whole_table else list(plan.files)
+    if not files:
+        return spark.createDataFrame([], snapshot.schema())
+    reader = spark.read.schema(snapshot.schema())
+    if snapshot.partition_columns:
         # Partition values live in the folder names, which Spark reads relative to the table.
         reader = reader.option("basePath", plan.path)
-    return reader.parquet(*plan.files)
+    return reader.parquet(*files)
 
 
 def _removal(store: DeltaTableStore, path: str, after_version: int, latest: int) -> str:

@@ -77,6 +77,12 @@ class DeltaRsSnapshot:
         """The columns the table is partitioned by (none: not partitioned)."""
         return list(self._table.metadata().partition_columns)
 
+    def plain_files(self) -> bool:
+        """Whether Spark can read this version's rows straight from its data files as Parquet:
+        the protocol asks readers for nothing more (reader version 1: no column mapping, no
+        deletion vectors)."""
+        return self._table.protocol().min_reader_version < 2
+
     def column_names(self) -> list[str]:
         """The table's columns at this version."""
         return [field.name for field in self._table.schema().fields]

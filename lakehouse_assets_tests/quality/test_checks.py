@@ -17,8 +17,12 @@ from lakehouse_assets.quality.checks import (
     check_names,
     contract_checks,
 )
+from lakehouse_assets.quality.expectations import counts_of_commits
 from lakehouse_assets.resource import LakehouseResource
-from lakehouse_assets_tests.assets.pipeline import current_resources
+from lakehouse_assets.simulator import land
+from lakehouse_assets.storage import run_commits
+from lakehouse_assets_tests.assets.pipeline import current_resources, materialize, tables
+from lakehouse_assets_tests.conftest import spark_jobs
 from lakehouse_assets_tests.quality.data import (
     BRONZE_SCHEMA,
     GOLD_AVG_SCHEMA,
@@ -144,9 +148,9 @@ def test_a_failing_blocking_check_keeps_later_automated_runs_from_downstream(spa
     assert after.total_requested == requested
 
 
-def test_new_scope_checks_only_the_rows_added_since_the_last_check(spark, settings, instance):
+def test_checks_read_only_the_rows_added_since_the_last_check(spark, settings, instance):
     batch = Batch(rows=[silver_row(heartrate=60.0 + i) for i in range(5)])
-    assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED, scope="new")]
+    assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED)]
 
     first = results(run(assets, instance))["heartrate_positive"]
     batch.rows = [silver_row(), silver_row(), silver_row(heartrate=-1.0)]
@@ -169,7 +173,7 @@ def test_a_check_whose_table_did_not_change_keeps_its_last_result(spark, setting
     # A WARN rule fails on the first rows; a run that writes nothing does not turn it green,
     # and no rule passes on zero rows checked.
     batch = Batch(rows=[silver_row(), silver_row(), silver_row(device_id=None)])
-    assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED, scope="new")]
+    assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED)]
     first = results(run(assets, instance))
 
     batch.rows = []
@@ -190,17 +194,6 @@ def test_a_check_whose_table_did_not_change_keeps_its_last_result(spark, setting
     assert (meta(third["device_id_present"], "rows_checked"), meta(third["device_id_present"], "versions_checked")) \
         == (1, "1")
     assert third["device_id_present"].passed
-
-
-def test_full_scope_checks_the_whole_table_every_time(spark, settings, instance):
-    batch = Batch(rows=[silver_row()] * 4)
-    assets = [table_writer(SILVER_KEY, batch), contract_checks(silver.RECORDINGS_ENRICHED, scope="full")]
-
-    run(assets, instance)
-    batch.rows = [silver_row()] * 3
-    second = results(run(assets, instance))["known_patient"]
-
-    assert (meta(second, "rows_checked"), meta(second, "versions_checked")) == (7, "whole table at 1")
 
 
 def test_a_complete_mode_table_is_checked_as_it_stands(spark, settings, instance):
@@ -246,3 +239,52 @@ def test_a_missing_table_is_not_checked_and_the_run_says_why(spark, settings, in
     assert results(result) == {}
     log = "\n".join(entry.user_message for entry in instance.all_logs(result.run_id))
     assert "silver.recordings_enriched has no table yet" in log
+
+
+TO_SILVER_WITH_LOOKUP = tables("bronze/recordings", "silver/patients", "silver/recordings_enriched",
+                               "silver/recordings_quarantine")
+SILVER_CHECKS = dg.AssetSelection.checks(
+    *[dg.AssetCheckKey(SILVER_KEY, name) for name in check_names(silver.RECORDINGS_ENRICHED)])
+
+
+@pytest.mark.slow
+def test_checks_of_rules_the_write_counted_read_no_row_and_report_its_commits_counts(spark, settings, store):
+    # Bad records that the silver write quarantines by its ERROR rules; every row it writes
+    # passes every rule of the table's contract.
+    options = dict(records_per_file=200, bad_rate=0.05, seed=5, files_per_year=365,
+                   bad_kinds=("non_positive_heartrate", "unknown_patient"))
+    instance = dg.DagsterInstance.ephemeral()
+    land(settings.root / "landing", files=2, **options)
+    materialize(TO_SILVER_WITH_LOOKUP, instance=instance)
+    materialize(SILVER_CHECKS, instance=instance)  # the checks' last evaluation, as after each run
+    land(settings.root / "landing", files=1, **options)
+    run_id = materialize(TO_SILVER_WITH_LOOKUP, instance=instance).run_id
+
+    with spark_jobs(spark) as jobs:
+        outcome = results(materialize(SILVER_CHECKS, instance=instance))
+
+    assert jobs == []  # every rule was judged by the write: nothing is read again
+    path = str(settings.table_path("silver", "recordings_enriched"))
+    commits = run_commits(store, path, run_id)
+    counted = counts_of_commits(commits)
+    assert counted.failed["heartrate_positive"] and counted.failed["known_patient"]  # rows were dropped
+    for rule in silver.RECORDINGS_ENRICHED.rules:
+        result = outcome[rule.name]
+        assert result.passed, rule.name
+        assert meta(result, "counted_by") == "write"
+        assert meta(result, "rows_checked") == sum(c.rows_written or 0 for c in commits)
+        assert (meta(result, "failing_rows"), meta(result, "write_failing_rows"), meta(result, "write_rows")) == (
+            counted.kept[rule.name], counted.failed[rule.name], counted.rows), rule.name
+    assert outcome[STRUCTURE_CHECK].passed and outcome[SCHEMA_DRIFT_CHECK].passed
+
+    # A write that counts nothing (here: rows appended by hand) is not judged: its rows are read.
+    bad = spark.createDataFrame([silver_row(mrn=10000001, heartrate=-5.0)], SILVER_SCHEMA)
+    store.write(bad, path, mode="append")
+    with spark_jobs(spark) as jobs:
+        again = results(materialize(SILVER_CHECKS, instance=instance, raise_on_error=False))
+
+    assert jobs
+    assert meta(again["heartrate_positive"], "counted_by") == "scan"
+    assert (meta(again["heartrate_positive"], "failing_rows"), meta(again["heartrate_positive"], "rows_checked")) \
+        == (1, 1)
+    assert not again["heartrate_positive"].passed and again["known_patient"].passed

@@ -5,8 +5,14 @@ from __future__ import annotations
 import datetime as dt
 
 from lakehouse_assets.quality import gold, silver
-from lakehouse_assets.quality.evaluation import evaluate, markdown_table
+from lakehouse_assets.quality.evaluation import Judged, evaluate, markdown_table
+from lakehouse_assets.quality.expectations import ExpectationCounts
+from lakehouse_assets_tests.conftest import spark_jobs
 from lakehouse_assets_tests.quality.data import GOLD_AVG_SCHEMA, SILVER_SCHEMA, UTC, silver_row
+
+
+def failing(evaluation) -> dict[str, int]:
+    return {name: result.failing_rows for name, result in evaluation.results.items()}
 
 
 def _silver_rows():
@@ -23,7 +29,7 @@ def test_counts_every_rules_failures_and_samples_at_most_ten(spark):
 
     result = evaluate(silver.RECORDINGS_ENRICHED, df)
 
-    assert result.rows_checked == len(rows)
+    assert {r.rows_checked for r in result.results.values()} == {len(rows)}
     expected = {
         "known_patient": sum(1 for r in rows if r[2] is None),
         "heartrate_positive": sum(1 for r in rows if r[4] is None or r[4] <= 0),
@@ -32,14 +38,14 @@ def test_counts_every_rules_failures_and_samples_at_most_ten(spark):
         "mrn_positive": 0,
         "time_plausible": 0,
     }
-    assert result.failing_counts == expected
+    assert failing(result) == expected
     names = result.results["known_patient"]
     assert len(names.sample) == 10 < names.failing_rows
     assert all(row[2] is None for row in names.sample)  # only failing rows are sampled
     assert len(result.results["heartrate_positive"].sample) == expected["heartrate_positive"]
     assert result.results["mrn_positive"].sample == ()
     assert result.results["device_id_present"].severity.value == "WARN"
-    assert result.structure_passed
+    assert not result.structure_errors
 
 
 def test_sample_is_a_markdown_table_of_the_failing_rows(spark):
@@ -60,7 +66,7 @@ def test_unique_keys_count_the_rows_that_share_a_key(spark):
 
     unique = evaluate(gold.DAILY_PATIENT_AVG, df).results["one_row_per_patient_day"]
 
-    assert (unique.failing_rows, unique.duplicate_keys) == (5, 2)
+    assert (unique.failing_rows, unique.duplicate_keys, unique.rows_checked) == (5, 2, 6)
     assert unique.sample[0][0] == 1 and unique.sample[0][-1] == 3  # the most repeated key first
 
 
@@ -72,16 +78,46 @@ def test_a_rule_on_a_missing_column_fails_without_running(spark):
     assert result.results["heartrate_positive"].missing_columns == ("heartrate",)
     assert not result.results["heartrate_positive"].passed
     assert result.results["known_patient"].passed
-    assert not result.structure_passed
+    assert result.structure_errors
 
 
 def test_empty_data_passes_every_rule(spark):
     result = evaluate(silver.RECORDINGS_ENRICHED, spark.createDataFrame([], SILVER_SCHEMA))
 
-    assert result.rows_checked == 0
-    assert all(r.passed for r in result.results.values())
+    assert all(r.passed and r.rows_checked == 0 for r in result.results.values())
 
 
 def test_markdown_cells_are_cut_short():
     table = markdown_table(["a"], [["x" * 200], [None]])
     assert table.splitlines()[2].endswith("… |") and table.splitlines()[3] == "| null |"
+
+
+def test_rules_the_writes_counted_are_reported_from_their_counts_without_reading_a_row(spark):
+    rows = spark.createDataFrame([silver_row(), silver_row(device_id=None)], SILVER_SCHEMA)
+    names = [r.name for r in silver.RECORDINGS_ENRICHED.rules]
+    # The writes read 5 rows and wrote 2: 3 failed known_patient and were dropped; of the 2
+    # rows without a device (WARN), one was written.
+    failed = {**dict.fromkeys(names, 0), "known_patient": 3, "device_id_present": 2}
+    kept = {**dict.fromkeys(names, 0), "device_id_present": 1}
+    passing = Judged(2, ExpectationCounts(5, failed, {**kept, "device_id_present": 0}))
+
+    with spark_jobs(spark) as jobs:
+        clean = evaluate(silver.RECORDINGS_ENRICHED, rows, judged=passing)
+    warned = evaluate(silver.RECORDINGS_ENRICHED, rows, judged=Judged(2, ExpectationCounts(5, failed, kept)))
+
+    assert jobs == []  # nothing failed in the table: no row read
+    assert all(r.passed and r.rows_checked == 2 and r.judged_rows == 5 for r in clean.results.values())
+    assert clean.results["known_patient"].judged_failing == 3
+    assert failing(warned) == kept
+    # A rule that failed is sampled from the rows written.
+    assert [row[0] for row in warned.results["device_id_present"].sample] == [None]
+
+
+def test_rules_the_writes_did_not_count_are_counted_on_the_rows(spark):
+    rows = spark.createDataFrame([silver_row(), silver_row(mrn=-1)], SILVER_SCHEMA)
+    only = Judged(2, ExpectationCounts(2, {"known_patient": 0}, {"known_patient": 0}))
+
+    result = evaluate(silver.RECORDINGS_ENRICHED, rows, judged=only)
+
+    assert result.results["known_patient"].judged_rows == 2
+    assert result.results["mrn_positive"].judged_rows is None and failing(result)["mrn_positive"] == 1

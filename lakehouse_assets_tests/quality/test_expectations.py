@@ -33,7 +33,8 @@ def test_every_rule_is_counted_and_a_passing_fail_rule_lets_the_batch_through(sp
 
     counts = enforce(df, [POSITIVE, NAMED, SMALL_ID], "silver.readings")
 
-    assert counts == ExpectationCounts(3, {"heartrate_positive": 2, "named": 1, "small_id": 0})
+    failed = {"heartrate_positive": 2, "named": 1, "small_id": 0}
+    assert counts == ExpectationCounts(3, failed, kept=failed)  # nothing routed: every row is written
     assert counts.passed("heartrate_positive") == 1
 
 
@@ -54,6 +55,9 @@ def test_routed_rows_count_a_drop_rule_by_the_reason_they_were_routed_by(spark):
     counts = enforce(routed, [POSITIVE, NAMED], "silver.readings", dropped_by=dropped_by())
 
     assert counts.failed == {"heartrate_positive": 2, "named": 2}
+    # Of the failing rows, those written: none dropped by an ERROR rule; one of the two
+    # unnamed rows (the other was dropped for its heart rate).
+    assert counts.kept == {"heartrate_positive": 0, "named": 1}
 
 
 def test_a_condition_that_is_null_for_a_row_fails_the_row(spark):
@@ -95,6 +99,11 @@ def test_counts_travel_in_commit_metadata_and_add_up_over_a_run(spark, store, tm
 
     assert total == ExpectationCounts(5, {"a": 3, "b": 1})
     assert ExpectationCounts.from_json(commit_metadata(total)[EXPECTATIONS_KEY]) == total
+    # The failing rows written add up too, when every counting commit recorded them.
+    kept = ExpectationCounts(1, {"a": 1}, {"a": 0})
+    assert first + kept == ExpectationCounts(4, {"a": 2})  # the first did not: unknown
+    assert kept + kept == ExpectationCounts(2, {"a": 2}, {"a": 0})
+    assert ExpectationCounts.from_json(kept.to_json()) == kept
 
 
 def test_an_expectations_sink_refuses_a_rule_that_drops_rows(store, tmp_path):
