@@ -9,7 +9,7 @@ over 2020; written directly, not landed: the question is gold's cost), then ``go
 times, one file's worth of recordings (5,000 rows, the next day) is appended to silver and
 gold is materialized again: timed, each run a fresh process through Dagster (the project's
 Definitions, ``dagster.materialize``), as a run of the product is. The project's gold is kept
-incrementally (each batch's partial results merged into the groups it changes); the same
+incrementally (Spark's stateful aggregation in update mode, each batch's changed groups merged by key); the same
 query kept in complete mode (the seeds' way, before), is measured for comparison. Reports medians: whole process, ``materialize()`` alone, peak memory; and the
 ratio of each size to the smallest.
 
@@ -130,7 +130,7 @@ def measure(size: int, mode: str, runs: int, work: Path, log: Any) -> dict[str, 
 
 
 def report(doc: dict[str, Any]) -> str:
-    lines = ["# Gold increment as gold grows: incremental (partial results merged by key) vs complete mode", "",
+    lines = ["# Gold increment as gold grows: incremental (changed groups merged by key) vs complete mode", "",
              f"Run {doc['meta']['started']} on {doc['meta'].get('cpus')} CPUs; {doc['meta']['runs']} increments of "
              f"{INCREMENT_ROWS:,} rows (one landed file's worth, the next day) per size and mode, each a fresh "
              "process through Dagster. Silver is written directly, one patient per 100 rows (at least 1,000), "

@@ -10,7 +10,7 @@ the simulator, the reference pipeline materialized in process by ``dagster.mater
 each run a fresh child process, see :mod:`benchmarks.contenders.lakehouse_assets`):
 
 1. set-up, not timed: the initial files and a run of the whole graph; then every Delta table
-   (bronze, the patients lookup, silver, its quarantine, gold and its aggregate state) gets
+   (bronze, the patients lookup, silver, its quarantine, gold, the AUTO CDC tables and their state) gets
    N-1 empty micro-batches written as commit files, with the log checkpoint delta-rs would
    have written (:mod:`benchmarks.padding`; the event log, ``system.event_log``, is a view
    over these tables' commits, so it grows with them); a catch-up run, so the stream sources

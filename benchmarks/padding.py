@@ -8,7 +8,7 @@ What a padding commit holds, and why it breaks nothing the real queries rely on:
 
 - the ``lakehouse.*`` commit metadata (Delta's ``userMetadata``,
   :mod:`lakehouse_assets.storage.batch_record`) of the table's own newest commit (operation,
-  output mode, aggregate, what its run read), with the batch's own query, batch and run;
+  output mode, what its run read), with the batch's own query, batch and run;
   expectation counts, when the table's commits carry them, count zero rows (so silver's counts
   still add up to its rows); Delta's ``operationMetrics`` say zero rows written;
 - no data file: an empty batch. Rows would have to be landed records (bronze), routed bronze rows
@@ -76,7 +76,7 @@ class PaddedTable:
 
 def table_folders(root: Path) -> dict[str, Path]:
     """Every Delta table under ``root`` by name, the state tables kept inside a table
-    (``layer.name/_aggregate_state``) included: a real micro-batch commits to them too."""
+    (``layer.name/_cdc_state``) included: a real micro-batch commits to them too."""
     settings = LakehouseSettings(locate(root))
     found: dict[str, Path] = {}
     for name in discover_tables(settings.root):

@@ -30,7 +30,6 @@ POINTS = {
     "delta.files_written": "a batch's write is under way, its Delta commit is not made",
     "delta.committed": "the Delta commit is done, the checkpoint does not record the batch yet",
     "cdc.table_committed": "an AUTO CDC batch's table is committed, its state is not",
-    "aggregate.table_committed": "an incremental aggregate's table is committed, its state is not",
     "asset.materialized": "one asset's table is written, the next asset has not started",
     "replay.table_committed": "a quarantine replay's rows are in the table, not yet out of the quarantine",
 }

@@ -18,7 +18,6 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from lakehouse_assets.aggregates.spec import IncrementalAggregate
 from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality.rules import Rule, Severity
@@ -94,8 +93,8 @@ class TableSpec:
     table's dropped rows go to, ``quarantine_for`` the table a quarantine serves.
     ``streams_from`` are the tables read as streams, ``stream_options`` their options by
     table; ``reads`` the tables read in batch (as they stand), ``landing`` the landing folders
-    read in batch (by source). An AUTO CDC table has ``auto_cdc``; a grouped table kept incrementally has
-    ``aggregate`` and ``recomputed_by`` (the batch query its rows must equal).
+    read in batch (by source). An AUTO CDC table has ``auto_cdc``; a grouped table kept by Spark's
+    stateful aggregation has ``recomputed_by`` (the batch query its rows must equal).
     ``column_types`` are Spark SQL type names every write casts to. ``pipeline`` names the
     Lakeflow pipeline a table is loaded from (:mod:`lakehouse_assets.pipelines`)."""
 
@@ -119,7 +118,6 @@ class TableSpec:
     reads: tuple[str, ...] = ()
     landing: tuple[str, ...] = ()
     auto_cdc: AutoCdc | None = None
-    aggregate: IncrementalAggregate | None = None
     recomputed_by: str | None = None
     pipeline: str | None = None
 
@@ -187,15 +185,12 @@ class TableSpec:
             stream_options={table: StreamOptions(**options) for table, options in data["stream_options"].items()},
             reads=tuple(data.get("reads", ())), landing=tuple(data.get("landing", ())),
             auto_cdc=AutoCdc(**data["auto_cdc"]) if data["auto_cdc"] else None,
-            aggregate=IncrementalAggregate.from_metadata(data["aggregate"]) if data["aggregate"] else None,
             recomputed_by=data["recomputed_by"], pipeline=data["pipeline"],
         )
 
 
 def _plain(value: Any) -> Any:
     """``value`` as JSON data: dataclasses as dicts, tuples as lists, enums as their values."""
-    if isinstance(value, IncrementalAggregate):
-        return value.as_metadata()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, TriggerKind):

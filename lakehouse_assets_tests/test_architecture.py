@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "lakehouse_assets"
 LAYERS: list[set[str]] = [
     {"errors", "faults", "settings", "location", "spark_conf"},
     {"storage", "engine", "simulator"},
-    {"streaming", "spark", "class_archive", "tables", "cdc", "aggregates"},
+    {"streaming", "spark", "class_archive", "tables", "cdc"},
     {"ingestion", "quality", "spec", "outputs", "resource"},
     {"assets", "sensors", "reliability", "pipelines"},
     {"io"},

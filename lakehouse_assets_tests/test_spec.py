@@ -8,7 +8,6 @@ import pytest
 from dagster._core.definitions.metadata import normalize_metadata
 from dagster._serdes import deserialize_value, serialize_value
 
-from lakehouse_assets.aggregates import IncrementalAggregate, Measure
 from lakehouse_assets.assets.gold import daily_patient_avg
 from lakehouse_assets.assets.silver import recordings_enriched
 from lakehouse_assets.assets.table_asset import stream_from, table_asset
@@ -30,8 +29,6 @@ EVERYTHING = TableSpec(
     stream_options={"bronze.raw": StreamOptions(max_files_per_trigger=2, read_change_feed=True)},
     auto_cdc=AutoCdc(keys=["id"], sequence_by="seq", stored_as_scd_type=2, apply_as_deletes="op = 'D'",
                      track_history_column_list=["amount"]),
-    aggregate=IncrementalAggregate(keys=(("id", "id"),), measures=(Measure("n", "count", "*"),),
-                                   columns=("id", "n")),
     recomputed_by="SELECT id, count(*) AS n FROM bronze.raw GROUP BY id", pipeline="shop",
 )
 
@@ -52,8 +49,8 @@ def test_each_way_of_declaring_a_table_carries_its_spec_in_one_entry() -> None:
     assert any(e.drops_rows for e in enriched.expectations)
 
     gold = TableSpec.of(daily_patient_avg.metadata_by_key[dg.AssetKey(["gold", "daily_patient_avg"])])  # SQL
-    assert gold is not None and gold.aggregate is not None and gold.recomputed_by
-    assert gold.keys == tuple(gold.aggregate.key_names)
+    assert gold is not None and gold.recomputed_by and gold.output_mode == "update"
+    assert gold.keys == ("mrn", "name", "date")
     lakehouse_entries = [k for k in daily_patient_avg.metadata_by_key[daily_patient_avg.key]
                          if k.startswith("lakehouse/") and k not in ("lakehouse/sql", "lakehouse/sql_file")]
     assert lakehouse_entries == ["lakehouse/table_spec"]

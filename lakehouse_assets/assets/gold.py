@@ -2,10 +2,10 @@
 (``sql/*.sql``); the windowed heart rate, with its watermark, in Python; and the log of
 changes to the current patients, streamed from that table's change data feed.
 
-The seeds' two are streaming tables whose queries group at their top level. Each is kept
-incrementally: its SQL is read as a source query and an aggregate, and each micro-batch's
-partial results are merged by key into the groups it changes
-(:func:`~lakehouse_assets.tables.sql_aggregate.incremental_aggregate`), not rewritten whole.
+The seeds' two are streaming tables whose queries group at their top level. Each runs its
+query as it is in output mode ``update``, Spark keeping the groups in the query's checkpoint,
+and each micro-batch's changed groups are merged into the table by the columns it groups by
+(:func:`~lakehouse_assets.tables.sql_aggregate.group_keys`), not rewritten whole.
 Their upstream assets, column lineage and column descriptions come from their SQL. The
 Python tables declare their column lineage; their column descriptions come from their
 contracts (``quality/gold.py``). The Python form of the same table, for comparison (README,

@@ -14,6 +14,10 @@ routed table does: its one streamed table is the asset's input, read by the quer
 (:mod:`lakehouse_assets.tables.sql_stream_view`), so the quarantine keeps each row as it came
 (to trace it to where it landed, and for a quarantine replay to run the query on it again),
 and the table keeps where each row landed (``_source_file``, ``_source_line``), as silver's does.
+A streaming table whose query groups at its top level runs its query as it is in output mode
+``update`` (Spark keeps the groups in the query's checkpoint), each batch's changed groups
+merged into the table by the columns it groups by (:func:`~lakehouse_assets.tables.sql_aggregate.group_keys`);
+one that cannot be merged so is rewritten whole, in complete mode, saying why.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ import dagster as dg
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse_assets.aggregates import IncrementalAggregate
 from lakehouse_assets.assets.auto_cdc import auto_cdc_table
 from lakehouse_assets.assets.automation import downstream_of_new_data
 from lakehouse_assets.assets.routed_table_asset import routed_table_asset
@@ -38,7 +41,7 @@ from lakehouse_assets.quality.contract import DescribedColumn
 from lakehouse_assets.quality.rules import Rule, Severity, sql_rule
 from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.spec import ColumnSource
-from lakehouse_assets.tables.sql_aggregate import NotIncremental, incremental_aggregate
+from lakehouse_assets.tables.sql_aggregate import NotKeyed, group_keys
 from lakehouse_assets.tables.sql_auto_cdc import is_auto_cdc, parse_auto_cdc
 from lakehouse_assets.tables.sql_definition import (
     OnViolation,
@@ -116,22 +119,21 @@ def sql_asset(path: Path) -> dg.AssetsDefinition:
 
         return _routed_sql_table
 
-    incremental = _incremental(definition, rules) if definition.complete else None
-    if isinstance(incremental, str):
-        common["metadata"] = {**common["metadata"], "incremental": f"No, rewritten whole: {incremental}"}
-    elif incremental is not None:
-        source_query, aggregate = incremental
+    keys = _group_keys(definition) if definition.complete else None
+    if isinstance(keys, str):
+        common["metadata"] = {**common["metadata"], "incremental": f"No, rewritten whole: {keys}"}
+    elif keys is not None:
         common["metadata"] = {**common["metadata"],
-                              "incremental": f"Yes: each batch's partial results merged by "
-                                             f"{', '.join(aggregate.key_names)} into the groups it changes"}
+                              "incremental": "Yes: Spark keeps the groups in its checkpoint; each batch's changed "
+                                             f"groups are merged by {', '.join(keys)}"}
 
         @table_asset(name=name, description=description, deps=[table.split(".") for table in reads],
-                     output_mode="update", merge_keys=aggregate.key_names, streams_from=streams_from,
-                     aggregate=aggregate, recomputed_by=batch_query(definition.query), **common)
-        def _aggregate_sql_table(lakehouse: LakehouseResource) -> DataFrame:
-            return lakehouse.tables.sql(source_query)
+                     output_mode="update", merge_keys=keys, streams_from=streams_from,
+                     recomputed_by=batch_query(definition.query), **common)
+        def _grouped_sql_table(lakehouse: LakehouseResource) -> DataFrame:
+            return query(lakehouse)
 
-        return _aggregate_sql_table
+        return _grouped_sql_table
 
     @table_asset(
         name=name, description=description, deps=[table.split(".") for table in reads],
@@ -158,14 +160,12 @@ def _streamed(column: str) -> Column:
     return F.col(f"{SOURCE_ROW}.`{column.replace('`', '``')}`").alias(column)
 
 
-def _incremental(definition: SqlDefinition, rules: Sequence[Rule]) -> tuple[str, IncrementalAggregate] | str:
-    """The source query and aggregate of a grouped streaming table kept incrementally, or why
-    it cannot be (it is then rewritten whole, in complete mode)."""
-    if rules:
-        return "its expectations check the grouped rows, which a batch does not compute"
+def _group_keys(definition: SqlDefinition) -> list[str] | str:
+    """The columns a grouped streaming table's changed groups are merged by, or why there are
+    none (it is then rewritten whole, in complete mode)."""
     try:
-        return incremental_aggregate(definition.query)
-    except NotIncremental as reason:
+        return [name for name, _ in group_keys(definition.query)]
+    except NotKeyed as reason:
         return str(reason)
 
 
@@ -218,11 +218,11 @@ def sql_assets(folder: Path) -> Sequence[dg.AssetsDefinition]:
 
 
 def _check_can_drop(definition: SqlDefinition) -> None:
-    """DROP ROW quarantines rows as they are appended; a table rewritten whole cannot."""
+    """DROP ROW quarantines rows as they are appended; a table rewritten whole or by group cannot."""
     if definition.kind is SqlTableKind.materialized_view or definition.complete:
         dropping = [c.name for c in definition.constraints if c.on_violation is OnViolation.drop_row]
         raise SqlDefinitionError(
-            f"{definition.source}: {definition.table} is rewritten whole on every update (a "
+            f"{definition.source}: {definition.table} is rewritten on every update (a "
             f"{'materialized view' if definition.kind is SqlTableKind.materialized_view else 'grouped streaming table'}"
             f"), so its CONSTRAINTs {dropping} cannot DROP ROW into a quarantine that each rewrite would lose. "
             "Filter such rows in the query's WHERE, or use ON VIOLATION FAIL UPDATE, or no ON VIOLATION (warn).")

@@ -19,7 +19,6 @@ import dagster as dg
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from lakehouse_assets.aggregates.spec import IncrementalAggregate
 from lakehouse_assets.assets.nothing_to_read import (
     Keep,
     Skip,
@@ -328,7 +327,6 @@ def table_asset(
     clustered_by: Sequence[str] = (),
     streams_from: Sequence[str] = (),
     auto_cdc: AutoCdc | None = None,
-    aggregate: IncrementalAggregate | None = None,
     recomputed_by: str | None = None,
     pipeline: str | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
@@ -350,7 +348,7 @@ def table_asset(
     that declares none reports none. ``streams_from`` names tables
     the body reads as streams by name (a SQL query's ``STREAM(...)``), besides its stream
     inputs. ``auto_cdc`` makes it an AUTO CDC table (:func:`~lakehouse_assets.assets.auto_cdc.auto_cdc_table`),
-    ``aggregate`` a grouped table kept incrementally, whose rows must equal ``recomputed_by``;
+    ``recomputed_by`` the batch query a grouped table's rows must equal (``lakehouse verify``);
     ``pipeline`` names the Lakeflow pipeline it is loaded from.
     Everything declared here is the table's :class:`~lakehouse_assets.spec.TableSpec`.
     """
@@ -373,7 +371,7 @@ def table_asset(
             expectations=tuple(DeclaredExpectation.of(rule) for rule in expectations),
             streams_from=streams, stream_options=stream_options,
             reads=tuple(t for t in reads if t not in streams), landing=landing,
-            auto_cdc=auto_cdc, aggregate=aggregate, recomputed_by=recomputed_by, pipeline=pipeline,
+            auto_cdc=auto_cdc, recomputed_by=recomputed_by, pipeline=pipeline,
         )
         body = _table_body(fn, key, spec, tuple(expectations), dep_keys)
         definition_metadata = {**spec.as_metadata(), **described.ui_metadata, **(metadata or {})}

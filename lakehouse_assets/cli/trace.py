@@ -20,7 +20,7 @@ DESCRIPTION = """\
 Trace the rows of TABLE (layer.name) that match a Spark SQL predicate to where they landed:
 for each, the landing file and line it was read from, and the versions of bronze and of
 every table above it that carried it (read from the tables' logs). Bronze, silver and
-quarantine rows keep _source_file and _source_line; a row of an incrementally kept gold table
+quarantine rows keep _source_file and _source_line; a row of a grouped gold table (SQL)
 is traced through the source rows of its group. Starts Spark (embedded, or the engine at
 LAKEHOUSE_SPARK_REMOTE).
 

@@ -86,9 +86,8 @@ def declared_flows(assets: Iterable[Any]) -> Flows:
         streams = declared_table.streams_from
         if declared_table.quarantine and len(streams) == 1:
             routings.append(Routing(table, declared_table.quarantine, streams[0]))
-        if declared_table.recomputed_by and declared_table.aggregate:
-            recomputations.append(Recomputation(table, tuple(declared_table.aggregate.key_names),
-                                                declared_table.recomputed_by))
+        if declared_table.recomputed_by:
+            recomputations.append(Recomputation(table, declared_table.keys, declared_table.recomputed_by))
     return Flows(tuple(ingestions), tuple(routings), tuple(recomputations))
 
 

@@ -6,8 +6,8 @@ chain, the first version that holds a row of that file and line (found by readin
 at its versions with delta-rs, halving the range each time: the tables are appended to). A
 table's source is the table its commits record their run reading (:class:`Reading`), so
 nothing about the graph is declared twice. A grouped table's rows are traced through the
-aggregate its commits record, to the first version whose run had read the version of its
-source that holds the row.
+columns its declared query groups by, to the first version whose run had read the version of
+its source that holds the row.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from lakehouse_assets.aggregates import IncrementalAggregate
-from lakehouse_assets.aggregates.sink import AGGREGATE_KEY
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
+from lakehouse_assets.reliability.flows import project_flows
 from lakehouse_assets.storage import HistoryEntry
 from lakehouse_assets.tables.lakehouse_tables import LakehouseTables
+from lakehouse_assets.tables.sql_aggregate import group_keys
 
 
 @dataclass(frozen=True)
@@ -78,20 +78,19 @@ class GroupTrace:
 
 def trace_groups(tables: LakehouseTables, table: str, where: str, *, limit: int = 5,
                  sources_per_row: int = 20) -> list[GroupTrace]:
-    """The rows of the incrementally kept grouped ``table`` matching ``where`` (at most
-    ``limit``), each with the source rows of its group (at most ``sources_per_row``): the
-    rows of the table it reads whose group keys, as its commits record the aggregate, equal
-    the row's."""
+    """The rows of the grouped ``table`` matching ``where`` (at most ``limit``), each with the
+    source rows of its group (at most ``sources_per_row``): the rows of the table it reads
+    whose values of the expressions its declared query groups by equal the row's."""
     logs = _Logs(tables)
-    spec = _aggregate_of(logs, table)
+    query = next((r.query for r in project_flows(tables.settings).recomputations if r.table == table), None)
     source = _streamed_table(logs, table)
-    if spec is None or source is None:
+    if query is None or source is None:
         raise LakehouseError(
-            f"Table {table} keeps no _source_file and records no incremental aggregate in its commits, so its "
-            "rows cannot be traced. Trace the table it reads instead, with the predicate its rows are made by.")
+            f"Table {table} keeps no _source_file and is no grouped streaming table with commits, so its rows "
+            "cannot be traced. Trace the table it reads instead, with the predicate its rows are made by.")
     traced = []
     for row in _matching(tables.table(table), table, where, limit):
-        group = [F.expr(sql).eqNullSafe(F.lit(row[name])) for name, sql in spec.keys]
+        group = [F.expr(sql).eqNullSafe(F.lit(row[name])) for name, sql in group_keys(query)]
         sources = trace_rows(tables, source, reduce(lambda a, b: a & b, group), limit=sources_per_row)
         taken_in = [Carrier(table, _first_version_reading(logs, table, source, t.carried_by[-1].version)
                             if t.carried_by[-1].version is not None else None) for t in sources]
@@ -105,15 +104,6 @@ def _matching(df: DataFrame, table: str, where: str | Column, limit: int) -> lis
         return [r.asDict(recursive=True) for r in df.where(where).limit(limit).collect()]
     except AnalysisException as exc:
         raise LakehouseError(f"Cannot filter {table} by {where!r}: {str(exc).splitlines()[0]}") from exc
-
-
-def _aggregate_of(logs: _Logs, table: str) -> IncrementalAggregate | None:
-    """The aggregate ``table``'s newest batch commit records, if it is kept incrementally."""
-    for entry in logs.history(table):
-        text = entry.custom_metadata.get(AGGREGATE_KEY)
-        if text:
-            return IncrementalAggregate.from_metadata(json.loads(str(text)))
-    return None
 
 
 def _source_chain(logs: _Logs, table: str) -> list[str]:

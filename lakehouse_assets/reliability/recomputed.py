@@ -1,13 +1,16 @@
 """The ``gold_recomputed`` invariant: every table kept incrementally equals a batch
 recomputation of its query.
 
-A grouped streaming table declared in SQL is kept incrementally: each batch's partial results
-are merged into the groups it changes (:mod:`lakehouse_assets.tables.sql_aggregate`). Its
-query run in batch over its sources as they stand (``STREAM(x)`` read as ``x``) must give the
-same groups. The recomputation is the declaration's own SQL, run by Spark; the incremental
-merge it judges plays no part, and the table's rows are read with the independent reader.
-Groups are matched by the aggregate's keys, numbers within a relative 1e-9 (a mean kept as a
-sum and a count is not bit for bit the mean of the rows).
+A grouped streaming table declared in SQL runs its query on the stream in output mode
+``update``: Spark keeps the groups in the query's checkpoint, and each batch's changed groups
+are merged into the table by the columns it groups by
+(:mod:`lakehouse_assets.tables.sql_aggregate`). Its query run in batch over its sources as they
+stand (``STREAM(x)`` read as ``x``) must give the same groups: none lost, none twice, none
+counting a batch twice or missing one. The recomputation is the declaration's own SQL, run by
+Spark in batch; the streaming state and the merges it judges play no part, and the table's
+rows are read with the independent reader. Groups are matched by the table's merge keys,
+numbers within a relative 1e-9 (a sum or mean added up batch by batch is not bit for bit the
+one over all rows at once).
 """
 
 from __future__ import annotations

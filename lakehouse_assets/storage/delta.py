@@ -209,7 +209,6 @@ class DeltaTableStore:
         *,
         keys: Sequence[str],
         replacing: DataFrame | None = None,
-        within_range: Sequence[str] = (),
         merge_schema: bool = False,
         transaction: AppTransaction | None = None,
         operation: str = "MERGE",
@@ -221,8 +220,7 @@ class DeltaTableStore:
         match (null matching null) are updated where the batch changes them (columns the
         batch lacks keep their values), the others inserted. With ``replacing`` (groups, by
         some key columns), the table's rows of those groups the batch has no row for are
-        deleted. ``within_range``: columns bounding the search to the batch's range of them
-        (:mod:`~lakehouse_assets.storage.merge`). ``layout``, ``declared``: as :meth:`write`."""
+        deleted. ``layout``, ``declared``: as :meth:`write`."""
         if not keys:
             raise LakehouseError(f"Merge into {path} needs at least one key column")
         path = str(path)
@@ -242,7 +240,7 @@ class DeltaTableStore:
             added = ", ".join(f"{quote(f.name)} {type_sql(f.dataType)}"
                               for f in plan.table_schema.fields if f.name in plan.new_columns)
             spark.sql(f"ALTER TABLE {table_ref(path)} ADD COLUMNS ({added})")
-        merge = MergePlan(table_ref(path), rows, keys, replacing, within_range)
+        merge = MergePlan(table_ref(path), rows, keys, replacing)
         with merge_statement(merge) as statement, \
                 _commit_settings(spark, transaction, _user_metadata(operation, transaction, metadata)):
             spark.sql(statement)

@@ -9,8 +9,8 @@ What each promises:
 - A VACUUM deletes only files the table has not listed for longer than ``retention``:
   Delta's VACUUM lists the table's folder and deletes the files its current version does not
   reference whose removal (or, for a file no commit lists, whose last modification) is older
-  than that, ``_change_data`` files included; folders named ``_...`` (the AUTO CDC and
-  aggregate state tables inside a table) are left alone. Before anything is deleted, the
+  than that, ``_change_data`` files included; folders named ``_...`` (the AUTO CDC state
+  table inside a table) are left alone. Before anything is deleted, the
   files are checked against every streaming reader of the table, given with the newest
   version it has read whole (delta-rs lists the files of each version since): if one has
   yet to read a file, or no record says how far it has read, it refuses with

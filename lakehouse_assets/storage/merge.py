@@ -1,5 +1,5 @@
 """Changing rows in place: the ``MERGE INTO`` statement Delta Lake runs for every upsert,
-AUTO CDC batch, aggregate batch and quarantine replay.
+AUTO CDC batch and quarantine replay.
 
 One statement shape serves them all. The batch's rows are upserted by their keys; with
 ``replacing`` (groups of rows, by some of the key columns), the table's rows of those groups
@@ -17,9 +17,8 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import reduce
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import LakehouseError
@@ -32,14 +31,12 @@ _DELETE = "__lakehouse_delete"
 class MergePlan:
     """What one merge changes in the table ``table_ref`` (a SQL table reference): the
     ``rows`` upserted by ``keys``, and the groups ``replacing`` (by its columns) the rows
-    replace whole; only the table's rows within ``within_range`` of the batch (its least to
-    greatest value of those columns) are searched."""
+    replace whole."""
 
     table_ref: str
     rows: DataFrame
     keys: Sequence[str]
     replacing: DataFrame | None = None
-    within_range: Sequence[str] = ()
 
 
 @contextmanager
@@ -53,17 +50,17 @@ def merge_statement(plan: MergePlan) -> Iterator[str]:
     if plan.replacing is not None:
         plan.replacing.createOrReplaceTempView(groups_view)
     try:
-        yield _statement(plan, rows_view, groups_view, _range(plan))
+        yield _statement(plan, rows_view, groups_view)
     finally:
         spark.catalog.dropTempView(rows_view)
         if plan.replacing is not None:
             spark.catalog.dropTempView(groups_view)
 
 
-def _statement(plan: MergePlan, rows_view: str, groups_view: str, in_range: str) -> str:
+def _statement(plan: MergePlan, rows_view: str, groups_view: str) -> str:
     columns = [quote(c) for c in plan.rows.columns]
     keys = [quote(k) for k in plan.keys]
-    target = f"(SELECT * FROM {plan.table_ref} WHERE {in_range.format(t='')})"
+    target = plan.table_ref
     same_row = " AND ".join(f"s.{c} <=> t.{c}" for c in columns)
     source = f"SELECT s.*, false AS {_DELETE} FROM {rows_view} s LEFT ANTI JOIN {target} t ON {same_row}"
     if plan.replacing is not None:
@@ -73,7 +70,7 @@ def _statement(plan: MergePlan, rows_view: str, groups_view: str, in_range: str)
         kept = ", ".join(f"t.{c}" if c in key_set else f"NULL AS {c}" for c in columns)
         source += (f" UNION ALL SELECT DISTINCT {kept}, true AS {_DELETE} FROM {target} t "
                    f"LEFT SEMI JOIN {groups_view} g ON {in_group} LEFT ANTI JOIN {rows_view} s ON {same_key}")
-    on = " AND ".join([*(f"t.{k} <=> s.{k}" for k in keys), in_range.format(t="t.")])
+    on = " AND ".join(f"t.{k} <=> s.{k}" for k in keys)
     return (
         f"MERGE INTO {plan.table_ref} t USING ({source}) s ON {on} "
         f"WHEN MATCHED AND s.{_DELETE} THEN DELETE "
@@ -81,24 +78,6 @@ def _statement(plan: MergePlan, rows_view: str, groups_view: str, in_range: str)
         f"WHEN NOT MATCHED AND NOT s.{_DELETE} THEN INSERT ({', '.join(columns)}) "
         f"VALUES ({', '.join(f's.{c}' for c in columns)})"
     )
-
-
-def _range(plan: MergePlan) -> str:
-    """A predicate over the table (``{t}`` the table's alias prefix) keeping the rows within
-    the batch's range of ``within_range``: Delta skips the files outside it. Costs one small
-    job over the batch."""
-    if not plan.within_range:
-        return "true"
-    batches = [plan.rows.select(*plan.within_range)]
-    if plan.replacing is not None and set(plan.within_range) <= set(plan.replacing.columns):
-        batches.append(plan.replacing.select(*plan.within_range))
-    bounds = reduce(DataFrame.unionByName, batches).agg(
-        *[agg(F.col(quote(c))).alias(f"{name}{i}") for i, c in enumerate(plan.within_range)
-          for name, agg in (("lo", F.min), ("hi", F.max))]).first()
-    if bounds is None or bounds["lo0"] is None:
-        return "false"
-    return " AND ".join(f"{{t}}{quote(c)} BETWEEN {sql_literal(bounds[f'lo{i}'])} AND {sql_literal(bounds[f'hi{i}'])}"
-                        for i, c in enumerate(plan.within_range))
 
 
 def sql_literal(value: object) -> str:
@@ -114,20 +93,13 @@ def sql_literal(value: object) -> str:
         return repr(value) if not isinstance(value, decimal.Decimal) else f"{value}BD"
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    raise LakehouseError(f"A merge cannot bound its search by a value of type {type(value).__name__} ({value!r}): "
-                         "bound it by date, timestamp, number or string columns only")
+    raise LakehouseError(f"No SQL literal for a value of type {type(value).__name__} ({value!r}): "
+                         "use a date, timestamp, number or string")
 
 
 def quote(name: str) -> str:
     """A column or path as a SQL identifier."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def matching_keys(rows: DataFrame, keys_df: DataFrame, keys: Sequence[str], how: str) -> DataFrame:
-    """``rows`` whose keys are (``left_semi``) or are not (``left_anti``) in ``keys_df``,
-    null keys matching null keys."""
-    on: Column = reduce(lambda a, b: a & b, [rows[k].eqNullSafe(keys_df[k]) for k in keys])
-    return rows.join(keys_df, on, how)
 
 
 def in_range_of(rows: DataFrame, batch: DataFrame, columns: Sequence[str]) -> DataFrame:

@@ -241,8 +241,8 @@ class DeltaStreamSink:
 
 
 class KeptTable(Protocol):
-    """A table kept from each batch by its own rules (an AUTO CDC table, an incremental
-    aggregate): :meth:`apply` commits one batch once, by its app transaction."""
+    """A table kept from each batch by its own rules (an AUTO CDC table): :meth:`apply`
+    commits one batch once, by its app transaction."""
 
     def apply(self, rows: DataFrame, transaction: AppTransaction, metadata: Mapping[str, str]) -> CommitResult: ...
 

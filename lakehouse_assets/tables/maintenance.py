@@ -52,8 +52,8 @@ class TableMaintenance:
 
     def targets(self, name: str) -> list[str]:
         """What maintaining the table ``name`` covers: the table, then the state tables its
-        sink keeps inside it (``layer.name/_cdc_state``, ``layer.name/_aggregate_state``),
-        which a merge rewrites every batch and need compacting and vacuuming too."""
+        sink keeps inside it (``layer.name/_cdc_state``), which a merge rewrites every batch
+        and need compacting and vacuuming too."""
         path = self.path(name)
         inside = [folder for folder in path.folders() if folder.startswith("_") and is_table(path / folder)]
         return [name, *(f"{name}/{folder}" for folder in inside)]

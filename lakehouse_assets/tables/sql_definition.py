@@ -9,7 +9,7 @@
 
 A ``STREAMING TABLE`` reads at least one table with ``STREAM(layer.table)`` and is kept by an
 incremental query with its own checkpoint: appended to, or, when the query groups at its top
-level (an aggregate with no watermark), rewritten in complete mode as the seeds write gold.
+level (an aggregate with no watermark), kept group by group (:mod:`~lakehouse_assets.tables.sql_aggregate`).
 A ``MATERIALIZED VIEW`` reads tables as they stand and is recomputed whole by each run.
 The tables a definition reads, its upstream assets, are found in its query, never listed by hand.
 

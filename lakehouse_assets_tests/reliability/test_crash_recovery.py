@@ -67,8 +67,8 @@ ROUTED_STARTED = Fault("the routed silver's foreachBatch sink, the batch started
                        "batch.started", ("silver/recordings_enriched",), "silver__recordings_enriched")
 ROUTED_HALF = Fault("the routed silver's foreachBatch sink, between its quarantine's commit and its table's",
                     "delta.committed", ("silver/recordings_enriched",), "silver__recordings_enriched")
-AGGREGATE = Fault("an incremental aggregate's MERGE (gold), its table committed and its state not",
-                  "aggregate.table_committed", ("gold/daily_patient_avg",), "gold__daily_patient_avg")
+AGGREGATE = Fault("a stateful aggregation's MERGE (gold), the table committed, the batch's state and checkpoint not",
+                  "delta.committed", ("gold/daily_patient_avg",), "gold__daily_patient_avg")
 AUTO_CDC = Fault("AUTO CDC's MERGE (SCD type 1), its table committed and its state not", "cdc.table_committed",
                  ("silver/patients_current",), "silver__patients_current")
 BETWEEN_ASSETS = Fault("a table written, the run not yet told", "asset.materialized", ("gold/device_counts",),

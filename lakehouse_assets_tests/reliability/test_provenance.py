@@ -95,7 +95,8 @@ def test_silver_and_quarantined_rows_are_traced_to_their_landed_line(spark, stor
     printed = json.loads(capsys.readouterr().out)
     assert [(r["source_file"], r["source_line"]) for r in printed["rows"]] == [(t.source_file, t.source_line)
                                                                               for t in traces]
-    assert main(["trace", "gold.daily_patient_avg", "--where", f"mrn = {first.row['mrn']}", "--limit", "1"]) == 0
+    assert main(["trace", "gold.daily_patient_avg", "--where",
+                 f"mrn = {first.row['mrn']} AND date = TIMESTAMP '{day}'", "--limit", "1"]) == 0
     assert (first.source_file or "") in capsys.readouterr().out
     with pytest.raises(LakehouseError, match="_source_file"):
         trace_rows(tables, "gold.daily_patient_avg", "mrn > 0")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 import pytest
@@ -165,19 +164,3 @@ def test_a_merge_replacing_groups_deletes_their_rows_the_batch_lacks(
     assert metrics.operation == "AUTO CDC" and result.version == 1
     # ann was held as she is: neither updated nor rewritten as a change.
     assert metrics.metrics["numTargetRowsDeleted"] == "2" and metrics.metrics["numTargetRowsUpdated"] == "0"
-
-
-def test_a_merge_within_a_range_leaves_rows_outside_it_alone(
-    spark: SparkSession, store: DeltaTableStore, tmp_path: Path
-) -> None:
-    path = str(tmp_path / "daily")
-    schema = "day date, mrn string, total long"
-    old = [(dt.date(2024, 1, d), "a", d) for d in range(1, 4)]
-    store.write(spark.createDataFrame(old, schema), path)
-    batch = spark.createDataFrame([(dt.date(2024, 1, 3), "a", 30), (dt.date(2024, 1, 4), "a", 4)], schema)
-
-    store.merge(batch, path, keys=["day", "mrn"], within_range=["day"])
-
-    assert [(r["day"].day, r["total"]) for r in collected(store.read(spark, path))] == [(1, 1), (2, 2), (3, 30), (4, 4)]
-    on = store.history(path, limit=1)[0].parameters["predicate"]
-    assert "2024-01-03" in on and "2024-01-04" in on  # the bound Delta prunes files by

@@ -1,4 +1,4 @@
-"""A grouped streaming table's SQL read as an incremental aggregate, or refused with the reason
+"""A grouped streaming table's SQL: the columns its changed groups are merged by, or the reason
 it stays in complete mode."""
 
 from __future__ import annotations
@@ -6,41 +6,46 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from lakehouse_assets.aggregates import IncrementalAggregate, Measure
 from lakehouse_assets.assets.gold import daily_patient_avg, device_counts
+from lakehouse_assets.assets.sql_asset import sql_asset
 from lakehouse_assets.spec import TableSpec
-from lakehouse_assets.tables.sql_aggregate import NotIncremental, incremental_aggregate
+from lakehouse_assets.tables.sql_aggregate import NotKeyed, group_keys
 
 
-def test_the_seeds_gold_tables_are_kept_incrementally() -> None:
+def test_the_seeds_gold_tables_are_merged_by_the_columns_they_group_by() -> None:
     daily = TableSpec.of(daily_patient_avg.metadata_by_key[dg.AssetKey(["gold", "daily_patient_avg"])])
-    assert daily is not None and daily.output_mode == "update"
-    assert daily.aggregate == IncrementalAggregate(
-        keys=(("mrn", "mrn"), ("name", "name"), ("date", "DATE_TRUNC('DD', time)")),
-        measures=(Measure("avg_heartrate", "mean", "heartrate"),),
-        columns=("mrn", "name", "avg_heartrate", "date"))
+    assert daily is not None and (daily.output_mode, daily.keys) == ("update", ("mrn", "name", "date"))
+    assert daily.recomputed_by is not None and "STREAM" not in daily.recomputed_by
     counts = TableSpec.of(device_counts.metadata_by_key[dg.AssetKey(["gold", "device_counts"])])
-    assert counts is not None and counts.aggregate is not None and counts.aggregate.measures == (
-        Measure("total_recordings", "count", "device_id"),)
+    assert counts is not None and (counts.output_mode, counts.keys) == ("update", ("device_id",))
 
 
-def test_the_source_rows_keep_the_filter_and_lose_the_grouping() -> None:
-    source, aggregate = incremental_aggregate(
-        "SELECT region, COUNT(*) AS n, MAX(amount * 2) AS top FROM STREAM(silver.sales) "
-        "WHERE amount > 0 GROUP BY region")
-    assert source == "SELECT * FROM STREAM(silver.sales) WHERE amount > 0"
-    assert aggregate.measures == (Measure("n", "count", "*"), Measure("top", "max", "amount * 2"))
+def test_the_keys_are_the_selected_grouped_columns_with_their_expressions() -> None:
+    assert group_keys("SELECT mrn, MEAN(heartrate) AS avg_heartrate, DATE_TRUNC('DD', time) AS date "
+                      "FROM STREAM(silver.r) GROUP BY mrn, DATE_TRUNC('DD', time)") == (
+        ("mrn", "mrn"), ("date", "DATE_TRUNC('DD', time)"))
+    # Grouped by the alias; any aggregate, a join and a filter are Spark's to run.
+    assert group_keys("SELECT u.region AS r, COUNT(DISTINCT b) AS n, SUM(x) / COUNT(x) AS m FROM STREAM(s.t) t "
+                      "JOIN s.u u ON t.a = u.a WHERE x > 0 GROUP BY r") == (("r", "u.region"),)
 
 
 @pytest.mark.parametrize("query, reason", [
-    ("SELECT a, COUNT(DISTINCT b) AS n FROM STREAM(s.t) GROUP BY a", "counts distinct values"),
-    ("SELECT a, SUM(x) FROM STREAM(s.t) GROUP BY a", "has no name"),
     ("SELECT a, SUM(x) AS s FROM STREAM(s.t) GROUP BY a HAVING SUM(x) > 1", "uses HAVING"),
-    ("SELECT t.a, SUM(x) AS s FROM STREAM(s.t) t JOIN s.u u ON t.a = u.a GROUP BY t.a", "uses JOINS"),
-    ("SELECT a, SUM(x) / COUNT(x) AS m FROM STREAM(s.t) GROUP BY a", "computes with an aggregate"),
+    ("SELECT a, SUM(x) AS s FROM STREAM(s.t) GROUP BY a ORDER BY s", "uses ORDER"),
+    ("SELECT a, SUM(x) AS s FROM STREAM(s.t) GROUP BY a WITH ROLLUP", "uses ROLLUP"),
     ("SELECT SUM(x) AS s FROM STREAM(s.t) GROUP BY a", "does not select"),
-    ("SELECT a, b, SUM(x) AS s FROM STREAM(s.t) GROUP BY a", "b is neither grouped by nor an aggregate"),
+    ("SELECT a FROM STREAM(s.t)", "not one SELECT ... GROUP BY"),
 ])
-def test_what_cannot_be_kept_incrementally_says_why(query: str, reason: str) -> None:
-    with pytest.raises(NotIncremental, match=reason):
-        incremental_aggregate(query)
+def test_what_cannot_be_merged_by_key_says_why(query: str, reason: str) -> None:
+    with pytest.raises(NotKeyed, match=reason):
+        group_keys(query)
+
+
+def test_a_grouped_table_that_cannot_be_merged_by_key_stays_in_complete_mode_saying_why(tmp_path) -> None:
+    path = tmp_path / "top.sql"
+    path.write_text("CREATE OR REFRESH STREAMING TABLE gold.top AS SELECT a, SUM(x) AS s "
+                    "FROM STREAM(silver.t) GROUP BY a HAVING SUM(x) > 1")
+    asset = sql_asset(path)
+    spec = TableSpec.of(asset.metadata_by_key[asset.key])
+    assert spec is not None and (spec.output_mode, spec.keys, spec.recomputed_by) == ("complete", (), None)
+    assert asset.metadata_by_key[asset.key]["incremental"] == "No, rewritten whole: it uses HAVING"
