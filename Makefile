@@ -99,6 +99,13 @@ bench: $(INSTALLED)
 	@scripts/check_java.sh
 	$(BIN)/python -m benchmarks.run $(BENCH_ARGS)
 
+## Spark jobs of the whole graph, per step, after one landed file and with nothing new (embedded; issue 67's
+## targets: 60 and 2): benchmarks/results/spark_jobs.{json,md}. About 5 minutes on 2 cores.
+.PHONY: bench-jobs
+bench-jobs: $(INSTALLED)
+	@scripts/check_java.sh
+	$(BIN)/python -m benchmarks.spark_jobs
+
 ## A small version of the suite (under 5 minutes): benchmarks/results/quick.{json,md}.
 bench-quick: $(INSTALLED)
 	@scripts/check_java.sh
