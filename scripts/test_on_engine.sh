@@ -61,7 +61,6 @@ if [ $# -eq 0 ]; then
     lakehouse_assets_tests/storage/test_delta_connector.py::test_string_columns_are_stored_as_plain_strings_other_readers_open \
     lakehouse_assets_tests/storage/test_sink.py \
     lakehouse_assets_tests/quality/test_checks.py::test_checks_pass_on_good_rows_and_count_the_bad_ones \
-    lakehouse_assets_tests/quality/test_checks.py::test_new_scope_checks_only_the_rows_added_since_the_last_check \
     lakehouse_assets_tests/quality/test_checks.py::test_a_complete_mode_table_is_checked_as_it_stands \
     lakehouse_assets_tests/quality/test_checks.py::test_schema_drift_warns_with_the_columns_that_changed \
     lakehouse_assets_tests/quality/test_quarantine.py \

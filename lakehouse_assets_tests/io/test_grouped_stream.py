@@ -114,11 +114,13 @@ def test_changed_groups_are_merged_once_through_a_crash_between_commit_and_check
 def test_a_batch_rewrites_only_the_files_holding_its_groups(
         spark: SparkSession, store: DeltaTableStore, tmp_path: Path) -> None:
     landing, path = tmp_path / "landing", str(tmp_path / "daily")
+    # One file landed and read at a time: files landed together may share a modification time,
+    # and the file source orders batches by it.
     for batch, day in enumerate([0, 1, 2, 2]):
         _land(landing, f"{batch}.json",
               [(device, START + dt.timedelta(days=day, hours=batch), 60.0 + batch) for device in range(3)])
-    run_stream(lambda: _grouped(landing, spark), DeltaSink(store, path, output_mode="update", keys=KEYS),
-               checkpoint_location=str(tmp_path / "checkpoint"), trigger=Trigger())
+        run_stream(lambda: _grouped(landing, spark), DeltaSink(store, path, output_mode="update", keys=KEYS),
+                   checkpoint_location=str(tmp_path / "checkpoint"), trigger=Trigger())
 
     files = [set(DeltaTable(path, version=v).file_uris()) for v in range(4)]
     assert files[2] - files[3] == files[2] - files[1], "only the files of day 2's groups are rewritten"
