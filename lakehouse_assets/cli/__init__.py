@@ -1,10 +1,7 @@
-"""The ``lakehouse`` command: land demo data and look after the lakehouse's tables.
-
-Thin commands over the simulator, delta-rs and the IO manager's full refresh. Each
-subcommand is a module with ``add_parser`` and ``run``; heavy libraries are imported inside
-``run`` so ``--help`` and usage errors answer at once; only ``copy-into``, ``sql`` and
-``shell`` start Spark.
-"""
+"""The ``lakehouse`` command: land demo data and look after the lakehouse's tables, with thin
+commands over the simulator, delta-rs, Delta Lake and the IO manager's full refresh. Each module
+registers a few related subcommands (``add_parser``); heavy libraries are imported when one runs,
+so ``--help`` and usage errors answer at once."""
 
 from __future__ import annotations
 
@@ -16,24 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
-from lakehouse_assets.cli import (
-    copy_into,
-    engine,
-    events,
-    export_sdp,
-    history,
-    land,
-    optimize,
-    quarantine,
-    reset,
-    shell,
-    show,
-    sql,
-    status,
-    trace,
-    vacuum,
-    verify,
-)
+from lakehouse_assets.cli import engine, land, maintenance, project, reading, status
 from lakehouse_assets.cli.errors import (
     EXIT_FAILURE,
     EXIT_INTERRUPTED,
@@ -78,9 +58,6 @@ exit codes:
 Run `{PROG} COMMAND --help` for the options of a command.
 """
 
-_SUBCOMMANDS = (land, copy_into, status, history, events, trace, show, sql, shell, reset, verify, optimize,
-                vacuum, quarantine, engine, export_sdp)
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``lakehouse`` and its subcommands."""
@@ -99,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description=DESCRIPTION, epilog=EPILOG, parents=[common],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    for module in _SUBCOMMANDS:
+    for module in (land, status, reading, maintenance, project, engine):
         module.add_parser(subparsers, parents=[common])
     return parser
 
@@ -116,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     debug = getattr(args, "debug", False)
     try:
-        settings = _settings(getattr(args, "root", None))
+        root = {"LAKEHOUSE_ROOT": args.root} if "root" in args else {}  # --root overrides the environment
+        settings = LakehouseSettings.from_env({**os.environ, **root})
         if getattr(args, "spark", False):
             settings = _spark_settings(settings, embedded=getattr(args, "embedded", False),
                                        verbose=getattr(args, "verbose", False))
@@ -128,12 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.run(args, LakehouseResource.from_settings(settings)))
         finally:
             _release_engine_session(running)
-    except CommandError as exc:
-        _error(str(exc))
-        return exc.exit_code
     except LakehouseError as exc:  # the project's own errors say what failed and what to do
         _error(str(exc))
-        return EXIT_FAILURE
+        return exc.exit_code if isinstance(exc, CommandError) else EXIT_FAILURE
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED
@@ -152,13 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             _error(f"unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)")
         return EXIT_FAILURE
-
-
-def _settings(root: str | None) -> LakehouseSettings:
-    env = dict(os.environ)
-    if root is not None:
-        env["LAKEHOUSE_ROOT"] = root
-    return LakehouseSettings.from_env(env)
 
 
 def _spark_settings(settings: LakehouseSettings, *, embedded: bool, verbose: bool) -> LakehouseSettings:
@@ -189,10 +157,9 @@ def _engine_session() -> object | None:
 
 
 def _release_engine_session(running: object | None) -> None:
-    """Release the Spark Connect session the command attached to an engine, unless the
-    process had it before (a test calling the command in process): the engine would
-    otherwise keep it, its views and cached plans, until its idle timeout, long after the
-    process has gone."""
+    """Release the Spark Connect session the command attached to an engine, unless the process
+    had it before (a test calling the command in process): else the engine keeps it, its views
+    and cached plans, until its idle timeout, long after the process has gone."""
     session = _engine_session()
     if session is not None and session is not running:
         from lakehouse_assets.engine.client import close_session

@@ -1,15 +1,15 @@
-"""Argument types: what the command line accepts before anything touches the lakehouse.
-
-Each type raises :class:`argparse.ArgumentTypeError`, so a bad value is a usage error (exit
-code 2) reported by argparse with the command's usage line.
-"""
+"""What the command line accepts before anything touches the lakehouse: the argument types
+(a bad value is a usage error, exit code 2, reported with the command's usage line) and the
+registration every subcommand shares."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
 
 from lakehouse_assets.settings import LANDING_DIR
 
@@ -17,6 +17,8 @@ from lakehouse_assets.settings import LANDING_DIR
 # A leading letter keeps names clear of "_checkpoints", "_schemas", "." and "..".
 _PART = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,127}", re.ASCII)
 TABLE_EXAMPLE = "silver.recordings_enriched"
+_N = TypeVar("_N", int, float)
+_RAW = argparse.RawDescriptionHelpFormatter  # descriptions keep their lines and examples
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,28 @@ class TableName:
 
     def __str__(self) -> str:
         return f"{self.layer}.{self.name}"
+
+
+def add_command(subparsers: Any, name: str, parents: list[argparse.ArgumentParser],
+                run: Callable[..., int] | None, summary: str, description: str, *, spark: bool = False,
+                table: Literal[None, "TABLE", "TABLE?"] = None, json: bool = False,
+                limit: tuple[int, str] | None = None) -> argparse.ArgumentParser:
+    """Register the subcommand ``name``, run by ``run`` (which gets a Spark session when
+    ``spark``), with the arguments many commands share: a TABLE (``"TABLE?"``: optional),
+    ``--json``, and ``--limit N`` given its default and help."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, parents=parents, help=summary,
+                                                            description=description, formatter_class=_RAW)
+    if table:
+        parser.add_argument("table", metavar="TABLE", type=table_name, nargs="?" if table == "TABLE?" else None,
+                            help=f"the table as layer.name, e.g. {TABLE_EXAMPLE}")
+    if limit:
+        parser.add_argument("--limit", type=positive_int, default=limit[0], metavar="N",
+                            help=f"{limit[1]} (default {limit[0]})")
+    if json:
+        parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    if run:
+        parser.set_defaults(run=run, spark=spark)
+    return parser
 
 
 def table_name(text: str) -> TableName:
@@ -53,41 +77,34 @@ def table_name(text: str) -> TableName:
 
 def positive_int(text: str) -> int:
     """A whole number >= 1."""
-    return _int_at_least(text, 1)
+    return _number(text, int, "a whole number", lambda v: v >= 1, "at least 1")
 
 
 def non_negative_int(text: str) -> int:
     """A whole number >= 0."""
-    return _int_at_least(text, 0)
+    return _number(text, int, "a whole number", lambda v: v >= 0, "at least 0")
 
 
 def rate(text: str) -> float:
     """A share in [0, 1], e.g. 0.01 for one record in a hundred."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; give a share such as 0.01") from None
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not between 0 and 1; give a share such as 0.01")
-    return value
+    return _number(text, float, "a number", lambda v: 0 <= v <= 1, "between 0 and 1, e.g. 0.01")
 
 
 def seconds(text: str) -> float:
     """A finite, non-negative number of seconds."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds >= 0")
-    return value
+    return _number(text, float, "a number of seconds", lambda v: v >= 0, "at least 0")
 
 
-def _int_at_least(text: str, minimum: int) -> int:
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds > 0."""
+    return _number(text, float, "a number of seconds", lambda v: v > 0, "more than 0")
+
+
+def _number(text: str, kind: Callable[[str], _N], what: str, ok: Callable[[_N], bool], bounds: str) -> _N:
     try:
-        value = int(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least {minimum}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+    if not (math.isfinite(value) and ok(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} must be {bounds}")
     return value

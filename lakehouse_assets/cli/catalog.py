@@ -1,12 +1,6 @@
-"""What lies under the lakehouse root: tables, landing folders and streaming checkpoints.
-
-Found by looking at folders, not by loading the asset graph, so the commands see exactly
-what is on disk (including tables no asset defines any more) and start without Dagster:
-
-    $LAKEHOUSE_ROOT/<layer>/<table>/                  a table, if Delta opens it (layers: not landing, not _*)
-    $LAKEHOUSE_ROOT/landing/<source>/...              landed files
-    $LAKEHOUSE_ROOT/_checkpoints/<layer>/<table>/     the query that writes <layer>.<table>
-"""
+"""What lies under the lakehouse root (tables, landing folders, streaming checkpoints), found by
+looking at folders, not by loading the asset graph: the commands see exactly what is on disk,
+tables no asset defines any more included, and start without Dagster."""
 
 from __future__ import annotations
 
@@ -88,11 +82,8 @@ def describe_known_tables(root: Location, wanted: str) -> str:
 
 @contextmanager
 def reading(table: TableName, path: Location) -> Iterator[None]:
-    """Turn a failure to read the Delta table into a message that names it and what to do.
-
-    delta-rs raises its own errors (a damaged log, a missing data file); the project's own
-    errors already say what to do and pass through unchanged.
-    """
+    """Turn delta-rs's own errors reading the table (a damaged log, a missing data file) into a
+    message that names it and what to do; the project's own errors already say it."""
     try:
         yield
     except LakehouseError:

@@ -1,13 +1,12 @@
-"""``lakehouse engine start|stop|status``: the warm local Spark Connect engine of a lakehouse.
-
-Thin commands over :mod:`lakehouse_assets.engine.server`; they print, the library does not.
-"""
+"""``lakehouse engine start|stop|status``: the warm local Spark Connect engine of a lakehouse,
+thin commands over :mod:`lakehouse_assets.engine.server` (they print, the library does not)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from lakehouse_assets.cli.arguments import add_command, positive_seconds
 from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK, CommandError
 from lakehouse_assets.cli.output import print_json
 from lakehouse_assets.settings import DEFAULT_ENGINE_PORT, LakehouseSettings
@@ -29,30 +28,22 @@ you only); runs of this lakehouse read it from there. Point runs at it with
 LAKEHOUSE_SPARK_REMOTE=sc://localhost:PORT. Its log is $LAKEHOUSE_ROOT/_engine/engine.log.
 """
 
-_ACTIONS = {
-    "start": "start the engine, or say where it already runs",
-    "stop": "stop the engine and its Python workers",
-    "status": "whether the engine runs and answers (exit 0 only when it answers)",
-}
-
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``engine`` and its actions."""
-    parser = subparsers.add_parser(
-        "engine", parents=parents, help="start, stop or check the local Spark Connect engine",
-        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = add_command(subparsers, "engine", parents, None, "start, stop or check the local Spark Connect engine",
+                         DESCRIPTION)
     actions = parser.add_subparsers(title="actions", metavar="ACTION", dest="action", required=True)
-    start = actions.add_parser("start", parents=parents, help=_ACTIONS["start"], description=_ACTIONS["start"])
-    start.add_argument("--timeout", type=_seconds, default=180, metavar="SECONDS",
-                       help="how long to wait for the engine to answer (default 180)")
-    start.set_defaults(run=run_start)
-    stop = actions.add_parser("stop", parents=parents, help=_ACTIONS["stop"], description=_ACTIONS["stop"])
-    stop.add_argument("--timeout", type=_seconds, default=30, metavar="SECONDS",
-                      help="how long to let the engine shut down before killing it (default 30)")
-    stop.set_defaults(run=run_stop)
-    status = actions.add_parser("status", parents=parents, help=_ACTIONS["status"], description=_ACTIONS["status"])
-    status.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    status.set_defaults(run=run_status)
+    summary = "start the engine, or say where it already runs"
+    add_command(actions, "start", parents, run_start, summary, summary).add_argument(
+        "--timeout", type=positive_seconds, default=180, metavar="SECONDS",
+        help="how long to wait for the engine to answer (default 180)")
+    summary = "stop the engine and its Python workers"
+    add_command(actions, "stop", parents, run_stop, summary, summary).add_argument(
+        "--timeout", type=positive_seconds, default=30, metavar="SECONDS",
+        help="how long to let the engine shut down before killing it (default 30)")
+    summary = "whether the engine runs and answers (exit 0 only when it answers)"
+    add_command(actions, "status", parents, run_status, summary, summary, json=True)
 
 
 def run_start(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
@@ -126,13 +117,3 @@ def run_status(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
         if status.running:
             print(f"  log: {status.log}")
     return EXIT_OK if status.answering else EXIT_FAILURE
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value

@@ -1,23 +1,25 @@
-"""``lakehouse land``: land the next files of the reference data set, once or continuously.
-
-The simulator does the work (numbering, atomic files, the manifest of exact counts); this
-command picks demo-friendly defaults, shows progress, and says what landed.
-"""
+"""The commands that bring data in: ``land`` lands the next files of the reference data set, once or
+continuously (the simulator does the work; the command picks demo-friendly defaults, shows progress,
+says what landed), and ``copy-into`` is the course's ``COPY INTO``, over
+:func:`lakehouse_assets.ingestion.copy_into`."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from lakehouse_assets.cli.arguments import non_negative_int, positive_int, rate, seconds
-from lakehouse_assets.cli.errors import EXIT_OK, CommandError
+from lakehouse_assets.cli.arguments import TableName, add_command, non_negative_int, positive_int, rate, seconds
+from lakehouse_assets.cli.catalog import require_root
+from lakehouse_assets.cli.errors import EXIT_OK, CommandError, UsageError
 from lakehouse_assets.cli.output import format_count, print_json
 from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LANDING_DIR
@@ -39,7 +41,7 @@ PROGRESS_MIN_FILES = 10
 # that the simulator still overlaps the files' fsyncs.
 _MAX_FILES_PER_CALL = 32
 
-DESCRIPTION = f"""\
+LAND = f"""\
 Land the next recordings files of the reference data set (heart-rate recordings over 2020)
 into $LAKEHOUSE_ROOT/{LANDING_DIR}/recordings/, and the patients CSV into
 $LAKEHOUSE_ROOT/{LANDING_DIR}/patients/ if it is missing. Numbering continues after the files
@@ -60,12 +62,21 @@ complete; then print a summary.
 are not given, the data set already in the folder is continued.
 """
 
+COPY_INTO = """\
+Load the files under PATH into TABLE (layer.name), like COPY INTO: each file once. Files the
+table loaded before are skipped unless --force; the table is created by the first load.
+Runs Spark (embedded, or the engine at LAKEHOUSE_SPARK_REMOTE).
+
+example:
+  lakehouse copy-into bronze.patients_copy --from lakehouse_data/landing/patients \\
+      --format csv --option header=true --option inferSchema=true
+"""
+
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """Register ``land``."""
-    parser = subparsers.add_parser(
-        "land", parents=parents, help="land the next files of the reference data set",
-        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Register ``land`` and ``copy-into``."""
+    parser = add_command(subparsers, "land", parents, run_land, "land the next files of the reference data set",
+                         LAND, json=True)
     parser.add_argument("--files", type=positive_int, metavar="N",
                         help=f"how many files to land (default {DEFAULT_FILES}; "
                              "with --continuous: no limit)")
@@ -88,36 +99,42 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
                              f"(default {DEFAULT_INTERVAL_SECONDS:g})")
     parser.add_argument("--if-empty", action="store_true",
                         help="land only if no recordings file has landed yet (a first batch, as make run lands)")
-    parser.add_argument("--json", action="store_true", help="print a machine-readable summary")
-    parser.set_defaults(run=run)
+    copy = add_command(subparsers, "copy-into", parents, run_copy_into, "load files into a table once each (COPY INTO)",
+                       COPY_INTO, spark=True, table="TABLE", json=True)
+    copy.add_argument("--from", dest="source", metavar="PATH", type=Path, required=True,
+                      help="the folder of files to load (and its subfolders)")
+    copy.add_argument("--format", required=True, choices=("csv", "json", "parquet"),
+                      help="the files' format (COPY INTO's FILEFORMAT)")
+    copy.add_argument("--pattern", metavar="GLOB",
+                      help="load only files whose path under PATH matches, e.g. '2024-*/*.csv'")
+    copy.add_argument("--option", dest="options", metavar="KEY=VALUE", action="append", default=[],
+                      type=_reader_option, help="a Spark reader option (FORMAT_OPTIONS); repeatable")
+    copy.add_argument("--force", action="store_true", help="load matching files again, even if loaded before")
+    copy.add_argument("--merge-schema", action="store_true",
+                      help="let the files add columns to the table (COPY_OPTIONS mergeSchema)")
 
 
-def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
+def run_land(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
     """Land the files and print what landed."""
-    settings = lakehouse.settings()
     from lakehouse_assets.simulator import (
-        DEFAULT_DEVICE_COUNT,
-        DEFAULT_PATIENT_COUNT,
-        DEFAULT_SEED,
+        DatasetIdentity,
         LandingStateError,
+        SimulatorConfig,
         next_file_index,
         read_manifest,
     )
 
-    landing_root = settings.root / LANDING_DIR  # a local folder or a prefix on object storage
+    landing_root = lakehouse.settings().root / LANDING_DIR  # a local folder or a prefix on object storage
     if args.if_empty and next_file_index(landing_root) > 1:
         print(f"Files have landed in {landing_root} already: nothing landed (--if-empty).")
         return EXIT_OK
     manifest = read_manifest(landing_root)
     # Continue the folder's data set unless told otherwise; a mismatch is refused by the lander.
-    dataset = {
-        "seed": args.seed if args.seed is not None
-        else (manifest.dataset.seed if manifest else DEFAULT_SEED),
-        "files_per_year": args.files_per_year if args.files_per_year is not None
-        else (manifest.dataset.files_per_year if manifest else DEFAULT_FILES_PER_YEAR),
-        "patient_count": manifest.dataset.patient_count if manifest else DEFAULT_PATIENT_COUNT,
-        "device_count": manifest.dataset.device_count if manifest else DEFAULT_DEVICE_COUNT,
-    }
+    dataset = dataclasses.asdict(manifest.dataset if manifest else
+                                 DatasetIdentity.of(SimulatorConfig(files_per_year=DEFAULT_FILES_PER_YEAR)))
+    for given in ("seed", "files_per_year"):
+        if getattr(args, given) is not None:
+            dataset[given] = getattr(args, given)
     options = dict(records_per_file=args.records, bad_rate=args.bad_rate, **dataset)
     try:
         if args.continuous:
@@ -134,6 +151,41 @@ def run(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
             "--files-per-year; for another data set, use another --root.") from exc
     _report(landed, changes, landing_root, dataset["files_per_year"], stopped_by, as_json=args.json)
     return EXIT_OK
+
+
+def run_copy_into(args: argparse.Namespace, lakehouse: LakehouseResource) -> int:
+    """Load the new files; print what was loaded and skipped."""
+    from lakehouse_assets.ingestion import copy_into
+
+    settings = lakehouse.settings()
+    table: TableName = args.table
+    require_root(settings)
+    source: Path = args.source
+    if not source.is_dir():
+        raise UsageError(f"Cannot copy into {table} from {source}: it is not a folder. Pass --from the folder "
+                         "that holds the files.")
+    result = copy_into(
+        lakehouse.spark_session, table_path=settings.table_path(table.layer, table.name), source=source.resolve(),
+        format=args.format, pattern=args.pattern, force=args.force, merge_schema=args.merge_schema,
+        format_options=dict(args.options), store=lakehouse.store(),
+    )
+    if args.json:
+        print_json({"table": str(table), "loaded": list(result.loaded), "skipped": list(result.skipped),
+                    "rows_written": result.rows_written, "version": result.version, "load_id": result.load_id})
+        return EXIT_OK
+    version = f" as version {result.version}" if result.version is not None else ""
+    print(f"{table}: loaded {len(result.loaded)} file(s), {result.rows_written} row(s){version}; "
+          f"skipped {len(result.skipped)} file(s) loaded before")
+    for path in result.loaded:
+        print(f"  loaded   {path}")
+    return EXIT_OK
+
+
+def _reader_option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"invalid --option {text!r}: give KEY=VALUE, e.g. header=true")
+    return key, value
 
 
 def _land_once(landing_root: Location, files: int, options: dict[str, Any]) -> LandingResult:
@@ -164,8 +216,7 @@ def _land_once(landing_root: Location, files: int, options: dict[str, Any]) -> L
 
 
 def _land_changes(landing_root: Location, files: int, dataset: dict[str, Any]) -> PatientChangesResult | None:
-    """Land ``files`` files of patient changes naming the data set's patients; None if none
-    were asked for, so the report stays as it was without --changes."""
+    """Land ``files`` files of patient changes naming the data set's patients (None if none)."""
     if not files:
         return None
     from lakehouse_assets.simulator import land_patient_changes

@@ -1,9 +1,5 @@
-"""How the commands print: aligned text tables for people, JSON for scripts.
-
-Plain text, not rich's boxes: output piped to a file or ``grep`` stays one row per line and
-does not depend on the terminal's width. Values are shown readably (NULL, UTC times, long
-text cut short); ``--json`` always gives every value in full.
-"""
+"""How the commands print: aligned plain-text tables for people (not rich's boxes: piped to a
+file or ``grep``, a row stays one line whatever the terminal's width), JSON in full for scripts."""
 
 from __future__ import annotations
 
@@ -11,10 +7,9 @@ import base64
 import datetime as dt
 import decimal
 import json
-import sys
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 NULL = "NULL"
 # Wider cells are cut with an ellipsis so one long value cannot push every row off screen.
@@ -65,15 +60,20 @@ def format_count(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
 
 
+def or_dash(value: Any) -> Any:
+    """``value``, or "-" for none: in reports "-" means "none" (NULL is a missing value in table data)."""
+    return "-" if value is None else value
+
+
 def to_json(document: Any) -> str:
     """``document`` as indented JSON; times as ISO 8601, decimals as strings (no precision
     lost), bytes as base64."""
     return json.dumps(document, indent=2, default=_json_default, ensure_ascii=False)
 
 
-def print_json(document: Any, stream: TextIO | None = None) -> None:
+def print_json(document: Any) -> None:
     """Print :func:`to_json` of ``document``."""
-    print(to_json(document), file=stream or sys.stdout)
+    print(to_json(document))
 
 
 def _plain(value: Any) -> str:
@@ -107,9 +107,7 @@ def _is_numeric_column(rows: Sequence[Sequence[Any]], index: int) -> bool:
 
 
 def _json_default(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, (dt.date, dt.time)):
+    if isinstance(value, (dt.date, dt.time)):  # datetimes too
         return value.isoformat()
     if isinstance(value, dt.timedelta):
         return value.total_seconds()

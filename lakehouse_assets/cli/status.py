@@ -1,8 +1,5 @@
-"""``lakehouse status``: every table, landing folder and streaming query under the root.
-
-Read from the Delta tables and folders alone (delta-rs, pyarrow): no Spark, no Dagster, so it
-answers in about a second and can be run while the pipeline runs.
-"""
+"""``lakehouse status``: every table, landing folder and streaming query under the root, read
+with delta-rs alone (no Spark, no Dagster): it answers in a second, even while the pipeline runs."""
 
 from __future__ import annotations
 
@@ -13,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lakehouse_assets.cli import catalog
+from lakehouse_assets.cli.arguments import add_command
 from lakehouse_assets.cli.errors import EXIT_FAILURE, EXIT_OK
-from lakehouse_assets.cli.output import format_count, format_time, print_json, render_table
+from lakehouse_assets.cli.output import format_count, format_time, or_dash, print_json, render_table
 from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 
@@ -33,11 +31,8 @@ batch (from the commits of the tables it writes). Exits 1 if a table cannot be r
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Register ``status``."""
-    parser = subparsers.add_parser(
-        "status", parents=parents, help="tables, landing files and streaming queries under the root",
-        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    parser.set_defaults(run=run)
+    add_command(subparsers, "status", parents, run, "tables, landing files and streaming queries under the root",
+                DESCRIPTION, json=True)
 
 
 @dataclass
@@ -148,13 +143,9 @@ def _landing_state(root: Location, tables: list[TableState]) -> list[dict[str, A
 
 def _query_state(root: Location, tables: list[TableState]) -> list[dict[str, Any]]:
     """Each streaming query (a table with a checkpoint) and the last batch its table committed."""
-    by_name = {t.table: t for t in tables}
-    found = []
-    for name in catalog.queries(root):
-        batch = by_name[name].last_batch if name in by_name else None
-        found.append({"table": name, **(batch or {"query_id": None, "batch": None, "version": None,
-                                                  "committed_at": None})})
-    return found
+    batches = {t.table: t.last_batch for t in tables if t.last_batch}
+    none = dict.fromkeys(("query_id", "batch", "version", "committed_at"))
+    return [{"table": name, **batches.get(name, none)} for name in catalog.queries(root)]
 
 
 def _print_report(root: Location, tables: list[TableState], landing: list[dict[str, Any]],
@@ -166,7 +157,7 @@ def _print_report(root: Location, tables: list[TableState], landing: list[dict[s
     if tables:
         print(render_table(
             ["TABLE", "VERSION", "ROWS", "LAST UPDATE", "OPERATION"],
-            [[t.table, _or_dash(t.version), "-" if t.error else format_count(t.rows),
+            [[t.table, or_dash(t.version), "-" if t.error else format_count(t.rows),
               format_time(t.last_updated) if t.last_updated else "-",
               "unreadable (see below)" if t.error else t.last_operation]
              for t in tables],
@@ -187,16 +178,11 @@ def _print_report(root: Location, tables: list[TableState], landing: list[dict[s
     if queries:
         print(render_table(
             ["TABLE", "LAST BATCH", "VERSION", "COMMITTED", "QUERY"],
-            [[q["table"], _or_dash(q["batch"]), _or_dash(q["version"]),
-              format_time(q["committed_at"]) if q["committed_at"] else "-", _or_dash(q["query_id"])]
+            [[q["table"], or_dash(q["batch"]), or_dash(q["version"]),
+              format_time(q["committed_at"]) if q["committed_at"] else "-", or_dash(q["query_id"])]
              for q in queries],
             right_align={"LAST BATCH", "VERSION"}))
     else:
         print("(none yet: no streaming query has run)")
     for problem in (t.error for t in tables if t.error):
         print(f"lakehouse: error: {problem}", file=sys.stderr)
-
-
-def _or_dash(value: Any) -> Any:
-    # In the report "-" means "none"; NULL is kept for missing values in table data.
-    return "-" if value is None else value
