@@ -1,28 +1,7 @@
-"""Dagster asset checks from a contract: one check per rule, plus structure and schema drift.
-
-For a contract on table ``layer.name``, :func:`contract_checks` builds one
-``@multi_asset_check`` (at most one Spark pass for all rules) with these checks on the asset
-``[layer, name]``:
-
-- ``pandera_schema`` (ERROR): Pandera's structure validation (columns, types);
-- one per row rule and unique key, named after the rule (``heartrate_positive``, ...), with
-  the rule's severity;
-- ``schema_drift`` (WARN): the column schema changed since the previous check.
-
-ERROR checks are blocking when ``blocking=True``: a failure keeps downstream assets from
-materializing in the same run, and ``AutomationCondition.all_deps_blocking_checks_passed()``
-keeps later automated runs from doing so. WARN checks never block.
-
-The checks validate only the rows committed since their previous evaluation (found in the
-Dagster instance's event log, see :func:`resume_after`), so checking stays cheap as the table
-grows.
-
-A rule the table's writes enforced is not evaluated again: each batch's commit records how
-many rows failed it and how many of those it wrote (:mod:`~lakehouse_assets.quality.expectations`),
-and when the commits that wrote the rows to check all say so, their counts are the rule's
-result (:func:`judged_by_writes`). Only the rest reads rows: the rules no write judged (one
-Spark pass over the new rows), unique keys (over the whole table), and a sample of failing
-rows when a rule failed. The structure check and schema drift read the Delta log alone.
+"""Dagster asset checks from a contract: ``pandera_schema`` (structure), one check per rule and
+unique key, and ``schema_drift``, all in one ``@multi_asset_check`` on the table's asset. They
+check the rows committed since their previous evaluation, and report a rule the table's writes
+already counted from the counts in its commits (see docs/quality.md).
 """
 
 # No ``from __future__ import annotations``: Dagster reads the check function's annotations
@@ -75,11 +54,8 @@ def check_names(contract: Contract) -> list[str]:
     return [STRUCTURE_CHECK, *[r.name for r in contract.rules], *[u.name for u in contract.unique], SCHEMA_DRIFT_CHECK]
 
 
-def contract_check_specs(
-    contract: Contract, *, asset_key: dg.AssetKey | Sequence[str] | None = None, blocking: bool = True
-) -> list[dg.AssetCheckSpec]:
+def _check_specs(contract: Contract, key: dg.AssetKey, blocking: bool) -> list[dg.AssetCheckSpec]:
     """The check specs of ``contract``: ERROR checks blocking when ``blocking``, WARN never."""
-    key = _asset_key(contract, asset_key)
     specs = [
         dg.AssetCheckSpec(
             STRUCTURE_CHECK, asset=key, blocking=blocking,
@@ -105,14 +81,9 @@ def contract_check_specs(
     return specs
 
 
-def contract_checks(
-    contract: Contract,
-    *,
-    asset_key: dg.AssetKey | Sequence[str] | None = None,
-    blocking: bool = True,
-) -> dg.AssetChecksDefinition:
-    """Asset checks validating the table of ``asset_key`` (default ``[layer, name]`` of the
-    contract) against ``contract``, all in one step that uses the ``spark`` resource.
+def contract_checks(contract: Contract, *, blocking: bool = True) -> dg.AssetChecksDefinition:
+    """Asset checks validating the table ``[layer, name]`` of ``contract`` against it, all in
+    one step that uses the ``spark`` resource.
 
     They check the rows added since the previous evaluation (the whole table when there was
     none, when the versions since removed data, as complete-mode and overwrite writes do, or
@@ -120,8 +91,8 @@ def contract_checks(
     checked again until a rewrite removes them). The table is read from
     ``<root>/<layer>/<name>`` of the asset key, where the ``lakehouse`` resource says the lakehouse is.
     """
-    key = _asset_key(contract, asset_key)
-    specs = contract_check_specs(contract, asset_key=key, blocking=blocking)
+    key = dg.AssetKey(contract.key)
+    specs = _check_specs(contract, key, blocking)
 
     @dg.multi_asset_check(
         specs=specs,
@@ -299,29 +270,3 @@ def _errors_markdown(errors: Sequence[StructureError]) -> str:
 def _severity(severity: Severity) -> dg.AssetCheckSeverity:
     return dg.AssetCheckSeverity.WARN if severity is Severity.WARN else dg.AssetCheckSeverity.ERROR
 
-
-def _asset_key(contract: Contract, asset_key: dg.AssetKey | Sequence[str] | None) -> dg.AssetKey:
-    if asset_key is None:
-        return dg.AssetKey(contract.key)
-    return asset_key if isinstance(asset_key, dg.AssetKey) else dg.AssetKey(list(asset_key))
-
-
-__all__ = [
-    "CHECKED_AFTER_VERSION",
-    "COUNTED_BY",
-    "DELTA_TABLE_ID",
-    "DELTA_VERSION",
-    "FAILING_ROWS",
-    "FAILING_SAMPLE",
-    "ROWS_CHECKED",
-    "SCHEMA_DRIFT_CHECK", "STRUCTURE_CHECK", "VERSIONS_CHECKED", "UNCHANGED_SINCE_VERSION",
-    "WRITE_FAILING_ROWS", "WRITE_ROWS",
-    "check_names",
-    "contract_check_specs",
-    "contract_checks",
-    "kept_results",
-    "last_evaluation",
-    "resume_after",
-    "run_checks",
-    "schema_drift_result",
-]

@@ -9,14 +9,31 @@ It reports *which* checks failed, not how many rows or which ones, so row-level 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 import pandera.pyspark as pa
 from pandera.config import ValidationDepth, config_context
 from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 
 from lakehouse_assets.quality.rules import Rule, UniqueKey
+
+
+def model(name: str, table: str, columns: Mapping[str, tuple[T.DataType, str]], *,
+          strict: bool = True) -> type[pa.DataFrameModel[Any]]:
+    """The Pandera model ``name`` of ``table``: ``columns`` in order, each a Spark type and a
+    description, and all nullable (nulls are the rules' business); when ``strict``, no others."""
+    # Pandera skips attributes with a leading underscore: such a column is the alias of one without.
+    fields = {column: column.lstrip("_") for column in columns}
+    namespace: dict[str, Any] = {
+        attribute: pa.Field(nullable=True, description=columns[column][1] or None,
+                            alias=column if attribute != column else None)
+        for column, attribute in fields.items()}
+    namespace["__annotations__"] = {attribute: columns[column][0] for column, attribute in fields.items()}
+    namespace["Config"] = type("Config", (), {"name": table, "strict": strict})
+    return cast("type[pa.DataFrameModel[Any]]", type(name, (pa.DataFrameModel,), namespace))
 
 
 @dataclass(frozen=True)

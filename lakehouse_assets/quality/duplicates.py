@@ -1,20 +1,7 @@
-"""Records landed twice, routed to the quarantine as duplicates.
-
-Guarantee: a routed table holds each record once by its unique columns, whatever was landed
-twice (the same file under another name, a record re-sent); every later copy goes to the
-quarantine with the reason ``duplicate``, so bronze = table + quarantine still adds up, record
-for record, and no copy is dropped without a trace.
-
-The table is the memory of what it holds: a batch's rows are looked up among the table's rows
-within the batch's range of the unique columns (Spark skips the Parquet row groups outside
-it), so there is no state store to grow or expire, and a replayed batch, which sees the table
-as the first attempt did, decides the same. Within a batch the first copy in a fixed order
-(ingested first, then by source file name, then by value) is kept. Rows an ERROR rule quarantines are never duplicates:
-they are in the quarantine already, each with its own reason.
-
-Spark's ``dropDuplicatesWithinWatermark`` does this within a watermark, but drops the copies
-(the batch cannot route what never reaches it) and drops rows older than the watermark with
-them, which the accounting cannot allow.
+"""Records landed twice, routed to the quarantine as duplicates: a routed table holds each record
+once by its unique columns, and every later copy goes to the quarantine as ``duplicate``. The
+table is the memory of what it holds (no state store), so a replayed batch decides the same;
+``dropDuplicatesWithinWatermark`` would drop the copies instead (docs/quality.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""Evaluating a contract on a table's rows: how many rows fail each rule, and which.
-
-A rule whose failures the table's writes counted, batch by batch, in their commits is reported
-from those counts (:class:`Judged`): its rows are not read again, unless it failed and a sample
-is wanted. The other rules' failing rows are counted and sampled in one Spark query over the
-rows (each failing row tagged with its rules, counted and numbered per rule); the rows checked
-are counted by the table's log. Unique keys cost one grouping each, over the whole table, and
-the first also counts the other rules there. Pandera checks the structure without reading
-data. Nothing is collected but counts and samples.
+"""Evaluating a contract on a table's rows: how many rows fail each rule, and which. A rule the
+table's writes counted in their commits is reported from those counts; the other rules are
+counted and sampled in one Spark query, and unique keys cost one grouping each. Nothing is
+collected but counts and samples.
 """
 
 from __future__ import annotations
@@ -189,13 +184,3 @@ def _cell(value: Any) -> str:
     text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
     return text if len(text) <= _CELL_WIDTH else text[: _CELL_WIDTH - 1] + "…"
 
-
-__all__ = [
-    "DEFAULT_SAMPLE_SIZE",
-    "Evaluation",
-    "Judged",
-    "RuleResult",
-    "evaluate",
-    "failures",
-    "markdown_table",
-]

@@ -1,20 +1,7 @@
-"""Expectations on a table's write, batch by batch: count every rule, fail on a FAIL rule,
-and commit the counts with the batch.
-
-Each batch (a micro-batch of the table's query, or a batch write) is counted once per rule in
-one Spark aggregation. A FAIL rule that any row violates stops the batch before anything is
-committed, naming the rule, the table and one failing row. Otherwise the counts go into the
-batch's Delta commit (``lakehouse.batch.expectations``), written with the rows in one atomic commit,
-so a replayed batch the table already holds is not counted twice and what a run's rows did
-against each rule is read from the table's log (:func:`counts_of_commits`), not from memory
-(on a Spark Connect engine this code runs in the server's Python workers).
-
-ERROR rules drop rows into a quarantine (:mod:`~lakehouse_assets.quality.quarantine`, which
-enforces the rest through this module); there, their failures are counted from the reason each
-row was routed by, so the counts and the quarantine cannot disagree. Each commit also says how
-many failing rows of each rule it wrote to the table (``kept``: none for a rule that drops
-them), which is what the table's asset checks report (:mod:`~lakehouse_assets.quality.checks`)
-without reading the rows again.
+"""Expectations on a table's write, batch by batch: each rule counted in one Spark aggregation,
+a FAIL rule stopping the batch before anything is committed, and the counts committed with the
+batch (``lakehouse.batch.expectations``) so a replayed batch is not counted twice and a run's
+counts are read from the table's log, not from memory (docs/quality.md).
 """
 
 from __future__ import annotations
@@ -30,7 +17,7 @@ from pyspark.sql import functions as F
 from lakehouse_assets.errors import ExpectationFailedError, LakehouseError
 from lakehouse_assets.quality.rules import Rule, Severity
 from lakehouse_assets.storage import HistoryEntry
-from lakehouse_assets.storage.batch_record import EXPECTATIONS_KEY
+from lakehouse_assets.storage.batch_record import EXPECTATIONS_KEY as EXPECTATIONS_KEY
 from lakehouse_assets.storage.sink import RunStamp, TableSink
 
 _COUNT = "__count"
@@ -187,15 +174,3 @@ def _fails(rule: Rule, dropped_by: Column | None) -> Column:
 def _ints(counts: Mapping[str, Any]) -> dict[str, int]:
     return {str(k): int(v) for k, v in counts.items()}
 
-
-__all__ = [
-    "EXPECTATIONS_KEY",
-    "ExpectationCounts",
-    "ExpectationsSink",
-    "commit_metadata",
-    "counts_of_commits",
-    "enforce",
-    "enforce_counting",
-    "expecting",
-    "failing_row",
-]

@@ -1,21 +1,7 @@
-"""Data-time freshness: how far a table is behind the records that have landed.
-
-A table is as fresh as the oldest landed file it does not incorporate yet: its lag is the time
-since that file landed (its modification time), and zero when it incorporates every landed
-file, however long ago it last ran. Nothing landing is never staleness; a pipeline that
-stops while files keep landing is.
-
-What a table incorporates is read from the tables' own commits, not from run history: its
-newest commit records the versions of the tables its run read (a completed run read them
-whole: :mod:`lakehouse_assets.tables.reading`), that source's commit at that version records
-its own, and so on down to the table that ingests landed files, whose rows at that version
-name the files they came from (``_source_file``). A run that did not complete counts as
-having read what the run before it read, so the lag is never understated.
-
-Dagster's own freshness policies judge the time since an asset last materialized, which
-flags a table whose source is simply quiet; this is the data-time measure the lakehouse
-reports, as an asset check (:func:`freshness_check`) evaluated after each materialization
-and by the freshness sensor between runs.
+"""Data-time freshness: a table's lag is the time since the oldest landed file it does not hold
+yet landed (zero when it holds them all), read from the tables' commits down to bronze's
+``_source_file``, not from run history. Dagster's freshness policies judge the time since a
+materialization instead, which flags a table whose source is quiet (docs/operations.md).
 """
 
 from __future__ import annotations

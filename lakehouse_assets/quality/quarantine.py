@@ -1,15 +1,6 @@
-"""Expectations in the stream, made lossless: route each row to the table or to quarantine.
-
-Delta Live Tables' ``expect_or_drop`` drops failing rows; here they go to a quarantine table
-with every bronze column and ``_quarantine_reason``, the comma-separated names of the ERROR
-rules they failed. The reason is computed once per row, and the two outputs are the rows
-where it is null and the rows where it is not, so no row can be in both or in neither:
-rows in = rows passed + rows quarantined. WARN and FAIL rules never route: they are counted,
-and a FAIL rule stops the batch (:mod:`~lakehouse_assets.quality.expectations`).
-
-Routing is a transformation (no Spark actions), so it works on streaming and batch
-DataFrames alike. :class:`QuarantineSink` enforces the expectations and writes both outputs of
-each micro-batch, so one query (one checkpoint) feeds both tables.
+"""Expectations in the stream, made lossless: each row goes to the table or, with the names of
+the ERROR rules it failed in ``_quarantine_reason``, to the quarantine. The reason is computed
+once per row and the outputs split on it, so rows in = rows passed + rows quarantined.
 """
 
 from __future__ import annotations
@@ -181,13 +172,3 @@ def _columns(columns: Sequence[ColumnLike]) -> list[Column]:
         raise LakehouseError("Give the columns of each output: an empty projection would drop every value")
     return [F.col(f"`{c}`") if isinstance(c, str) else c for c in columns]
 
-
-__all__ = [
-    "REASON_SEPARATOR",
-    "QuarantineSink",
-    "dropped_by",
-    "quarantine_reason",
-    "route",
-    "routing_rules",
-    "split_routed",
-]

@@ -1,13 +1,7 @@
-"""Row rules: a named condition on a row, written once as a Spark ``Column``.
-
-A rule's condition is TRUE when a row passes. The same rule is an expectation on a table's
-writes (:mod:`~lakehouse_assets.quality.expectations`: counted, and by its severity kept,
-quarantined by :mod:`~lakehouse_assets.quality.quarantine`, or failing the update) and an asset
-check on the table (:mod:`~lakehouse_assets.quality.checks`), so the two cannot disagree.
-
-Conditions are built when asked for (:meth:`Rule.condition`), never at import: building a
-``Column`` needs a running SparkSession, and Dagster imports definitions without one.
-The factories here are pure functions returning rules, in the manner of databrickslabs/dqx.
+"""Row rules: a named condition on a row, written once as a Spark ``Column``, TRUE when a row
+passes. The same rule is an expectation on a table's writes and an asset check on the table, so
+the two cannot disagree. Conditions are built when asked for, never at import: a ``Column``
+needs a running SparkSession, and Dagster imports definitions without one.
 """
 
 from __future__ import annotations
@@ -26,18 +20,10 @@ _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
 
 class Severity(StrEnum):
-    """What a row failing the rule does, as an expectation on a table's write (Lakeflow's
-    ``expect``, ``expect_or_drop``, ``expect_or_fail``; in SQL, ``CONSTRAINT ... EXPECT``
-    with no action, ``ON VIOLATION DROP ROW``, ``ON VIOLATION FAIL UPDATE``):
-
-    - WARN: the row is kept, and counted as failing;
-    - ERROR: the row is dropped from the table into its quarantine, with the rule's name;
-    - FAIL: the update fails; nothing is committed, and the error names the rule, the table
-      and one failing row.
-
-    As an asset check on a table, ERROR and FAIL rules fail as errors (blocking downstream
-    assets when the checks are blocking); WARN rules fail as warnings.
-    """
+    """What a row failing the rule does as an expectation on a table's write (Lakeflow's
+    ``expect``, ``expect_or_drop``, ``expect_or_fail``; see docs/quality.md): WARN keeps and
+    counts it, ERROR drops it into the table's quarantine, FAIL fails the update. As an asset
+    check, ERROR and FAIL rules fail as errors, WARN rules as warnings."""
 
     ERROR = "ERROR"
     WARN = "WARN"
@@ -66,13 +52,7 @@ class Rule:
     build: Callable[[], Column]
 
     def __post_init__(self) -> None:
-        if not _NAME.fullmatch(self.name):
-            raise ValueError(
-                f"Rule name {self.name!r} is not usable as an asset check name: use lower-case "
-                "letters, digits and underscores, starting with a letter"
-            )
-        if not self.columns:
-            raise ValueError(f"Rule {self.name!r} must name the columns it reads")
+        _check_named("Rule", self.name, self.columns)
 
     def condition(self) -> Column:
         """TRUE when a row passes, FALSE otherwise: never NULL."""
@@ -99,10 +79,15 @@ class UniqueKey:
     severity: Severity = Severity.ERROR
 
     def __post_init__(self) -> None:
-        if not _NAME.fullmatch(self.name):
-            raise ValueError(f"Unique key name {self.name!r}: use lower-case letters, digits and underscores")
-        if not self.columns:
-            raise ValueError(f"Unique key {self.name!r} must name its columns")
+        _check_named("Unique key", self.name, self.columns)
+
+
+def _check_named(kind: str, name: str, columns: tuple[str, ...]) -> None:
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"{kind} name {name!r} is not usable as an asset check name: use lower-case "
+                         "letters, digits and underscores, starting with a letter")
+    if not columns:
+        raise ValueError(f"{kind} {name!r} must name the columns it reads")
 
 
 # -- factories ------------------------------------------------------------------------------
@@ -156,20 +141,11 @@ def at_most(column: str, bound: float, *, name: str, severity: Severity = Severi
                 lambda: number(column) <= F.lit(float(bound)))
 
 
-def in_range(column: str, low: float, high: float, *, name: str, low_inclusive: bool = False,
-             high_inclusive: bool = True, severity: Severity = Severity.ERROR,
+def in_range(column: str, low: float, high: float, *, name: str, severity: Severity = Severity.ERROR,
              description: str | None = None) -> Rule:
-    """``column`` between ``low`` and ``high``, by default ``(low, high]`` (a null, or a value
-    that is not a number, fails)."""
-
-    def build() -> Column:
-        value = number(column)
-        above = value >= F.lit(float(low)) if low_inclusive else value > F.lit(float(low))
-        below = value <= F.lit(float(high)) if high_inclusive else value < F.lit(float(high))
-        return above & below
-
-    interval = f"{'[' if low_inclusive else '('}{low:g}, {high:g}{']' if high_inclusive else ')'}"
-    return Rule(name, description or f"{column} in {interval}", severity, (column,), build)
+    """``low < column <= high`` (a null, or a value that is not a number, fails)."""
+    return Rule(name, description or f"{column} in ({low:g}, {high:g}]", severity, (column,),
+                lambda: (number(column) > F.lit(float(low))) & (number(column) <= F.lit(float(high))))
 
 
 def plausible_time(column: str, *, earliest: dt.datetime, future_tolerance: dt.timedelta,
@@ -214,18 +190,3 @@ def rules_reading(rules: Sequence[Rule], columns: Sequence[str]) -> tuple[Rule, 
     available = {c.lower() for c in columns}
     return tuple(r for r in rules if all(c.lower() in available for c in r.columns))
 
-
-__all__ = [
-    "Rule",
-    "Severity",
-    "UniqueKey",
-    "at_most",
-    "greater_than",
-    "in_range",
-    "not_null",
-    "null_or_empty",
-    "number",
-    "plausible_time",
-    "rules_reading",
-    "sql_rule",
-]

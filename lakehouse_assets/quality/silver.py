@@ -1,23 +1,18 @@
-"""Silver contracts and the rules that route the silver stream.
-
-The routing rules are applied by the silver query while it runs (see
-:mod:`lakehouse_assets.quality.quarantine`): a row failing any ERROR rule goes to
-``silver.recordings_quarantine`` with the names of the rules it failed, the others to
-``silver.recordings_enriched``. The same Rule objects are the silver table's asset checks,
-so what the stream lets through is exactly what the checks accept.
+"""Silver contracts and the rules that route the silver stream: a row failing an ERROR rule goes
+to ``silver.recordings_quarantine`` (:mod:`~lakehouse_assets.quality.quarantine`). The same Rule
+objects are the silver table's asset checks, so the stream and the checks agree.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-import pandera.pyspark as pa
 import pyspark.sql.types as T
 
 from lakehouse_assets.cdc.spec import END_AT, START_AT
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_COLUMN
-from lakehouse_assets.quality.bronze import RESCUED_DATA_EMPTY, RecordingsBronze
-from lakehouse_assets.quality.contract import Contract
+from lakehouse_assets.quality.bronze import RECORDINGS_FIELDS, RESCUED_DATA_EMPTY
+from lakehouse_assets.quality.contract import Contract, model
 from lakehouse_assets.quality.quarantine import QUARANTINE_REASON
 from lakehouse_assets.quality.rules import (
     Rule,
@@ -74,85 +69,40 @@ ROUTING_RULES: tuple[Rule, ...] = (
 )
 
 
-class RecordingsEnriched(pa.DataFrameModel):  # type: ignore[type-arg]
-    """silver.recordings_enriched: recordings of known patients, ``time`` as a timestamp."""
+RecordingsEnriched = model("RecordingsEnriched", "silver.recordings_enriched", {
+    "device_id": (T.LongType(), "The recording device (null when the recording named none)"),
+    "mrn": (T.LongType(), "The patient's medical record number, a patient of silver.patients"),
+    "name": (T.StringType(), "The patient's name, from silver.patients"),
+    "time": (T.TimestampType(), "When the heart rate was recorded (UTC), parsed from bronze's Unix seconds"),
+    "heartrate": (T.DoubleType(), f"The heart rate recorded, in beats per minute, in (0, {MAX_HEARTRATE:g}]"),
+    SOURCE_FILE_COLUMN: (T.StringType(), "The landed file the recording was read from"),
+    SOURCE_LINE_COLUMN: (T.LongType(), "The line of that file the recording is on (1-based)"),
+})
 
-    device_id: T.LongType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="The recording device (null when the recording named none)")
-    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="The patient's medical record number, a patient of silver.patients")
-    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="The patient's name, from silver.patients")
-    time: T.TimestampType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="When the heart rate was recorded (UTC), parsed from bronze's Unix seconds")
-    heartrate: T.DoubleType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description=f"The heart rate recorded, in beats per minute, in (0, {MAX_HEARTRATE:g}]")
-    source_file: T.StringType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, alias=SOURCE_FILE_COLUMN, description="The landed file the recording was read from")
-    source_line: T.LongType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, alias=SOURCE_LINE_COLUMN, description="The line of that file the recording is on (1-based)")
+# The bronze rows silver refused, as they were, with the rules they failed.
+RecordingsQuarantine = model("RecordingsQuarantine", "silver.recordings_quarantine", {
+    **RECORDINGS_FIELDS,
+    QUARANTINE_REASON: (T.StringType(), "The names of the rules the row failed, comma-separated, or `duplicate`"),
+}, strict=False)
 
-    class Config:
-        name = "silver.recordings_enriched"
-        strict = True
+Patients = model("Patients", "silver.patients", {
+    "mrn": (T.LongType(), "The patient's medical record number, one row each"),
+    "name": (T.StringType(), "The patient's name, as in the landed lookup"),
+})
 
+# One row per live patient, the latest change applied (SCD type 1).
+PatientsCurrent = model("PatientsCurrent", "silver.patients_current", {
+    "mrn": (T.LongType(), "The patient's medical record number, one row per live patient"),
+    "name": (T.StringType(), "The patient's name after the latest change by seq"),
+})
 
-class RecordingsQuarantine(RecordingsBronze):
-    """silver.recordings_quarantine: the bronze rows silver refused, as they were, with the
-    rules they failed."""
-
-    quarantine_reason: T.StringType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, alias=QUARANTINE_REASON,
-        description="The names of the rules the row failed, comma-separated, or `duplicate`")
-
-    class Config:
-        name = "silver.recordings_quarantine"
-        strict = False
-
-
-class Patients(pa.DataFrameModel):  # type: ignore[type-arg]
-    """silver.patients: the patients lookup."""
-
-    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="The patient's medical record number, one row each")
-    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="The patient's name, as in the landed lookup")
-
-    class Config:
-        name = "silver.patients"
-        strict = True
-
-
-class PatientsCurrent(pa.DataFrameModel):  # type: ignore[type-arg]
-    """silver.patients_current: one row per live patient, the latest change applied (SCD type 1)."""
-
-    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="The patient's medical record number, one row per live patient")
-    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="The patient's name after the latest change by seq")
-
-    class Config:
-        name = "silver.patients_current"
-        strict = True
-
-
-class PatientsSnapshotHistory(pa.DataFrameModel):  # type: ignore[type-arg]
-    """silver.patients_snapshot_history: every version of every patient, from full snapshots (SCD type 2)."""
-
-    mrn: T.LongType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="The patient's medical record number")
-    name: T.StringType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, description="The patient's name in this version")
-    start_at: T.LongType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, alias=START_AT, description="The number of the snapshot that opened this version")
-    end_at: T.LongType() = pa.Field(  # type: ignore[valid-type]
-        nullable=True, alias=END_AT,
-        description="The number of the snapshot that closed this version (null while current)")
-
-    class Config:
-        name = "silver.patients_snapshot_history"
-        strict = True
-
+# Every version of every patient, from full snapshots (SCD type 2).
+PatientsSnapshotHistory = model("PatientsSnapshotHistory", "silver.patients_snapshot_history", {
+    "mrn": (T.LongType(), "The patient's medical record number"),
+    "name": (T.StringType(), "The patient's name in this version"),
+    START_AT: (T.LongType(), "The number of the snapshot that opened this version"),
+    END_AT: (T.LongType(), "The number of the snapshot that closed this version (null while current)"),
+})
 
 RECORDINGS_ENRICHED = Contract(
     "silver",
@@ -185,26 +135,3 @@ PATIENTS_CURRENT = Contract("silver", "patients_current", PatientsCurrent,
                             description="One row per live patient")
 PATIENTS_SNAPSHOT_HISTORY = Contract("silver", "patients_snapshot_history", PatientsSnapshotHistory,
                                      description="Every version of every patient, by snapshot")
-
-__all__ = [
-    "DEVICE_ID_PRESENT",
-    "HEARTRATE_IN_RANGE",
-    "HEARTRATE_POSITIVE",
-    "KNOWN_PATIENT",
-    "MRN_POSITIVE",
-    "NAME_PRESENT",
-    "PATIENTS",
-    "PATIENTS_CURRENT",
-    "PATIENTS_SNAPSHOT_HISTORY",
-    "QUARANTINE_REASON",
-    "QUARANTINE_REASON_PRESENT",
-    "RECORDINGS_ENRICHED",
-    "RECORDINGS_QUARANTINE",
-    "ROUTING_RULES",
-    "TIME_PLAUSIBLE",
-    "Patients",
-    "PatientsCurrent",
-    "PatientsSnapshotHistory",
-    "RecordingsEnriched",
-    "RecordingsQuarantine",
-]

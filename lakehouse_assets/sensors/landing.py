@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,22 +56,16 @@ class LandingCursor:
 
     @classmethod
     def parse(cls, text: str | None) -> LandingCursor:
-        if not text:
-            return cls({}, {})
-        data = json.loads(text)
-        return cls(
-            {k: FileState.decode(v) for k, v in data.get("announced", {}).items()},
-            {k: FileState.decode(v) for k, v in data.get("pending", {}).items()},
-        )
+        data = json.loads(text) if text else {}
+        announced, pending = ({k: FileState.decode(v) for k, v in data.get(part, {}).items()} for part in _PARTS)
+        return cls(announced, pending)
 
     def serialize(self) -> str:
-        return json.dumps(
-            {
-                "announced": {k: v.encode() for k, v in sorted(self.announced.items())},
-                "pending": {k: v.encode() for k, v in sorted(self.pending.items())},
-            },
-            separators=(",", ":"),
-        )
+        return json.dumps({part: {k: v.encode() for k, v in sorted(getattr(self, part).items())} for part in _PARTS},
+                          separators=(",", ":"))
+
+
+_PARTS = ("announced", "pending")
 
 
 @dataclass(frozen=True)
@@ -123,13 +117,6 @@ class Companion:
     selection: frozenset[dg.AssetKey]
 
 
-def companions_needed(companions: Iterable[Companion], *, landed: Callable[[str], bool],
-                      built: Callable[[dg.AssetKey], bool]) -> list[Companion]:
-    """The ``companions`` a run must build along: their folder holds files (``landed``) and a
-    table of theirs was never ``built``."""
-    return [c for c in companions if landed(c.source) and not all(built(key) for key in c.readers)]
-
-
 def landing_sensors(assets: Iterable[Any], *, minimum_interval_seconds: int) -> list[dg.SensorDefinition]:
     """One :func:`landing_sensor` per landing folder the tables in ``assets`` read, each
     requesting the tables that read it (found from their dependencies on ``landing/<source>``)
@@ -151,18 +138,14 @@ def landing_sensor(
     source: str,
     targets: Sequence[dg.AssetKey],
     minimum_interval_seconds: int,
-    carry_downstream: bool = True,
-    name: str | None = None,
-    default_status: dg.DefaultSensorStatus = dg.DefaultSensorStatus.RUNNING,
     companions: Sequence[Companion] = (),
     carried: Collection[dg.AssetKey] = (),
 ) -> dg.SensorDefinition:
     """A sensor on ``$LAKEHOUSE_ROOT/landing/<source>`` that requests one run per tick in
     which files arrived, tagged with the files that triggered it.
 
-    The run materializes ``targets`` (the tables reading the folder) and, with
-    ``carry_downstream``, every asset downstream of them (``carried`` names them all when
-    there are ``companions``): new files
+    The run materializes ``targets`` (the tables reading the folder) and every asset downstream
+    of them (``carried`` names them all when there are ``companions``): new files
     reach gold in one run (one launch, one session) instead of a bronze run and a second one on
     the automation sensor's next tick. A lookup those tables join, read from another landing
     folder (a :class:`Companion`), is built in the same run while it was never built and its
@@ -173,20 +156,18 @@ def landing_sensor(
     """
     if companions and not carried:
         raise ValueError(f"landing_sensor({source!r}): with companions, name the tables its runs carry (carried)")
-    selection: dg.AssetSelection = dg.AssetSelection.assets(*targets)
-    if carry_downstream:
-        selection = selection.downstream()
+    selection: dg.AssetSelection = dg.AssetSelection.assets(*targets).downstream()
     for companion in companions:
         selection = selection | dg.AssetSelection.assets(*companion.selection)
     requested = ", ".join(target.to_user_string() for target in targets)
 
     @dg.sensor(
-        name=name or f"landing_{source}_sensor",
+        name=f"landing_{source}_sensor",
         minimum_interval_seconds=minimum_interval_seconds,
-        default_status=default_status,
+        default_status=dg.DefaultSensorStatus.RUNNING,
         asset_selection=selection,
         required_resource_keys={"lakehouse"},
-        description=f"Requests {requested}{' and downstream' if carry_downstream else ''} "
+        description=f"Requests {requested} and downstream "
         f"when files land in landing/{source}/",
     )
     def _sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
@@ -214,9 +195,9 @@ def landing_sensor(
         digest = hashlib.sha256(announced.encode()).hexdigest()
         shown = scan.ready[:TAGGED_FILE_NAMES]
         store = lakehouse.store()
-        along = companions_needed(
-            companions, landed=lambda other: any(True for _ in landed_files(settings.landing_path(other))),
-            built=lambda key: store.exists(str(settings.table_path(*key.path))))
+        # The companions to build along: their folder holds files and a table of theirs was never built.
+        along = [c for c in companions if any(True for _ in landed_files(settings.landing_path(c.source)))
+                 and not all(store.exists(str(settings.table_path(*key.path))) for key in c.readers)]
         request = dg.RunRequest(
             run_key=f"{source}:{digest[:16]}",
             # With companions, the sensor's selection holds theirs too: name this run's own.

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from lakehouse_assets.quality import silver
-from lakehouse_assets.quality.bronze import RECORDINGS_COLUMNS
+from lakehouse_assets.quality.bronze import RECORDINGS
 from lakehouse_assets.quality.duplicates import DUPLICATE, DUPLICATES_KEY
 from lakehouse_assets.quality.quarantine import QuarantineSink, route
 from lakehouse_assets.storage import DeltaSink
@@ -20,6 +20,7 @@ from lakehouse_assets_tests.storage.helpers import as_query, drop_commit
 
 UNIQUE_BY = ["device_id", "mrn", "time"]
 PASSED_COLUMNS = ["device_id", "mrn", "name", "time", "heartrate", "_source_file"]
+RECORDINGS_COLUMNS = tuple(RECORDINGS.columns)
 
 
 def _batch(spark, rows) -> DataFrame:

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.quality import silver
-from lakehouse_assets.quality.bronze import RECORDINGS_COLUMNS
+from lakehouse_assets.quality.bronze import RECORDINGS
 from lakehouse_assets.quality.evaluation import evaluate
 from lakehouse_assets.quality.quarantine import QuarantineSink, quarantine_reason, route, split_routed
 from lakehouse_assets.quality.rules import Severity
@@ -28,6 +28,8 @@ from lakehouse_assets_tests.quality.data import (
     mixed_bronze_rows,
 )
 from lakehouse_assets_tests.storage.helpers import as_query
+
+RECORDINGS_COLUMNS = tuple(RECORDINGS.columns)
 
 
 def silver_columns() -> list:
