@@ -10,10 +10,8 @@
 from lakehouse_assets.ingestion.autoloader import (
     MAX_SCHEMA_RESTARTS,
     AutoLoader,
-    SchemaChange,
     SchemaEvolutionPolicy,
     autoload_stream,
-    schema_change_after_failure,
 )
 from lakehouse_assets.ingestion.columns import (
     INGESTED_AT_COLUMN,
@@ -60,7 +58,6 @@ __all__ = [
     "LookupCsvError",
     "NewColumnsError",
     "NothingToInferError",
-    "SchemaChange",
     "SchemaEvolutionMode",
     "SchemaEvolutionPolicy",
     "SchemaEvolvedError",
@@ -77,6 +74,5 @@ __all__ = [
     "ingested_files",
     "is_data_file",
     "read_lookup_csv",
-    "schema_change_after_failure",
     "unread_files",
 ]

@@ -1,20 +1,17 @@
 """Header-aware CSV parsing, run on the executors by ``mapInArrow``.
 
-Spark's CSV reader matches columns by position and takes one header for all files, so a
-file whose header adds, drops or reorders a column would be read into the wrong columns.
-Here every file's own header names its values: each record becomes a map from column name
-to raw text, and the shared rescue logic decides what fits the stored schema.
-
-Rows arrive in file order within a partition (Spark reads a file split sequentially), so the
-first non-empty line of a file's first split is its header. A later split of a large file
-reads its header from the file itself.
+Spark's CSV reader matches columns by position with one header for all files, so a file whose
+header adds, drops or reorders a column would be read into the wrong columns. Here each record
+becomes a map from its own file's header names to raw text, and the rescue logic decides what
+fits. A file split is read in order, so the first non-empty line of a file's first split is
+its header; a later split reads the header from the file itself.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -36,6 +33,8 @@ OUTPUT_SCHEMA = pa.schema(
         ("_source_line", pa.int64()),
     ]
 )
+# One record: raw text, name -> value pairs (None when it does not parse), malformed, file, line.
+Record = tuple[str, list[tuple[str, str | None]] | None, bool, str, int | None]
 
 
 @dataclass(frozen=True)
@@ -58,40 +57,36 @@ def parse_csv_batches(
     batches: Iterator[pa.RecordBatch], dialect: CsvDialect, multi_line: bool, store: ObjectStore
 ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` function: text rows (``value``, ``_source_file``, ``_block_start``) in,
-    one row per CSV record out (``_record``, ``_fields``, ``_malformed``, ``_source_file``).
-
-    Blank lines and header lines are not records. A line that does not parse, or has more or
-    fewer values than its header has names, is malformed: its parsed values are kept under
-    their names and its raw text goes to rescued data. ``store`` reaches files on object storage.
+    one row per CSV record (:data:`OUTPUT_SCHEMA`) out; blank and header lines are none. A line
+    that does not parse, or has more or fewer values than its header has names, is malformed:
+    its parsed values are kept under their names and its raw text goes to rescued data.
     """
     state = _FileState(dialect, store)
     for batch in batches:
-        values = batch.column("value").to_pylist()
-        files = batch.column("_source_file").to_pylist()
-        blocks = batch.column("_block_start").to_pylist()
-        out = _Output()
-        for value, file, block in zip(values, files, blocks, strict=True):
+        rows: list[Record] = []
+        columns = (batch.column(name).to_pylist() for name in ("value", "_source_file", "_block_start"))
+        for value, file, block in zip(*columns, strict=True):
             if value is None:
                 continue
             if multi_line:
-                for position, (record, fields, malformed) in enumerate(parse_document(value, dialect), start=1):
-                    out.add(record, fields, malformed, file, position)
+                rows += [(*parsed, file, n) for n, parsed in enumerate(parse_document(value, dialect), start=1)]
                 continue
             state.enter(file, block)
-            line = state.next_line()
+            if state.line is not None:
+                state.line += 1
             if not value:
                 continue
             if state.needs_header:
-                state.set_header(value)
+                state.names, state.needs_header = list(header_of([value], dialect)), False
                 continue
-            record, fields, malformed = parse_line(value, state.names, dialect)
-            out.add(record, fields, malformed, file, line)
-        if out.records:
-            yield out.batch()
+            rows.append((*parse_line(value, state.names, dialect), file, state.line))
+        if rows:
+            yield records_batch(rows)
 
 
 class _FileState:
-    """The header of the file split being read."""
+    """The header of the file split being read, and the number of the line read (1-based; None
+    in a later split of a file: it does not know where it starts)."""
 
     def __init__(self, dialect: CsvDialect, store: ObjectStore) -> None:
         self.dialect = dialect
@@ -99,58 +94,23 @@ class _FileState:
         self.key: tuple[str, int] | None = None
         self.names: list[str] | None = None
         self.needs_header = False
-        self.lines_read: int | None = 0
+        self.line: int | None = 0
 
     def enter(self, file: str, block: int) -> None:
         if self.key == (file, block):
             return
         self.key = (file, block)
-        # Lines are numbered from a file's start; a later split does not know where it starts.
-        self.lines_read = 0 if block == 0 else None
-        self.names = None
+        self.line = 0 if block == 0 else None
         self.needs_header = self.dialect.header and block == 0
-        if self.dialect.header and block != 0:
-            self.names = list(cached_header(file, self.dialect, self.store))
-
-    def next_line(self) -> int | None:
-        """The number of the line being read (1-based), or None in a later split of a file."""
-        if self.lines_read is None:
-            return None
-        self.lines_read += 1
-        return self.lines_read
-
-    def set_header(self, line: str) -> None:
-        self.names = header_names(_tokens(line.lstrip(BOM), self.dialect) or [])
-        self.needs_header = False
+        later_split = self.dialect.header and block != 0
+        self.names = list(cached_header(file, self.dialect, self.store)) if later_split else None
 
 
-class _Output:
-    def __init__(self) -> None:
-        self.records: list[str] = []
-        self.fields: list[list[tuple[str, str | None]] | None] = []
-        self.malformed: list[bool] = []
-        self.files: list[str] = []
-        self.lines: list[int | None] = []
-
-    def add(self, record: str, fields: list[tuple[str, str | None]] | None, malformed: bool, file: str,
-            line: int | None) -> None:
-        self.records.append(record)
-        self.fields.append(fields)
-        self.malformed.append(malformed)
-        self.files.append(file)
-        self.lines.append(line)
-
-    def batch(self) -> pa.RecordBatch:
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array(self.records, pa.string()),
-                pa.array(self.fields, pa.map_(pa.string(), pa.string())),
-                pa.array(self.malformed, pa.bool_()),
-                pa.array(self.files, pa.string()),
-                pa.array(self.lines, pa.int64()),
-            ],
-            schema=OUTPUT_SCHEMA,
-        )
+def records_batch(rows: Sequence[Record]) -> pa.RecordBatch:
+    """Records (raw text, fields, malformed, file, line) as :data:`OUTPUT_SCHEMA`'s batch."""
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(OUTPUT_SCHEMA)
+    arrays = [pa.array(list(values), field.type) for values, field in zip(columns, OUTPUT_SCHEMA, strict=True)]
+    return pa.RecordBatch.from_arrays(arrays, schema=OUTPUT_SCHEMA)
 
 
 def parse_line(
@@ -166,32 +126,29 @@ def parse_line(
 def parse_document(
     text: str, dialect: CsvDialect
 ) -> Iterator[tuple[str, list[tuple[str, str | None]] | None, bool]]:
-    """Every record of a whole file, where quoted values may span lines."""
+    """Every record of a whole file, where quoted values may span lines. A record that does not
+    parse is malformed whole, all its lines (the reader starts afresh at the next line)."""
     lines = list(io.StringIO(text.lstrip(BOM), newline=""))
+    reader = dialect.reader(lines)
     names: list[str] | None = None if dialect.header else []
-    position = 0
-    while position < len(lines):
-        if not lines[position].strip("\r\n"):
-            position += 1
-            continue
-        chunk = iter(lines[position:])
-        reader = dialect.reader(chunk)
+    start = 0
+    while True:
         try:
             tokens: list[str] | None = next(reader)
-            consumed = reader.line_num
         except csv.Error:
-            tokens, consumed = None, 1
+            tokens = None
         except StopIteration:
-            break
-        raw = "".join(lines[position : position + consumed]).rstrip("\r\n")
-        position += consumed
+            return
+        raw = "".join(lines[start : reader.line_num]).rstrip("\r\n")
+        start = reader.line_num
+        if not raw:
+            continue  # a blank line
         if names is None:
             names = header_names(tokens or [])
-            continue
-        if tokens is None:
+        elif tokens is None:
             yield raw, None, True
-            continue
-        yield (raw, *_name_values(tokens, names or None, dialect))
+        else:
+            yield (raw, *_name_values(tokens, names or None, dialect))
 
 
 def _name_values(
@@ -223,14 +180,8 @@ def header_names(tokens: list[str]) -> list[str]:
 
 @lru_cache(maxsize=1024)
 def cached_header(path: str, dialect: CsvDialect, store: ObjectStore) -> tuple[str, ...]:
-    """:func:`read_header`, once per path: a streamed file is read once under its name, and
-    every split after the first needs its header."""
-    return read_header(path, dialect, store)
-
-
-def read_header(path: str, dialect: CsvDialect, store: ObjectStore) -> tuple[str, ...]:
-    """The header of the file at ``path`` (on a store: reached through ``store``), read from
-    the file as it is now."""
+    """The header of the file at ``path`` (on a store: reached through ``store``), read once per
+    path: a streamed file is read once under its name, and every split after the first needs it."""
     file = locate(path, store)
     with file.fs.open_input_stream(file.path) as stream:
         return header_of(io.TextIOWrapper(stream, encoding="utf-8", newline=""), dialect)

@@ -1,17 +1,10 @@
 """Auto Loader-style incremental ingestion of a landing folder into a bronze Delta table.
 
-Spark's own file stream source finds the files: its checkpoint remembers every file it
-assigned to a micro-batch, so each file is read once, a restarted query goes on where it
-stopped, and ``availableNow`` takes the files present when the run starts (a file landing
-during a run is taken by this run or the next). The ingestion adds what Auto Loader adds on
-top: a stored schema (:mod:`.schema_store`), schema evolution modes, rescued data
-(:mod:`.rescue`) and the ``_source_file`` / ``_ingested_at`` columns. The Delta sink commits
-each micro-batch exactly once. Which files the tables hold is read from their
-``_source_file`` column (:mod:`.state`), never from the checkpoint.
-
-:class:`AutoLoader` is one landing folder's ingestion as the bronze assets run it: its stream
-(:func:`autoload_stream`), the restart policy that evolves the stored schema
-(:class:`SchemaEvolutionPolicy`), and whether there is anything to read.
+Spark's own file stream source finds the files, and its checkpoint makes each file read once.
+The ingestion adds what Auto Loader adds on top: a stored schema (:mod:`.schema_store`),
+schema evolution modes, rescued data (:mod:`.rescue`) and the ``_source_file`` /
+``_ingested_at`` columns. Which files the tables hold is read from their ``_source_file``
+column (:mod:`.state`), never from the checkpoint.
 """
 
 from __future__ import annotations
@@ -21,23 +14,17 @@ import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakehouse_assets.errors import failure_text
 from lakehouse_assets.ingestion.columns import METADATA_COLUMNS
-from lakehouse_assets.ingestion.errors import (
-    IngestionError,
-    LandingFolderMissingError,
-    SchemaEvolvedError,
-    UnknownColumnsError,
-)
+from lakehouse_assets.ingestion.errors import LandingFolderMissingError, SchemaEvolvedError, UnknownColumnsError
 from lakehouse_assets.ingestion.files import LandedFile
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
 from lakehouse_assets.ingestion.readiness import glob_of_names, hold_back
-from lakehouse_assets.ingestion.records import file_reader, json_documents, records, text_lines, with_source_file
+from lakehouse_assets.ingestion.records import csv_records, file_reader, json_documents, text_lines, with_source_file
 from lakehouse_assets.ingestion.rescue import (
     READ_SCHEMA_STALE_MARKER,
     parse_marker,
@@ -47,7 +34,6 @@ from lakehouse_assets.ingestion.rescue import (
 )
 from lakehouse_assets.ingestion.schema_store import (
     SchemaStore,
-    StoredSchema,
     add_columns,
     infer_schema,
     new_columns,
@@ -66,34 +52,6 @@ MAX_SCHEMA_RESTARTS = 20
 PathLike = str | os.PathLike[str]
 
 
-@dataclass(frozen=True)
-class SchemaChange:
-    """Why a query stopped on its data's columns, found in its error.
-
-    ``evolved``: new columns were added to the stored schema (``addNewColumns``) as version
-    ``schema.version``; ``unknown``: new columns refused (``failOnNewColumns``); ``reread``:
-    a Parquet file has columns the read did not plan for, and the query must be planned again
-    to rescue them.
-    """
-
-    kind: Literal["evolved", "unknown", "reread"]
-    columns: tuple[str, ...]
-    files: tuple[str, ...]
-    schema_location: str
-    schema: StoredSchema | None = None
-
-    def error(self) -> IngestionError | None:
-        """The error to stop the run with, when it stops."""
-        if self.kind == "evolved" and self.schema is not None:
-            return SchemaEvolvedError(
-                columns=self.columns, files=self.files, schema_location=self.schema_location,
-                schema_version=self.schema.version,
-            )
-        if self.kind == "unknown":
-            return UnknownColumnsError(columns=self.columns, files=self.files, schema_location=self.schema_location)
-        return None
-
-
 def autoload_stream(
     spark: SparkSession,
     *,
@@ -102,18 +60,13 @@ def autoload_stream(
     schema_location: PathLike,
     unread: Sequence[LandedFile] | None = None,
 ) -> DataFrame:
-    """A streaming DataFrame of the files landing in ``source_dir``, like
-    ``spark.readStream.format("cloudFiles")``: the stored schema's columns (inferred and
-    stored at ``schema_location`` on the first call), then ``_rescued_data``, ``_source_file``
-    and ``_ingested_at``. Folders on object storage are given as :class:`Location` (with their store).
-
-    Run it with a checkpoint of its own, and with a :class:`SchemaEvolutionPolicy` as
-    the restart policy: when the query stops on new columns, the policy evolves the stored
-    schema (``addNewColumns``) and says whether to build the stream again and restart.
-    ``unread`` (the files no table holds yet; None: every landed file) lets a run hold back
-    the files it must not read yet, and Parquet in ``rescue`` mode plan for the columns of only
-    those it will read.
-
+    """A streaming DataFrame of the files landing in ``source_dir`` (a :class:`Location` on
+    object storage), like ``spark.readStream.format("cloudFiles")``: the stored schema's
+    columns (inferred and stored at ``schema_location`` on the first call), then
+    ``_rescued_data``, ``_source_file`` and ``_ingested_at``. Run it with a checkpoint of its
+    own and a :class:`SchemaEvolutionPolicy` as the restart policy. ``unread`` (the files no
+    table holds yet; None: every landed file) lets a run hold back the files it must not read
+    yet, and Parquet in ``rescue`` mode plan for the columns of only those it will read.
     Raises :class:`~.errors.NothingToInferError` when nothing has landed and no schema is stored.
     """
     source, where = locate(source_dir), str(schema_location)
@@ -129,7 +82,7 @@ def autoload_stream(
         if options.format == "json":
             return shape_json_records(json_documents(lines, options), stored.schema, mode=mode, schema_location=where,
                                       options=options)
-        return shape_records(records(lines, options, source.store), stored.schema, mode=mode, schema_location=where)
+        return shape_records(csv_records(lines, options, source.store), stored.schema, mode=mode, schema_location=where)
     extra = (
         new_columns(stored.schema, infer_schema(spark, [f.path for f in pending], options, store=source.store))
         if mode == "rescue" and pending else T.StructType([])
@@ -141,13 +94,10 @@ def autoload_stream(
 
 @dataclass(frozen=True)
 class AutoLoader:
-    """One landing folder ingested into one table, like the course's
-    ``autoload_to_table(data_source, source_format, table_name, checkpoint_directory)``: the
-    stream of its files, the restart policy that evolves its stored schema, and whether a run
-    has anything to read. ``tables`` hold its rows (the table, and a routed ingestion's
-    quarantine), read through ``store``. The bronze assets' source
-    (:func:`~lakehouse_assets.assets.bronze.landing_source`) is made of these; the Delta IO
-    manager runs it.
+    """One landing folder ingested into one table, like the course's ``autoload_to_table``:
+    the stream of its files, the restart policy that evolves its stored schema, and whether a
+    run has anything to read. ``tables`` hold its rows (the table, and a routed ingestion's
+    quarantine), read through ``store``.
     """
 
     source_dir: Location
@@ -206,17 +156,13 @@ class AutoLoader:
 class SchemaEvolutionPolicy:
     """The restart policy of an ingestion query (``run_stream(..., restart_when=...)``).
 
-    On a failure caused by new columns it evolves the stored schema (``addNewColumns``; the
-    schema location is named in the error unless given), then restarts the query with
+    On new columns in ``addNewColumns`` mode it adds them to the stored schema (named in the
+    error unless given), typed by inferring the files the run found ``unread`` (else the file
+    the error names) with the hints applied; it restarts the query with
     ``continue_on_new_columns``, or when a Parquet read must be planned again to rescue columns.
-    Otherwise the run stops with an error naming the columns, the files and what to do
-    (:class:`~.errors.SchemaEvolvedError`: the next run goes on with them;
-    :class:`~.errors.UnknownColumnsError` in ``failOnNewColumns`` mode), not with Spark's.
-    Any other failure is not its business: it answers no.
-
-    Given the files the run found ``unread`` (those of the failed batch among them), the new
-    columns are typed from them all, else from the file the error names (a restart then finds
-    any others one file at a time).
+    Otherwise the run stops with an error naming the columns, files and what to do
+    (:class:`~.errors.SchemaEvolvedError`, :class:`~.errors.UnknownColumnsError`). Any other
+    failure is not its business: it answers no.
     """
 
     def __init__(
@@ -234,79 +180,37 @@ class SchemaEvolutionPolicy:
 
     def __call__(self, error: BaseException) -> bool:
         """Whether to restart the query after ``error``; raises the schema's error when the run stops on it."""
-        change = schema_change_after_failure(
-            self._spark, error, options=self._options,
-            schema_location=self._schema_location, unread=self._unread,
-        )
-        if change is None:
+        marked = parse_marker(failure_text(error))
+        if marked is None:
             return False
-        if _should_restart(change, self._options):
+        if marked.marker == READ_SCHEMA_STALE_MARKER:
             return True
-        stop = change.error()
-        if stop is not None:
-            raise stop from error
-        return False
-
-
-def _should_restart(change: SchemaChange | None, options: AutoLoaderOptions) -> bool:
-    if change is None:
-        return False
-    if change.kind == "evolved":
-        logger.warning(
-            "New columns %s in %s; stored schema %s is now version %s", list(change.columns), list(change.files),
-            change.schema_location, change.schema.version if change.schema else "?",
-        )
-        return options.continue_on_new_columns
-    return change.kind == "reread"
-
-
-def schema_change_after_failure(
-    spark: SparkSession,
-    error: BaseException,
-    *,
-    options: AutoLoaderOptions,
-    schema_location: PathLike | None = None,
-    unread: Sequence[str] = (),
-) -> SchemaChange | None:
-    """What a failed ingestion query's error says about new columns, and in ``addNewColumns``
-    mode, the stored schema evolved to hold them; None for any other failure.
-
-    The new columns are typed by inferring the schema of the files the run found ``unread``
-    (the failed batch's among them; else the file the error names), with the schema hints
-    applied, and appended to the stored schema as a new version. The failed batch is read
-    again, with them, when the query restarts. ``schema_location`` defaults to the one the
-    error names.
-    """
-    marked = parse_marker(failure_text(error))
-    if marked is None:
-        return None
-    location = str(schema_location or marked.schema_location or "")
-    files = tuple(spark_file_uri(f) for f in [marked.file] if f)
-    if marked.marker == READ_SCHEMA_STALE_MARKER:
-        return SchemaChange("reread", marked.columns, files, location)
-    if options.schema_evolution_mode != "addNewColumns":
-        return SchemaChange("unknown", marked.columns, files, location)
-    if not location:
-        return None
-    store = SchemaStore(schema_location or location)
-    current = store.latest()
-    if current is None:
-        return None
-    paths = list(dict.fromkeys([spark_file_uri(p) for p in unread] + list(files)))
-    added = new_columns(current.schema, infer_schema(spark, paths, options, store=store.folder.store))
-    # A column the query saw but inference did not type is still added, as a string, so the
-    # restarted query does not stop on it again.
-    typed = {f.name.lower() for f in added.fields}
-    untyped = [
-        T.StructField(c, T.StringType(), True)
-        for c in marked.columns
-        if c.lower() not in typed and c not in METADATA_COLUMNS
-    ]
-    added = new_columns(current.schema, T.StructType(list(added.fields) + untyped))
-    if not added.fields:
-        return None
-    evolved = add_columns(store, current, added, options=options, files=paths)
-    return SchemaChange("evolved", tuple(f.name for f in added.fields), files or tuple(paths), location, evolved)
+        location = str(self._schema_location or marked.schema_location or "")
+        files = [spark_file_uri(f) for f in [marked.file] if f]
+        if self._options.schema_evolution_mode != "addNewColumns":
+            raise UnknownColumnsError(columns=marked.columns, files=files, schema_location=location) from error
+        store = SchemaStore(self._schema_location or location) if location else None
+        current = store.latest() if store is not None else None
+        if store is None or current is None:
+            return False
+        paths = list(dict.fromkeys([spark_file_uri(p) for p in self._unread] + files))
+        added = new_columns(current.schema, infer_schema(self._spark, paths, self._options, store=store.folder.store))
+        # A column the query saw but inference did not type is still added, as a string, so the
+        # restarted query does not stop on it again.
+        typed = {f.name.lower() for f in added.fields}
+        untyped = [T.StructField(c, T.StringType(), True) for c in marked.columns
+                   if c.lower() not in typed and c not in METADATA_COLUMNS]
+        added = new_columns(current.schema, T.StructType(list(added.fields) + untyped))
+        if not added.fields:
+            return False
+        evolved = add_columns(store, current, added, options=self._options, files=paths)
+        columns, files = [f.name for f in added.fields], files or paths
+        logger.warning("New columns %s in %s; stored schema %s is now version %s", columns, files, location,
+                       evolved.version)
+        if self._options.continue_on_new_columns:
+            return True
+        raise SchemaEvolvedError(columns=columns, files=files, schema_location=location,
+                                 schema_version=evolved.version) from error
 
 
 def _names_to_read(unread: Sequence[LandedFile]) -> str | None:

@@ -1,19 +1,10 @@
 """COPY INTO: an idempotent batch load of the files in a folder into a Delta table.
 
-``COPY INTO t FROM 'folder' FILEFORMAT = CSV PATTERN = '*.csv'`` loads the files it has not
-loaded before and skips the others; ``force`` loads them again. The memory of loaded files
-is kept in the table folder, so it travels with the table (and a full refresh, which drops
-the folder, forgets it):
-
-- before a load commits, the files it loads are written to ``<table>/_copy_into/<n>.json``;
-- the load's Delta commit records the app transaction (``lakehouse.copy_into``, ``n``);
-- a manifest counts only when the table's transaction for ``lakehouse.copy_into`` has reached
-  its number, so a load that failed before its commit is not remembered and its files are
-  loaded again next time.
-
-The commit is the only point where a load becomes real, as for a streaming micro-batch. Unlike
-commit metadata, the manifests survive Delta log cleanup; Delta readers and vacuum ignore
-folders whose names start with ``_``. Run one COPY INTO per table at a time.
+The files a load takes are written to ``<table>/_copy_into/<n>.json`` before its commit, and
+the commit records the app transaction (``lakehouse.copy_into``, ``n``); a manifest counts only
+once the table's transaction has reached its number, so a load that failed before its commit
+is loaded again next time. The memory travels with the table (a full refresh forgets it), and
+Delta readers and vacuum ignore ``_`` folders. Run one COPY INTO per table at a time.
 """
 
 from __future__ import annotations
@@ -21,10 +12,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -32,7 +21,7 @@ from pyspark.sql import SparkSession
 from lakehouse_assets.ingestion.errors import CopyIntoError, IngestionOptionsError
 from lakehouse_assets.ingestion.files import LandedFile, glob_matches, list_data_files
 from lakehouse_assets.ingestion.options import SourceFormat
-from lakehouse_assets.location import local_path
+from lakehouse_assets.location import locate
 from lakehouse_assets.storage import AppTransaction, DeltaTableStore
 
 COPY_INTO_APP_ID = "lakehouse.copy_into"
@@ -67,15 +56,12 @@ def copy_into(
 ) -> CopyIntoResult:
     """Load the files in ``source`` (and its subfolders) that the table has not loaded yet.
 
-    ``pattern`` is a glob over the paths relative to ``source`` (``"*.csv"``,
-    ``"2024-*/part-{1,2}.json"``). ``force`` loads matching files again even if they were
-    loaded before. ``merge_schema`` lets the files add columns to the table; without it new
-    columns are an error naming them. ``format_options`` go to Spark's reader
-    (``{"header": "true", "inferSchema": "true"}`` for CSV). The table is created by the first
-    load. Files are recognised by path: a file rewritten under a loaded name is skipped
-    unless ``force``. ``store`` is the lakehouse's (its resource's).
-    A load that writes no rows (its files are all empty) commits nothing, so
-    it is not remembered: such files are listed as loaded again, with no rows, next time.
+    ``pattern`` is a glob over the paths relative to ``source`` (``"2024-*/part-{1,2}.json"``).
+    ``force`` loads matching files again. ``merge_schema`` lets the files add columns to the
+    table; without it new columns are an error naming them. ``format_options`` go to Spark's
+    reader. The table is created by the first load. Files are recognised by path: a file
+    rewritten under a loaded name is skipped unless ``force``. A load of only empty files
+    commits nothing, so they are listed as loaded again, with no rows, next time.
     """
     if format not in _FORMATS:
         raise IngestionOptionsError(f"COPY INTO cannot read format {format!r}: use one of {', '.join(_FORMATS)}")
@@ -136,7 +122,6 @@ class IngestedFile:
     seen_at: dt.datetime | None
     batch_id: int
     table_version: int | None
-    committed: bool
 
 
 def copied_files(table_path: str | os.PathLike[str], *, store: DeltaTableStore) -> list[IngestedFile]:
@@ -168,22 +153,13 @@ def copied_files(table_path: str | os.PathLike[str], *, store: DeltaTableStore) 
                     seen_at=seen_at,
                     batch_id=load_id,
                     table_version=versions.get(load_id),
-                    committed=True,
                 )
             )
     return files
 
 
-def _manifest_folder(table: str) -> Path:
-    if "://" in table and not table.startswith("file:"):
-        raise CopyIntoError(f"COPY INTO keeps its manifests on the local file system; {table} is not local")
-    return Path(local_path(table)) / MANIFESTS_DIR
-
-
 def _write_manifest(table: str, load_id: int, files: list[LandedFile], *, source: str, force: bool) -> None:
-    folder = _manifest_folder(table)
-    folder.mkdir(parents=True, exist_ok=True)
-    document: dict[str, Any] = {
+    document = {
         "loadId": load_id,
         "source": source,
         "force": force,
@@ -192,27 +168,22 @@ def _write_manifest(table: str, load_id: int, files: list[LandedFile], *, source
             {"path": f.path, "size": f.size, "modificationTime": f.modification_time.isoformat()} for f in files
         ],
     }
-    # Replaces the manifest a failed attempt at the same load number may have left.
-    fd, temp = tempfile.mkstemp(prefix=f".{load_id}.", suffix=".tmp", dir=folder)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=1)
-    os.replace(temp, folder / f"{load_id}.json")
+    # Whole or not at all; replaces the manifest a failed attempt at the same load number may have left.
+    (locate(table) / MANIFESTS_DIR / f"{load_id}.json").write_text(json.dumps(document, indent=1))
 
 
 def _manifests(table: str) -> list[tuple[int, dict[str, Any]]]:
-    folder = _manifest_folder(table)
-    if not folder.is_dir():
-        return []
+    folder = locate(table) / MANIFESTS_DIR
     found = []
-    for path in folder.iterdir():
-        stem = path.name.removesuffix(".json")
-        if not path.name.endswith(".json") or not stem.isdigit():
+    for name in folder.names():
+        stem = name.removesuffix(".json")
+        if not name.endswith(".json") or not stem.isdigit():
             continue
         try:
-            found.append((int(stem), json.loads(path.read_text(encoding="utf-8"))))
+            found.append((int(stem), json.loads((folder / name).read_text())))
         except (OSError, ValueError) as exc:
             raise CopyIntoError(
-                f"COPY INTO manifest {path} of table {table} cannot be read ({exc}); without it the "
+                f"COPY INTO manifest {folder / name} of table {table} cannot be read ({exc}); without it the "
                 "files it lists would be loaded again. Restore it, or full-refresh the table."
             ) from exc
     return sorted(found, key=lambda item: item[0])

@@ -29,8 +29,6 @@ class NothingToInferError(SchemaInferenceError):
             f"at {schema_location}. Land at least one file there first (a run with nothing landed "
             "does nothing), or check that the folder is the right one."
         )
-        self.source = source
-        self.schema_location = schema_location
 
 
 class LandingFolderMissingError(IngestionError):
@@ -42,8 +40,6 @@ class LandingFolderMissingError(IngestionError):
             f"stored at {schema_location}: it was moved, deleted or unmounted. Restore it (or create "
             f"it empty: mkdir -p {source}) and run again; nothing was read or lost."
         )
-        self.source = source
-        self.schema_location = schema_location
 
 
 class StoredSchemaError(IngestionError):
@@ -76,8 +72,6 @@ class SchemaEvolvedError(NewColumnsError):
             columns=columns,
             files=files,
         )
-        self.schema_location = schema_location
-        self.schema_version = schema_version
 
 
 class UnknownColumnsError(NewColumnsError):
@@ -92,9 +86,6 @@ class UnknownColumnsError(NewColumnsError):
             columns=columns,
             files=files,
         )
-        self.schema_location = schema_location
-
-
 
 
 class CopyIntoError(IngestionError):

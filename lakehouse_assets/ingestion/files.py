@@ -1,15 +1,13 @@
 """Which landed files are data, and finding them.
 
-Writers land a file under a temporary name and rename it when it is complete, so names
-starting with ``_`` or ``.`` and names ending in ``.tmp`` or ``.partial`` are never data.
-Spark's file source is told the same rule as a Hadoop glob (:func:`data_file_glob`), so such
-files are never opened, counted against rate limits, or remembered as ingested.
+Writers land a file under a temporary name and rename it when it is complete, so names starting
+with ``_`` or ``.`` and ending in ``.tmp`` or ``.partial`` are never data. Spark's file source is
+told the same rule as a glob (:func:`data_file_glob`): such files are never opened or remembered.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import fnmatch
 import itertools
 import os
 import re
@@ -39,11 +37,10 @@ def data_file_glob() -> str:
     """A Hadoop glob (as ``pathGlobFilter`` takes it) matching exactly the names
     :func:`is_data_file` accepts.
 
-    Globs cannot say "does not end with", so the rule is spelt out over the last characters of
-    the name: a name is data when, for every ignored suffix, at least one of its last characters
-    differs from that suffix. Expanding that conjunction of disjunctions gives an alternation of
-    patterns in which a few positions are ``[^c]`` classes. Names no longer than the longest
-    suffix are enumerated by length; longer ones are ``[^_.]*`` followed by the last characters.
+    Globs cannot say "does not end with": a name is data when, for every ignored suffix, one of
+    its last characters differs from it. That conjunction of disjunctions, expanded, is an
+    alternation of patterns with ``[^c]`` classes: by length up to the longest suffix, then
+    ``[^_.]*`` and the last characters.
     """
     width = max(len(s) for s in IGNORED_SUFFIXES)
     patterns: list[str] = []
@@ -81,35 +78,19 @@ def _glob_class(forbidden: frozenset[str]) -> str:
     return "?" if not forbidden else "[^" + "".join(sorted(forbidden)) + "]"
 
 
-def expand_braces(pattern: str) -> list[str]:
-    """The alternatives of a glob with ``{a,b}`` groups (nested groups too), as plain globs."""
-    depth = 0
-    for i, ch in enumerate(pattern):
-        if ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                inner = pattern[start + 1 : i]
-                options, level, last = [], 0, 0
-                for j, c in enumerate(inner):
-                    level += c == "{"
-                    level -= c == "}"
-                    if c == "," and level == 0:
-                        options.append(inner[last:j])
-                        last = j + 1
-                options.append(inner[last:])
-                head, tail = pattern[:start], pattern[i + 1 :]
-                return [x for opt in options for x in expand_braces(head + opt + tail)]
-    return [pattern]
-
-
 def glob_matches(text: str, pattern: str) -> bool:
     """Whether ``text`` matches a Hadoop-style glob (``*``, ``?``, ``[abc]``, ``[^a]``,
-    ``{a,b}``), case-sensitively."""
-    return any(fnmatch.fnmatchcase(text, alt.replace("[^", "[!")) for alt in expand_braces(pattern))
+    ``{a,b}``, nested too), case-sensitively."""
+    regex, depth = "", 0
+    for token in re.findall(r"\[\^?\]?[^\]]*\]|.", pattern, re.DOTALL):
+        if token == "{" or (token in ",}" and depth):
+            depth += {"{": 1, ",": 0, "}": -1}[token]
+            regex += {"{": "(?:", ",": "|", "}": ")"}[token]
+        elif len(token) > 1:
+            regex += token  # a character class, negated with ^ as in Java's regexes
+        else:
+            regex += {"*": ".*", "?": "."}.get(token) or re.escape(token)
+    return re.fullmatch(regex, text, re.DOTALL) is not None
 
 
 # -- paths ---------------------------------------------------------------------------------------

@@ -1,29 +1,12 @@
 """A small lookup table (the patients' mrn -> name) read from the CSV files landed in a folder.
 
-Spark's CSV reader matches columns by position: a file whose header swaps, drops or adds a
-column is read into the wrong columns without a word. A lookup is replaced whole on every
-load, so a wrong read replaces good reference data. Here every file is read by its own header
-(the ingestion's header-aware parser, :mod:`._csv`), columns are matched by name, ignoring
-letter case, and the load refuses to go ahead when something would be lost or wrong:
-
-- a file lacking a column of the schema, a file that cannot be read yet (empty, unopenable,
-  an odd name: :mod:`.readiness`), or an empty folder stops the load with an error naming the
-  file and what to do. Reading the other files would drop that file's rows from the lookup;
-- a value that does not parse as its column's type (an mrn ``abc``) or a row with more or
-  fewer values than its header has names stops the load too, naming the file and the rows.
-  Loading such a row with a null, or without it, would turn the patient into an "unknown
-  patient" downstream, and their recordings would be quarantined for the wrong reason. The
-  lookup is small and the fix (correct the file, land it again) is quick;
-- a column the schema does not have is ignored, and named (:attr:`LookupCsv.ignored_columns`)
-  so the caller can report it.
-
-The caller writes the rows only if the read succeeded, so a failed load leaves the table at
-its last good version.
-
-A lookup is small (thousands of rows, not millions), so its files are read and parsed on the
-driver, and typed by Spark's casts on the driver too (a local relation runs no Spark job): a
-load costs milliseconds, where reading the files with Spark took several jobs and Python
-workers, seconds on every run of the lookup's asset.
+A lookup is replaced whole on every load, so a wrong read would replace good reference data:
+every file is read by its own header (:mod:`._csv`), columns are matched by name ignoring case,
+and a file lacking a column or unreadable (:mod:`.readiness`), an empty folder, or a row whose
+values do not fit (a row loaded with a null would make its patient "unknown" downstream) stops
+the load with an error naming the file and rows; the table keeps its last good version. Columns
+the schema lacks are ignored and named. A lookup is small, so it is parsed on the driver and
+typed by Spark's casts on a local relation: milliseconds, no Spark job.
 """
 
 from __future__ import annotations
@@ -40,8 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from lakehouse_assets.ingestion._csv import OUTPUT_SCHEMA as RECORDS_ARROW_SCHEMA
-from lakehouse_assets.ingestion._csv import CsvDialect, header_of, parse_document
+from lakehouse_assets.ingestion._csv import CsvDialect, header_of, parse_document, records_batch
 from lakehouse_assets.ingestion.errors import LookupCsvError
 from lakehouse_assets.ingestion.files import list_data_files
 from lakehouse_assets.ingestion.readiness import hold_back
@@ -76,10 +58,8 @@ class LookupCsv:
 def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema: str | T.StructType) -> LookupCsv:
     """Read every CSV file in ``folder`` (each starts with a header) as ``schema``'s columns,
     matched by header name, ignoring case; or raise :class:`LookupCsvError` naming every file
-    that lacks a column or cannot be read, or the rows whose values do not fit (see the module).
-
-    Each file is read once, and the rows returned are the ones checked (a local relation),
-    even if a file is landed again meanwhile.
+    that lacks a column or cannot be read, or the rows whose values do not fit. Each file is
+    read once: the rows returned are the ones checked, even if a file is landed again meanwhile.
     """
     source = str(folder)
     # A column list ("name TYPE, ...") parses as a struct; fromDDL is typed as any DataType.
@@ -121,7 +101,10 @@ def read_lookup_csv(spark: SparkSession, folder: str | os.PathLike[str], schema:
             "again, or remove it."
         )
 
-    records = spark.createDataFrame(_records_table(texts, dialect))
+    # Each record's _source_line is its position in its file; quoted values may span lines.
+    rows = [(*parsed, path, n) for path, text in texts.items()
+            for n, parsed in enumerate(parse_document(text, dialect), start=1)]
+    records = spark.createDataFrame(pa.Table.from_batches([records_batch(rows)]))
     # Header names were made unique ignoring case, so lowering the keys merges nothing.
     fields = F.transform_keys(F.col(FIELDS), lambda key, value: F.lower(key))
     typed = records.select(
@@ -154,22 +137,6 @@ def _read_text(file: Location) -> str:
     reads them (the value holding one then fails its column's type, by row)."""
     with file.fs.open_input_stream(file.path) as stream:
         return str(stream.read().decode("utf-8", errors="replace"))
-
-
-def _records_table(texts: Mapping[str, str], dialect: CsvDialect) -> pa.Table:
-    """The records of CSV files' texts, as the ingestion's CSV records (``_record``,
-    ``_fields``, ``_malformed``, ``_source_file``, ``_source_line``: here the record's
-    position in its file); quoted values may span lines."""
-    rows = [
-        (record, fields, malformed, path, position)
-        for path, text in texts.items()
-        for position, (record, fields, malformed) in enumerate(parse_document(text, dialect), start=1)
-    ]
-    columns = list(zip(*rows, strict=True)) if rows else [(), (), (), (), ()]
-    return pa.Table.from_arrays(
-        [pa.array(list(values), type=field.type) for values, field in zip(columns, RECORDS_ARROW_SCHEMA, strict=True)],
-        schema=RECORDS_ARROW_SCHEMA,
-    )
 
 
 def _problem(fields: Column, schema: T.StructType) -> Column:

@@ -1,9 +1,5 @@
-"""What an Auto Loader-style ingestion reads and how: :class:`AutoLoaderOptions`.
-
-Fields are snake_case and typed; :meth:`AutoLoaderOptions.from_options` also accepts the option
-names Databricks users know (``cloudFiles.format``, ``cloudFiles.schemaHints``,
-``cloudFiles.inferColumnTypes``, ``cloudFiles.schemaEvolutionMode``, ``multiLine``, ...).
-"""
+"""What an Auto Loader-style ingestion reads and how: :class:`AutoLoaderOptions`, with typed
+fields, or Databricks' option names through :meth:`AutoLoaderOptions.from_options`."""
 
 from __future__ import annotations
 
@@ -56,30 +52,24 @@ class AutoLoaderOptions:
 
     - ``format``: ``json`` (JSON lines, or one document per file with ``multi_line``), ``csv``
       or ``parquet``.
-    - ``schema_hints``: column types that override inference, in DDL (``"time DOUBLE, mrn
-      BIGINT"``); hinted columns missing from the data are added. Top-level columns only.
-    - ``infer_column_types``: off (the default, as in Auto Loader) makes every JSON/CSV column
-      a string; on infers bigint, double, boolean, timestamp, structs and arrays. Parquet
-      always keeps its own types.
-    - ``schema_evolution_mode``: what a column the stored schema does not have does:
-      ``addNewColumns`` stops the run naming the columns and adds them to the stored schema
-      (the next run goes on with them; ``continue_on_new_columns`` restarts within the same
-      run); ``rescue`` keeps the schema and puts the values in ``_rescued_data``;
-      ``failOnNewColumns`` stops, and keeps stopping until the file or the schema is fixed;
-      ``none`` ignores them.
-    - ``max_files_per_trigger`` / ``max_bytes_per_trigger``: the most files, or about the
-      most bytes (``"10g"``, ``"512m"`` or a number), one micro-batch reads. Spark's file
-      source takes one of the two; with neither, batches hold up to 1,000 files.
+    - ``schema_hints``: top-level column types that override inference, in DDL (``"time
+      DOUBLE, mrn BIGINT"``); hinted columns missing from the data are added.
+    - ``infer_column_types``: off (Auto Loader's default) reads every JSON/CSV column as a
+      string; on infers bigint, double, boolean, timestamp, structs and arrays.
+    - ``schema_evolution_mode``: for a column the stored schema lacks, ``addNewColumns`` stops
+      the run naming it and adds it to the stored schema (``continue_on_new_columns`` restarts
+      within the run); ``rescue`` puts its values in ``_rescued_data``; ``failOnNewColumns``
+      stops until the file or the schema is fixed; ``none`` ignores it.
+    - ``max_files_per_trigger`` / ``max_bytes_per_trigger`` (``"10g"``, ``"512m"`` or a
+      number): one of the two limits a micro-batch; by default 1,000 files.
     - ``multi_line``: each JSON/CSV file is one document (a JSON object or array, or CSV with
-      quoted line breaks) instead of one record per line.
-    - ``header``: CSV files start with a header line naming the columns (matched by name,
-      file by file); without it columns are ``_c0``, ``_c1``, ...
-    - ``path_glob_filter``: only file names matching this glob are data (``"*.json"``).
-    - ``path_pattern``: only the files the folder's path ``folder/path_pattern`` names are read
-      (``batch_*/orders.csv``, ``customers``: the files of a sub-folder), at any depth; set when
-      a reader is given a glob or a path below its landing folder.
-    - ``schema_inference_max_files``: how many of the files present the first schema is
-      inferred from.
+      quoted line breaks).
+    - ``header``: CSV files start with a header naming the columns (matched by name, file by
+      file); without it columns are ``_c0``, ``_c1``, ...
+    - ``path_glob_filter``: only file names matching this glob are data (``"*.json"``);
+      ``path_pattern``: only the files ``folder/path_pattern`` names (``batch_*/orders.csv``,
+      ``customers``), at any depth.
+    - ``schema_inference_max_files``: how many files the first schema is inferred from.
     - ``reader_options``: further format options (JSON: ``allowComments``...; CSV: ``sep``,
       ``quote``, ``escape``, ``nullValue``; any format: ``recursiveFileLookup``).
     """
@@ -99,22 +89,19 @@ class AutoLoaderOptions:
     reader_options: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.format not in get_args(SourceFormat):
-            raise IngestionOptionsError(
-                f"Unknown source format {self.format!r}: use one of {', '.join(get_args(SourceFormat))}"
-            )
-        if self.schema_evolution_mode not in get_args(SchemaEvolutionMode):
-            raise IngestionOptionsError(
-                f"Unknown schemaEvolutionMode {self.schema_evolution_mode!r}: use one of "
-                f"{', '.join(get_args(SchemaEvolutionMode))}"
-            )
+        for what, value, known in (("source format", self.format, get_args(SourceFormat)),
+                                   ("schemaEvolutionMode", self.schema_evolution_mode, get_args(SchemaEvolutionMode))):
+            if value not in known:
+                raise IngestionOptionsError(f"Unknown {what} {value!r}: use one of {', '.join(known)}")
         if self.continue_on_new_columns and self.schema_evolution_mode != "addNewColumns":
             raise IngestionOptionsError(
                 "continue_on_new_columns only applies to schemaEvolutionMode addNewColumns, "
                 f"not {self.schema_evolution_mode}"
             )
-        if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
-            raise IngestionOptionsError(f"maxFilesPerTrigger must be at least 1, got {self.max_files_per_trigger}")
+        for what, count in (("maxFilesPerTrigger", self.max_files_per_trigger),
+                            ("schema_inference_max_files", self.schema_inference_max_files)):
+            if count is not None and count < 1:
+                raise IngestionOptionsError(f"{what} must be at least 1, got {count}")
         if self.max_files_per_trigger is not None and self.max_bytes_per_trigger is not None:
             raise IngestionOptionsError(
                 "Give maxFilesPerTrigger or maxBytesPerTrigger, not both: Spark's file source "
@@ -122,10 +109,6 @@ class AutoLoaderOptions:
             )
         if self.max_bytes_per_trigger is not None:
             parse_byte_size(self.max_bytes_per_trigger, option="maxBytesPerTrigger")
-        if self.schema_inference_max_files < 1:
-            raise IngestionOptionsError(
-                f"schema_inference_max_files must be at least 1, got {self.schema_inference_max_files}"
-            )
         if self.schema_hints is not None and not self.schema_hints.strip():
             object.__setattr__(self, "schema_hints", None)
         allowed = _READER_OPTIONS[self.format] | _LISTING_OPTIONS
@@ -135,22 +118,18 @@ class AutoLoaderOptions:
                 f"Unknown {self.format} reader option(s) {unknown}: this ingestion understands "
                 f"{sorted(allowed)} (and the typed fields of AutoLoaderOptions)"
             )
-        csv_chars = {k: v for k, v in self.reader_options.items() if k in {"sep", "delimiter", "quote", "escape"}}
-        for key, value in csv_chars.items():
-            if len(str(value)) != 1:
-                raise IngestionOptionsError(f"CSV option {key} must be one character, got {value!r}")
+        for key in sorted({"sep", "delimiter", "quote", "escape"} & set(self.reader_options)):
+            if len(str(self.reader_options[key])) != 1:
+                raise IngestionOptionsError(f"CSV option {key} must be one character, got {self.reader_options[key]!r}")
         frozen = MappingProxyType({k: str(v) for k, v in self.reader_options.items()})
         object.__setattr__(self, "reader_options", frozen)
 
     # -- Auto Loader's option names -------------------------------------------------------------
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> AutoLoaderOptions:
-        """Options as a Databricks notebook gives them to ``readStream.option(...)``:
-        ``cloudFiles.format``, ``cloudFiles.schemaHints``, ``cloudFiles.inferColumnTypes``,
-        ``cloudFiles.schemaEvolutionMode``, ``cloudFiles.maxFilesPerTrigger``,
-        ``cloudFiles.maxBytesPerTrigger``, ``cloudFiles.schemaInference.sampleSize.numFiles``,
-        ``pathGlobFilter``, ``multiLine``, ``header``; other keys become reader options. The
-        ``cloudFiles.`` prefix is optional."""
+        """Options as a Databricks notebook gives them to ``readStream.option(...)``
+        (``cloudFiles.format``, ``multiLine``, ...: see ``_AUTO_LOADER_NAMES``; the ``cloudFiles.``
+        prefix is optional); other keys become reader options."""
         typed: dict[str, Any] = {}
         reader: dict[str, str] = {}
         for raw_key, value in options.items():
@@ -183,17 +162,10 @@ class AutoLoaderOptions:
         ``path_pattern`` names."""
         return f"{source_dir.rstrip('/')}/{self.path_pattern.strip('/')}" if self.path_pattern else source_dir
 
-    @property
-    def max_bytes(self) -> int | None:
-        """``max_bytes_per_trigger`` in bytes."""
-        if self.max_bytes_per_trigger is None:
-            return None
-        return parse_byte_size(self.max_bytes_per_trigger, option="maxBytesPerTrigger")
-
     def rate_limit(self) -> dict[str, str]:
-        """The file source's rate-limit option: the given one, or 1,000 files per batch."""
-        if self.max_bytes is not None:
-            return {"maxBytesPerTrigger": str(self.max_bytes)}
+        """The file source's rate-limit option: the given one (a size in bytes), or 1,000 files per batch."""
+        if self.max_bytes_per_trigger is not None:
+            return {"maxBytesPerTrigger": str(parse_byte_size(self.max_bytes_per_trigger, option="maxBytesPerTrigger"))}
         return {"maxFilesPerTrigger": str(self.max_files_per_trigger or DEFAULT_MAX_FILES_PER_TRIGGER)}
 
     def inference_key(self) -> dict[str, Any]:

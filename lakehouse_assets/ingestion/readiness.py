@@ -1,20 +1,10 @@
 """Which unread landed files a run may read now, and which it holds back, and why.
 
-Spark's file source remembers every file it assigns to a micro-batch and never reads that
-path again. So a file it should not read yet must not be assigned at all:
-
-- an **empty** (zero-byte) file: it has no records, and if a writer is still filling it, its
-  content would be lost once the empty file is taken. It is read once it has content;
-- a file that **cannot be opened** (permissions, a dangling or unreadable link): reading it
-  would fail the micro-batch, and every replay of it, so the good files with it would be
-  stuck too. It is read on the first run after it can be opened;
-- a file whose **name Spark cannot read by**: ``:`` makes Hadoop's paths fail, and ``?``,
-  ``*``, ``[``, ``]``, ``{``, ``}`` and ``\\`` make Spark's file source read *other* files
-  of the batch twice. It is read once renamed.
-
-Held-back files are listed, each with its reason and what to do, so nothing is skipped
-without a word. Files already assigned to a micro-batch that did not finish are replayed by
-Spark as they are: they are not held back.
+Spark's file source never reads a path it assigned to a micro-batch again, so a file it should
+not read yet must not be assigned at all: an empty file (a writer may still be filling it), a
+file that cannot be opened (it would fail its batch, and every replay of it), or a name Spark
+cannot read by. Each held-back file is named with its reason and what to do (:func:`_reason`).
+Files of a micro-batch that did not finish are replayed by Spark as they are.
 """
 
 from __future__ import annotations
@@ -47,12 +37,7 @@ class HeldBack:
 
 def hold_back(files: Sequence[LandedFile]) -> list[HeldBack]:
     """The files of ``files`` that must not be read now (see the module's rules)."""
-    held = []
-    for landed in files:
-        reason = _reason(landed)
-        if reason is not None:
-            held.append(HeldBack(landed, reason))
-    return held
+    return [HeldBack(landed, reason) for landed in files if (reason := _reason(landed)) is not None]
 
 
 def _reason(landed: LandedFile) -> str | None:

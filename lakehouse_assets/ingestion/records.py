@@ -1,10 +1,9 @@
 """Landed files as records: one row per landed record, before any schema is applied.
 
-JSON and CSV files are read as text by Spark's file source and parsed into a map from field
-name to raw value text (``_fields``), next to the record's raw text (``_record``). Keeping the
-raw text is what lets a value that does not fit its column, a field no column exists for, or
-a whole malformed record be rescued instead of dropped. Parquet carries its own types and is
-read by Spark's Parquet reader directly.
+JSON and CSV text is parsed into a map from field name to raw value text (``_fields``), next
+to the record's raw text (``_record``): keeping the raw text is what lets a value that does not
+fit, an unknown field or a malformed record be rescued instead of dropped. Parquet is read by
+Spark's Parquet reader directly.
 """
 
 from __future__ import annotations
@@ -47,19 +46,12 @@ RECORDS_SCHEMA = T.StructType(
 _LINE_END = r"\r\n|\r|\n"
 _POSITION = "__lakehouse_position"
 
-# Spark's file source forgets files older than maxFileAge (7 days by default) relative to the
-# newest modification time it has seen, and skips, without a word, any file older than that
-# horizon. A backfill copied with its original (ancient) times would be lost, and one file
-# with a future time (a clock set wrong, a year typed wrong) would push the horizon past
-# "now" and every normal file after it would be lost. Auto Loader has no such limit by
-# default; neither does this ingestion: the age is the largest Spark accepts, so the horizon
-# (newest time minus the age) stays before any time a file can have. The price is that the
-# source remembers every file it has read (it does anyway, in its checkpoint log).
+# Spark's file source silently skips files older than maxFileAge (7 days) before the newest
+# modification time it has seen: a backfill with ancient times, or one file with a future
+# time, would lose files. Auto Loader has no such limit; the largest age Spark accepts is none.
 NEVER_TOO_OLD = f"{2**63 - 1}ms"
-# A file deleted between the listing that assigned it to a micro-batch and the read would fail
-# the batch, and every replay of it: the stream would be stuck for good. It is skipped instead
-# (its records are gone with it), and the run names it (see state.vanished_files). Files that
-# cannot be opened are held back before the listing (see readiness), so this does not hide them.
+# A file deleted between the listing and the read would fail its batch and every replay of it:
+# it is skipped (its records are gone with it) and the run names it (state.vanished_message).
 _IGNORE_MISSING_FILES = "ignoreMissingFiles"
 
 
@@ -135,12 +127,10 @@ def json_options(options: AutoLoaderOptions) -> dict[str, str]:
 
 def json_documents(files: DataFrame, options: AutoLoaderOptions) -> DataFrame:
     """JSON documents (each line of a file read whole, or the whole file with ``multi_line``)
-    as records' raw text (``_record``, ``_source_file``, ``_source_line``), not parsed yet.
-
-    A document that is an array of objects is one record per element, as Spark's JSON reader
-    reads it; a blank line is no record. A record's ``_source_line`` is its line's number
-    (elements of an array on one line share it); in a ``multi_line`` file, its position
-    among the file's records.
+    as records' raw text (``_record``, ``_source_file``, ``_source_line``), not parsed yet. An
+    array of objects is one record per element, as Spark's JSON reader reads it; a blank line is
+    none. ``_source_line`` is the line's number (shared by an array's elements), or with
+    ``multi_line`` the record's position in its file.
     """
     opts = json_options(options)
     if options.multi_line:
@@ -176,14 +166,9 @@ def json_fields(record: Column, options: AutoLoaderOptions) -> Column:
     return F.when(F.size(keys) == F.size(F.array_distinct(keys)), parsed)
 
 
-def json_records(lines: DataFrame, options: AutoLoaderOptions) -> DataFrame:
-    """JSON documents (see :func:`json_documents`) as records: raw text, fields
-    (:func:`json_fields`), malformed or not, and the file."""
-    return parse_json_documents(json_documents(lines, options), options)
-
-
 def parse_json_documents(documents: DataFrame, options: AutoLoaderOptions) -> DataFrame:
-    """:func:`json_documents`' rows as records (see :func:`json_records`)."""
+    """:func:`json_documents`' rows as records: raw text, fields (:func:`json_fields`),
+    malformed or not, and the file."""
     fields = json_fields(F.col(RECORD), options)
     return documents.select(F.col(RECORD), fields.alias(FIELDS), fields.isNull().alias(MALFORMED), F.col(FILE),
                             F.col(LINE))
@@ -207,14 +192,8 @@ def csv_records(lines: DataFrame, options: AutoLoaderOptions, store: ObjectStore
     return lines.mapInArrow(function, RECORDS_SCHEMA)
 
 
-def records(lines: DataFrame, options: AutoLoaderOptions, store: ObjectStore) -> DataFrame:
-    """The records of JSON or CSV text rows, of files reached through ``store``."""
-    return csv_records(lines, options, store) if options.format == "csv" else json_records(lines, options)
-
-
 def read_batch_records(spark: SparkSession, paths: Sequence[str] | str, options: AutoLoaderOptions,
                        store: ObjectStore) -> DataFrame:
-    """The records of some JSON/CSV files (or of a folder's data files), read once."""
+    """The records of some CSV files (or of a folder's data files), read once."""
     load = paths if isinstance(paths, str) else list(paths)
-    lines = text_lines(file_reader(spark, options, streaming=False).load(load), options)
-    return records(lines, options, store)
+    return csv_records(text_lines(file_reader(spark, options, streaming=False).load(load), options), options, store)

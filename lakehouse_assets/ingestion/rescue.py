@@ -64,13 +64,13 @@ def shape_records(
     *,
     mode: SchemaEvolutionMode,
     schema_location: str,
-    parsed: TypedParse | None = None,
+    typed_parse: bool = False,
 ) -> DataFrame:
     """Bronze rows from raw JSON/CSV records (``_record``, ``_fields``, ``_malformed``,
     ``_source_file``), with ``schema``'s columns, then ``_rescued_data``, ``_source_file``
     and ``_ingested_at``. ``schema_location`` is named in the error new columns raise.
 
-    With ``parsed`` (see :func:`shape_json_records`), a record it marks as fitting takes its
+    With ``typed_parse`` (see :func:`shape_json_records`), a record marked as fitting takes its
     columns from the typed parse, and only the others are read from ``_fields``."""
     fields = F.col(FIELDS)
     columns: list[Column] = []
@@ -78,7 +78,7 @@ def shape_records(
     for field in schema.fields:
         raw = F.try_element_at(fields, F.lit(field.name))
         value = parse_value(raw, field.dataType)
-        typed = value if parsed is None else F.when(parsed.fits, parsed.value(field.name)).otherwise(value)
+        typed = F.when(F.col(_FITS), F.col(_TYPED).getField(field.name)).otherwise(value) if typed_parse else value
         columns.append(typed.alias(field.name))
         mismatches.append(F.when(raw.isNotNull() & value.isNull(), raw).alias(field.name))
 
@@ -113,8 +113,8 @@ def shape_records(
         new_keys = F.filter(F.map_keys(fields), lambda k: unknown(k) & ~F.array_contains(reserved, k))
         guard = F.when(F.size(new_keys) > 0, _raise(NEW_COLUMNS_MARKER, new_keys, F.col(FILE), schema_location))
         rescued = F.coalesce(guard.cast(T.StringType()), rescued)
-    if parsed is not None:
-        rescued = F.when(~parsed.fits, rescued)
+    if typed_parse:
+        rescued = F.when(~F.col(_FITS), rescued)
     return records.select(
         *columns,
         rescued.alias(RESCUED_DATA_COLUMN),
@@ -131,20 +131,10 @@ _TYPED_PARSE_TYPES = (
     T.StringType, T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType, T.DoubleType,
 )
 _CORRUPT = "__lakehouse_corrupt_record"
+# The columns shape_json_records adds to records: the record parsed as the schema's types, and
+# whether it fits the schema (nothing to rescue).
 _TYPED = "__lakehouse_typed"
 _FITS = "__lakehouse_fits"
-
-
-class TypedParse:
-    """The columns :func:`shape_json_records` adds to records: the record parsed as the
-    schema's types, and whether the record fits the schema (nothing to rescue)."""
-
-    @property
-    def fits(self) -> Column:
-        return F.col(_FITS)
-
-    def value(self, name: str) -> Column:
-        return F.col(_TYPED).getField(name)
 
 
 def shape_json_records(
@@ -155,14 +145,10 @@ def shape_json_records(
     schema_location: str,
     options: AutoLoaderOptions,
 ) -> DataFrame:
-    """Bronze rows from JSON records' raw text (``_record``, ``_source_file``: see
-    :func:`~.records.json_documents`), exactly as :func:`shape_records` shapes
-    :func:`~.records.json_records`' output, in about half the time.
-
-    Nearly every landed record fits its schema: its keys are column names, each once, and
-    every value parses as its column's type. Such a record is read by Spark's typed JSON parser
-    alone and has nothing to rescue. Only the others (malformed, a wrong type, an unknown or
-    case-variant key, a repeated key) are parsed again as name -> raw text and rescued.
+    """Bronze rows from JSON records' raw text (:func:`~.records.json_documents`), exactly as
+    :func:`shape_records` shapes :func:`~.records.parse_json_documents`' output, in about half
+    the time: a record that fits its schema (nearly every one) is read by Spark's typed JSON
+    parser alone; only the others are parsed again as name -> raw text and rescued.
     """
     if not all(isinstance(f.dataType, _TYPED_PARSE_TYPES) for f in schema.fields):
         records = parse_json_documents(documents, options)
@@ -190,7 +176,7 @@ def shape_json_records(
     # optimizer does with the expression.
     fields = F.when(~F.col(_FITS), json_fields(record, options))
     staged = staged.select("*", fields.alias(FIELDS), (~F.col(_FITS) & fields.isNull()).alias(MALFORMED))
-    return shape_records(staged, schema, mode=mode, schema_location=schema_location, parsed=TypedParse())
+    return shape_records(staged, schema, mode=mode, schema_location=schema_location, typed_parse=True)
 
 
 def shape_parquet(
@@ -203,14 +189,11 @@ def shape_parquet(
     store: ObjectStore,
 ) -> DataFrame:
     """Bronze rows from Parquet rows read with ``schema`` plus ``extra`` (the columns of the
-    files being read that the schema lacks, read only to be rescued), and the file each came
-    from as ``_source_file`` (a file on object storage is reached through ``store``).
-
-    A file with a column that neither has stops the query: to evolve the schema
-    (``addNewColumns``), to refuse it (``failOnNewColumns``), or to plan the read again with
-    the column (``rescue``). Parquet values are typed by the file, so a value cannot be of the
-    wrong type for its column; a column whose type Spark cannot read as the stored one stops
-    the query with Spark's error, which names the file and column."""
+    files being read that the schema lacks, read only to be rescued), with ``_source_file`` (a
+    file on object storage is reached through ``store``). A file with a column that neither has
+    stops the query: to evolve the schema (``addNewColumns``), to refuse it
+    (``failOnNewColumns``), or to plan the read again with the column (``rescue``). Parquet
+    values are typed by the file: a type Spark cannot read as the stored one fails with Spark's error."""
     file = F.col(FILE)
     rescued = json_object(
         [F.to_json(F.struct(*[F.col(f"`{f.name}`") for f in extra.fields])) if extra.fields else None], file=file

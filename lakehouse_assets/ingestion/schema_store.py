@@ -173,10 +173,9 @@ def infer_schema(spark: SparkSession, paths: Sequence[str] | str, options: AutoL
     """The schema of the files at ``paths`` (or of all data files in a folder, given as one
     string; on object storage reached through ``store``), as ``options`` would read them, before hints.
 
-    JSON and Parquet use Spark's own inference. CSV files are read by their own headers, and
-    with ``infer_column_types`` each column gets the narrowest of bigint, double, boolean and
-    timestamp that all its values parse as, else string. Without ``infer_column_types``
-    every JSON/CSV column is a string.
+    JSON and Parquet use Spark's own inference. CSV files are read by their own headers, each
+    column typed (with ``infer_column_types``) as the narrowest of bigint, double, boolean and
+    timestamp that all its values parse as. Otherwise every JSON/CSV column is a string.
     """
     if not paths:
         return T.StructType([])
@@ -202,10 +201,8 @@ def infer_schema(spark: SparkSession, paths: Sequence[str] | str, options: AutoL
 
 @contextmanager
 def _case_sensitive(spark: SparkSession) -> Iterator[SparkSession]:
-    """The caller's session made case-sensitive while inference runs, so that inference does
-    not fail on a file whose fields differ only by case ("time" and "Time"): both are
-    inferred, the first is kept, and the other is rescued when read. The setting is put
-    back afterwards. (A Spark Connect session cannot make a sibling with ``newSession``.)"""
+    """The caller's session made case-sensitive while inference runs (a Connect session cannot
+    make a sibling), so that fields differing only by case ("time", "Time") do not fail it."""
     # The setting has a default, so it always reads as a string.
     before = cast(str, spark.conf.get("spark.sql.caseSensitive"))
     spark.conf.set("spark.sql.caseSensitive", "true")
@@ -224,9 +221,7 @@ def _infer_csv(records: DataFrame, infer_types: bool) -> T.StructType:
         .collect()
     )
     names = [row["name"] for row in positions]
-    if not names:
-        return T.StructType([])
-    if not infer_types:
+    if not names or not infer_types:
         return T.StructType([T.StructField(n, T.StringType(), True) for n in names])
     checks = []
     for i, name in enumerate(names):
@@ -238,13 +233,9 @@ def _infer_csv(records: DataFrame, infer_types: bool) -> T.StructType:
     result = cast(Row, records.agg(*checks).first())
     fields = []
     for i, name in enumerate(names):
-        data_type: T.DataType = T.StringType()
-        if result[f"n{i}"]:
-            for j, candidate in enumerate(_CSV_CANDIDATE_TYPES):
-                if result[f"c{i}_{j}"]:
-                    data_type = candidate
-                    break
-        fields.append(T.StructField(name, data_type, True))
+        # The narrowest type all its values parse as; string for a column with no values.
+        fits = [c for j, c in enumerate(_CSV_CANDIDATE_TYPES) if result[f"n{i}"] and result[f"c{i}_{j}"]]
+        fields.append(T.StructField(name, fits[0] if fits else T.StringType(), True))
     return T.StructType(fields)
 
 
@@ -284,11 +275,8 @@ def resolve_schema(
 ) -> StoredSchema:
     """The schema to read ``source_dir`` with: the newest stored version, or, on the first
     run, one inferred from up to ``schema_inference_max_files`` of the files present (with
-    the schema hints applied) and stored as version 0.
-
-    Changed schema hints are applied to the stored schema and stored as a new version. A
-    stored schema inferred with another format, ``infer_column_types``, ``multi_line`` or
-    ``header`` is refused: it does not describe what these options read.
+    the schema hints applied) and stored as version 0. Changed schema hints are stored as a new
+    version; a schema inferred with other :meth:`~AutoLoaderOptions.inference_key` options is refused.
     """
     latest = store.latest()
     if latest is None:
@@ -304,14 +292,8 @@ def resolve_schema(
         whole_folder = (not held and len(sample) == len(files) and "recursiveFileLookup" not in options.reader_options
                         and options.path_pattern is None)
         inferred = infer_schema(spark, str(folder) if whole_folder else sample, options, store=folder.store)
-        inferred = apply_schema_hints(inferred, options.schema_hints)
-        return store.add(
-            inferred,
-            inferred_with=options.inference_key(),
-            schema_hints=options.schema_hints,
-            reason=f"inferred from {len(sample)} file(s) in {source_dir}",
-            files=sample,
-        )
+        return _add(store, apply_schema_hints(inferred, options.schema_hints), options,
+                    f"inferred from {len(sample)} file(s) in {source_dir}", sample)
     expected = options.inference_key()
     if dict(latest.inferred_with) != expected:
         raise StoredSchemaError(
@@ -320,13 +302,8 @@ def resolve_schema(
             "options, or start over with a new schema location and a full refresh of the table."
         )
     if (latest.schema_hints or None) != options.schema_hints:
-        hinted = apply_schema_hints(latest.schema, options.schema_hints)
-        return store.add(
-            hinted,
-            inferred_with=expected,
-            schema_hints=options.schema_hints,
-            reason=f"schema hints changed from {latest.schema_hints!r} to {options.schema_hints!r}",
-        )
+        return _add(store, apply_schema_hints(latest.schema, options.schema_hints), options,
+                    f"schema hints changed from {latest.schema_hints!r} to {options.schema_hints!r}")
     return latest
 
 
@@ -340,13 +317,13 @@ def add_columns(
 ) -> StoredSchema:
     """Store ``current`` plus ``columns`` (typed by the schema hints where hinted) as the
     next version."""
-    hinted = apply_schema_hints(columns, options.schema_hints)
-    hinted = T.StructType([f for f in hinted.fields if f.name.lower() in {c.name.lower() for c in columns.fields}])
-    evolved = T.StructType(list(current.schema.fields) + list(hinted.fields))
-    return store.add(
-        evolved,
-        inferred_with=options.inference_key(),
-        schema_hints=options.schema_hints,
-        reason=f"added columns {[f.name for f in hinted.fields]} found in {len(files)} file(s)",
-        files=files,
-    )
+    # The hints type the columns they name; hinted columns not among them are not added here.
+    hinted = apply_schema_hints(columns, options.schema_hints).fields[: len(columns.fields)]
+    return _add(store, T.StructType([*current.schema.fields, *hinted]), options,
+                f"added columns {[f.name for f in hinted]} found in {len(files)} file(s)", files)
+
+
+def _add(store: SchemaStore, schema: T.StructType, options: AutoLoaderOptions, reason: str,
+         files: Sequence[str] = ()) -> StoredSchema:
+    return store.add(schema, inferred_with=options.inference_key(), schema_hints=options.schema_hints, reason=reason,
+                     files=files)

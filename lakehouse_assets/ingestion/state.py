@@ -1,13 +1,7 @@
 """What a file ingestion has taken in, file by file: Auto Loader's ``cloud_files_state``, read
-from the tables it writes.
-
-Every row an ingestion writes keeps the landed file it came from (``_source_file``, as Spark
-spells the file's URI), in the table or, for a routed ingestion, its quarantine. So the files
-a table holds are the distinct values of that column (read with delta-rs, without Spark), and
-a landed file no row names is unread. Spark's file source keeps its own list in the query's
-checkpoint, which is Spark's private format and is not read here; the two agree but for a
-landed file that holds no record at all (never a row: it reads as unread, and a run starts
-the query, which finds nothing to do).
+from the ``_source_file`` column of the tables it writes (with delta-rs, without Spark), never
+from the query's checkpoint (Spark's private format). The two agree but for a landed file with
+no record at all: it reads as unread, and a run finds nothing to do.
 """
 
 from __future__ import annotations

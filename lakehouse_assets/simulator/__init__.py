@@ -1,21 +1,12 @@
 """The reference data set and its lander, like the course's ``DA.data_factory.load()``.
 
-Heart-rate recordings over 2020 from about 1,000 patients on about 50 devices, as JSON lines
-(``device_id``, ``mrn``, ``time``, ``heartrate``), plus the patients CSV (``mrn,name``) they
-join to. Deterministic for a seed, landed file after file in time order, with a controllable,
-exactly counted share of bad records::
+Heart-rate recordings over 2020 as JSON lines (``device_id``, ``mrn``, ``time``,
+``heartrate``), plus the patients CSV (``mrn,name``) they join to. Deterministic for a seed,
+landed file after file in time order (into a local folder or onto object storage), with a
+controllable, exactly counted share of bad records::
 
-    from lakehouse_assets.simulator import land
-
-    result = land("lakehouse_data/landing", files=3, records_per_file=5_000, bad_rate=0.01,
-                  seed=42)
+    result = land("lakehouse_data/landing", files=3, records_per_file=5_000, bad_rate=0.01, seed=42)
     result.counts.unknown_patient  # exactly how many rows the silver join must drop
-
-The landing root may also be on S3-API object storage (a :class:`~lakehouse_assets.location.Location`
-under the lakehouse resource's root): the files land as whole objects, and landers
-take turns through the same lock as the tables' writers.
-
-No Spark here: generation is numpy and the standard library.
 """
 
 from lakehouse_assets.simulator.config import (
@@ -44,8 +35,6 @@ from lakehouse_assets.simulator.lander import (
 )
 from lakehouse_assets.simulator.layout import (
     LandingLayout,
-    is_data_file_name,
-    recording_file_index,
     recording_file_name,
 )
 from lakehouse_assets.simulator.manifest import (
@@ -94,12 +83,10 @@ __all__ = [
     "SimulatorConfig",
     "file_time_range",
     "generate_patients",
-    "is_data_file_name",
     "land",
     "land_continuously",
     "land_patient_changes",
     "next_file_index",
     "read_manifest",
-    "recording_file_index",
     "recording_file_name",
 ]

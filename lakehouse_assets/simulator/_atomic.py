@@ -1,10 +1,7 @@
-"""Files that appear whole or not at all, on a local disk or on object storage.
-
-A reader listing the folder (Spark, the landing sensor) must never see half a file. On a local
-disk each file is written under a temporary name in the same folder, flushed to disk, then
-renamed, which POSIX file systems do atomically. On object storage an object is put in one
-request and appears whole: no temporary name, nothing to rename. Either way the objects are
-written through the S3 API, so each has the ETag that Spark's S3A insists on.
+"""Files that appear whole or not at all, on a local disk or on object storage, so a reader
+listing the folder never sees half a file: locally written under a temporary name, flushed to
+disk and renamed; on object storage put in one request (through the S3 API, so each object has
+the ETag that Spark's S3A insists on).
 """
 
 from __future__ import annotations
@@ -12,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 from lakehouse_assets.location import Location
@@ -25,8 +23,6 @@ _FSYNC_THREADS = 16
 def read_bytes(location: Location) -> bytes | None:
     """The file's bytes, or None when there is no file."""
     try:
-        if location.is_local:
-            return Path(location.path).read_bytes()
         with location.fs.open_input_stream(location.path) as stream:
             return bytes(stream.read())
     except FileNotFoundError:
@@ -52,19 +48,17 @@ def write_all_atomically(files: Sequence[tuple[Location, bytes]]) -> None:
 
 
 def _write_all_locally(files: Sequence[tuple[Path, bytes]]) -> None:
-    temporaries: list[tuple[Path, Path]] = []  # (temporary, final)
+    # (temporary, final); the temporary names hold this process's id, so they are ours alone.
+    temporaries = [(path.with_name(temporary_name(path.name, os.getpid())), path) for path, _ in files]
     try:
-        fds: list[int] = []
-        try:
-            for path, data in files:
-                tmp = path.with_name(temporary_name(path.name, os.getpid()))
-                fds.append(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
-                temporaries.append((tmp, path))
-                _write_fully(fds[-1], data)
-            _fsync_all(fds)
-        finally:
-            for fd in fds:
-                os.close(fd)
+        with ExitStack() as stack:
+            handles = []
+            for (tmp, _), (_, data) in zip(temporaries, files, strict=True):
+                handles.append(stack.enter_context(open(tmp, "wb")))
+                handles[-1].write(data)
+                handles[-1].flush()
+            with ThreadPoolExecutor(min(_FSYNC_THREADS, len(handles))) as pool:
+                list(pool.map(os.fsync, [handle.fileno() for handle in handles]))
         for tmp, path in temporaries:
             os.replace(tmp, path)
     except BaseException:
@@ -72,21 +66,6 @@ def _write_all_locally(files: Sequence[tuple[Path, bytes]]) -> None:
         for tmp, _ in temporaries:
             tmp.unlink(missing_ok=True)
         raise
-
-
-def _write_fully(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _fsync_all(fds: list[int]) -> None:
-    if len(fds) <= 1:
-        for fd in fds:
-            os.fsync(fd)
-        return
-    with ThreadPoolExecutor(min(_FSYNC_THREADS, len(fds))) as pool:
-        list(pool.map(os.fsync, fds))
 
 
 def fsync_directory(folder: Location) -> None:
@@ -104,8 +83,6 @@ def fsync_directory(folder: Location) -> None:
 def remove_temporaries(folder: Location) -> None:
     """Remove the temporary files left in ``folder`` by a lander that died. Only call it under
     the folder's lock, where no live lander is writing one. Object storage has none."""
-    if not folder.is_local or not os.path.isdir(folder.path):
-        return
-    for entry in os.scandir(folder.path):
-        if is_temporary_name(entry.name):
-            Path(entry.path).unlink(missing_ok=True)
+    if folder.is_local:
+        for name in filter(is_temporary_name, folder.names()):
+            Path(folder.path, name).unlink(missing_ok=True)

@@ -1,10 +1,6 @@
-"""The text of recording lines.
-
-Numbers are printed from integers (milliseconds, hundredths of a bpm) with a fixed number of
-decimals, so the text is exact and a bad record, formatted on its own, reads exactly like the
-good record it replaces. The bulk path runs per record, so it avoids per-record work that can
-be done once: the ``{"device_id":..,"mrn":..,"time":`` head is built per patient, and the
-zero-padded decimals come from tables.
+"""The text of recording lines, printed from integers (milliseconds, hundredths of a bpm) with
+fixed decimals, so the text is exact and a bad record reads exactly like the good record it
+replaces. The bulk path avoids per-record work: heads are built per patient, decimals come from tables.
 """
 
 from __future__ import annotations

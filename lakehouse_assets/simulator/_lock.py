@@ -1,10 +1,6 @@
-"""Landers of one landing folder take turns: a lock per source folder, on a disk or a store.
-
-The lock is the tables' own (:func:`~lakehouse_assets.storage.table_lock.table_lock`), kept
-under the landing root as ``<landing_root>/_locks/<source>.lock``: ``flock`` on a local disk
-(released by the kernel when a lander dies), a leased object created with ``If-None-Match``
-on object storage (taken over a lease after a lander died). The landing sources and ingestion
-skip ``_`` folders, so the lock is never read as data.
+"""Landers of one landing folder take turns: the tables' own lock
+(:func:`~lakehouse_assets.storage.table_lock.table_lock`), kept as
+``<landing_root>/_locks/<source>.lock`` (ingestion skips ``_`` folders).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Independent random streams, one per purpose, all derived from the data set's seed.
-
-Each stream is keyed by ``(seed, purpose, *more)`` rather than drawn from one shared
-generator, so file 7 can be generated without generating files 1-6 first, and a change to how
-bad records are drawn never shifts the values of the good records.
+"""Independent random streams, one per purpose, keyed by ``(seed, purpose, *more)``: file 7 is
+generated without files 1-6, and a change to how bad records are drawn never shifts the good ones.
 """
 
 from __future__ import annotations

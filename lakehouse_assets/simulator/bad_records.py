@@ -1,14 +1,6 @@
-"""Bad records: how many each file holds, which kinds, and how each kind is made.
-
-Each bad line replaces one good record of the file and carries exactly one defect, so
-downstream tests can classify every line without ambiguity:
-
-- ``malformed``: the good record's JSON line cut short, so it is not valid JSON;
-- ``wrong_type``: ``heartrate`` or ``time`` holds a non-numeric string (``"abc"``,
-  ``"yesterday"``), which a typed reader turns into null;
-- ``non_positive_heartrate``: ``heartrate`` is ``0.00``, ``-1.00`` or the negated reading;
-- ``unknown_patient``: ``mrn`` is a plausible 8-digit number that is in no row of the
-  patients CSV.
+"""Bad records: how many each file holds, which kinds (:class:`~.kinds.RecordKind`), and how
+each kind is made. Each bad line replaces one good record of the file and carries exactly one
+defect, so downstream tests can classify every line without ambiguity.
 """
 
 from __future__ import annotations
@@ -33,12 +25,10 @@ _WRONG_TYPES: tuple[tuple[str, str], ...] = (
 
 
 def bad_kinds_of_file(config: SimulatorConfig, index: int) -> tuple[RecordKind, ...]:
-    """The kinds of the bad records of file ``index`` (1-based), in line order.
-
-    Bad records are numbered across the whole data set: files 1..n hold exactly
-    ``floor(bad_rate * records_per_file * n)`` of them, and bad record number g has kind
-    ``bad_kinds[g % len(bad_kinds)]``. So even a tiny rate over many small files yields its
-    share, and the kinds split evenly, while each file still depends only on its own index.
+    """The kinds of the bad records of file ``index`` (1-based), in line order. Files 1..n hold
+    exactly ``floor(bad_rate * records_per_file * n)`` bad records, and the g-th has kind
+    ``bad_kinds[g % len(bad_kinds)]``: even a tiny rate over many small files yields its share,
+    and the kinds split evenly, while each file depends only on its own index.
     """
     first = _bad_before(config, index - 1)
     last = _bad_before(config, index)

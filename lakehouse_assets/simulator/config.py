@@ -56,18 +56,14 @@ class SimulatorConfig:
         # Normalize before validating so that a list or plain strings are accepted, and the
         # frozen instance still compares and hashes by value.
         object.__setattr__(self, "bad_kinds", _bad_kinds(self.bad_kinds))
-        _require_int("seed", self.seed, minimum=0)
-        _require_int("records_per_file", self.records_per_file, minimum=1)
-        _require_int("patient_count", self.patient_count, minimum=1)
-        _require_int("device_count", self.device_count, minimum=1)
-        _require_int("files_per_year", self.files_per_year, minimum=1)
+        require_count("seed", self.seed)
+        for name in ("records_per_file", "patient_count", "device_count", "files_per_year"):
+            require_count(name, getattr(self, name), minimum=1)
         if self.files_per_year > MAX_FILES_PER_YEAR:
             raise ConfigurationError(
                 f"files_per_year must be at most {MAX_FILES_PER_YEAR} "
                 f"(file names have six digits), got {self.files_per_year}")
-        if isinstance(self.bad_rate, bool) or not isinstance(self.bad_rate, (int, float)) \
-                or not math.isfinite(self.bad_rate) or not 0.0 <= self.bad_rate <= 1.0:
-            raise ConfigurationError(f"bad_rate must be a number in [0, 1], got {self.bad_rate!r}")
+        require_number("bad_rate", self.bad_rate, high=1.0)
         if self.device_count > self.patient_count:
             raise ConfigurationError(
                 f"device_count ({self.device_count}) must not exceed patient_count "
@@ -81,14 +77,24 @@ class SimulatorConfig:
         return Fraction(self.bad_rate).limit_denominator(10**9)
 
 
-def _require_int(name: str, value: object, *, minimum: int) -> None:
+def require_count(name: str, value: object, *, minimum: int = 0) -> None:
+    """Refuse ``value`` unless it is a whole number >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigurationError(f"{name} must be a whole number >= {minimum}, got {value!r}")
 
 
+def require_number(name: str, value: object, *, high: float = math.inf) -> None:
+    """Refuse ``value`` unless it is a finite number in ``[0, high]``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= high:
+        bound = f"in [0, {high:g}]" if math.isfinite(high) else ">= 0"
+        raise ConfigurationError(f"{name} must be a finite number {bound}, got {value!r}")
+
+
 def _bad_kinds(kinds: Sequence[RecordKind | str]) -> tuple[RecordKind, ...]:
     if isinstance(kinds, str):
-        raise ConfigurationError(f"bad_kinds must be a sequence of kinds, got the string {kinds!r}")
+        # tuple("malformed") would be nine one-letter kinds: say what was meant instead.
+        raise ConfigurationError(f"bad_kinds must be a sequence of kinds, e.g. ({kinds!r},), not a string")
     try:
         parsed = tuple(RecordKind(kind) for kind in kinds)
     except ValueError as exc:

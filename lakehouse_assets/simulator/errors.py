@@ -19,7 +19,6 @@ class DatasetExhaustedError(LandingError):
             "start a new landing folder, or raise files_per_year for a new data set."
         )
         self.next_index = next_index
-        self.requested = requested
         self.files_per_year = files_per_year
 
 

@@ -83,7 +83,4 @@ class RecordCounts:
     @classmethod
     def sum(cls, many: Iterable[RecordCounts]) -> RecordCounts:
         """The counts of several files together."""
-        total = cls()
-        for counts in many:
-            total = total + counts
-        return total
+        return sum(many, cls())

@@ -1,28 +1,19 @@
 """Landing the reference data set, file after file, as the course's ``DA.data_factory.load()``.
 
-"Next" is kept in two places, and the lander trusts whichever is further along:
-
-- the manifest (``recordings/_manifest.json``), which survives ingestion moving or deleting
-  processed files; and
-- the recordings files in the folder, which survive a crash between landing a file and
-  rewriting the manifest.
-
-So numbering never goes back and never repeats, and a landing that was interrupted resumes
-after the last file that fully appeared. Landers on one folder take turns through a lock
-(:mod:`lakehouse_assets.simulator._lock`). The landing root is a local folder or a prefix on
-object storage.
+"Next" is kept in two places, and the lander trusts whichever is further along: the manifest
+(which survives ingestion moving or deleting processed files) and the files in the folder
+(which survive a crash between landing a file and rewriting the manifest). So numbering never
+goes back or repeats, and an interrupted landing resumes after the last file that appeared.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.location import Location
 from lakehouse_assets.simulator._atomic import (
     fsync_directory,
@@ -39,6 +30,8 @@ from lakehouse_assets.simulator.config import (
     DEFAULT_RECORDS_PER_FILE,
     DEFAULT_SEED,
     SimulatorConfig,
+    require_count,
+    require_number,
 )
 from lakehouse_assets.simulator.dataset import Dataset
 from lakehouse_assets.simulator.errors import DatasetExhaustedError, LandingStateError
@@ -101,18 +94,13 @@ def land(
     files_per_year: int = DEFAULT_FILES_PER_YEAR,
 ) -> LandingResult:
     """Land the next ``files`` recordings files of the data set into
-    ``<landing_root>/recordings/``, and the patients CSV into
-    ``<landing_root>/patients/patients.csv`` if it is missing. ``landing_root`` is a local
-    folder or a :class:`~lakehouse_assets.location.Location` on object storage.
-
-    "Next" continues after every file landed before, whether the manifest or the folder
-    remembers it. ``start_index`` lands from that index instead (re-landing a file rewrites the
-    same bytes if the settings are the same). Each file appears atomically. The same seed and
-    settings always give byte-identical files for the same indexes.
+    ``<landing_root>/recordings/`` (a local folder or a :class:`~lakehouse_assets.location.Location`
+    on object storage), and the patients CSV if it is missing. ``start_index`` lands from that
+    index instead of after every file landed before. Each file appears atomically, and the same
+    seed and settings always give byte-identical files for the same indexes.
 
     Raises :class:`DatasetExhaustedError` (landing nothing) if the files would run past the end
-    of 2020, and :class:`LandingStateError` if the folder holds another data set (another
-    seed, patient or device count, or files_per_year, or an edited patients CSV).
+    of 2020, and :class:`LandingStateError` if the folder holds another data set.
     """
     config = _config(seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
                      bad_kinds=bad_kinds, patient_count=patient_count,
@@ -136,18 +124,13 @@ def land_continuously(
     files_per_year: int = DEFAULT_FILES_PER_YEAR,
 ) -> LandingResult:
     """Land the next file, then one more every ``interval_seconds``, until ``stop_event`` is
-    set, ``max_files`` have landed, or the year's last file has landed; whichever comes first.
-    With neither ``stop_event`` nor ``max_files`` it runs until interrupted.
-
-    Setting ``stop_event`` also cuts the current wait short. ``on_landed`` is called after each
-    file appears (the CLI prints progress with it). Returns everything this call landed.
+    set (which also cuts the current wait short), ``max_files`` have landed, or the year's last
+    file has landed, whichever comes first; with neither it runs until interrupted. ``on_landed``
+    is called after each file appears. Returns everything this call landed.
     """
-    if isinstance(interval_seconds, bool) or not isinstance(interval_seconds, (int, float)) \
-            or not math.isfinite(interval_seconds) or interval_seconds < 0:
-        raise ConfigurationError(
-            f"interval_seconds must be a finite number >= 0, got {interval_seconds!r}")
+    require_number("interval_seconds", interval_seconds)
     if max_files is not None:
-        _require_count("max_files", max_files)
+        require_count("max_files", max_files)
     config = _config(seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
                      bad_kinds=bad_kinds, patient_count=patient_count,
                      device_count=device_count, files_per_year=files_per_year)
@@ -190,9 +173,9 @@ class _Lander:
         self.dataset = Dataset(config)
 
     def land(self, *, files: int, start_index: int | None = None) -> LandingResult:
-        _require_count("files", files)
+        require_count("files", files)
         if start_index is not None:
-            _require_count("start_index", start_index, minimum=1)
+            require_count("start_index", start_index, minimum=1)
         layout, config = self.layout, self.config
         layout.recordings_dir.mkdir()
         with landing_lock(layout.root, RECORDINGS_DIR):
@@ -238,16 +221,8 @@ class _Lander:
                 for path, g in zip(paths, generated, strict=True)]
 
     def _ensure_patients(self) -> bool:
-        path = self.layout.patients_csv
-        expected = self.dataset.patients_csv()
-        if (found := read_bytes(path)) is not None:
-            # Every count the lander reports (unknown_patient above all) assumes this exact
-            # CSV, so a CSV from another seed or an edited one must not pass silently.
-            if found != expected:
-                raise LandingStateError(
-                    f"{path} is not the patients CSV of seed {self.config.seed} with "
-                    f"{self.config.patient_count} patients; the recordings' patients would not "
-                    "match it. Land with the seed it was made with, or remove it.")
+        path, expected = self.layout.patients_csv, self.dataset.patients_csv()
+        if check_patients_csv(path, expected, self.config):
             return False
         path.parent.mkdir()
         write_atomically(path, expected)
@@ -255,15 +230,25 @@ class _Lander:
         return True
 
 
+def check_patients_csv(path: Location, expected: bytes, config: SimulatorConfig) -> bool:
+    """Whether the patients CSV is at ``path``; raises :class:`LandingStateError` when it is not
+    ``expected``, the one of the data set ``config`` identifies."""
+    found = read_bytes(path)
+    # Every count the lander reports (unknown_patient above all), and the patients the changes
+    # name, assume this exact CSV: one from another seed or an edited one must not pass silently.
+    if found is not None and found != expected:
+        raise LandingStateError(
+            f"{path} is not the patients CSV of seed {config.seed} with {config.patient_count} patients; "
+            "the landed records would name other patients. Land with the seed it was made with, or into "
+            "another landing folder.")
+    return found is not None
+
+
 def _config(*, seed: int, records_per_file: int, bad_rate: float,
             bad_kinds: Sequence[RecordKind | str], patient_count: int, device_count: int,
             files_per_year: int) -> SimulatorConfig:
-    if isinstance(bad_kinds, str):
-        # tuple("malformed") would be nine one-letter kinds: say what was meant instead.
-        raise ConfigurationError(
-            f"bad_kinds must be a sequence of kinds, e.g. ({bad_kinds!r},), not a string")
-    # SimulatorConfig turns kind names into kinds (and refuses unknown ones).
-    kinds = cast("tuple[RecordKind, ...]", tuple(bad_kinds))
+    # SimulatorConfig turns kind names into kinds (and refuses unknown ones, and a plain string).
+    kinds = cast("tuple[RecordKind, ...]", bad_kinds)
     return SimulatorConfig(seed=seed, records_per_file=records_per_file, bad_rate=bad_rate,
                            bad_kinds=kinds, patient_count=patient_count,
                            device_count=device_count, files_per_year=files_per_year)
@@ -274,9 +259,4 @@ def _next_index(layout: LandingLayout, manifest: LandingManifest | None) -> int:
     furthest = max(manifest.last_index if manifest is not None else 0,
                    in_folder[-1] if in_folder else 0)
     return furthest + 1
-
-
-def _require_count(name: str, value: object, *, minimum: int = 0) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, got {value!r}")
 

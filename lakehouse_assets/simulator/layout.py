@@ -1,16 +1,11 @@
-"""Where things go in a landing folder, and which of its files are data.
+"""Where things go in a landing folder (a local folder or a prefix on object storage), and
+which of its files are data:
 
     <landing_root>/
       patients/patients.csv            the PII lookup (mrn,name), written once
       recordings/recordings-000001.json  one JSON-lines file per slice of 2020, in order
-      recordings/_manifest.json        what was landed, with per-kind counts
+      recordings/_manifest.json        what was landed, with per-kind counts (ingestion skips names starting _ or .)
       _locks/recordings.lock           serializes the landers of recordings/ (never data)
-
-Ingestion treats names starting with ``_`` or ``.``, and names ending ``.tmp`` or ``.partial``,
-as not data, so the manifest, the locks and files being written are never read as recordings.
-
-The landing root is a local folder or a prefix on S3-API object storage (a
-:class:`~lakehouse_assets.location.Location`); the layout is the same on both.
 """
 
 from __future__ import annotations
@@ -28,8 +23,7 @@ PATIENTS_FILE = "patients.csv"
 MANIFEST_FILE = "_manifest.json"
 
 #: A landed file or folder as the simulator's results name it: a local :class:`~pathlib.Path`
-#: on a disk (what callers open, stat and move, as before object storage), a
-#: :class:`~lakehouse_assets.location.Location` on object storage.
+#: on a disk (what callers open, stat and move), a :class:`Location` on object storage.
 LandedPath = Path | Location
 
 
@@ -55,15 +49,10 @@ def recording_file_name(index: int) -> str:
     return f"recordings-{index:06d}.json"
 
 
-def recording_file_index(name: str) -> int | None:
-    """The index in a recordings file name, or None if ``name`` is not one."""
-    match = _RECORDING_NAME.fullmatch(name)
-    return int(match.group(1)) if match else None
-
-
-def is_data_file_name(name: str) -> bool:
-    """Whether ingestion reads a file of this name: the rule the lander's own files obey."""
-    return not (name.startswith(("_", ".")) or name.endswith((".tmp", ".partial")))
+def numbered_indexes(folder: Location, name: re.Pattern[str]) -> list[int]:
+    """The indexes of the numbered files now in ``folder`` (the names ``name`` matches, its
+    first group the index), ascending."""
+    return sorted(int(match.group(1)) for match in map(name.fullmatch, folder.names()) if match)
 
 
 def temporary_name(name: str, token: int) -> str:
@@ -106,5 +95,4 @@ class LandingLayout:
 
     def landed_indexes(self) -> list[int]:
         """The indexes of the recordings files now in the folder, ascending."""
-        indexes = (recording_file_index(name) for name in self.recordings_dir.names())
-        return sorted(i for i in indexes if i is not None)
+        return numbered_indexes(self.recordings_dir, _RECORDING_NAME)

@@ -8,6 +8,7 @@ see :mod:`lakehouse_assets.simulator.lander`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -110,12 +111,9 @@ def write_manifest(landing_root: Location | Path | str, manifest: LandingManifes
 
 
 def _encode(manifest: LandingManifest) -> str:
-    identity = manifest.dataset
     head = {
         "format": MANIFEST_FORMAT,
-        "dataset": {"seed": identity.seed, "patient_count": identity.patient_count,
-                    "device_count": identity.device_count,
-                    "files_per_year": identity.files_per_year},
+        "dataset": dataclasses.asdict(manifest.dataset),
         # Totals are for people reading the file; reading recomputes them.
         "counts": manifest.counts.as_dict(),
     }

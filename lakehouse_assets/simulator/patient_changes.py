@@ -1,42 +1,21 @@
-"""Changes to patient records, a change-data feed landing as JSON lines, like a CDC export.
+"""Changes to patient records, a change-data feed landing as JSON lines, like a CDC export
+(``patient_changes/patient_changes-000001.json``, ...; the format is in docs/guides/cdc.md).
 
-    <landing_root>/patient_changes/patient_changes-000001.json   one file per batch, in order
-
-Each line is one change: ``{"mrn":..,"name":..,"op":..,"seq":..}``. ``mrn`` is one of the
-reference patients' (the patients CSV's); ``op`` is ``"UPSERT"`` (``name`` is the patient's
-new name, from a short list, so names repeat) or, for about 1 change in 8, ``"DELETE"``
-(``name`` is null). ``seq`` numbers the changes of the whole feed in the order they happened.
-
-Changes arrive out of order, as a CDC consumer must expect:
-
-- across files: ``late_share`` of each file's changes land 1 to 3 files later than their
-  ``seq`` belongs (never a file's last change, so every late change has a lower ``seq`` than
-  one already landed); the latest files' late changes are still in flight until more land;
-- within a file: the lines are shuffled.
-
-What it guarantees:
-
-- ``seq`` is unique across the feed: file k's changes are numbered
-  ``(k - 1) * changes_per_file + 1 .. k * changes_per_file`` wherever they land;
-- file k is a pure function of the settings and k (it draws only on its own random stream and
-  those of the 3 files before it), so the same settings and the same number of files landed so
-  far always give byte-identical files, in any process;
-- numbering continues after the files in the folder, and landers on one folder take turns;
-- each file appears whole or not at all, on a local disk as on object storage.
-
-The seed, ``changes_per_file``, ``late_share`` and the patients identify the feed: a folder
-holds one feed, and landing another into it is refused.
+Changes arrive out of order, as a CDC consumer must expect: ``late_share`` of each file's
+changes land 1 to 3 files after the file their ``seq`` belongs to (never a file's last change,
+so every late change is provably late), and each file's lines are shuffled. File k's changes
+are numbered ``(k - 1) * changes_per_file + 1 .. k * changes_per_file`` wherever they land,
+and file k is a pure function of the settings and k, so the same settings always give
+byte-identical files. The settings identify the feed: a folder holds one feed.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.location import Location
 from lakehouse_assets.simulator._atomic import (
     fsync_directory,
@@ -51,10 +30,12 @@ from lakehouse_assets.simulator.config import (
     DEFAULT_PATIENT_COUNT,
     DEFAULT_SEED,
     SimulatorConfig,
+    require_count,
+    require_number,
 )
 from lakehouse_assets.simulator.errors import LandingStateError
-from lakehouse_assets.simulator.lander import _require_count
-from lakehouse_assets.simulator.layout import LandedPath, LandingLayout, landed_path, landing_location
+from lakehouse_assets.simulator.lander import check_patients_csv
+from lakehouse_assets.simulator.layout import LandedPath, LandingLayout, landed_path, landing_location, numbered_indexes
 from lakehouse_assets.simulator.patients import generate_patients, patients_csv
 
 PATIENT_CHANGES_DIR = "patient_changes"
@@ -109,25 +90,16 @@ def land_patient_changes(
     patient_count: int = DEFAULT_PATIENT_COUNT,
     device_count: int = DEFAULT_DEVICE_COUNT,
 ) -> PatientChangesResult:
-    """Land the next ``files`` files of patient changes into
-    ``<landing_root>/patient_changes/`` (a local folder or a location on object storage),
-    numbered after the files already there.
-
-    Each file's ``seq`` block holds ``changes_per_file`` changes, of which
-    ``round(late_share * changes_per_file)`` (at most all but one) land in a later file. The
-    changes name the patients of the data set ``seed``, ``patient_count`` and
-    ``device_count`` identify, as :func:`~lakehouse_assets.simulator.land` writes them to the
-    patients CSV.
-
-    Raises :class:`LandingStateError` (landing nothing) if the folder holds another feed (its
-    last file is not what these settings make), or the patients CSV there is another data
-    set's.
+    """Land the next ``files`` files of patient changes into ``<landing_root>/patient_changes/``,
+    numbered after the files already there. Each file's ``seq`` block holds ``changes_per_file``
+    changes, of which ``round(late_share * changes_per_file)`` (at most all but one) land in a
+    later file; they name the patients of the data set ``seed``, ``patient_count`` and
+    ``device_count`` identify. Raises :class:`LandingStateError` (landing nothing) if the folder
+    holds another feed, or the patients CSV there is another data set's.
     """
-    _require_count("files", files)
-    _require_count("changes_per_file", changes_per_file, minimum=1)
-    if isinstance(late_share, bool) or not isinstance(late_share, (int, float)) \
-            or not math.isfinite(late_share) or not 0.0 <= late_share <= 1.0:
-        raise ConfigurationError(f"late_share must be a number in [0, 1], got {late_share!r}")
+    require_count("files", files)
+    require_count("changes_per_file", changes_per_file, minimum=1)
+    require_number("late_share", late_share, high=1.0)
     # The data set's config validates the seed and counts as land() does.
     config = SimulatorConfig(seed=seed, patient_count=patient_count, device_count=device_count)
     patients = generate_patients(seed=config.seed, patient_count=config.patient_count,
@@ -141,14 +113,8 @@ def land_patient_changes(
         # Under the lock, a temporary file is a dead lander's: ingestion skips it, but it
         # must not pile up.
         remove_temporaries(folder)
-        csv = layout.patients_csv
-        found = read_bytes(csv)
-        if found is not None and found != patients_csv(patients):
-            raise LandingStateError(
-                f"{csv} is not the patients CSV of seed {seed} with {patient_count} patients; "
-                "the changes would name patients not in it. Land with the seed it was made "
-                "with, or into another landing folder.")
-        landed = _landed_indexes(folder)
+        check_patients_csv(layout.patients_csv, patients_csv(patients), config)
+        landed = numbered_indexes(folder, _FILE_NAME)
         if landed and read_bytes(folder / _file_name(landed[-1])) != _content(feed.file(landed[-1])):
             # Another feed's seq blocks would overlap this one's, and its late changes would
             # never arrive.
@@ -175,11 +141,6 @@ def land_patient_changes(
 def _file_name(index: int) -> str:
     # Six digits, as the recordings: names sort in landing order.
     return f"patient_changes-{index:06d}.json"
-
-
-def _landed_indexes(folder: Location) -> list[int]:
-    matches = (_FILE_NAME.fullmatch(name) for name in folder.names())
-    return sorted(int(match.group(1)) for match in matches if match)
 
 
 @dataclass(frozen=True)

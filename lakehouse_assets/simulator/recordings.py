@@ -12,7 +12,6 @@ import numpy as np
 
 from lakehouse_assets.simulator._random import Stream, rng
 from lakehouse_assets.simulator.config import YEAR_END, YEAR_START, SimulatorConfig
-from lakehouse_assets.simulator.patients import Patient
 
 _SECONDS_PER_DAY = 86_400
 # Heart rate wanders around the patient's resting rate, a little higher in the afternoon than
@@ -43,52 +42,30 @@ def _range_ms(index: int, files_per_year: int) -> tuple[int, int]:
 
 @dataclass(frozen=True, eq=False)
 class Recordings:
-    """The good records of one file, column by column, ordered by time.
+    """The good records of one file, column by column, ordered by time. ``time_ms`` and
+    ``heartrate_centi`` are integers (milliseconds, hundredths of a bpm) so that the landed
+    decimals are exact: 1577836800123 lands as ``1577836800.123``."""
 
-    ``time_ms`` and ``heartrate_centi`` are integers (milliseconds, hundredths of a bpm) so
-    that the landed decimals are exact: 1577836800123 lands as ``1577836800.123``.
-    """
-
-    #: Index of each record's patient in the data set's patients.
+    #: Index of each record's patient in the data set's patients (the record is on their device).
     patient: np.ndarray
-    device_id: np.ndarray
-    mrn: np.ndarray
     time_ms: np.ndarray
     heartrate_centi: np.ndarray
 
-    def __len__(self) -> int:
-        return len(self.time_ms)
 
-
-class PatientTable:
-    """The patients as columns, built once per data set so each file is generated vectorized."""
-
-    def __init__(self, patients: tuple[Patient, ...]) -> None:
-        self.mrn = np.array([p.mrn for p in patients], dtype=np.int64)
-        self.device_id = np.array([p.device_id for p in patients], dtype=np.int64)
-        self.resting_heartrate = np.array([p.resting_heartrate for p in patients])
-
-
-def generate_recordings(config: SimulatorConfig, table: PatientTable, index: int) -> Recordings:
+def generate_recordings(config: SimulatorConfig, resting_heartrate: np.ndarray, index: int) -> Recordings:
     """The ``config.records_per_file`` good records of file ``index`` (1-based), spread at
-    random over its slice of the year and sorted by time; each from a random patient, on that
-    patient's device."""
+    random over its slice of the year and sorted by time; each from a random patient (of those
+    whose resting heart rates are given, in order)."""
     gen = rng(config.seed, Stream.FILE_RECORDS, index)
     count = config.records_per_file
     start_ms, end_ms = _range_ms(index, config.files_per_year)
     time_ms = np.sort(gen.integers(start_ms, end_ms, size=count))
-    patient = gen.integers(len(table.mrn), size=count)
+    patient = gen.integers(len(resting_heartrate), size=count)
     day_fraction = (time_ms // 1000 % _SECONDS_PER_DAY) / _SECONDS_PER_DAY
     diurnal = _DIURNAL_AMPLITUDE * np.cos(
         2 * np.pi * (day_fraction - _DIURNAL_PEAK_FRACTION_OF_DAY))
     heartrate = np.clip(
-        table.resting_heartrate[patient] + diurnal + gen.normal(0.0, _NOISE_SD, size=count),
+        resting_heartrate[patient] + diurnal + gen.normal(0.0, _NOISE_SD, size=count),
         _HEARTRATE_LOW, _HEARTRATE_HIGH)
-    return Recordings(
-        patient=patient,
-        device_id=table.device_id[patient],
-        mrn=table.mrn[patient],
-        time_ms=time_ms,
-        heartrate_centi=np.rint(heartrate * 100).astype(np.int64),
-    )
+    return Recordings(patient=patient, time_ms=time_ms, heartrate_centi=np.rint(heartrate * 100).astype(np.int64))
 

@@ -12,7 +12,6 @@ import pytest
 
 from lakehouse_assets.ingestion.files import (
     data_file_glob,
-    expand_braces,
     glob_matches,
     is_data_file,
     list_data_files,
@@ -65,7 +64,7 @@ def test_the_glob_spark_is_given_accepts_exactly_the_data_names() -> None:
 
 
 def test_glob_matching_handles_braces_and_negated_classes() -> None:
-    assert expand_braces("a{b,c{d,e}}f") == ["abf", "acdf", "acef"]
+    assert [n for n in ("abf", "acdf", "acef", "acf", "af") if glob_matches(n, "a{b,c{d,e}}f")] == ["abf", "acdf", "acef"]
     assert glob_matches("2024-01/part-1.json", "2024-*/part-{1,2}.json")
     assert not glob_matches("2024-01/part-3.json", "2024-*/part-{1,2}.json")
     assert glob_matches("a.json", "[^_]*.json") and not glob_matches("_a.json", "[^_]*.json")

@@ -1,5 +1,5 @@
 """The typed JSON parse (``shape_json_records``) shapes records exactly as the rescue path
-(``shape_records`` over ``json_records``) does: the same columns, the same ``_rescued_data``,
+(``shape_records`` over ``parse_json_documents``) does: the same columns, the same ``_rescued_data``,
 for records that fit and for every kind that does not."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
 from lakehouse_assets.ingestion.options import AutoLoaderOptions
-from lakehouse_assets.ingestion.records import json_documents, json_records, text_lines
+from lakehouse_assets.ingestion.records import json_documents, parse_json_documents, text_lines
 from lakehouse_assets.ingestion.rescue import shape_json_records, shape_records
 
 PLAIN = T.StructType([
@@ -75,7 +75,7 @@ def landed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _both(spark: SparkSession, folder: Path, schema: T.StructType, mode: str) -> tuple[DataFrame, DataFrame]:
     options = AutoLoaderOptions(format="json", schema_evolution_mode=mode)
     lines = text_lines(spark.read.format("text").load(str(folder)), options)
-    rescue_path = shape_records(json_records(lines, options), schema, mode=mode, schema_location="loc")
+    rescue_path = shape_records(parse_json_documents(json_documents(lines, options), options), schema, mode=mode, schema_location="loc")
     typed_path = shape_json_records(json_documents(lines, options), schema, mode=mode, schema_location="loc",
                                     options=options)
     columns = [c for c in rescue_path.columns if c != "_ingested_at"]

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from lakehouse_assets.simulator.layout import is_data_file_name
+from lakehouse_assets.ingestion.files import is_data_file
 
 KEYS = {"device_id", "mrn", "time", "heartrate"}
 
@@ -84,7 +84,7 @@ def files_seen_while(land: Callable[[], object], folder: Path,
 
     def look() -> None:
         for name in os.listdir(folder) if folder.is_dir() else ():
-            if is_data_file_name(name):
+            if is_data_file(name):
                 seen[name] += 1
                 if not is_whole((folder / name).read_bytes()):
                     partial.append(name)

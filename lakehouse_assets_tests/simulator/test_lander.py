@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from lakehouse_assets.errors import ConfigurationError
+from lakehouse_assets.ingestion.files import is_data_file
 from lakehouse_assets.simulator import (
     DatasetExhaustedError,
     LandingStateError,
-    is_data_file_name,
     land,
     next_file_index,
     read_manifest,
@@ -26,7 +26,7 @@ from lakehouse_assets_tests.simulator.reading import (
 
 
 def data_files(landing: Path) -> list[Path]:
-    return sorted(p for p in (landing / "recordings").iterdir() if is_data_file_name(p.name))
+    return sorted(p for p in (landing / "recordings").iterdir() if is_data_file(p.name))
 
 
 def test_lands_numbered_files_and_the_patients_csv(landing: Path) -> None:
@@ -40,7 +40,7 @@ def test_lands_numbered_files_and_the_patients_csv(landing: Path) -> None:
     assert result.counts.total == 300
     # Everything else the lander keeps there is invisible to ingestion.
     others = {p.name for p in (landing / "recordings").iterdir()} - {p.name for p in result.paths}
-    assert others and not any(is_data_file_name(name) for name in others)
+    assert others and not any(is_data_file(name) for name in others)
 
 
 def test_same_seed_lands_byte_identical_files(tmp_path: Path) -> None:

@@ -15,14 +15,15 @@ from typing import Any
 import pytest
 
 from lakehouse_assets.errors import ConfigurationError
-from lakehouse_assets.simulator import LandingStateError, is_data_file_name, land, land_patient_changes
+from lakehouse_assets.ingestion.files import is_data_file
+from lakehouse_assets.simulator import LandingStateError, land, land_patient_changes
 from lakehouse_assets_tests.simulator.reading import files_seen_while, lines_of, read_patients
 
 CHANGES_PER_FILE = 20
 
 
 def change_files(landing: Path) -> list[Path]:
-    return sorted(p for p in (landing / "patient_changes").iterdir() if is_data_file_name(p.name))
+    return sorted(p for p in (landing / "patient_changes").iterdir() if is_data_file(p.name))
 
 
 def changes_of(path: Path) -> list[dict[str, Any]]:
