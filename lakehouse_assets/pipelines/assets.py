@@ -1,18 +1,8 @@
 """A pipeline folder as table assets: each stored dataset one asset ``<schema>/<name>``, made
 by the same declarations as the project's own tables, so the IO manager, the checks, the
-quarantine, the sensors and ``lakehouse verify`` treat it as they treat those.
-
-- a streaming table reading landed files with ``cloudFiles`` is a bronze table (Auto
-  Loader, its landing folder's sensor);
-- a streaming table is an append stream with its own checkpoint; one with ``expect_or_drop``
-  expectations writes the rows failing them to ``<schema>/<name>_quarantine``, with the
-  names of the expectations as the reason;
-- a materialized view is recomputed whole by each run;
-- a temporary view is no asset: its function is inlined into the flows reading it, and its
-  reads become theirs.
-
-Nothing here runs a Spark job: the files are imported and their flows' reads read from
-their source (:mod:`.reads`).
+quarantine, the sensors and ``lakehouse verify`` treat it as they treat those; a temporary
+view is inlined into its readers (docs/guides/lakeflow.md). Nothing here runs a Spark job:
+the files are imported and their flows' reads read from their source (:mod:`.reads`).
 """
 
 from __future__ import annotations
@@ -51,7 +41,7 @@ from lakehouse_assets.resource import LakehouseResource
 from lakehouse_assets.settings import LANDING_DIR, LakehouseSettings
 from lakehouse_assets.spec import LANDING_FOLDERS
 from lakehouse_assets.storage import type_sql
-from lakehouse_assets.tables.sql_definition import SqlConstraint, SqlDefinitionError, check_name, condition_columns
+from lakehouse_assets.tables.sql_definition import SqlConstraint, SqlDefinitionError, check_name
 from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
 
 CODE_REFERENCES = "dagster/code_references"
@@ -59,8 +49,7 @@ CODE_REFERENCES = "dagster/code_references"
 
 @dataclasses.dataclass(frozen=True)
 class LoadedPipeline:
-    """A pipeline folder, loaded: its project, its datasets by table, and what each reads
-    (a temporary view's reads folded into its readers')."""
+    """A pipeline folder, loaded: its project, datasets by table, and what each reads (views inlined)."""
 
     project: PipelineProject
     session: PipelineSession
@@ -74,8 +63,7 @@ class LoadedPipeline:
 
 
 def load_pipeline(folder: Path, settings: LakehouseSettings) -> LoadedPipeline:
-    """Import the pipeline in ``folder`` for the lakehouse ``settings`` (what its files read
-    with ``spark.conf.get`` as they load) and read what each of its flows reads."""
+    """Import the pipeline in ``folder`` for ``settings`` and read what each of its flows reads."""
     project = load_project(folder)
     session = PipelineSession(project, settings)
     registry = PipelineRegistry(project, settings)
@@ -145,7 +133,7 @@ def _asset(pipeline: LoadedPipeline, dataset: PipelineDataset, settings: Lakehou
     if dataset.kind is DatasetKind.streaming_table and not streams:
         # Lakeflow's @dlt.table over a batch query is a materialized view: recomputed whole.
         dataset = dataclasses.replace(dataset, kind=DatasetKind.materialized_view)
-    rules = [_rule(dataset, e.name, e.condition, e.on_violation) for e in dataset.expectations]
+    rules = [_rule(dataset, e) for e in dataset.expectations]
     common = _common(pipeline, dataset, reads, folders, rules)
     build = _flow_frame(pipeline, dataset, dataset.flow)
     if dataset.flow.auto_cdc is not None:
@@ -193,9 +181,7 @@ def _auto_cdc(common: dict[str, Any], spec: AutoCdc,
 
 def _common(pipeline: LoadedPipeline, dataset: PipelineDataset, reads: FlowReads, folders: Sequence[LandingFolder],
             rules: Sequence[Rule]) -> dict[str, Any]:
-    """What every kind of dataset declares alike: its key, description, upstream, columns,
-    layout (properties, partition or clustering columns), expectations, and metadata (its
-    pipeline, streams, landing folders, code)."""
+    """What every kind of dataset declares alike: key, description, upstream, columns, layout, metadata."""
     layer, name = dataset.table.split(".")
     metadata: dict[str, Any] = {CODE_REFERENCES: _code_reference(dataset)}
     for folder in folders:
@@ -252,8 +238,7 @@ def _append_flows(pipeline: LoadedPipeline, dataset: PipelineDataset, common: di
 
 def _routed(common: dict[str, Any], body: Callable[[LakehouseResource], RoutedRows | IncrementalSource],
             merge_schema: bool = True) -> dg.AssetsDefinition:
-    """A dataset dropping rows (``expect_or_drop``) into its quarantine: a streaming table's
-    query or an ingestion routes each batch, a materialized view its whole result."""
+    """A dataset dropping rows (``expect_or_drop``) into its quarantine, batch by batch or whole."""
     layer, name = common.pop("layer"), common.pop("name")
     described = "Rows" if common["streams_from"] or common["metadata"].get(LANDING_FOLDERS) else "Rows it now"
     routed = routed_table_asset(
@@ -272,9 +257,7 @@ class _Built:
 
 def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset,
                 flow: PipelineFlow) -> Callable[[LakehouseResource], _Built]:
-    """How a run gets the DataFrame of one of the dataset's flows: its function, called with
-    the run's session (of the lakehouse resource) behind the pipeline's ``spark``, its
-    ``spark_conf`` set."""
+    """How a run gets a flow's DataFrame: its function called in the run's session, ``spark_conf`` set."""
     expected_streaming = dataset.kind is DatasetKind.streaming_table
 
     def build(lakehouse: LakehouseResource) -> _Built:
@@ -300,8 +283,7 @@ def _flow_frame(pipeline: LoadedPipeline, dataset: PipelineDataset,
 
 def _auto_loader_source(lakehouse: LakehouseResource,
                         build: Callable[[LakehouseResource], _Built]) -> IncrementalSource:
-    """A flow reading cloudFiles as the IO manager runs a bronze table: rebuilt (the flow
-    called again) when the stored schema evolves, skipped when nothing new has landed."""
+    """A cloudFiles flow run as a bronze table: rebuilt as its schema evolves, skipped with nothing new."""
     first = build(lakehouse)
     source = landing_source(lambda: lakehouse.spark_session, first.run.loaders[0], dg.get_dagster_logger())
     pending = [first.frame]
@@ -313,8 +295,7 @@ def _auto_loader_source(lakehouse: LakehouseResource,
 
 
 def _landing_folder(read: FileRead, project: PipelineProject, settings: LakehouseSettings) -> LandingFolder:
-    """The landing folder a flow reads files from (:func:`landed_path`), for its sensor and
-    ``lakehouse verify`` to find."""
+    """The landing folder a flow reads files from, for its sensor and ``lakehouse verify``."""
     landed = landed_path(read.path, project, settings, read.location)
     options = {k.removeprefix("cloudFiles.").lower(): str(v).lower() for k, v in read.options.items()}
     return LandingFolder(landed.source, read.format, streamed=read.streamed, header=options.get("header") == "true",
@@ -330,12 +311,11 @@ def _code_reference(dataset: PipelineDataset) -> dg.CodeReferencesMetadataValue:
             label=f"{dataset.kind} {dataset.table}")])
 
 
-def _rule(dataset: PipelineDataset, name: str, condition: str, on_violation: Any) -> Rule:
+def _rule(dataset: PipelineDataset, declared: SqlConstraint) -> Rule:
     try:
-        columns = condition_columns(condition)
+        return expectation(dataclasses.replace(declared, name=check_name(declared.name)))
     except SqlDefinitionError as exc:
-        raise PipelineError(f"{dataset.location}: {dataset.table}: expectation {name!r}: {exc}") from exc
-    return expectation(SqlConstraint(check_name(name), condition, columns, on_violation))
+        raise PipelineError(f"{dataset.location}: {dataset.table}: expectation {declared.name!r}: {exc}") from exc
 
 
 def _columns(dataset: PipelineDataset) -> Sequence[DescribedColumn]:

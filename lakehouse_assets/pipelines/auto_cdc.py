@@ -1,9 +1,7 @@
 """Lakeflow's AUTO CDC in a pipeline's Python: ``dp.create_auto_cdc_flow`` (and its older name
 ``dlt.apply_changes``) onto the project's AUTO CDC (:class:`~lakehouse_assets.cdc.AutoCdc`),
-SCD type 1 and 2 with Databricks' arguments. pyspark's own version takes SCD type 1 only and
-builds Spark Connect columns; this one keeps the arguments as SQL text, so loading a pipeline
-starts nothing: Columns given at a file's top level (``sequence_by=col("ts")``,
-``apply_as_deletes=expr("op = 'DELETE'")`` or ``col("op") == "DELETE"``) are rendered to it.
+SCD type 1 and 2. pyspark's own takes SCD type 1 only and builds Spark Connect columns; this
+one keeps the arguments as SQL text, so loading a pipeline starts nothing.
 """
 
 from __future__ import annotations
@@ -100,9 +98,7 @@ MAX_SNAPSHOTS = 10_000
 
 def snapshots_of(flow: PipelineFlow, spark: SparkSession, settings: LakehouseSettings,
                  store: DeltaTableStore) -> SnapshotSource:
-    """The snapshots an AUTO CDC FROM SNAPSHOT flow offers this run (called inside the run's
-    pipeline context): its source table as it stands, at its current version, or every
-    ``(DataFrame, version)`` its function gives, in order (the table skips those it holds)."""
+    """The snapshots an AUTO CDC FROM SNAPSHOT flow offers this run: its table's versions, or its function's."""
     if flow.source is not None:
         # Every version of the table is offered: the one before the first new one is what
         # that one's changes are computed from; those the table holds are skipped unread.

@@ -1,20 +1,8 @@
 """The project's asset graph as a Spark Declarative Pipelines project (``lakehouse export-sdp``):
 ``spark-pipeline.yml`` and one file per table under ``transformations/``, for pyspark's own
 ``spark-pipelines run``. What open-source SDP can express is exported; every table left out
-is listed with why, never skipped silently.
-
-- a bronze table (Auto Loader over ``landing/<source>``): a streaming table reading the folder
-  with Spark's own file source (OSS SDP has no cloudFiles), the schema the lakehouse stores;
-- a SQL table: its SQL as OSS SDP takes it; a streaming table grouping at its top level as a
-  materialized view (SDP streams append only); tables with expectations that drop rows or fail
-  the update are left out (OSS SDP has no CONSTRAINT ... EXPECT);
-- a Python table: a flow calling the asset's own transformation
-  (:func:`~lakehouse_assets.pipelines.sdp_flow.flow`) on its inputs read by name; a routed
-  table keeps its passing rows only, its quarantine is left out;
-- AUTO CDC tables, quarantines, and tables whose transformation needs resources, are left out;
-  a flow reading one reads the lakehouse's own Delta table by path.
-
-Nothing here starts Spark: the definitions, their metadata and the Delta logs (delta-rs) say it all.
+is listed with why, never skipped silently (docs/guides/lakeflow.md). Nothing here starts
+Spark: the definitions, their metadata and the Delta logs (delta-rs) say it all.
 """
 
 from __future__ import annotations
@@ -48,6 +36,7 @@ from lakehouse_assets.spark_conf import DELTA_CONF, REQUIRED_STATIC_CONF, delta_
 from lakehouse_assets.spec import LANDING_FOLDERS, TableSpec
 from lakehouse_assets.storage import type_sql
 from lakehouse_assets.storage.discovery import is_table
+from lakehouse_assets.storage.merge import sql_literal
 from lakehouse_assets.tables.sql_definition import OnViolation, SqlTableKind, parse_sql_definition
 from lakehouse_assets.tables.sql_refs import batch_query
 
@@ -164,9 +153,8 @@ def write_export(export: SdpExport) -> list[Path]:
 
 
 def _configuration(settings: LakehouseSettings) -> dict[str, str]:
-    """The spec's settings: the SQL settings the lakehouse's own driver runs with (for a local
-    master sized for the machine: with Spark's 200 shuffle partitions the reference export ran
-    twice as long), which each flow sets on its session, so none that is static."""
+    """The spec's settings: the lakehouse driver's SQL settings (with Spark's 200 shuffle
+    partitions the reference export ran twice as long), none static: each flow sets them."""
     conf = {k: v for k, v in engine_conf(settings).items()
             if k.startswith(_FLOW_CONF_KEYS) and k not in _STATIC_CONF and k not in _STATIC_SQL_CONF}
     return {files.LANDING_CONF: str(settings.root / "landing"), files.ROOT_CONF: str(settings.root), **conf,
@@ -221,8 +209,7 @@ def _export_bronze(export: SdpExport, table: str, spec: dg.AssetSpec, settings: 
 
 
 def stored_schema(settings: LakehouseSettings, table: str) -> dict[str, str]:
-    """The table's columns and Spark SQL types as its Delta log has them, the ingestion's own
-    columns aside; empty when there is no table."""
+    """The table's columns and Spark SQL types in its Delta log, the ingestion's aside; empty when none."""
     schema = _table_schema(settings, table)
     return {f.name: type_sql(f.dataType) for f in schema.fields if f.name not in METADATA_COLUMNS} if schema else {}
 
@@ -237,8 +224,7 @@ def _table_schema(settings: LakehouseSettings, table: str) -> StructType | None:
 
 
 def _column_types(settings: LakehouseSettings, table: str, spec: dg.AssetSpec) -> dict[str, str]:
-    """The declared types a flow casts to: of the columns the table has, when it was built
-    (a flow cannot ask which columns its rows have: see :func:`.sdp_flow.flow`)."""
+    """The declared types a flow casts to, of the columns the table has (a flow cannot ask its rows')."""
     declared = dict(_declared(spec).column_types)
     schema = _table_schema(settings, table)
     return {c: t for c, t in declared.items() if c in schema.fieldNames()} if schema else declared
@@ -272,14 +258,10 @@ def _export_sql(export: SdpExport, table: str, spec: dg.AssetSpec, exported: set
         notes.append("A streaming table grouping at its top level in the lakehouse: a materialized view here, "
                      "since OSS SDP streams append only.")
     path = f"transformations/{table}.sql"
-    export.files[path] = files.sql_file(table=table, kind=kind, comment=_sql_string(definition.comment),
-                                        query=query, notes=notes)
+    comment = sql_literal(definition.comment) if definition.comment else None
+    export.files[path] = files.sql_file(table=table, kind=kind, comment=comment, query=query, notes=notes)
     export.exported.append(Exported(table, kind.lower(), path, " ".join(notes)))
     return None
-
-
-def _sql_string(text: str | None) -> str | None:
-    return text.replace("\\", "\\\\").replace("'", "\\'") if text else None
 
 
 def _export_python(export: SdpExport, table: str, spec: dg.AssetSpec, asset: dg.AssetsDefinition,
@@ -331,8 +313,7 @@ def _export_python(export: SdpExport, table: str, spec: dg.AssetSpec, asset: dg.
 
 
 def _unplannable_calls(fn: Any) -> list[str]:
-    """The DataFrame methods ``fn``'s source calls that an SDP flow cannot register over a
-    dataset of the pipeline (found by trying pyspark 4.2's spark-pipelines)."""
+    """The DataFrame methods ``fn`` calls that an SDP flow cannot register over a pipeline's dataset."""
     try:
         source = inspect.getsource(fn)
     except (OSError, TypeError):
@@ -341,8 +322,7 @@ def _unplannable_calls(fn: Any) -> list[str]:
 
 
 def _module_names(packages: Sequence[ModuleType]) -> dict[dg.AssetKey, tuple[str, str]]:
-    """The keys of each asset defined at the top level of a module of ``packages``, with its
-    module and name (the definitions hold copies of these, with their checks)."""
+    """The key of each asset defined at the top level of a module of ``packages``: its module and name."""
     import importlib
     import pkgutil
 

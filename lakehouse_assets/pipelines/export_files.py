@@ -1,7 +1,5 @@
-"""The text of an exported SDP project's files (:mod:`.export`): one Python or SQL file per
-table, the schemas file, ``spark-pipeline.yml``, and the README listing what was left out.
-
-Everything is rendered from plain values: nothing here imports the project's assets or Spark.
+"""The text of an exported SDP project's files (:mod:`.export`), rendered from plain values:
+nothing here imports the project's assets or Spark.
 """
 
 from __future__ import annotations
@@ -27,8 +25,7 @@ def _doc(text: str) -> str:
 
 def bronze_file(*, table: str, description: str, source: str, file_format: str, schema: str,
                 options: Mapping[str, str], metadata_columns: Mapping[str, str]) -> str:
-    """A streaming table reading ``landing/<source>`` with Spark's own file source, with the
-    ingestion's columns (``metadata_columns``: name to the expression filling it)."""
+    """A streaming table reading ``landing/<source>`` with Spark's file source, plus the ingestion's columns."""
     return _HEADER.format(table=table, description=_doc(description), origin="an Auto Loader bronze table", note=(
         "\n\nOpen-source SDP has no Auto Loader (cloudFiles): the files are read with Spark's own "
         f"{file_format} source and the table's schema as the lakehouse stores it. Its rescued data "
@@ -51,8 +48,7 @@ def {_function(table)}():
 
 def python_file(*, table: str, description: str, streaming: bool, module: str, attribute: str,
                 inputs: Mapping[str, str], column_types: Mapping[str, str], note: str) -> str:
-    """A streaming table or materialized view whose flow runs the asset's own transformation
-    on ``inputs`` (parameter to the expression reading it)."""
+    """A streaming table or materialized view whose flow runs the asset's own transformation on ``inputs``."""
     decorator = "dp.table" if streaming else "dp.materialized_view"
     arguments = "".join(f"\n        {name}={expression}," for name, expression in inputs.items())
     return _HEADER.format(table=table, description=_doc(description), origin=f"{module}.{attribute}",
@@ -89,11 +85,10 @@ def read_expression(table: str, *, streamed: bool, exported: bool, options: Mapp
 
 
 def sql_file(*, table: str, kind: str, comment: str | None, query: str, notes: Sequence[str]) -> str:
-    """A SQL definition as OSS SDP takes it (``CREATE STREAMING TABLE`` / ``CREATE
-    MATERIALIZED VIEW``). No ``USING``: the tables are Delta by the spec's
-    ``spark.sql.sources.default`` (see :func:`spec_file`)."""
+    """A SQL definition as OSS SDP takes it, with no ``USING`` (see :func:`spec_file`); ``comment``
+    a SQL literal."""
     lines = [f"-- {table}: exported by `lakehouse export-sdp`.", *[f"-- {n}" for n in notes]]
-    quoted = f"\nCOMMENT '{comment}'" if comment else ""
+    quoted = f"\nCOMMENT {comment}" if comment else ""
     return "\n".join(lines) + f"\nCREATE {kind} {table}{quoted}\nAS {query.strip()};\n"
 
 
@@ -125,12 +120,9 @@ _thread.join()
 
 def spec_file(*, folder: Path, configuration: Mapping[str, str]) -> str:
     """``spark-pipeline.yml``: its storage in the folder, every file under transformations/.
-
-    The datasets name no format: Delta is the session's default (``spark.sql.sources.default``
-    in ``configuration``). A dataset declared ``format="delta"`` (or ``USING delta``) is created,
-    but the next run fails on it: SDP sets the format as the table's ``provider`` property, which
-    Delta refuses to alter (DELTA_CANNOT_CHANGE_PROVIDER); ``USING DELTA`` in capitals fails the
-    first run (SDP compares the name with the table's provider as written)."""
+    The datasets name no format (Delta is ``spark.sql.sources.default``): with ``format="delta"``
+    the next run fails, SDP setting the table's ``provider`` property, which Delta refuses to
+    alter (DELTA_CANNOT_CHANGE_PROVIDER); ``USING DELTA`` in capitals fails even the first run."""
     lines = [f"name: {PIPELINE_NAME}", f"storage: file://{folder / 'storage'}", "configuration:",
              *[f'  {key}: "{value}"' for key, value in configuration.items()],
              "libraries:", "  - glob:", "      include: transformations/**", ""]

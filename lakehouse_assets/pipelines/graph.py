@@ -22,7 +22,7 @@ from pyspark.sql.types import StructType
 from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
 from lakehouse_assets.settings import LakehouseSettings
-from lakehouse_assets.tables.sql_definition import OnViolation
+from lakehouse_assets.tables.sql_definition import SqlConstraint
 
 #: Where a function's expectations are kept, by the ``@dp.expect*`` decorators under ``@dp.table``.
 EXPECTATIONS_ATTRIBUTE = "__lakehouse_expectations__"
@@ -37,20 +37,9 @@ class DatasetKind(StrEnum):
 
 
 @dataclass(frozen=True)
-class Expectation:
-    """``@dp.expect(name, condition)`` and its kin: a SQL condition every row must meet, and
-    what a row failing it does."""
-
-    name: str
-    condition: str
-    on_violation: OnViolation
-
-
-@dataclass(frozen=True)
 class SnapshotFlow:
-    """AUTO CDC FROM SNAPSHOT: the table kept from full snapshots, by ``keys``; its function
-    (the flow's) is Lakeflow's ``next_snapshot_and_version``, or the flow's ``source`` table
-    is the snapshot, taken at each of its versions."""
+    """AUTO CDC FROM SNAPSHOT: the table kept by ``keys`` from full snapshots, given by the flow's
+    function (``next_snapshot_and_version``) or its ``source`` table at each of its versions."""
 
     keys: tuple[str, ...]
     stored_as_scd_type: int
@@ -59,9 +48,8 @@ class SnapshotFlow:
 
 @dataclass(frozen=True)
 class PipelineFlow:
-    """A query filling a dataset: the function returning its DataFrame. ``auto_cdc`` is how
-    an AUTO CDC flow applies the change feed the function returns; ``source`` the table it
-    streams the feed from (what a Python flow reads is read from its source instead)."""
+    """A query filling a dataset: the function returning its DataFrame; for an AUTO CDC flow,
+    how it applies the change feed (``auto_cdc``) and the table it streams it from (``source``)."""
 
     name: str
     func: Callable[..., Any]
@@ -86,7 +74,7 @@ class PipelineDataset:
     partitioned_by: tuple[str, ...] = ()
     clustered_by: tuple[str, ...] = ()
     flows: list[PipelineFlow] = field(default_factory=list)
-    expectations: list[Expectation] = field(default_factory=list)
+    expectations: list[SqlConstraint] = field(default_factory=list)
 
     @property
     def flow(self) -> PipelineFlow:
@@ -117,8 +105,7 @@ _KINDS = {MaterializedView: DatasetKind.materialized_view, StreamingTable: Datas
 
 
 class PipelineRegistry(GraphElementRegistry):
-    """Collects what a pipeline's files register, by table name (``schema.name``), as they
-    load for the lakehouse ``settings`` (what their ``${lakehouse.landing}`` names)."""
+    """Collects what a pipeline's files register, by table (``schema.name``), as they load for ``settings``."""
 
     def __init__(self, project: PipelineProject, settings: LakehouseSettings) -> None:
         self.project = project
@@ -171,7 +158,7 @@ class PipelineRegistry(GraphElementRegistry):
         dataset.flows.append(PipelineFlow(flow.name, flow.func, where, dict(flow.spark_conf)))
         dataset.expectations.extend(getattr(flow.func, EXPECTATIONS_ATTRIBUTE, ()))
 
-    def expect(self, name: str, expectations: Sequence[Expectation]) -> None:
+    def expect(self, name: str, expectations: Sequence[SqlConstraint]) -> None:
         """Expectations of the dataset ``name`` declared with it (``create_streaming_table(expect_all=...)``)."""
         self.datasets[self.project.qualified(name)].expectations.extend(expectations)
 
@@ -183,8 +170,7 @@ class PipelineRegistry(GraphElementRegistry):
 
     def register_change_flow(self, name: str, target: str, source: str, spec: AutoCdc, where: SourceLocation,
                              feed: Callable[[str], Any]) -> None:
-        """An AUTO CDC flow: the change feed streamed from ``source`` (``feed(table)`` reads it)
-        applied to ``target`` as ``spec`` says."""
+        """An AUTO CDC flow: the change feed from ``source`` (``feed(table)``) applied to ``target``."""
         table = self.project.qualified(target, where)
         dataset = self.datasets.get(table)
         if dataset is None or dataset.kind is not DatasetKind.streaming_table:
@@ -198,8 +184,7 @@ class PipelineRegistry(GraphElementRegistry):
 
     def register_snapshot_flow(self, name: str, target: str, source: str | Callable[..., Any], spec: SnapshotFlow,
                                where: SourceLocation) -> None:
-        """An AUTO CDC FROM SNAPSHOT flow into ``target``: ``source`` a table (snapshotted at each
-        of its versions) or Lakeflow's ``next_snapshot_and_version`` function."""
+        """An AUTO CDC FROM SNAPSHOT flow into ``target`` from a table or a snapshot function."""
         table = self.project.qualified(target, where)
         dataset = self.datasets.get(table)
         if dataset is None or dataset.kind is not DatasetKind.streaming_table or dataset.flows:

@@ -1,17 +1,8 @@
-"""Column expressions a pipeline file builds while it is imported.
-
-Lakeflow and ``spark-pipelines`` import a pipeline's files with a Spark Connect session, where
-building a Column needs no engine, so pipelines build them at their top level:
-``dlt.apply_changes(..., sequence_by=col("operation_date"), apply_as_deletes=expr("operation =
-'DELETE'"))``, or a condition their functions use later. Classic pyspark builds a Column in the
-JVM, which is not there while the lakehouse loads a pipeline (loading starts no Spark).
-
-So while a pipeline file is imported, ``pyspark.sql.functions`` is a module whose Column
-functions record the call instead: a :class:`DeferredColumn`, which records what is done to it
-too (``col("op") == "DELETE"``) and is built for real, in the session at hand, when Spark asks
-for it. AUTO CDC's arguments, which the lakehouse keeps as SQL text, are rendered from the
-record (:func:`sql_text`). Outside an import, and in other threads during one, the same
-functions are pyspark's own.
+"""Column expressions a pipeline file builds while it is imported (``sequence_by=col("ts")``).
+Classic pyspark builds a Column in the JVM, which is not there while the lakehouse loads a
+pipeline, so during the import ``pyspark.sql.functions`` records the calls instead: a
+:class:`DeferredColumn`, built for real in the session at hand when Spark asks for it, or
+rendered as SQL text (:func:`sql_text`). Elsewhere, and in other threads, they are pyspark's own.
 """
 
 from __future__ import annotations
@@ -30,6 +21,9 @@ import pyspark.sql.functions as spark_functions
 from pyspark.sql.classic.column import Column as ClassicColumn
 from pyspark.sql.column import Column
 
+from lakehouse_assets.errors import LakehouseError
+from lakehouse_assets.storage.merge import quote, sql_literal
+
 _FUNCTIONS = "pyspark.sql.functions"
 _importing = threading.local()
 _swap = threading.Lock()
@@ -37,8 +31,7 @@ _swap = threading.Lock()
 
 @dataclass(frozen=True)
 class _Call:
-    """A call a pipeline file made while it was imported: ``name`` of pyspark.sql.functions
-    (``receiver`` None) or a method of the Column ``receiver``."""
+    """A call recorded during an import: of pyspark.sql.functions (``receiver`` None) or a Column method."""
 
     receiver: DeferredColumn | None
     name: str
@@ -47,8 +40,7 @@ class _Call:
 
 
 class DeferredColumn(ClassicColumn):
-    """A Column a pipeline file built while it was imported: the calls that make it, made in
-    the session at hand (classic or Spark Connect) when Spark needs the Column."""
+    """A Column built during a pipeline file's import: its calls, made in the session at hand when needed."""
 
     def __init__(self, call: _Call) -> None:  # no JVM column: Spark's is built on demand
         self._call = call
@@ -140,8 +132,7 @@ _RECORDING = _recording_module()
 
 @contextmanager
 def deferred_columns() -> Iterator[None]:
-    """While a pipeline file is imported in this thread: ``pyspark.sql.functions``' Column
-    functions record their calls (:class:`DeferredColumn`), whatever the file imports them as."""
+    """While a pipeline file is imported in this thread, ``pyspark.sql.functions`` records its calls."""
     with _swap:
         saved = sys.modules.get(_FUNCTIONS)
         sys.modules[_FUNCTIONS] = _RECORDING
@@ -168,10 +159,9 @@ class NotSqlError(ValueError):
 
 
 def sql_text(value: Any) -> Any:
-    """``value`` as the SQL text the lakehouse keeps: a recorded Column rendered (``col("a")``
-    is ``a``, ``expr(s)`` is ``s``, operators and ``isNull``/``isNotNull``/``isin`` as SQL,
-    ``lit`` and plain values on an operator's right as literals); text and other values as
-    they are; lists item by item. Raises :class:`NotSqlError` for what it cannot render."""
+    """``value`` as the SQL text the lakehouse keeps: a recorded Column rendered (``col``, ``expr``,
+    ``lit``, operators, ``isNull``/``isNotNull``/``isin``), other values as they are, lists item
+    by item. Raises :class:`NotSqlError` for what it cannot render."""
     if isinstance(value, DeferredColumn):
         return _sql(value, top=True)
     if isinstance(value, list | tuple):
@@ -184,7 +174,7 @@ def _sql(column: DeferredColumn, *, top: bool = False) -> str:
     args = call.args
     if call.receiver is None:
         if call.name in ("col", "column") and len(args) == 1 and isinstance(args[0], str):
-            return args[0] if _IDENTIFIER.fullmatch(args[0]) else "`" + args[0].replace("`", "``") + "`"
+            return args[0] if _IDENTIFIER.fullmatch(args[0]) else quote(args[0])
         if call.name == "expr" and len(args) == 1 and isinstance(args[0], str):
             return args[0] if top else f"({args[0]})"
         if call.name == "lit" and len(args) == 1:
@@ -209,15 +199,10 @@ def _operand(value: Any) -> str:
 
 
 def _literal(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    raise NotSqlError(f"the literal {value!r} has no SQL text here; write the condition as expr(\"...\")")
+    try:
+        return "NULL" if value is None else sql_literal(value)
+    except LakehouseError as exc:
+        raise NotSqlError(f"the literal {value!r} has no SQL text here; write the condition as expr(\"...\")") from exc
 
 
 def describe(column: DeferredColumn) -> str:

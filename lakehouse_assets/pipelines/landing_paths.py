@@ -1,19 +1,7 @@
-"""Where the files a pipeline's code reads land here.
-
-A pipeline names its files as its authors' workspace has them: a folder under the lakehouse's
-landing root (``spark.conf.get("lakehouse.landing") + "/orders"``), a glob
-(``.../landing/retail/batch_*/orders.csv``), a sub-folder or one file, or a path of their own
-(``/Volumes/main/raw/orders``, ``/databricks-datasets/retail-org/customers/``). The last are
-mapped to the landing root by the pipeline's configuration, unchanged code and all::
-
-    configuration:
-      lakehouse.mounts: /databricks-datasets/retail-org = retail, /Volumes/main/raw = .
-
-Each entry is ``prefix = folder``: a path starting with ``prefix`` is read from ``folder`` (under
-the landing root when relative; ``.`` is the root itself) followed by the rest of the path. A
-path lands in the landing folder its first part below the root names (its sensor watches it,
-``lakehouse verify`` counts it); what follows is the pattern of the folder's files it reads.
-Auto Loader and ``read_files`` read them with Databricks' defaults (:func:`auto_loader_defaults`).
+"""Where the files a pipeline's code reads land here: a path under the landing root, or one of
+the authors' own paths mapped to it by the pipeline's ``lakehouse.mounts`` configuration
+(``prefix = folder``, docs/guides/lakeflow.md). A path lands in the landing folder its first
+part below the root names; what follows is the pattern of the folder's files it reads.
 """
 
 from __future__ import annotations
@@ -35,9 +23,8 @@ MOUNTS = "lakehouse.mounts"
 
 @dataclass(frozen=True)
 class LandedPath:
-    """A path a pipeline reads, as the lakehouse lands it: the landing folder ``source``
-    (``$LAKEHOUSE_ROOT/landing/<source>``, at ``folder``) and the ``pattern`` of its files the
-    path names (None: all of them)."""
+    """A path a pipeline reads, as the lakehouse lands it: the landing folder ``source`` (at
+    ``folder``) and the ``pattern`` of its files the path names (None: all of them)."""
 
     source: str
     folder: Location
@@ -67,8 +54,7 @@ def mounts(project: PipelineProject) -> list[tuple[str, str]]:
 def landed_path(path: str, project: PipelineProject, settings: LakehouseSettings,
                 where: SourceLocation | None = None) -> LandedPath:
     """Where the files at ``path`` (as a flow of ``project`` names them) land in the lakehouse
-    of ``settings``; a path neither under the landing root nor mounted is refused. On object
-    storage a path names its objects (``s3://bucket/...``, read as ``s3a://``)."""
+    of ``settings``; a path neither under the landing root nor mounted is refused."""
     landing = settings.root / LANDING_DIR
     at = f"{where}: " if where else ""
     target = _target(_mounted(path, project, landing), project, landing)
@@ -86,9 +72,7 @@ def landed_path(path: str, project: PipelineProject, settings: LakehouseSettings
 
 
 def _target(written: str, project: PipelineProject, landing: Location) -> str:
-    """The absolute path or URI of what ``written`` names, as the landing root is spelled: a local
-    path relative to the pipeline's folder and with symlinks resolved (globs kept), or an object
-    store's key as ``s3a://``."""
+    """The absolute path or URI of what ``written`` names, as the landing root is spelled."""
     if "://" in written:
         bucket, _, key = locate(written, landing.store).path.partition("/")
         return f"s3a://{bucket}/{posixpath.normpath(key)}"
@@ -108,11 +92,9 @@ def _mounted(path: str, project: PipelineProject, landing: Location) -> str:
 
 
 def auto_loader_defaults(fmt: str, options: Mapping[str, Any], *, read_files: bool = False) -> dict[str, Any]:
-    """``options`` of an Auto Loader (``cloudFiles``) or ``read_files`` read of ``fmt`` files,
-    with Databricks' defaults where Spark's file source has others: nested folders are read
-    (``recursiveFileLookup``), a CSV file starts with a header line (Auto Loader assumes one),
-    and ``read_files`` infers column types (``inferColumnTypes``, which Spark's ``inferSchema``
-    also names)."""
+    """``options`` of an Auto Loader or ``read_files`` read of ``fmt`` files, with Databricks'
+    defaults where Spark's file source has others: nested folders read, a CSV header line, and
+    (``read_files``) column types inferred (``inferColumnTypes``, Spark's ``inferSchema``)."""
     options = dict(options)
     spark_name = next((key for key in options if key.lower() == "inferschema"), None)
     if spark_name is not None:

@@ -1,16 +1,7 @@
-"""Loading a pipeline's Python files unchanged: ``from pyspark import pipelines as dp``
-(or Lakeflow's ``import dlt``) and its decorators, with Databricks' extensions; Columns built
-at a file's top level are recorded and built when Spark needs them
-(:mod:`~lakehouse_assets.pipelines.import_columns`).
-
-While a file is imported, ``pyspark.pipelines`` and ``dlt`` are one module holding pyspark's
-own API (``table``, ``materialized_view``, ``temporary_view``, ``create_streaming_table``,
-``append_flow``, ...) and what Lakeflow adds: the expectations (``expect``,
-``expect_or_drop``, ``expect_or_fail``, ``expect_all*``), ``read`` / ``read_stream``, and the
-older names (``view``, ``create_target_table``, ``apply_changes``). Both names are put back
-afterwards, so an installed package named ``dlt`` is shadowed only while a pipeline file is
-imported. The file's own references keep the module, so its functions find ``dp.read`` when
-they run.
+"""Loading a pipeline's Python files unchanged: ``from pyspark import pipelines as dp`` (or
+Lakeflow's ``import dlt``) is, while a file is imported, one module holding pyspark's own API
+and what Lakeflow adds (expectations, ``read`` / ``read_stream``, the older names). Both names
+are put back afterwards, so an installed ``dlt`` is shadowed only during the import.
 """
 
 from __future__ import annotations
@@ -19,6 +10,7 @@ import importlib.util
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,15 +23,15 @@ from pyspark.pipelines.graph_element_registry import (
 )
 
 from lakehouse_assets.pipelines.auto_cdc import create_auto_cdc_flow, create_auto_cdc_from_snapshot_flow
-from lakehouse_assets.pipelines.graph import EXPECTATIONS_ATTRIBUTE, Expectation, PipelineRegistry
+from lakehouse_assets.pipelines.graph import EXPECTATIONS_ATTRIBUTE, PipelineRegistry
 from lakehouse_assets.pipelines.import_columns import deferred_columns
 from lakehouse_assets.pipelines.session import PipelineSession, active_run
 from lakehouse_assets.pipelines.spec import PipelineError
-from lakehouse_assets.tables.sql_definition import OnViolation
+from lakehouse_assets.tables.sql_definition import OnViolation, SqlConstraint
 
 _MODULE = "pyspark.pipelines"
 # Databricks' notebook globals, and what to write instead.
-_DATABRICKS_ONLY = {
+DATABRICKS_GLOBALS = {
     "dbutils": "list folders with pathlib or os, and pass settings through the pipeline's configuration "
                "(spark.conf.get)",
     "display": "leave displays out of pipeline files", "displayHTML": "leave displays out of pipeline files"}
@@ -51,50 +43,30 @@ def _expecting(on_violation: OnViolation, expectations: Mapping[str, str]) -> Ca
         if not callable(func):
             raise PipelineError(
                 f"@expect... decorates a dataset's function: put it below @dp.table (it was given {func!r})")
-        declared = [Expectation(name, condition, on_violation) for name, condition in expectations.items()]
+        declared = [SqlConstraint(name, condition, on_violation) for name, condition in expectations.items()]
         # Decorators apply from the bottom up: keep the order they are written in.
         setattr(func, EXPECTATIONS_ATTRIBUTE, [*declared, *getattr(func, EXPECTATIONS_ATTRIBUTE, [])])
         return func
     return decorate
 
 
-def expect(name: str, condition: str) -> Callable[[Any], Any]:
-    """Rows failing ``condition`` are kept, and counted."""
-    return _expecting(OnViolation.warn, {name: condition})
-
-
-def expect_or_drop(name: str, condition: str) -> Callable[[Any], Any]:
-    """Rows failing ``condition`` go to the table's quarantine, with ``name`` as the reason."""
-    return _expecting(OnViolation.drop_row, {name: condition})
-
-
-def expect_or_fail(name: str, condition: str) -> Callable[[Any], Any]:
-    """A row failing ``condition`` fails the update."""
-    return _expecting(OnViolation.fail_update, {name: condition})
-
-
-def expect_all(expectations: Mapping[str, str]) -> Callable[[Any], Any]:
-    """:func:`expect` for each ``{name: condition}``."""
-    return _expecting(OnViolation.warn, expectations)
-
-
-def expect_all_or_drop(expectations: Mapping[str, str]) -> Callable[[Any], Any]:
-    """:func:`expect_or_drop` for each ``{name: condition}``."""
-    return _expecting(OnViolation.drop_row, expectations)
-
-
-def expect_all_or_fail(expectations: Mapping[str, str]) -> Callable[[Any], Any]:
-    """:func:`expect_or_fail` for each ``{name: condition}``."""
-    return _expecting(OnViolation.fail_update, expectations)
+def _expectations() -> dict[str, Any]:
+    """Lakeflow's ``expect(name, condition)`` and ``expect_all({name: condition})``: a failing row
+    kept and counted; ``_or_drop``: quarantined, ``name`` its reason; ``_or_fail``: fails the update."""
+    found: dict[str, Any] = {}
+    for suffix, on_violation in (("", OnViolation.warn), ("_or_drop", OnViolation.drop_row),
+                                 ("_or_fail", OnViolation.fail_update)):
+        found[f"expect{suffix}"] = partial(lambda v, name, condition: _expecting(v, {name: condition}), on_violation)
+        found[f"expect_all{suffix}"] = partial(_expecting, on_violation)
+    return found
 
 
 def create_streaming_table(name: str, *args: Any, expect_all: Mapping[str, str] | None = None,
                            expect_all_or_drop: Mapping[str, str] | None = None,
                            expect_all_or_fail: Mapping[str, str] | None = None, **kwargs: Any) -> None:
-    """pyspark's ``create_streaming_table``, with Lakeflow's expectations of the table
-    (``expect_all``, ``expect_all_or_drop``, ``expect_all_or_fail``), as decorators give them."""
+    """pyspark's ``create_streaming_table``, with Lakeflow's ``expect_all*`` expectations of the table."""
     sdp.create_streaming_table(name, *args, **kwargs)
-    declared = [Expectation(rule, condition, on_violation) for on_violation, given in (
+    declared = [SqlConstraint(rule, condition, on_violation) for on_violation, given in (
         (OnViolation.warn, expect_all), (OnViolation.drop_row, expect_all_or_drop),
         (OnViolation.fail_update, expect_all_or_fail)) for rule, condition in (given or {}).items()]
     registry = get_active_graph_element_registry()
@@ -103,8 +75,7 @@ def create_streaming_table(name: str, *args: Any, expect_all: Mapping[str, str] 
 
 
 def table(query_function: Any = None, *, temporary: bool = False, **kwargs: Any) -> Any:
-    """pyspark's ``table``, taking Lakeflow's ``temporary`` (a table kept out of the catalog):
-    a table of the pipeline's own here too."""
+    """pyspark's ``table``, taking Lakeflow's ``temporary``: a table of the pipeline's own here too."""
     return sdp.table(query_function, **kwargs)
 
 
@@ -128,10 +99,8 @@ def _lakeflow_module() -> ModuleType:
     for name in sdp.__all__:
         setattr(module, name, getattr(sdp, name))
     extensions: dict[str, Any] = dict(
-        expect=expect, expect_or_drop=expect_or_drop, expect_or_fail=expect_or_fail, expect_all=expect_all,
-        expect_all_or_drop=expect_all_or_drop, expect_all_or_fail=expect_all_or_fail, read=read,
-        read_stream=read_stream, create_streaming_table=create_streaming_table, table=table,
-        materialized_view=materialized_view,
+        **_expectations(), read=read, read_stream=read_stream, create_streaming_table=create_streaming_table,
+        table=table, materialized_view=materialized_view,
         create_auto_cdc_flow=create_auto_cdc_flow,
         create_auto_cdc_from_snapshot_flow=create_auto_cdc_from_snapshot_flow,
         # Lakeflow's older names.
@@ -165,8 +134,7 @@ def _lakeflow_names() -> Iterator[None]:
 
 
 def load_python_file(path: Path, registry: PipelineRegistry, session: PipelineSession) -> ModuleType:
-    """Import the pipeline file at ``path`` with ``spark`` defined as ``session``, its
-    datasets registered in ``registry``. An error in the file stops the load naming it."""
+    """Import the pipeline file at ``path``, ``spark`` being ``session``; an error stops the load naming it."""
     module_name = f"lakehouse_pipeline.{registry.project.name}.{path.stem}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -181,10 +149,10 @@ def load_python_file(path: Path, registry: PipelineRegistry, session: PipelineSe
                 raise
             raise PipelineError(f"{_where(exc, path)}: {exc}") from exc
         except NameError as exc:
-            if exc.name in _DATABRICKS_ONLY:
+            if exc.name in DATABRICKS_GLOBALS:
                 raise PipelineError(
                     f"{_where(exc, path)}: the file calls {exc.name} while it is loaded; {exc.name} is Databricks' "
-                    f"own and has no counterpart here: {_DATABRICKS_ONLY[exc.name]}") from exc
+                    f"own and has no counterpart here: {DATABRICKS_GLOBALS[exc.name]}") from exc
             raise PipelineError(f"{_where(exc, path)}: loading the pipeline file failed: NameError: {exc}") from exc
         except Exception as exc:
             raise PipelineError(f"{_where(exc, path)}: loading the pipeline file failed: "

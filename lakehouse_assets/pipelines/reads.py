@@ -1,13 +1,8 @@
-"""What a pipeline's Python flow reads, found in its source without running it: the
-datasets (``spark.read.table``, ``spark.readStream.table``, ``spark.table``, ``dp.read``,
-``dp.read_stream``) and the landed files (``spark.readStream.format("cloudFiles")...load(path)``,
-``spark.read.csv(path)``, ...). They are the asset's upstream: known when the definitions
-load, before any table exists, with no Spark job.
-
-A name or path is an expression of the file's own values (constants, ``os.environ[...]``,
-``spark.conf.get(...)`` of the spec's configuration, the function's simple assignments), and
-is evaluated as such. What the graph cannot map (a Kafka source, ``dbutils``, a
-``writeStream`` inside a flow) stops the load, naming the file and the line.
+"""What a pipeline's Python flow reads (datasets and landed files), found in its source
+without running it: the asset's upstream, known when the definitions load, with no Spark job.
+A name or path is evaluated over the file's own values (constants, ``os.environ``, the spec's
+configuration, the function's simple assignments); what the graph cannot map stops the load,
+naming the file and the line.
 """
 
 from __future__ import annotations
@@ -21,17 +16,14 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from lakehouse_assets.pipelines.landing_paths import auto_loader_defaults
-from lakehouse_assets.pipelines.python_api import LAKEFLOW
-from lakehouse_assets.pipelines.session import PipelineSession
+from lakehouse_assets.pipelines.python_api import DATABRICKS_GLOBALS, LAKEFLOW
+from lakehouse_assets.pipelines.session import CLOUD_FILES, PipelineSession
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
 
 #: File formats a flow may read, as a landing folder.
 FILE_FORMATS = ("json", "csv", "parquet")
-CLOUD_FILES = "cloudfiles"
 _READERS = {"read": False, "readStream": True}
 _DATASET_READS = {"read": False, "read_stream": True}
-# What Databricks offers and Spark does not: refused by name wherever a flow uses it.
-_DATABRICKS_ONLY = ("dbutils", "display")
 # How deep a flow's calls to its file's own functions are followed.
 _MAX_HELPER_DEPTH = 3
 _UNMAPPED_CALLS = {"writeStream": "writes a stream itself", "foreachBatch": "writes each batch itself",
@@ -50,8 +42,7 @@ class TableRead:
 @dataclass(frozen=True)
 class FileRead:
     """Files a flow reads at ``path``: with Auto Loader (``cloud_files``), as a plain file
-    stream, or in batch; ``options`` as given to the reader, with Databricks' defaults for
-    Auto Loader and ``read_files`` (:func:`~lakehouse_assets.pipelines.landing_paths.auto_loader_defaults`)."""
+    stream, or in batch; ``options`` as given, with Databricks' defaults (:func:`auto_loader_defaults`)."""
 
     path: str
     format: str
@@ -79,8 +70,7 @@ class DeclaredReads(Protocol):
 
 def flow_reads(func: Callable[..., Any], project: PipelineProject, arguments: Mapping[str, Any] | None = None,
                depth: int = 0) -> FlowReads:
-    """What the flow ``func`` (a dataset's function, from a file of ``project``) reads, and
-    what the functions of its own file it calls read (given the ``arguments`` of the call)."""
+    """What the flow ``func`` of ``project`` reads, with what the functions of its file it calls read."""
     if isinstance(func, DeclaredReads):
         return func.reads
     try:
@@ -98,9 +88,9 @@ def flow_reads(func: Callable[..., Any], project: PipelineProject, arguments: Ma
         tables.extend(called.tables)
         files.extend(called.files)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in _DATABRICKS_ONLY and node.id not in values:
+        if isinstance(node, ast.Name) and node.id in DATABRICKS_GLOBALS and node.id not in values:
             raise PipelineError(f"{SourceLocation(file, node.lineno + offset)}: {node.id} is Databricks' own and has "
-                                "no counterpart here; read with spark.read / spark.readStream instead")
+                                f"no counterpart here: {DATABRICKS_GLOBALS[node.id]}")
     for node in ast.walk(tree):
         where = SourceLocation(file, getattr(node, "lineno", 0) + offset)
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
@@ -142,15 +132,13 @@ Read = TypeVar("Read", TableRead, FileRead)
 
 
 def _distinct(reads: list[Read]) -> tuple[Read, ...]:
-    """``reads`` without repeats: the walk meets a read again in each call chained after it
-    (``...load(path).select(...)`` is a call holding the ``load``)."""
+    """``reads`` without repeats: the walk meets a read again in each call chained after it."""
     return tuple({repr(read): read for read in reads}.values())
 
 
 def _helpers_called(tree: ast.Module, func: Callable[..., Any], values: Mapping[str, Any], project: PipelineProject,
                     depth: int) -> list[FlowReads]:
-    """What the functions of the flow's own file that it calls read: a flow building its
-    reader in a helper (``def landed(source): return spark.readStream...``) reads what it reads."""
+    """What the functions of the flow's own file that it calls read (a reader built in a helper)."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
@@ -172,12 +160,10 @@ def _helpers_called(tree: ast.Module, func: Callable[..., Any], values: Mapping[
 def _sql_flow(query: str, project: PipelineProject, where: SourceLocation) -> Any:
     """``spark.sql(query)`` in a flow, read as a SQL file's query is."""
     from lakehouse_assets.pipelines.sql_query import sql_flow  # the SQL flows build on this module's reads
-    from lakehouse_assets.tables.sql_refs import tokens
 
-    toks = tokens(query)
-    if not toks:
+    if not query.strip():
         raise PipelineError(f"{where}: spark.sql is given no query")
-    return sql_flow(query, toks, project, where.file)
+    return sql_flow(query, project, where.file)
 
 
 def _reader_call(calls: list[tuple[str, ast.Call | None]], values: Mapping[str, Any], where: SourceLocation,
@@ -245,8 +231,7 @@ def _argument(call: ast.Call, position: int, keyword: str, values: Mapping[str, 
 
 
 def _option(nodes: list[ast.expr], values: Mapping[str, Any]) -> str:
-    """A reader option's value as text, or ``?`` when it is known only as the flow runs
-    (``versionAsOf`` of a version the flow computes): options say how, not what, a flow reads."""
+    """A reader option's value as text, or ``?`` when known only as the flow runs (say how, not what, it reads)."""
     try:
         return str(_value_of(nodes[0], values))
     except Exception:  # noqa: BLE001 - any value the flow computes itself
@@ -272,8 +257,7 @@ def _evaluate(node: ast.expr, values: Mapping[str, Any], where: SourceLocation) 
 
 def _values(func: Callable[..., Any], tree: ast.Module, arguments: Mapping[str, Any]) -> dict[str, Any]:
     """The names a flow's arguments may use: the file's globals, the function's closure, the
-    ``arguments`` it is called with (a helper's), and its simple assignments, in order (those
-    that cannot be evaluated now are left out)."""
+    ``arguments`` it is called with (a helper's), and its simple assignments that evaluate now."""
     values: dict[str, Any] = dict(func.__globals__)
     closure = func.__closure__ or ()
     for name, cell in zip(func.__code__.co_freevars, closure, strict=True):

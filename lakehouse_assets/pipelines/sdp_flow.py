@@ -1,10 +1,7 @@
 """What a flow of an exported SDP project (``lakehouse export-sdp``) calls: a table asset's own
 transformation, run on the DataFrames the flow read by name, so ``spark-pipelines run`` runs
-the project's code and not a copy of it.
-
-A routed table's rows are its passing rows only: open-source SDP has no quarantine (nor
-``expect_or_drop``), so the rows its routing rules refuse are filtered away instead of kept in
-``<table>_quarantine``; the duplicates it keeps out (``unique_by``) are kept.
+the project's code, not a copy. Open-source SDP has no quarantine: a routed table keeps its
+passing rows only.
 """
 
 from __future__ import annotations
@@ -27,8 +24,7 @@ from lakehouse_assets.quality.rules import Rule, Severity
 
 
 def transformation(module: str, attribute: str) -> tuple[Callable[..., Any], tuple[Rule, ...]]:
-    """The function a table asset (``module.attribute``) was declared with, and the rules
-    routing its rows (none unless it is a routed table)."""
+    """The function a table asset (``module.attribute``) was declared with, and its routing rules."""
     asset = getattr(importlib.import_module(module), attribute, None)
     if not isinstance(asset, dg.AssetsDefinition):
         raise LakehouseError(
@@ -59,17 +55,14 @@ def flow(module: str, attribute: str, *, column_types: Mapping[str, str] | None 
 
 
 def with_schema(df: DataFrame, schema_json: str) -> DataFrame:
-    """``df``, its schema known without asking Spark: the schema (as JSON) the lakehouse's table
-    has. SDP refuses any analysis inside a query function, and a transformation reading its
-    input's ``columns`` (silver's passes bronze's columns through) would ask for one; pyspark's
-    Connect DataFrame answers ``columns`` and ``schema`` from its ``_cached_schema`` when set."""
+    """``df`` with the lakehouse table's schema (JSON) as its ``_cached_schema``, whence pyspark's
+    Connect DataFrame answers ``columns``: SDP refuses any analysis inside a query function."""
     setattr(df, "_cached_schema", StructType.fromJson(json.loads(schema_json)))  # noqa: B010 - private
     return df
 
 
 def passing_rows(routed: RoutedRows, rules: tuple[Rule, ...]) -> DataFrame:
-    """The rows a routed table keeps: those passing every rule that drops (ERROR), with the
-    table's columns; its duplicates are not dropped (see below)."""
+    """The rows a routed table keeps: those passing every dropping rule, its duplicates kept (see below)."""
     dropping = [rule.condition() for rule in rules if rule.severity is Severity.ERROR]
     rows = routed.rows
     if dropping:

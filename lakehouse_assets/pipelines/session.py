@@ -1,17 +1,7 @@
-"""The ``spark`` a pipeline's code sees, as ``spark-pipelines`` gives its files one.
-
-Its functions run when their table is materialized, never when the files are loaded
-(:class:`PipelineSession` answers only ``spark.conf.get`` then, from the spec's
-``configuration``). In a run it is the run's own session, with the pipeline's ways of
-reading:
-
-- ``spark.read.table(name)`` / ``spark.readStream.table(name)`` (and ``dp.read``,
-  ``dp.read_stream``) resolve ``name`` as the pipeline does (:meth:`PipelineProject.qualified`);
-  a temporary view of the pipeline is its function's DataFrame, inlined into its reader;
-- ``spark.readStream.format("cloudFiles")...load(path)`` is the lakehouse's Auto Loader
-  (:class:`~lakehouse_assets.ingestion.AutoLoader`), its stored schema and checkpoint the
-  table's own, and the run restarts it as its schema evolves;
-- anything else is the session's own.
+"""The ``spark`` a pipeline's code sees, as ``spark-pipelines`` gives its files one. While the
+files load it answers only ``spark.conf.get`` (the spec's ``configuration``); in a run it is
+the run's own session, with the pipeline's ways of reading: names resolved as the pipeline's,
+temporary views inlined, ``cloudFiles`` as the lakehouse's Auto Loader.
 """
 
 from __future__ import annotations
@@ -43,8 +33,7 @@ _FILE_READS = frozenset({"json", "csv", "parquet", "text", "orc"})
 
 @dataclass
 class PipelineRun:
-    """One flow being built in a run: the run's session, the table the flow fills, the
-    pipeline's temporary views, and the Auto Loader it reads (once it has)."""
+    """One flow being built in a run: the session, the table it fills, the pipeline's views, its Auto Loaders."""
 
     spark: SparkSession
     table: str
@@ -79,15 +68,12 @@ def active_run(what: str) -> PipelineRun:
 
 
 def lakehouse_configuration(settings: LakehouseSettings) -> dict[str, str]:
-    """What the lakehouse adds to every pipeline's configuration: where it keeps its tables
-    (``lakehouse.root``) and where files land (``lakehouse.landing``)."""
+    """What the lakehouse adds to every pipeline's configuration: ``lakehouse.root`` and ``lakehouse.landing``."""
     return {"lakehouse.root": str(settings.root), "lakehouse.landing": str(settings.root / LANDING_DIR)}
 
 
 class PipelineConf:
-    """``spark.conf``: the spec's ``configuration`` first, then the lakehouse's
-    (:func:`lakehouse_configuration`: the run's, or while the files load that of ``settings``),
-    then the session's settings."""
+    """``spark.conf``: the spec's configuration, then the lakehouse's, then the session's settings."""
 
     def __init__(self, project: PipelineProject, settings: LakehouseSettings) -> None:
         self._project = project
@@ -113,8 +99,7 @@ class PipelineConf:
 
 
 class PipelineReader:
-    """``spark.read`` / ``spark.readStream``: the calls made on it recorded, played on the
-    session's reader when a terminal call (``table``, ``load``, ``json``, ...) says what is read."""
+    """``spark.read`` / ``readStream``: calls recorded, played on the session's reader by a terminal call."""
 
     def __init__(self, session: PipelineSession, streaming: bool) -> None:
         self._session = session
@@ -199,27 +184,22 @@ class PipelineSession:
         return self.read_dataset(name, streaming=False)
 
     def sql(self, query: str, args: Any = None, **frames: Any) -> DataFrame:
-        """``spark.sql(query)`` in a flow: run as a pipeline's SQL file runs its queries (names
-        resolved as the pipeline's, ``STREAM(...)``, ``read_files``, views inlined); with
-        ``args`` or DataFrames to substitute, the session's own."""
+        """``spark.sql(query)`` in a flow, run as a SQL file's query; with ``args`` or DataFrames, the session's own."""
         run = active_run("spark.sql")
         if args is not None or frames:
             frame: DataFrame = run.spark.sql(query, args, **frames)
             return frame
         from lakehouse_assets.pipelines.sql_query import sql_flow  # SQL flows build on this module
-        from lakehouse_assets.tables.sql_refs import tokens
 
-        flow: DataFrame = sql_flow(query, tokens(query), self._project, Path("<spark.sql>"))()
+        flow: DataFrame = sql_flow(query, self._project, Path("<spark.sql>"))()
         return flow
 
     def landed(self, path: str) -> str:
-        """Where the files at ``path`` land in the run's lakehouse, as Spark reads them
-        (:func:`~lakehouse_assets.pipelines.landing_paths.landed_path`)."""
+        """Where the files at ``path`` land in the run's lakehouse, as Spark reads them (:func:`landed_path`)."""
         return landed_path(path, self._project, active_run(f"files at {path}").settings).spark_path
 
     def read_dataset(self, name: str, streaming: bool, options: Mapping[str, Any] | None = None) -> DataFrame:
-        """The dataset ``name`` as the pipeline names it: a temporary view's DataFrame, else the
-        table, as it stands or (``streaming``) as a stream of what it gains."""
+        """The dataset ``name`` as the pipeline names it: a view's DataFrame, else the table, or its stream."""
         run = active_run(f"the table {name}")
         table = self._project.qualified(name)
         view = run.views.get(table)
@@ -232,9 +212,7 @@ class PipelineSession:
 
     def auto_loader(self, path: str, fmt: str, options: Mapping[str, Any],
                     schema: StructType | str | None) -> DataFrame:
-        """``cloudFiles`` of ``fmt`` files at ``path``, read with ``options`` (Databricks'
-        defaults already in them: :func:`~lakehouse_assets.pipelines.landing_paths.auto_loader_defaults`):
-        the lakehouse's Auto Loader, its schema stored and its files tracked as the table's own."""
+        """``cloudFiles`` of ``fmt`` files at ``path``: the lakehouse's Auto Loader, kept as the table's own."""
         run = active_run(f"cloudFiles at {path}")
         # The lakehouse keeps the table's schema where it keeps every table's.
         given = {k: v for k, v in options.items() if k.lower() != "cloudfiles.schemalocation"}
@@ -256,8 +234,7 @@ class PipelineSession:
 
     @cached_property
     def _reads_file_metadata(self) -> bool:
-        """Whether the pipeline's code names ``_metadata`` (the files' columns): read once, as
-        the files are loaded once."""
+        """Whether the pipeline's code names ``_metadata`` (the files' columns)."""
         return any(FILE_METADATA in path.read_text(encoding="utf-8") for path in self._project.files)
 
     def __getattr__(self, name: str) -> Any:
@@ -269,10 +246,8 @@ FILE_METADATA = "_metadata"
 
 
 def with_file_metadata(frame: DataFrame, loader: AutoLoader, spark: SparkSession) -> DataFrame:
-    """An Auto Loader stream with Spark's ``_metadata`` column of each row's file (``file_path``,
-    ``file_name``, ``file_size``, ``file_modification_time``), as Databricks' Auto Loader has
-    it: the files listed now, joined by path (the stream's own file column, ``_source_file``).
-    The flow's output leaves it out, as ``SELECT *`` does Spark's."""
+    """An Auto Loader stream with Spark's ``_metadata`` column of each row's file, as Databricks'
+    Auto Loader has it: the files listed now, joined by path (the stream's ``_source_file``)."""
     files = [(f.path, f.relative_path.rsplit("/", 1)[-1], f.size, f.modification_time)
              for f in loader.options.landed_files(loader.source_dir)]
     listed = spark.createDataFrame(files, "path STRING, name STRING, size BIGINT, mtime TIMESTAMP")

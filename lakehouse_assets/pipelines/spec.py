@@ -1,12 +1,6 @@
 """A Spark Declarative Pipelines project folder, as ``spark-pipelines`` reads it: its spec
-(``spark-pipeline.yml``, or Lakeflow's ``pipeline.yml``) and the source files its
-``libraries`` globs name.
-
-The spec is read by pyspark's own reader, so a folder that ``spark-pipelines run`` accepts is
-accepted here; ``storage`` may be left out (the lakehouse keeps each table's checkpoint
-itself). Dataset names resolve as SDP resolves them: ``name`` in the spec's ``database``
-(or ``schema``, else ``default``), ``schema.name`` as written, ``catalog.schema.name`` in its
-schema, Lakeflow's legacy ``LIVE.name`` in the spec's schema.
+(``spark-pipeline.yml``, or Lakeflow's ``pipeline.yml``), read by pyspark's own reader, and
+the source files its ``libraries`` globs name. Dataset names resolve as SDP resolves them.
 """
 
 from __future__ import annotations
@@ -26,8 +20,7 @@ SOURCE_SUFFIXES = (".py", ".sql")
 
 
 class PipelineError(LakehouseError):
-    """A pipeline that cannot be run as this asset graph. The message names the file, the
-    line and the construct, and what to do instead."""
+    """A pipeline that cannot run as this asset graph; the message names file, line, construct, what instead."""
 
 
 @dataclass(frozen=True)

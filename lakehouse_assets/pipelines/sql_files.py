@@ -1,30 +1,8 @@
 """A pipeline's SQL files, Lakeflow's and Spark Declarative Pipelines' SQL: each statement
-(separated by ``;``) registered as pyspark's own SQL would register it, as the outputs and
-flows of :class:`~.graph.PipelineRegistry`, so a SQL dataset is mapped exactly as a Python
-one is.
-
-- ``CREATE [OR REFRESH] STREAMING TABLE`` (legacy ``STREAMING LIVE TABLE``), ``MATERIALIZED
-  VIEW`` (legacy ``LIVE TABLE``) and ``TEMPORARY [LIVE] VIEW`` (legacy ``[STREAMING] LIVE VIEW``), with
-  their column list (``name TYPE [COMMENT '...']``), ``CONSTRAINT name EXPECT (condition) [ON
-  VIOLATION DROP ROW | FAIL UPDATE]``, ``COMMENT`` and ``TBLPROPERTIES``, then ``AS`` and the
-  query (:mod:`.sql_query`: ``STREAM read_files`` is the Auto Loader, as ``cloudFiles`` in Python);
-- ``SET key = value``: a Spark setting of the flows after it in the file (``SET key``, which
-  only shows a setting, does nothing);
-- ``USE SCHEMA name``: the schema of the names after it written without one (``USE CATALOG`` is
-  accepted: catalogs are dropped, as in :meth:`~.spec.PipelineProject.qualified`);
-- ``${key}`` anywhere outside comments: the pipeline's configuration, or the lakehouse's
-  (``lakehouse.landing``, ``lakehouse.root``).
-
-- ``CREATE FLOW name AS INSERT INTO table BY NAME query``: an append flow into a streaming
-  table (its own query and checkpoint); ``CREATE FLOW name AS AUTO CDC INTO table FROM
-  STREAM(changes) KEYS (...) SEQUENCE BY ...`` (or Lakeflow's older ``APPLY CHANGES INTO
-  table FROM ...``): the project's AUTO CDC, as in Python.
-- A Databricks notebook export (``-- Databricks notebook source``): each cell
-  (``-- COMMAND ----------``) ends its last statement, ``;`` or not; ``-- MAGIC`` lines are
-  comments.
-
-Everything else stops the load, naming the file, the line and the construct: ``INSERT INTO
-ONCE``, sinks, persisted views, partitioning and clustering clauses, Databricks-only functions.
+(separated by ``;``, or a notebook export's cells) registered as pyspark's own SQL would
+register it, as the outputs and flows of :class:`~.graph.PipelineRegistry`, so a SQL dataset
+is mapped exactly as a Python one is. What maps and what stops the load (naming the file, the
+line and the construct) is listed in docs/guides/lakeflow.md.
 """
 
 from __future__ import annotations
@@ -40,21 +18,13 @@ from pyspark.pipelines.source_code_location import SourceCodeLocation
 from pyspark.sql.types import StructField, StructType
 
 from lakehouse_assets.pipelines.auto_cdc import change_feed
-from lakehouse_assets.pipelines.graph import EXPECTATIONS_ATTRIBUTE, Expectation, PipelineRegistry
+from lakehouse_assets.pipelines.graph import EXPECTATIONS_ATTRIBUTE, PipelineRegistry
 from lakehouse_assets.pipelines.session import PipelineConf
 from lakehouse_assets.pipelines.spec import PipelineError, PipelineProject, SourceLocation
 from lakehouse_assets.pipelines.sql_query import sql_flow
 from lakehouse_assets.tables.sql_auto_cdc import parse_auto_cdc_flow
-from lakehouse_assets.tables.sql_definition import (
-    SqlColumn,
-    SqlConstraint,
-    SqlDefinitionError,
-    TableClauses,
-    table_clauses,
-    table_elements,
-    unquoted,
-)
-from lakehouse_assets.tables.sql_refs import Token, tokens
+from lakehouse_assets.tables.sql_definition import SqlDefinitionError, TableClauses, table_elements
+from lakehouse_assets.tables.sql_refs import Token, statements, tokens, unquoted
 from lakehouse_assets.tables.sql_types import spark_type
 
 _SUBSTITUTION = re.compile(r"\$\{([^}]*)\}")
@@ -88,7 +58,7 @@ def register_sql_file(registry: PipelineRegistry, sql_text: str, file: Path) -> 
         sql_text = _CELL_BREAK.sub(";", sql_text)  # a cell ends its statement; lines keep their numbers
     text = _substituted(sql_text, file, PipelineConf(registry.project, registry.settings))
     state = _FileState(registry.project, {})
-    for statement in _statements(tokens(text)):
+    for statement in statements(tokens(text)):
         _register(registry, text, statement, file, state)
 
 
@@ -108,17 +78,6 @@ def _substituted(text: str, file: Path, conf: PipelineConf) -> str:
                                 "set; add it under configuration: in the pipeline's spec")
         text = text[:match.start()] + str(value) + text[match.end():]
     return text
-
-
-def _statements(toks: list[Token]) -> list[list[Token]]:
-    """``toks`` split at the semicolons (those in strings are inside their tokens)."""
-    statements: list[list[Token]] = [[]]
-    for tok in toks:
-        if tok.kind == "other" and tok.text == ";":
-            statements.append([])
-        else:
-            statements[-1].append(tok)
-    return [statement for statement in statements if statement]
 
 
 def _register(registry: PipelineRegistry, text: str, toks: list[Token], file: Path, state: _FileState) -> None:
@@ -189,7 +148,7 @@ def _register_flow(registry: PipelineRegistry, text: str, toks: list[Token], wor
     if words[at:at + 2] != ["by", "name"] or at + 2 >= len(toks):
         raise PipelineError(f"{where}: the flow {toks[2].text} must insert BY NAME, then its query: {shape}")
     location = SourceCodeLocation(str(where.file), where.line)
-    query = sql_flow(text, toks[at + 2:], state.project, where.file)
+    query = sql_flow(text, state.project, where.file, toks[at + 2].start, toks[-1].end)
     registry.register_flow(Flow(name=str(toks[2].name), target=state.project.qualified(target, where),
                                 spark_conf=dict(state.spark_conf), source_code_location=location, func=query))
 
@@ -224,12 +183,8 @@ def _register_dataset(registry: PipelineRegistry, text: str, toks: list[Token], 
     name, at = _dataset_name(toks, at, where)
     table = state.project.qualified(name, where)
     source = str(where)
-    constraints: tuple[SqlConstraint, ...] = ()
-    columns: tuple[SqlColumn, ...] = ()
     try:
-        if at < len(toks) and toks[at].text == "(":
-            constraints, columns, at = table_elements(table, toks, at, source, text, typed_columns=True)
-        clauses, at = table_clauses(toks, at, source, table)
+        constraints, columns, clauses, at = table_elements(table, toks, at, source, text, typed_columns=True)
     except SqlDefinitionError as exc:
         raise PipelineError(str(exc)) from exc
     word = toks[at].text.lower() if at < len(toks) else ""
@@ -258,12 +213,12 @@ def _register_dataset(registry: PipelineRegistry, text: str, toks: list[Token], 
     if kind is TemporaryView and (columns or constraints or clauses != TableClauses(clauses.comment)):
         raise PipelineError(f"{where}: the temporary view {table} declares columns, expectations, properties or "
                             "a layout, which a view inlined into its readers does not keep; declare them on a table")
-    flow = sql_flow(text, toks[at + 1:], state.project, where.file)
+    flow = sql_flow(text, state.project, where.file, toks[at + 1].start, toks[-1].end)
     if kind is MaterializedView and any(read.streamed for read in flow.reads.tables):
         streams = ", ".join(f"STREAM({read.table})" for read in flow.reads.tables if read.streamed)
         raise PipelineError(f"{where}: the materialized view {table} reads {streams}; a materialized view reads "
                             "its sources as they stand: drop STREAM, or make it a STREAMING TABLE")
-    setattr(flow, EXPECTATIONS_ATTRIBUTE, [Expectation(c.name, c.condition, c.on_violation) for c in constraints])
+    setattr(flow, EXPECTATIONS_ATTRIBUTE, list(constraints))
     registry.register_output(output)
     registry.register_flow(Flow(name=table, target=table, spark_conf=dict(state.spark_conf),
                                 source_code_location=location, func=flow))

@@ -1,26 +1,9 @@
-"""The lakehouse's tables in Spark's own catalog, by name (``layer.name``).
-
-Each layer is a schema at its folder and each table an external Delta table at its own
-(``$LAKEHOUSE_ROOT/<layer>/<name>``; ``system.event_log`` is a view), so that
-``SELECT ... FROM silver.recordings_enriched``, ``STREAM(bronze.recordings)``,
-``VERSION AS OF``, ``DESCRIBE HISTORY``, ``spark.read.table`` and ``readStream.table`` are
-Spark's and Delta's own, in asset bodies, SQL assets, ``lakehouse sql`` / ``shell`` and any
-client attached to the engine.
-
-The catalog is Spark's in-memory one. It belongs to one driver (a run's embedded JVM, or the
-engine, whose sessions all share it) and stores nothing: several processes at once never
-contend for a metastore (embedded Derby would lock its folder to one JVM), and the folders
-stay the truth about which tables exist. A driver registers what it finds on disk when a
-session starts, and a table's first write registers it (:func:`register_tables` both).
-The Delta log stays the truth about a table's schema and versions: the catalog holds only
-its location.
-
-What a driver's catalog was last given (the root and its tables) is kept beside it, as a
-global temporary view, which lives and dies with the catalog (beside the event log's view,
-``system.event_log``: :mod:`lakehouse_assets.tables.event_log`): its name lets a session starting
-on a driver that already holds every table on disk ask one question instead of listing the
-catalog, and its one row names the root, so that a driver given another root drops the old
-root's tables even from the layers the new root has no table in.
+"""The lakehouse's tables in Spark's own in-memory catalog, by name (``layer.name``): each
+layer a schema at its folder, each table an external Delta table at its own, so names are
+Spark's and Delta's own everywhere (docs/guides/sql.md). The catalog stores nothing, so the
+folders stay the truth; what a driver's catalog was last given (root and tables) is kept as a
+global temporary view, so a session on a driver holding every table asks one question, and a
+driver given another root drops the old root's tables.
 """
 
 from __future__ import annotations
@@ -31,7 +14,6 @@ from collections.abc import Sequence
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from lakehouse_assets.location import Location
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaTableStore, local_path
 from lakehouse_assets.storage.discovery import discover_tables
@@ -49,23 +31,23 @@ _LISTING_ATTEMPTS = 5
 
 def register_tables(spark: SparkSession, settings: LakehouseSettings, store: DeltaTableStore,
                     names: Sequence[str] | None = None) -> list[str]:
-    """Register in ``spark``'s catalog the tables under the lakehouse root it lacks (or
-    those of ``names``); the names registered. Without ``names``, one catalog lookup answers when
-    the driver already holds every table on disk; the catalog is listed only when not.
-
-    A layer registered for another root (a driver that served another lakehouse: a test
-    session does) is moved to this one, its external tables unregistered first; their data
-    stays where it is, and a table created in the catalog itself (managed) is left alone."""
+    """Register in ``spark``'s catalog the tables under the lakehouse root it lacks (or those of
+    ``names``); the names registered. A layer registered for another root is moved to this one,
+    its external tables unregistered first (their data stays; managed tables are left alone)."""
     # A folder whose first write never committed holds no table yet.
     on_disk = [name for name in (discover_tables(settings.root) if names is None else names)
-               if store.exists(str(_table_path(settings, name)))]
+               if store.exists(str(settings.table_path(*name.split(".", 1))))]
     if names is None:
-        marker = _REGISTERED_PREFIX + _fingerprint(settings.root, on_disk)
+        same_root = f"{_REGISTERED_PREFIX}{_fingerprint(settings.root)}_"
+        marker = same_root + _fingerprint(settings.root, *on_disk)
         global_temp = global_temp_database(spark)
         if spark.catalog.tableExists(f"{global_temp}.{marker}"):
             return []
         for row in spark.sql(f"SHOW VIEWS IN {quote(global_temp)} LIKE '{_REGISTERED_PREFIX}*'").collect():
             view = f"{quote(global_temp)}.{quote(row.viewName)}"
+            if row.viewName.startswith(same_root):  # this root's, with other tables: nothing to forget
+                spark.sql(f"DROP VIEW IF EXISTS {view}")
+                continue
             try:
                 previous = spark.sql(f"SELECT root FROM {view}").first()
             except AnalysisException:  # another session of this driver (a run at the same time) dropped it
@@ -115,9 +97,7 @@ def _register(spark: SparkSession, settings: LakehouseSettings, names: Sequence[
 
 
 def _forget_root(spark: SparkSession, settings: LakehouseSettings, previous: str) -> None:
-    """Unregister the external tables of the layers registered for the root ``previous`` when
-    it is not this one: this root may have no table in a layer, and the other root's would
-    answer for it."""
+    """Unregister the external tables of the layers another root ``previous`` registered."""
     if previous == str(settings.root):
         return
     for row in spark.sql("SHOW SCHEMAS").collect():
@@ -128,19 +108,16 @@ def _forget_root(spark: SparkSession, settings: LakehouseSettings, previous: str
 
 
 def _schema_location(spark: SparkSession, layer: str) -> str | None:
-    """Where schema ``layer`` of the catalog lives, or None when there is no such schema. One
-    catalog call each, not ``listDatabases``: that builds a Dataset and runs Spark jobs to bring
-    it back (half of the time a run spent registering its tables)."""
+    """Where schema ``layer`` of the catalog lives, or None: not by ``listDatabases``, which runs
+    Spark jobs (half of the time a run spent registering its tables)."""
     if not spark.catalog.databaseExists(layer):
         return None
     return local_path(spark.catalog.getDatabase(layer).locationUri)
 
 
 def _external_tables(spark: SparkSession, layer: str) -> list[str]:
-    """The external tables of schema ``layer``, by the catalog's own record of each. Not by
-    ``listTables``: it loads each table, and one whose log no longer reads (another root's,
-    left damaged) comes back without a type, so it would stay registered, shadowing this
-    root's table of the same name."""
+    """The external tables of schema ``layer``, by the catalog's own record of each: ``listTables``
+    loads each table, and one whose log no longer reads would come back without a type."""
     for attempt in range(1, _LISTING_ATTEMPTS + 1):
         try:
             rows = spark.sql(f"SHOW TABLE EXTENDED IN {quote(layer)} LIKE '*'").collect()
@@ -155,8 +132,7 @@ def _external_tables(spark: SparkSession, layer: str) -> list[str]:
 
 
 def _create(spark: SparkSession, settings: LakehouseSettings, layer: str, table: str) -> bool:
-    """Register the table at its folder; False when another session of this driver (a run
-    at the same time) registered it first: IF NOT EXISTS does not hold between the two."""
+    """Register the table at its folder; False when another session of this driver did first."""
     try:
         spark.sql(f"CREATE TABLE IF NOT EXISTS {quote(layer)}.{quote(table)} USING delta "
                   f"LOCATION {sql_literal(str(settings.table_path(layer, table)))}")
@@ -167,13 +143,8 @@ def _create(spark: SparkSession, settings: LakehouseSettings, layer: str, table:
     return True
 
 
-def _table_path(settings: LakehouseSettings, name: str) -> Location:
-    layer, _, table = name.partition(".")
-    return settings.table_path(layer, table)
-
-
-def _fingerprint(root: Location, names: Sequence[str]) -> str:
-    return hashlib.sha256("\n".join([str(root), *names]).encode()).hexdigest()[:24]
+def _fingerprint(*parts: object) -> str:
+    return hashlib.sha256("\n".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
 __all__ = ["register_tables"]

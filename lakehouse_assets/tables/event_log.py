@@ -1,27 +1,15 @@
-"""``system.event_log``: what every batch of every table did, as a view over the tables' Delta
-histories, computed when it is read. Nothing writes it.
-
-One row per commit of every table under the root (newest last per table): the run and query
-that made it, the batch, the version, rows written, the rows its rules checked and how many
-failed each, when the batch started and when its commit landed, and what its run read. Each
-row is read from the commit's own record (:mod:`lakehouse_assets.storage.batch_record`) and
-Delta's metrics, through delta-rs: :func:`events` for ``lakehouse events`` and any process
-without Spark; on Spark, :func:`register_event_log` names the same rows ``system.event_log``
-(a global temporary view in Spark's global temporary database, which the lakehouse's drivers
-name ``system``: :data:`~lakehouse_assets.spark_conf.REQUIRED_STATIC_CONF`) over a Python data
-source that reads the histories on each query.
-
-What a commit cannot say is not in the view: Delta's own streaming sink (a plain ingestion, a
-windowed aggregate) writes one record for every batch of a query, so its rows carry no rows
-checked and no start time; a failed batch committed nothing, and its error is the run's, in
-Dagster.
+"""``system.event_log``: what every batch of every table did, one row per commit, as a view
+over the tables' Delta histories computed when it is read (nothing writes it). :func:`events`
+reads it through delta-rs without Spark; :func:`register_event_log` names the same rows in
+Spark, over a Python data source. What a commit cannot say (Delta's own sink's rows checked, a
+failed batch) is not in it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -98,8 +86,7 @@ def events(root: Location, *, table: str | None = None, run_id: str | None = Non
 
 
 class _EventLogSource(DataSource):
-    """The event log as a Spark data source: options ``root`` and, for a root on S3-API object
-    storage, ``endpoint_url`` and ``region``."""
+    """The event log as a Spark data source: options ``root``, and ``endpoint_url`` and ``region``."""
 
     @classmethod
     def name(cls) -> str:
@@ -116,9 +103,6 @@ class _EventLogReader(DataSourceReader):
     def __init__(self, options: dict[str, str]) -> None:
         self.options = options
 
-    def partitions(self) -> Sequence[InputPartition]:
-        return [InputPartition(0)]
-
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         store = ObjectStore(self.options.get("endpoint_url") or None, self.options.get("region") or None)
         for event in events(locate(self.options["root"], store)):
@@ -126,9 +110,8 @@ class _EventLogReader(DataSourceReader):
 
 
 def register_event_log(spark: SparkSession, root: Location) -> None:
-    """Name the event log of the lakehouse at ``root`` in ``spark``: ``<global temporary
-    database>.event_log`` (``system.event_log`` on the lakehouse's drivers). Plans nothing and
-    runs no job: the histories are read when the view is."""
+    """Name the event log of the lakehouse at ``root`` in ``spark`` (``system.event_log`` on the
+    lakehouse's drivers); no job runs: the histories are read when the view is."""
     spark.dataSource.register(_EventLogSource)
     reader = spark.read.format(SOURCE_NAME).schema(EVENT_LOG_SCHEMA).option("root", str(root))
     if root.store.endpoint_url:

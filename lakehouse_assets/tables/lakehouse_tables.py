@@ -1,10 +1,5 @@
-"""The lakehouse's tables by name, ``layer.name``, in one Spark session.
-
-The tables are registered in the session's own catalog (:mod:`.catalog`), so names are
-Spark's: :meth:`LakehouseTables.sql` runs a query as it is written (``FROM bronze.recordings``,
-``STREAM(bronze.recordings)``, ``... VERSION AS OF 3``), :meth:`~LakehouseTables.table` and
-:meth:`~LakehouseTables.read_stream` read a table through the storage layer, with time travel
-by version or time and the project's stream options. A name in a medallion layer that the
+"""The lakehouse's tables by name, ``layer.name``, in one Spark session, registered in its
+own catalog (:mod:`.catalog`) so names are Spark's; a name in a medallion layer that the
 lakehouse lacks is named with the tables there are.
 """
 

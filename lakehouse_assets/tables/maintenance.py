@@ -1,13 +1,7 @@
-"""The lakehouse's tables maintained by name (``layer.name``): compacted and vacuumed each under
-its write lock, VACUUM told about every streaming reader the lakehouse has.
-
-What it promises on top of :mod:`lakehouse_assets.storage.maintenance`: maintenance never
-runs while a run writes the table (it takes the table's lock, as writers do, and waits for
-one that holds it), and a VACUUM is always checked against every query checkpointed under
-``$LAKEHOUSE_ROOT/_checkpoints``, each at the version its table's newest commit recorded
-reading to, when the Dagster ``instance`` says that run completed
-(:func:`~lakehouse_assets.tables.reading.stream_readers`), so no caller can forget a reader.
-``lakehouse optimize``, ``lakehouse vacuum`` and the Dagster maintenance job all go through here.
+"""The lakehouse's tables maintained by name (``layer.name``): compacted and vacuumed each
+under its write lock, so never while a run writes it, and every VACUUM told about every
+streaming reader checkpointed under the root (:func:`~lakehouse_assets.tables.reading.stream_readers`),
+so no caller can forget one. ``lakehouse optimize``, ``vacuum`` and the maintenance job all go through here.
 """
 
 from __future__ import annotations
@@ -35,9 +29,8 @@ DEFAULT_LOCK_TIMEOUT_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class TableMaintenance:
-    """Compaction and VACUUM of the tables under ``settings.root``, by name, run by Delta
-    Lake in ``spark``; the readers' positions come from the Dagster ``instance`` (None: none
-    known, so a VACUUM that would delete anything is refused while a query is checkpointed)."""
+    """Compaction and VACUUM of the tables under ``settings.root``, by name, in ``spark``; the
+    readers' positions come from the Dagster ``instance`` (None: none known)."""
 
     spark: SparkSession
     settings: LakehouseSettings
@@ -51,16 +44,14 @@ class TableMaintenance:
         return discover_tables(self.settings.root)
 
     def targets(self, name: str) -> list[str]:
-        """What maintaining the table ``name`` covers: the table, then the state tables its
-        sink keeps inside it (``layer.name/_cdc_state``), which a merge rewrites every batch
-        and need compacting and vacuuming too."""
+        """What maintaining the table ``name`` covers: the table, then the state tables its sink
+        keeps inside it (``layer.name/_cdc_state``), which a merge rewrites every batch."""
         path = self.path(name)
         inside = [folder for folder in path.folders() if folder.startswith("_") and is_table(path / folder)]
         return [name, *(f"{name}/{folder}" for folder in inside)]
 
     def path(self, target: str) -> Location:
-        """The folder of the existing table ``target`` (``layer.name``, or a state table
-        inside one: ``layer.name/_folder``)."""
+        """The folder of the existing table ``target`` (``layer.name`` or ``layer.name/_folder``)."""
         name, _, inside = target.partition("/")
         layer, _, table = name.partition(".")
         path = self.settings.table_path(layer, table)
@@ -72,23 +63,20 @@ class TableMaintenance:
 
     def optimize(self, name: str, *, z_order: Sequence[str] | None = None,
                  target_size: int | None = None) -> OptimizeResult:
-        """Compact (or Z-order by ``z_order``) the table ``name`` (or one of its
-        :meth:`targets`), holding its write lock."""
+        """Compact (or Z-order by ``z_order``) the table ``name`` (or one of its :meth:`targets`), under its lock."""
         path = self.path(name)
         with self._lock(name):
             return self.store.optimize(self.spark, str(path), target_size=target_size, z_order=z_order)
 
     def vacuum(self, name: str, *, retention: dt.timedelta = DEFAULT_RETENTION, dry_run: bool = False) -> VacuumResult:
-        """Vacuum the table ``name`` (or one of its :meth:`targets`; list only, with
-        ``dry_run``), holding its write lock and checked against every streaming reader of it."""
+        """Vacuum the table ``name`` (or a :meth:`targets`; ``dry_run``: list only) under its lock, for its readers."""
         path = self.path(name)
         with self._lock(name):
             return self.store.vacuum(self.spark, str(path), retention=retention, dry_run=dry_run,
                                      readers=self.readers(name))
 
     def readers(self, name: str) -> list[StreamReader]:
-        """The streaming queries that may read the table ``name``, each at the version it has
-        read whole (None: unknown). A state table inside a table is read by no query."""
+        """The streaming queries that may read the table ``name`` (:func:`stream_readers`)."""
         if "/" in name:
             return []
         path = self.path(name)

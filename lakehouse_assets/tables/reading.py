@@ -1,19 +1,8 @@
-"""What a table's run reads, found before its query starts, and what a table's commits say it
-read (:class:`~lakehouse_assets.storage.batch_record.Reading`).
-
-A query run with ``availableNow`` reads everything its sources held when it started, so once
-its run has completed, the table has read its sources at least as far as its newest commit
-records. The next run compares that with the sources as they are now: the same tables (by
-Delta table id) at the same versions, and the query has nothing to read and is not started
-(:mod:`lakehouse_assets.assets.nothing_to_read`). A VACUUM of an upstream table asks the same
-records how far each reader has read (:func:`stream_readers`), so it deletes no file one has
-yet to read.
-
-Only public records are read: the tables' versions and ids and their commits (Delta's log,
-through delta-rs), and, for whether the run that made a commit completed, Dagster's record of
-the table's latest materialization. Without them the query is started and finds out for
-itself: skipping is an optimisation, never what keeps a batch from being read twice or lost
-(the checkpoint and the tables' app transactions are).
+"""What a table's run reads, found before its query starts, and what its commits say it read
+(:class:`~lakehouse_assets.storage.batch_record.Reading`): a run whose sources are as its last
+completed run read them has nothing to read (:mod:`lakehouse_assets.assets.nothing_to_read`),
+and a VACUUM asks how far each reader has read. Skipping is an optimisation only: the
+checkpoint and the tables' app transactions keep a batch from being read twice or lost.
 """
 
 from __future__ import annotations
@@ -48,16 +37,13 @@ def tables_now(tables: Sequence[str], settings: LakehouseSettings, store: DeltaT
 
 
 def last_reading(store: DeltaTableStore, path: str) -> HistoryEntry | None:
-    """The newest commit of the table at ``path`` that records what its run read (a
-    maintenance commit, which records none, is passed over); None when there is none."""
+    """The newest commit of the table at ``path`` recording what its run read; None when there is none."""
     return next((entry for entry in newest_first(store, path) if entry.reading is not None), None)
 
 
 def completed(instance: dg.DagsterInstance | None, key: dg.AssetKey, commit: HistoryEntry) -> bool:
     """Whether the run that made ``commit`` completed the table's step: it recorded a
-    materialization of the table (a run that died between its batches made commits but
-    recorded none). Runs since that committed nothing to the table recorded none either, so
-    its materialization is among the newest few."""
+    materialization of the table, among the newest few (a run dying between batches records none)."""
     if instance is None or commit.run_id is None:
         return False
     records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=_RECENT_MATERIALIZATIONS)
@@ -66,11 +52,9 @@ def completed(instance: dg.DagsterInstance | None, key: dg.AssetKey, commit: His
 
 def completed_reading(store: DeltaTableStore, path: str, version: int | None,
                       instance: dg.DagsterInstance | None, key: dg.AssetKey) -> Reading | None:
-    """What the table at ``path`` had read at ``version`` (None: its latest), as far as a
-    completed run read it: the reading of its newest commit at or before ``version``, unless
-    that commit's run did not complete (Dagster's latest materialization of ``key`` is another
-    run's), then the newest of an earlier run's commits. Without an ``instance`` the newest
-    commit's reading is taken as it is."""
+    """What the table at ``path`` had read at ``version`` (None: its latest) as far as a
+    completed run read it: its newest commit's reading at or before ``version``, or, when that
+    run did not complete (per ``instance``), the newest of an earlier run's commits."""
     newest_run: str | None = None
     for entry in newest_first(store, path):
         if (version is not None and entry.version > version) or entry.reading is None:
@@ -86,14 +70,9 @@ def completed_reading(store: DeltaTableStore, path: str, version: int | None,
 
 def stream_readers(instance: dg.DagsterInstance | None, settings: LakehouseSettings, store: DeltaTableStore,
                    table: str, table_id: str | None) -> list[StreamReader]:
-    """The streaming queries of the lakehouse that may read ``table`` (``layer.name``, Delta
-    id ``table_id``), each with the version of it its newest completed run had read whole.
-
-    Every query with a checkpoint under the lakehouse's ``_checkpoints`` counts, whether or
-    not an asset still defines it. One whose reading names ``table`` under another id read a
-    table since dropped, and one whose reading does not name it reads other tables: neither
-    reads this one. One with no reading from a completed run (never finished a run, a Dagster
-    instance that does not know it, or no instance) may read anything: its version is None."""
+    """The streaming queries checkpointed under ``_checkpoints`` that may read ``table`` (Delta id
+    ``table_id``), each with the version of it its newest completed run had read whole (None:
+    unknown, it may read anything)."""
     base = settings.root / CHECKPOINTS_DIR
     found = []
     for layer in _query_folders(base):

@@ -1,8 +1,5 @@
-"""An asset body's temporary views are its scratch space, as in the seeds' notebooks
-(``createOrReplaceTempView("recordings_raw_temp")``, ``CREATE OR REPLACE TEMPORARY VIEW``,
-``spark.table(...)`` back to a stream): the IO manager clears them once the body's output is
-written, so no view one asset made is seen by the next asset, or the next run, that shares
-the session.
+"""An asset body's temporary views are its scratch space: the IO manager clears them once the
+body's output is written, so no view one asset made is seen by the next asset or run.
 """
 
 from __future__ import annotations

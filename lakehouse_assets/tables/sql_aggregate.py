@@ -1,10 +1,7 @@
-"""A grouped streaming table's SQL: the columns that identify its groups.
-
-``SELECT keys..., AGG(expr) AS name, ... FROM STREAM(layer.table) [WHERE ...] GROUP BY keys``
-runs as it is, Spark keeping the aggregation's state in its checkpoint, in output mode
-``update``: each micro-batch's changed groups are merged into the table by the columns it
-groups by. A query whose rows cannot be merged that way (it groups by an expression it does
-not select, it filters groups with ``HAVING``...) says why, and its table stays in complete mode.
+"""A grouped streaming table's SQL: the columns that identify its groups, by which each
+micro-batch's changed groups (Spark's stateful aggregation, output mode ``update``) are merged
+into the table. A query whose rows cannot be merged that way says why, and its table stays in
+complete mode (docs/guides/incremental-gold.md).
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ class NotKeyed(Exception):
 
 def group_keys(query: str) -> tuple[tuple[str, str], ...]:
     """The columns ``query`` groups by, as ``(column name, SQL expression)`` pairs in select
-    order: one row of its result per value of them. :class:`NotKeyed` says why there are
-    none to merge by."""
+    order; :class:`NotKeyed` says why there are none to merge by."""
     try:
         tree = sqlglot.parse_one(query, dialect="spark")
     except SqlglotError as exc:

@@ -1,29 +1,10 @@
 """An AUTO CDC table defined in SQL, Lakeflow's way: a streaming table, and the flow that
-applies a change feed to it::
-
-    CREATE OR REFRESH STREAMING TABLE silver.patients_history
-    COMMENT 'Every version of every patient';
-
-    CREATE FLOW patients_history_cdc AS AUTO CDC INTO silver.patients_history
-    FROM STREAM(bronze.patient_changes)
-    KEYS (mrn)
-    APPLY AS DELETE WHEN op = 'DELETE'
-    SEQUENCE BY seq
-    COLUMNS * EXCEPT (op, seq)
-    STORED AS SCD TYPE 2
-    TRACK HISTORY ON * EXCEPT (city)
-
-Clauses after ``FROM`` may come in any order; ``KEYS`` and ``SEQUENCE BY`` are required,
-``STORED AS`` defaults to SCD type 1. ``COLUMNS`` and ``TRACK HISTORY ON`` take a column list
-(in parentheses or not) or ``* EXCEPT (...)``. Lakeflow's older spelling of the flow, still
-that of most published pipelines, is the same flow named after its table::
-
-    APPLY CHANGES INTO silver.patients_history FROM STREAM bronze.patient_changes KEYS (mrn) ...
+applies a change feed to it (``CREATE FLOW name AS AUTO CDC INTO ...``, or Lakeflow's older
+``APPLY CHANGES INTO ...``, a flow named after its table; docs/guides/cdc.md).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,15 +12,14 @@ from lakehouse_assets.cdc import AutoCdc
 from lakehouse_assets.errors import ConfigurationError
 from lakehouse_assets.tables.sql_definition import (
     SQL_LAYERS,
+    TABLE_NAME,
     SqlColumn,
     SqlDefinitionError,
     TableClauses,
-    table_clauses,
     table_elements,
 )
-from lakehouse_assets.tables.sql_refs import Token, tokens
+from lakehouse_assets.tables.sql_refs import Token, statements, tokens
 
-_TABLE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\.[A-Za-z][A-Za-z0-9_]*")
 # The clauses of CREATE FLOW ... AS AUTO CDC INTO ... FROM ..., by their first words.
 _CLAUSES = {("keys",): "keys", ("apply", "as", "delete", "when"): "deletes",
             ("apply", "as", "truncate", "when"): "truncates", ("sequence", "by"): "sequence",
@@ -59,7 +39,8 @@ TableAt = Callable[[list[Token], int, str], tuple[str, int]]
 @dataclass(frozen=True)
 class SqlAutoCdc:
     """A parsed AUTO CDC definition: the table (``layer.name``), its ``COMMENT``, the flow's
-    name, the table its changes stream from (``layer.name``), and how they apply."""
+    name, the table its changes stream from (``layer.name``), how they apply, and the table's
+    ``TBLPROPERTIES``, described columns and layout, as a SQL definition's."""
 
     source: str
     table: str
@@ -67,11 +48,8 @@ class SqlAutoCdc:
     flow: str
     changes_from: str
     spec: AutoCdc
-    #: ``TBLPROPERTIES``: the Delta table properties the table is created with.
     properties: tuple[tuple[str, str], ...] = ()
-    #: The columns described after the table's name (``name [type] COMMENT '...'``).
     columns: tuple[SqlColumn, ...] = ()
-    #: ``PARTITIONED BY`` / ``CLUSTER BY``: the columns it is laid out by.
     partitioned_by: tuple[str, ...] = ()
     clustered_by: tuple[str, ...] = ()
 
@@ -85,11 +63,11 @@ def is_auto_cdc(text: str) -> bool:
 def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
     """Parse a streaming table and the AUTO CDC flow into it from ``text`` (read from ``source``)."""
     toks = tokens(text)
-    statements = _statements(toks)
-    if len(statements) != 2:
-        raise _error(source, f"it holds {len(statements)} statement(s); an AUTO CDC table is two, ended by ';'")
-    table, clauses, described = _streaming_table(statements[0], text, source)
-    flow, target, changes_from, spec = parse_auto_cdc_flow(statements[1], text, source)
+    parts = statements(toks)
+    if len(parts) != 2:
+        raise _error(source, f"it holds {len(parts)} statement(s); an AUTO CDC table is two, ended by ';'")
+    table, clauses, described = _streaming_table(parts[0], text, source)
+    flow, target, changes_from, spec = parse_auto_cdc_flow(parts[1], text, source)
     if target.lower() != table.lower():
         raise _error(source, f"the flow writes {target}, but the file creates {table}")
     return SqlAutoCdc(source, table, clauses.comment, flow, changes_from, spec, clauses.properties, described,
@@ -98,11 +76,9 @@ def parse_auto_cdc(text: str, source: str) -> SqlAutoCdc:
 
 def parse_auto_cdc_flow(toks: list[Token], text: str, source: str,
                         table_at: TableAt | None = None) -> tuple[str, str, str, AutoCdc]:
-    """``CREATE FLOW name AS AUTO CDC INTO table FROM STREAM(changes) KEYS (...) ...``, or
-    ``APPLY CHANGES INTO table FROM ...`` (a flow named after its table) (the statement's
-    tokens ``toks`` of ``text``): the flow's name, its target, the table it streams changes
-    from, and how they apply. ``table_at`` reads a table name at a token (the project's
-    ``layer.name`` by default; a pipeline's names as the pipeline resolves them)."""
+    """``CREATE FLOW name AS AUTO CDC INTO ...`` or ``APPLY CHANGES INTO table ...`` (a flow named
+    after its table): its name, target, the table it streams changes from, and how they apply.
+    ``table_at`` reads a table's name (``layer.name`` by default; a pipeline's as it resolves them)."""
     flow, target, changes_from, clauses = _flow(toks, source, table_at)
     for required in ("keys", "sequence"):
         if required not in clauses:
@@ -130,28 +106,15 @@ def parse_auto_cdc_flow(toks: list[Token], text: str, source: str,
     return flow, target, changes_from, spec
 
 
-def _statements(toks: list[Token]) -> list[list[Token]]:
-    found: list[list[Token]] = [[]]
-    for tok in toks:
-        if tok.text == ";":
-            found.append([])
-        else:
-            found[-1].append(tok)
-    return [s for s in found if s]
-
-
 def _streaming_table(toks: list[Token], text: str, source: str
                      ) -> tuple[str, TableClauses, tuple[SqlColumn, ...]]:
     words = [t.text.lower() for t in toks]
     if words[:5] != ["create", "or", "refresh", "streaming", "table"]:
         raise _error(source, "the first statement must be CREATE OR REFRESH STREAMING TABLE layer.name")
     table, at = _table_at(toks, 5, source)
-    columns: tuple[SqlColumn, ...] = ()
-    if at < len(toks) and toks[at].text == "(":
-        constraints, columns, at = table_elements(table, toks, at, source, text)
-        if constraints:
-            raise _error(source, f"{table} declares expectations, which an AUTO CDC table does not take")
-    clauses, at = table_clauses(toks, at, source, table)
+    constraints, columns, clauses, at = table_elements(table, toks, at, source, text)
+    if constraints:
+        raise _error(source, f"{table} declares expectations, which an AUTO CDC table does not take")
     if at < len(toks):
         rest = toks[at:]
         raise _error(source, "only COMMENT, TBLPROPERTIES, PARTITIONED BY and CLUSTER BY may follow the "
@@ -201,7 +164,7 @@ def _flow(toks: list[Token], source: str,
 
 def _table_at(toks: list[Token], at: int, source: str) -> tuple[str, int]:
     name = "".join(t.text for t in toks[at:at + 3])
-    if not _TABLE.fullmatch(name) or name.split(".")[0].lower() not in SQL_LAYERS:
+    if not TABLE_NAME.fullmatch(name) or name.split(".")[0].lower() not in SQL_LAYERS:
         raise _error(source, f"a table must be named layer.name in bronze, silver or gold (found {name!r})")
     return name, at + 3
 

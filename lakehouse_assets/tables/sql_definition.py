@@ -1,43 +1,12 @@
-"""A table defined in SQL, Lakeflow's way: what one ``.sql`` file declares.
-
-::
-
-    CREATE OR REFRESH STREAMING TABLE gold.device_counts
-    COMMENT 'Recordings per device'
-    AS SELECT device_id, COUNT(device_id) AS total_recordings
-       FROM STREAM(bronze.recordings) WHERE device_id IS NOT NULL GROUP BY device_id
-
-A ``STREAMING TABLE`` reads at least one table with ``STREAM(layer.table)`` and is kept by an
-incremental query with its own checkpoint: appended to, or, when the query groups at its top
-level (an aggregate with no watermark), kept group by group (:mod:`~lakehouse_assets.tables.sql_aggregate`).
-A ``MATERIALIZED VIEW`` reads tables as they stand and is recomputed whole by each run.
-The tables a definition reads, its upstream assets, are found in its query, never listed by hand.
-
-Expectations are declared in parentheses after the name, as Lakeflow writes them::
-
-    CREATE OR REFRESH STREAMING TABLE silver.readings (
-      CONSTRAINT heartrate_positive EXPECT (heartrate > 0) ON VIOLATION DROP ROW,
-      CONSTRAINT mrn_present EXPECT (mrn IS NOT NULL) ON VIOLATION FAIL UPDATE,
-      CONSTRAINT device_known EXPECT (device_id IS NOT NULL)
-    ) AS SELECT ...
-
-No ``ON VIOLATION`` keeps and counts a failing row; ``DROP ROW`` quarantines it;
-``FAIL UPDATE`` fails the update. Columns are described in the same parentheses, Lakeflow's
-way, each ``name [type] COMMENT '...'``; the comment is the column's description (its values
-still come from the query), and a type, a Spark SQL type name checked as the file is read,
-is the type the table stores the column as
-(:mod:`lakehouse_assets.storage.declared_types`)::
-
-    CREATE OR REFRESH STREAMING TABLE gold.device_counts (
-      device_id BIGINT COMMENT 'The recording device',
-      total_recordings BIGINT COMMENT 'Recordings counted for the device'
-    ) AS SELECT ...
+"""A table defined in SQL, Lakeflow's way: what one ``.sql`` file declares
+(``CREATE OR REFRESH STREAMING TABLE | MATERIALIZED VIEW layer.name [(columns, CONSTRAINT ...
+EXPECT ...)] [COMMENT ...] AS query``; docs/guides/add-a-source.md, docs/quality.md). The
+tables a definition reads, its upstream assets, are found in its query, never listed by hand.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -46,12 +15,20 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from lakehouse_assets.errors import LakehouseError
-from lakehouse_assets.tables.sql_refs import Token, referenced_tables, tokens
+from lakehouse_assets.tables.sql_refs import (
+    Token,
+    closing_parenthesis,
+    depths,
+    referenced_tables,
+    split_commas,
+    tokens,
+    unquoted,
+)
 from lakehouse_assets.tables.sql_types import UnknownTypeError, spark_type
 
 # The layers an upstream table of a SQL definition lives in.
 SQL_LAYERS = ("bronze", "silver", "gold")
-_TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\.[A-Za-z][A-Za-z0-9_]*")
+TABLE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*\.[A-Za-z][A-Za-z0-9_]*")
 
 
 class SqlTableKind(StrEnum):
@@ -71,20 +48,24 @@ class OnViolation(StrEnum):
 
 @dataclass(frozen=True)
 class SqlConstraint:
-    """``CONSTRAINT name EXPECT (condition) [ON VIOLATION ...]``, with the columns the
-    condition reads."""
+    """``CONSTRAINT name EXPECT (condition) [ON VIOLATION ...]``, or Lakeflow's
+    ``@dp.expect(name, condition)`` and its kin: a SQL condition every row must meet, and what
+    a row failing it does."""
 
     name: str
     condition: str
-    columns: tuple[str, ...]
     on_violation: OnViolation
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns the condition reads (:func:`condition_columns`)."""
+        return condition_columns(self.condition)
 
 
 @dataclass(frozen=True)
 class SqlColumn:
-    """``name [type] COMMENT '...'``: a column a definition describes. ``type`` is as
-    written, in lower case (empty when not given); a Spark SQL type, which every write to
-    the table casts the column to."""
+    """``name [type] COMMENT '...'``: a column a definition describes; ``type``, a Spark SQL type
+    every write casts the column to, is as written in lower case (empty when not given)."""
 
     name: str
     type: str
@@ -94,8 +75,8 @@ class SqlColumn:
 @dataclass(frozen=True)
 class SqlDefinition:
     """One parsed definition: ``table`` (``layer.name``), its kind, its ``COMMENT``, its
-    query, the tables the query reads (``layer.name``, read as a stream or not), and its
-    expectations."""
+    query, the tables the query reads (``layer.name``, read as a stream or not), its
+    expectations, ``TBLPROPERTIES``, described columns and layout (:class:`TableClauses`)."""
 
     source: str  # where it was read from, for messages
     kind: SqlTableKind
@@ -104,11 +85,8 @@ class SqlDefinition:
     query: str
     reads: tuple[tuple[str, bool], ...]
     constraints: tuple[SqlConstraint, ...] = ()
-    #: ``TBLPROPERTIES``: the Delta table properties it is created with.
     properties: tuple[tuple[str, str], ...] = ()
-    #: The columns described in its parentheses, with their comments.
     columns: tuple[SqlColumn, ...] = ()
-    #: ``PARTITIONED BY`` / ``CLUSTER BY``: the columns it is laid out by.
     partitioned_by: tuple[str, ...] = ()
     clustered_by: tuple[str, ...] = ()
 
@@ -123,8 +101,7 @@ class SqlDefinitionError(LakehouseError):
 
 
 def parse_sql_definition(text: str, source: str) -> SqlDefinition:
-    """Parse ``CREATE OR REFRESH STREAMING TABLE | MATERIALIZED VIEW layer.name [COMMENT '...']
-    AS query`` from ``text`` (read from ``source``)."""
+    """Parse the SQL definition ``text`` (read from ``source``)."""
     toks = tokens(text)
     words = [t.text.lower() for t in toks]
 
@@ -134,11 +111,9 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
             "[COMMENT '...'] AS SELECT ... FROM STREAM(layer.table) ..., or CREATE OR REFRESH "
             "MATERIALIZED VIEW layer.name [COMMENT '...'] AS SELECT ...")
 
-    at = 0
-    for expected in ("create", "or", "refresh"):
-        if at >= len(words) or words[at] != expected:
-            raise fail(f"it does not start with CREATE OR REFRESH (found {_near(toks, at)})")
-        at += 1
+    if words[:3] != ["create", "or", "refresh"]:
+        raise fail(f"it does not start with CREATE OR REFRESH (found {_near(toks, 0)})")
+    at = 3
     if words[at:at + 2] == ["streaming", "table"]:
         kind = SqlTableKind.streaming_table
     elif words[at:at + 2] == ["materialized", "view"]:
@@ -147,18 +122,17 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
         raise fail(f"STREAMING TABLE or MATERIALIZED VIEW must follow CREATE OR REFRESH (found {_near(toks, at)})")
     at += 2
     table = "".join(t.text for t in toks[at:at + 3])
-    if not _TABLE_NAME.fullmatch(table) or table.split(".")[0].lower() not in SQL_LAYERS:
+    if not TABLE_NAME.fullmatch(table) or table.split(".")[0].lower() not in SQL_LAYERS:
         raise fail(f"the table must be named layer.name in bronze, silver or gold (found {_near(toks, at)})")
     at += 3
-    constraints: tuple[SqlConstraint, ...] = ()
-    columns: tuple[SqlColumn, ...] = ()
-    if at < len(toks) and toks[at].text == "(":
-        constraints, columns, at = table_elements(table, toks, at, source, text)
-    clauses, at = table_clauses(toks, at, source, table)
+    constraints, columns, clauses, at = table_elements(table, toks, at, source, text)
     if at >= len(words) or words[at] != "as":
         raise fail(f"AS and the query must follow the table's name and clauses (found {_near(toks, at)})")
     query = text[toks[at].end:].strip().rstrip(";").strip()
-    reads = tuple(referenced_tables(query, SQL_LAYERS))
+    try:
+        reads = tuple(referenced_tables(query, SQL_LAYERS))
+    except SqlglotError as exc:
+        raise fail(f"its query could not be read to find the tables it reads ({str(exc).splitlines()[0]})") from exc
     streams = [name for name, stream in reads if stream]
     if kind is SqlTableKind.streaming_table and not streams:
         raise fail(f"the streaming table {table} reads no table with STREAM(layer.table), so it has "
@@ -170,25 +144,29 @@ def parse_sql_definition(text: str, source: str) -> SqlDefinition:
                          clauses.partitioned_by, clauses.clustered_by)
 
 
-def table_elements(table: str, toks: list[Token], at: int, source: str, sql: str, *,
-                   typed_columns: bool = False) -> tuple[tuple[SqlConstraint, ...], tuple[SqlColumn, ...], int]:
-    """The expectations and described columns in the parentheses opening at token ``at``
-    after ``table``'s name (``toks`` of the definition's text ``sql``), and the index of the
-    token after them. With ``typed_columns`` (a pipeline's column list, Lakeflow's
-    ``name TYPE [COMMENT '...']``) each column gives its type and may leave out its comment."""
-    close = closing_parenthesis(toks, at)
-    if close is None:
-        raise SqlDefinitionError(f"{source}: the parenthesis after {table} is never closed")
-    items = split_commas(toks[at + 1:close])
-    constraints = tuple(_constraint(table, item, source, sql) for item in items
-                        if item[0].text.lower() == "constraint")
-    columns = tuple(_column(table, item, source, sql, typed_columns) for item in items
-                    if item[0].text.lower() != "constraint")
-    for what, names in (("a CONSTRAINT", [c.name.lower() for c in constraints]),
-                        ("a column", [c.name.lower() for c in columns])):
-        if len(set(names)) != len(names):
-            raise SqlDefinitionError(f"{source}: {table} names {what} twice; give each its own name")
-    return constraints, columns, close + 1
+def table_elements(table: str, toks: list[Token], at: int, source: str, sql: str, *, typed_columns: bool = False
+                   ) -> tuple[tuple[SqlConstraint, ...], tuple[SqlColumn, ...], TableClauses, int]:
+    """What follows ``table``'s name at token ``at`` of the text ``sql``: the expectations and
+    described columns in its parentheses, if any, its clauses, and the index of the token after
+    them. With ``typed_columns`` (a pipeline's ``name TYPE [COMMENT '...']``) a comment is optional."""
+    constraints: tuple[SqlConstraint, ...] = ()
+    columns: tuple[SqlColumn, ...] = ()
+    if at < len(toks) and toks[at].text == "(":
+        close = closing_parenthesis(toks, at)
+        if close is None:
+            raise SqlDefinitionError(f"{source}: the parenthesis after {table} is never closed")
+        items = split_commas(toks[at + 1:close])
+        constraints = tuple(_constraint(table, item, source, sql) for item in items
+                            if item[0].text.lower() == "constraint")
+        columns = tuple(_column(table, item, source, sql, typed_columns) for item in items
+                        if item[0].text.lower() != "constraint")
+        for what, names in (("a CONSTRAINT", [c.name.lower() for c in constraints]),
+                            ("a column", [c.name.lower() for c in columns])):
+            if len(set(names)) != len(names):
+                raise SqlDefinitionError(f"{source}: {table} names {what} twice; give each its own name")
+        at = close + 1
+    clauses, at = _table_clauses(toks, at, source, table)
+    return constraints, columns, clauses, at
 
 
 def _column(table: str, toks: list[Token], source: str, sql: str, typed: bool = False) -> SqlColumn:
@@ -233,9 +211,8 @@ class TableClauses:
     clustered_by: tuple[str, ...] = ()
 
 
-def table_clauses(toks: list[Token], at: int, source: str, table: str) -> tuple[TableClauses, int]:
-    """The :class:`TableClauses` of ``table`` starting at token ``at``, and the index of the
-    token after them."""
+def _table_clauses(toks: list[Token], at: int, source: str, table: str) -> tuple[TableClauses, int]:
+    """The :class:`TableClauses` at token ``at``, and the index of the token after them."""
     comment: str | None = None
     properties: dict[str, str] = {}
     layout: dict[str, tuple[str, ...]] = {}
@@ -248,7 +225,7 @@ def table_clauses(toks: list[Token], at: int, source: str, table: str) -> tuple[
             at += 2
         elif word == "tblproperties":
             close = _parenthesis_after(toks, at, source, table, "TBLPROPERTIES", "(key = value, ...)")
-            properties.update(_properties(toks[at + 2:close], source, table, properties))
+            _properties(toks[at + 2:close], source, table, properties)
             at = close + 1
         elif word in ("partitioned", "cluster") and at + 1 < len(toks) and toks[at + 1].text.lower() == "by":
             clause = f"{word.upper()} BY"
@@ -279,9 +256,8 @@ def _parenthesis_after(toks: list[Token], at: int, source: str, table: str, clau
     return close
 
 
-def _properties(items: list[Token], source: str, table: str, seen: Mapping[str, str]) -> dict[str, str]:
-    """``key = value`` pairs of a ``TBLPROPERTIES`` list."""
-    properties: dict[str, str] = {}
+def _properties(items: list[Token], source: str, table: str, properties: dict[str, str]) -> None:
+    """Add the ``key = value`` pairs of a ``TBLPROPERTIES`` list to ``properties``."""
     for item in split_commas(items):
         equals = next((i for i, t in enumerate(item) if t.text == "="), None)
         if equals is None or equals == 0 or equals != len(item) - 2:
@@ -290,10 +266,9 @@ def _properties(items: list[Token], source: str, table: str, seen: Mapping[str, 
                 f"{source}: {table}: TBLPROPERTIES takes key = value pairs (found {written!r}), e.g. "
                 "TBLPROPERTIES (delta.enableChangeDataFeed = true)")
         key = "".join(unquoted(t) for t in item[:equals])
-        if key in properties or key in seen:
+        if key in properties:
             raise SqlDefinitionError(f"{source}: {table}: TBLPROPERTIES sets {key} twice")
         properties[key] = unquoted(item[-1])
-    return properties
 
 
 def _column_name(item: list[Token], source: str, table: str, clause: str) -> str:
@@ -305,13 +280,6 @@ def _column_name(item: list[Token], source: str, table: str, clause: str) -> str
     return unquoted(item[0])
 
 
-def unquoted(tok: Token) -> str:
-    """A string or back-quoted token's text, unquoted (Spark's escapes: \\' is ')."""
-    if tok.kind == "string":
-        return re.sub(r"\\(.)", r"\1", tok.text[1:-1])
-    return tok.name or tok.text
-
-
 def check_name(name: str) -> str:
     """An expectation's name as its asset check and quarantine reason name it: lower-case letters,
     digits and underscores (Lakeflow's ```Balance should be positive``` is ``balance_should_be_positive``)."""
@@ -320,8 +288,7 @@ def check_name(name: str) -> str:
 
 
 def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlConstraint:
-    """One ``CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]``
-    (``toks`` of the definition's text ``sql``)."""
+    """One ``CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]``."""
     words = [t.text.lower() for t in toks]
     text = sql[toks[0].start:toks[-1].end]
     shape = ("CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | ON VIOLATION FAIL UPDATE]")
@@ -340,15 +307,14 @@ def _constraint(table: str, toks: list[Token], source: str, sql: str) -> SqlCons
             f"{source}: {table}: CONSTRAINT {name} ends with {' '.join(rest)!r}; write ON VIOLATION DROP ROW, "
             "ON VIOLATION FAIL UPDATE, or nothing (keep and count failing rows)")
     try:
-        columns = condition_columns(condition_sql)
+        condition_columns(condition_sql)
     except SqlDefinitionError as exc:
         raise SqlDefinitionError(f"{source}: {table}: CONSTRAINT {name}'s condition {exc}") from exc
-    return SqlConstraint(name, condition_sql, columns, actions[tuple(rest)])
+    return SqlConstraint(name, condition_sql, actions[tuple(rest)])
 
 
 def condition_columns(condition: str) -> tuple[str, ...]:
-    """The columns an expectation's SQL ``condition`` reads; refuses one that does not parse
-    or reads no column."""
+    """The columns an expectation's SQL ``condition`` reads; refused when none, or unparsed."""
     try:
         parsed = sqlglot.parse_one(condition, dialect="spark")
     except SqlglotError as exc:
@@ -359,38 +325,9 @@ def condition_columns(condition: str) -> tuple[str, ...]:
     return columns
 
 
-def _depths(toks: list[Token]) -> list[int]:
-    """How many parentheses enclose each token (a parenthesis itself sits outside its pair)."""
-    depths, depth = [], 0
-    for tok in toks:
-        if tok.text == ")":
-            depth -= 1
-        depths.append(depth)
-        if tok.text == "(":
-            depth += 1
-    return depths
-
-
-def closing_parenthesis(toks: list[Token], at: int) -> int | None:
-    """The index of the parenthesis closing the one at ``at``."""
-    depths = _depths(toks)
-    return next((i for i in range(at + 1, len(toks)) if toks[i].text == ")" and depths[i] == depths[at]), None)
-
-
-def split_commas(toks: list[Token]) -> list[list[Token]]:
-    """``toks`` split at the commas outside parentheses."""
-    items: list[list[Token]] = [[]]
-    for tok, depth in zip(toks, _depths(toks), strict=True):
-        if tok.text == "," and depth == 0:
-            items.append([])
-        else:
-            items[-1].append(tok)
-    return [item for item in items if item]
-
-
 def _groups_at_top_level(toks: list[Token]) -> bool:
-    depths = _depths(toks)
-    return any(depths[i] == 0 and toks[i].text.lower() == "group" and toks[i + 1].text.lower() == "by"
+    nested = depths(toks)
+    return any(nested[i] == 0 and toks[i].text.lower() == "group" and toks[i + 1].text.lower() == "by"
                for i in range(len(toks) - 1))
 
 

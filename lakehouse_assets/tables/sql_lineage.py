@@ -1,8 +1,6 @@
-"""Column lineage read from a query's SQL: which upstream columns each output column is
-computed from. sqlglot parses the query (Spark's dialect); nothing is run, so it works the
-same on both engines and before any table exists. A column whose sources cannot be told
-without the upstream schemas (``SELECT *``, an unqualified column in a join) is left out
-rather than guessed.
+"""Column lineage read from a query's SQL by sqlglot, nothing run: which upstream columns
+each output column is computed from. A column whose sources cannot be told without the
+upstream schemas (``SELECT *``, an unqualified column in a join) is left out rather than guessed.
 """
 
 from __future__ import annotations
@@ -12,15 +10,13 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.lineage import lineage
 
-from lakehouse_assets.tables.sql_refs import stream_references
+from lakehouse_assets.tables.sql_refs import batch_query
 
 
 def column_lineage(query: str, reads: list[str]) -> dict[str, list[tuple[str, str]]]:
-    """``{output column: [(layer.table, column), ...]}`` for the columns of ``query``'s
-    result, over the tables it ``reads`` (``layer.name``)."""
-    plain = _without_stream(query)
-    try:
-        select = sqlglot.parse_one(plain, dialect="spark")
+    """``{output column: [(layer.table, column), ...]}`` of ``query``'s result, over the tables it ``reads``."""
+    try:  # STREAM(x) read as x: the same columns, and sqlglot's lineage does not know STREAM
+        select = sqlglot.parse_one(batch_query(query), dialect="spark")
     except SqlglotError:
         return {}
     if not isinstance(select, exp.Query):
@@ -43,10 +39,3 @@ def column_lineage(query: str, reads: list[str]) -> dict[str, list[tuple[str, st
             found[output] = sources
     return found
 
-
-def _without_stream(query: str) -> str:
-    """The query with ``STREAM(layer.table)`` / ``STREAM layer.table`` read as ``layer.table``
-    (the same columns): sqlglot does not know Spark's STREAM."""
-    for ref in reversed(stream_references(query)):
-        query = query[:ref.start] + f" {ref.written} " + query[ref.end:]
-    return query

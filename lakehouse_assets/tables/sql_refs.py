@@ -1,12 +1,8 @@
-"""The tables a SQL text reads, found without running it or a SQL parser: what a SQL
-asset depends on is known when the definitions load, before any table exists.
-
-- ``layer.table`` (either part may be back-quoted) right after FROM or JOIN;
-- ``STREAM(layer.table)`` or ``STREAM layer.table``: the table read as a stream.
-
-Strings, comments and back-quoted identifiers are tokens of their own, so a name inside
-them is never taken for a reference. Running the query is Spark's: the tables are in its
-catalog (:mod:`.catalog`).
+"""The tables and files a SQL query reads, found without running it: what a SQL dataset
+depends on is known when the definitions load, before any table exists. sqlglot reads the
+query in Databricks' dialect, which knows ``STREAM``; :func:`tokens` (strings, comments and
+back-quoted names each one token) gives the spans a run replaces, and reads the statements
+around a query (``CREATE ... AS``), which sqlglot does not know.
 """
 
 from __future__ import annotations
@@ -14,6 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
 
 _TOKEN = re.compile(
     r"""
@@ -27,6 +26,9 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
+#: Table-valued functions reading files: ``read_files(...)``, and Lakeflow's older ``cloud_files(...)``.
+FILE_READERS = ("read_files", "cloud_files")
+
 
 @dataclass(frozen=True)
 class Token:
@@ -55,72 +57,109 @@ def tokens(sql: str) -> list[Token]:
     return found
 
 
-def referenced_tables(sql: str, layers: Collection[str]) -> list[tuple[str, bool]]:
-    """The two-part names in ``layers`` that ``sql`` reads from (right after FROM, JOIN or
-    STREAM), each once, with whether it is read as a stream: what a query depends on, found
-    before any table exists."""
-    wanted = {layer.lower() for layer in layers}
-    toks = tokens(sql)
-    found: dict[str, bool] = {}
-    for i in range(len(toks)):
-        if not _is_word(toks, i, "from", "join", "stream"):
-            continue
-        at = i + 2 if _is(toks, i + 1, "(") else i + 1
-        name = _two_part_name(toks, at)
-        if name is not None and name.split(".", 1)[0].lower() in wanted:
-            stream = _is_word(toks, i, "stream")
-            found[name] = found.get(name, False) or stream
-    return list(found.items())
+def statements(toks: list[Token]) -> list[list[Token]]:
+    """``toks`` split at the semicolons (those in strings are inside their tokens)."""
+    found: list[list[Token]] = [[]]
+    for tok in toks:
+        if tok.kind == "other" and tok.text == ";":
+            found.append([])
+        else:
+            found[-1].append(tok)
+    return [statement for statement in found if statement]
 
 
-@dataclass(frozen=True)
-class StreamReference:
-    """``STREAM(layer.table)`` or ``STREAM layer.table`` after FROM or JOIN: where it is in
-    the text (``start`` to ``end``), the table (``layer.name``) and its name as written."""
-
-    start: int
-    end: int
-    table: str
-    written: str
+def unquoted(tok: Token) -> str:
+    """A string or back-quoted token's text, unquoted (Spark's escapes: \\' is ')."""
+    if tok.kind == "string":
+        return re.sub(r"\\(.)", r"\1", tok.text[1:-1])
+    return tok.name or tok.text
 
 
-def stream_references(sql: str) -> list[StreamReference]:
-    """Every table ``sql`` reads as a stream, where it reads it, in the order written."""
-    toks = tokens(sql)
-    found = []
-    for i in range(1, len(toks)):
-        if not (_is_word(toks, i, "stream") and _is_word(toks, i - 1, "from", "join")):
-            continue
-        parenthesised = _is(toks, i + 1, "(")
-        at = i + 2 if parenthesised else i + 1
-        name = _two_part_name(toks, at)
-        last = at + 3 if parenthesised else at + 2
-        if name is None or (parenthesised and not _is(toks, last, ")")):
-            continue
-        found.append(StreamReference(toks[i].start, toks[last].end, name, sql[toks[at].start:toks[at + 2].end]))
+def depths(toks: list[Token]) -> list[int]:
+    """How many parentheses enclose each token (a parenthesis itself sits outside its pair)."""
+    found, depth = [], 0
+    for tok in toks:
+        if tok.text == ")":
+            depth -= 1
+        found.append(depth)
+        if tok.text == "(":
+            depth += 1
     return found
 
 
-def _two_part_name(toks: list[Token], i: int) -> str | None:
-    if i + 2 >= len(toks) or not _is(toks, i + 1, "."):
-        return None
-    layer, name = toks[i].name, toks[i + 2].name
-    if layer is None or name is None or _is(toks, i + 3, "."):
-        return None  # not a name, or a longer one (catalog.layer.table, table.column.field)
-    return f"{layer}.{name}"
+def closing_parenthesis(toks: list[Token], at: int) -> int | None:
+    """The index of the parenthesis closing the one at ``at``."""
+    nested = depths(toks)
+    return next((i for i in range(at + 1, len(toks)) if toks[i].text == ")" and nested[i] == nested[at]), None)
 
 
-def _is(toks: list[Token], i: int, text: str) -> bool:
-    return 0 <= i < len(toks) and toks[i].kind == "other" and toks[i].text == text
+def split_commas(toks: list[Token]) -> list[list[Token]]:
+    """``toks`` split at the commas outside parentheses."""
+    items: list[list[Token]] = [[]]
+    for tok, depth in zip(toks, depths(toks), strict=True):
+        if tok.text == "," and depth == 0:
+            items.append([])
+        else:
+            items[-1].append(tok)
+    return [item for item in items if item]
 
 
-def _is_word(toks: list[Token], i: int, *words: str) -> bool:
-    return 0 <= i < len(toks) and toks[i].kind == "word" and toks[i].text.lower() in words
+@dataclass(frozen=True)
+class Reference:
+    """A table or files a query reads: its span (``STREAM(...)`` included), what it reads as
+    written, whether as a stream, and the table (back-quotes removed) or the file reader's call."""
+
+    start: int
+    end: int
+    written: str
+    streamed: bool
+    table: str | None = None
+    files: exp.Anonymous | None = None
+
+
+def references(sql: str) -> list[Reference]:
+    """Every table and file reader the query ``sql`` reads from, in the order written (a WITH's
+    own names left out). Raises sqlglot's error for a query it cannot read."""
+    tree = sqlglot.parse_one(sql, dialect="databricks")
+    ctes = {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
+    toks = tokens(sql)
+    first_at = {tok.start: i for i, tok in enumerate(toks)}
+    last_at = {tok.end - 1: i for i, tok in enumerate(toks)}
+    found = []
+    for table in tree.find_all(exp.Table):
+        files = table.this if isinstance(table.this, exp.Anonymous) else None
+        if (files is None and not isinstance(table.this, exp.Identifier)) or \
+                (files is not None and files.name.lower() not in FILE_READERS):
+            continue  # another table-valued function (range(10))
+        if files is None and len(table.parts) == 1 and table.name.lower() in ctes:
+            continue
+        first = first_at[table.parts[0].meta["start"]]
+        last = (closing_parenthesis(toks, first + 1) or first) if files else last_at[table.parts[-1].meta["end"]]
+        start, end = toks[first].start, toks[last].end
+        written = sql[start:end]
+        streamed = isinstance(table.parent.parent if isinstance(table.parent, exp.Subquery) else table.parent,
+                              exp.Stream)
+        if streamed:
+            parenthesised = toks[first - 1].text == "("
+            start = toks[first - 2 if parenthesised else first - 1].start
+            end = toks[last + 1].end if parenthesised else end
+        name = None if files else ".".join(part.name for part in table.parts)
+        found.append(Reference(start, end, written, streamed, name, files))
+    return sorted(found, key=lambda ref: ref.start)
+
+
+def referenced_tables(sql: str, layers: Collection[str]) -> list[tuple[str, bool]]:
+    """The two-part names in ``layers`` that ``sql`` reads from, each once, with whether as a stream."""
+    wanted = {layer.lower() for layer in layers}
+    found: dict[str, bool] = {}
+    for ref in references(sql):
+        if ref.table is not None and ref.table.count(".") == 1 and ref.table.split(".")[0].lower() in wanted:
+            found[ref.table] = found.get(ref.table, False) or ref.streamed
+    return list(found.items())
 
 
 def batch_query(sql: str) -> str:
-    """``sql`` reading every table it streams as the table stands (``STREAM(x)`` as ``x``): the
-    query a streaming table's rows are recomputed with in batch."""
-    for ref in reversed(stream_references(sql)):
+    """``sql`` reading every table it streams as the table stands (``STREAM(x)`` as ``x``)."""
+    for ref in reversed([ref for ref in references(sql) if ref.streamed]):
         sql = sql[:ref.start] + ref.written + sql[ref.end:]
     return sql

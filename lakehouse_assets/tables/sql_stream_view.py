@@ -1,16 +1,8 @@
-"""A routed SQL table's query run over its streamed source handed in as a view.
-
-A SQL table with a ``DROP ROW`` expectation (:mod:`lakehouse_assets.assets.sql_asset`) reads
-its one ``STREAM(layer.table)`` as an input of its asset, as a Python routed table does:
-the rows the IO manager streams in a run, the quarantined rows in a replay. The input is
-registered as a temporary view, and the query reads that view where it read the stream.
-Its top-level SELECT also returns the streamed row whole, as the struct :data:`SOURCE_ROW`:
-the quarantine keeps the row as it came (where it landed included, so ``lakehouse trace``
-follows it and a replay can run the query on it again), and the table keeps where it landed.
-
-The query's own text is kept: the stream reference is replaced by the view, and the struct
-added to the select list; sqlglot only reads the query to find the SELECT that reads the
-stream and what it calls it.
+"""A routed SQL table's query run over its streamed source handed in as a view, as a Python
+routed table reads its input: the rows the IO manager streams in a run, the quarantined rows
+in a replay. The query's own text is kept, the stream replaced by the view; its top-level
+SELECT also returns the streamed row whole (:data:`SOURCE_ROW`), which the quarantine keeps
+as it came, so ``lakehouse trace`` follows it and a replay can run the query on it again.
 """
 
 from __future__ import annotations
@@ -21,8 +13,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from lakehouse_assets.storage.merge import quote
 from lakehouse_assets.tables.sql_definition import SqlDefinition, SqlDefinitionError
-from lakehouse_assets.tables.sql_refs import stream_references, tokens
+from lakehouse_assets.tables.sql_refs import depths, references, tokens
 
 #: The column of the query's result holding the streamed row whole (dropped from both tables).
 SOURCE_ROW = "_lakehouse_source_row"
@@ -30,8 +23,7 @@ SOURCE_ROW = "_lakehouse_source_row"
 
 @dataclass(frozen=True)
 class StreamView:
-    """``query`` reads the view ``view`` where the definition read ``stream`` (``layer.name``)
-    as a stream, and returns the streamed row as :data:`SOURCE_ROW`."""
+    """``query`` reads ``view`` where the definition streamed ``stream``, and returns :data:`SOURCE_ROW`."""
 
     stream: str
     view: str
@@ -39,9 +31,8 @@ class StreamView:
 
 
 def over_stream_view(definition: SqlDefinition, view: str) -> StreamView:
-    """The definition's query reading its one streamed table from the temporary view ``view``.
-    Refused, naming the file, when the query does not read one table as a stream in the FROM
-    or a JOIN of its top-level SELECT: its rows could not be kept as they came."""
+    """The definition's query reading its one streamed table from the temporary view ``view``;
+    refused, naming the file, unless the FROM or a JOIN of its top-level SELECT reads it."""
     def refuse(why: str) -> SqlDefinitionError:
         return SqlDefinitionError(
             f"{definition.source}: {definition.table} drops rows into a quarantine, which keeps each row as "
@@ -49,12 +40,12 @@ def over_stream_view(definition: SqlDefinition, view: str) -> StreamView:
             "as STREAM(layer.table) in the FROM or a JOIN of the outer SELECT (filters in its WHERE), or "
             "drop ON VIOLATION DROP ROW.")
 
-    refs = stream_references(definition.query)
+    refs = [ref for ref in references(definition.query) if ref.streamed and ref.table]
     if len(refs) != 1:
-        names = ", ".join(ref.table for ref in refs) or "none"
+        names = ", ".join(str(ref.table) for ref in refs) or "none"
         raise refuse(f"its query reads {len(refs)} tables as streams ({names})")
     ref = refs[0]
-    quoted_view = _quote(view)
+    quoted_view = quote(view)
     over_view = definition.query[:ref.start] + quoted_view + definition.query[ref.end:]
     try:
         top = sqlglot.parse_one(over_view, dialect="spark")
@@ -69,12 +60,12 @@ def over_stream_view(definition: SqlDefinition, view: str) -> StreamView:
     alias = read[0].alias
     if not alias:
         # Named as Spark names an unaliased table, so the query's `name.column` still resolves.
-        alias = ref.table.split(".")[1]
-        over_view = (definition.query[:ref.start] + f"{quoted_view} AS {_quote(alias)}"
+        alias = str(ref.table).split(".")[-1]
+        over_view = (definition.query[:ref.start] + f"{quoted_view} AS {quote(alias)}"
                      + definition.query[ref.end:])
     at = _outer_from(over_view)
-    row = f", STRUCT({_quote(alias)}.*) AS {SOURCE_ROW} "
-    return StreamView(ref.table, view, over_view[:at] + row + over_view[at:])
+    row = f", STRUCT({quote(alias)}.*) AS {SOURCE_ROW} "
+    return StreamView(str(ref.table), view, over_view[:at] + row + over_view[at:])
 
 
 def _from_table(select: exp.Select) -> exp.Expression | None:
@@ -83,18 +74,9 @@ def _from_table(select: exp.Select) -> exp.Expression | None:
 
 
 def _outer_from(query: str) -> int:
-    """Where the outer SELECT's FROM starts: the first FROM outside parentheses (a WITH's
-    queries and subqueries are inside theirs)."""
-    depth = 0
-    for tok in tokens(query):
-        if tok.text == "(":
-            depth += 1
-        elif tok.text == ")":
-            depth -= 1
-        elif depth == 0 and tok.kind == "word" and tok.text.lower() == "from":
+    """Where the outer SELECT's FROM starts: the first FROM outside parentheses."""
+    toks = tokens(query)
+    for tok, depth in zip(toks, depths(toks), strict=True):
+        if depth == 0 and tok.kind == "word" and tok.text.lower() == "from":
             return tok.start
     raise SqlDefinitionError(f"No FROM found in the query {query!r}")
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

@@ -1,11 +1,7 @@
 """Spark SQL type names (``DOUBLE``, ``DECIMAL(10,2)``, ``ARRAY<STRING>``) read as PySpark
-types without a SparkSession: a declared column's type is read when definitions load.
-
-PySpark's own parser, ``DataType.fromDDL``, asks the JVM (or, on Spark Connect, the server),
-so it needs a running session. sqlglot reads the name in Spark's dialect, the way this
-package reads SQL definitions, and each type it finds maps to PySpark's; a name Spark does
-not know, or a type a declaration cannot hold to (intervals, ``CHAR``/``VARCHAR``,
-collations), is refused. The tests hold the result to ``DataType.fromDDL`` on a real session.
+types without a SparkSession, when definitions load: PySpark's ``DataType.fromDDL`` needs a
+running session. sqlglot reads the name in Spark's dialect; a name Spark does not know, or a
+type a declaration cannot hold to (intervals, ``CHAR``/``VARCHAR``, collations), is refused.
 """
 
 from __future__ import annotations
@@ -36,8 +32,7 @@ _ATOMIC: dict[object, T.DataType] = {
 
 
 class UnknownTypeError(ValueError):
-    """A type name that is not a Spark SQL type a declared column can take; the message says
-    which name and what to write instead."""
+    """A type name a declared column cannot take; the message says what to write instead."""
 
 
 def spark_type(name: str) -> T.DataType:
