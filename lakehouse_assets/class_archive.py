@@ -1,16 +1,7 @@
-"""Spark's and Delta Lake's JVM classes, parsed once at install: a class-data sharing archive.
-
-Every JVM the lakehouse starts (an embedded run, a `lakehouse` command, an engine) loads and
-verifies some 15,000 classes of Spark, Scala, Hadoop and Delta Lake before its first query.
-Java's class-data sharing (CDS, JDK 13 and later) keeps them parsed in a file the JVM maps
-instead: on this 2-core machine a local driver's start and first Delta write took 9.3 s of CPU
-instead of 14.0 s, and a run of the seeds' graph in a fresh JVM 33 s instead of 38.5 s.
-
-``make install`` makes the archive (:func:`make_archive`: one short Spark session that writes,
-streams into and merges a Delta table, its JVM asked to archive the classes it loaded at exit)
-beside Delta Lake's jars; ``spark_conf.archive_options`` adds it to a driver's Java options when
-it is there. The JVM checks the archive against its own build and class path and, when either
-changed (a JDK or pyspark upgrade without ``make install``), starts as it would without it.
+"""Spark's and Delta Lake's JVM classes, parsed once at install: a class-data sharing archive
+(docs/configuration.md says what it saves). ``make install`` makes it (:func:`make_archive`);
+``spark_conf.archive_options`` adds it to a driver's Java options when it is there, and a JVM
+whose build or class path changed since starts as it would without it.
 """
 
 from __future__ import annotations

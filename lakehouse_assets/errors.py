@@ -63,7 +63,6 @@ class NotADeltaTableError(LakehouseError):
             f"{path} is not empty and is not a Delta table (it has no _delta_log folder). "
             "Refusing to write there: move its files away or choose another table path."
         )
-        self.path = path
 
 
 class SchemaMismatchError(LakehouseError):
@@ -80,7 +79,6 @@ class QueryFailedError(LakehouseError):
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(f"{kind}: {message}")
-        self.kind = kind
 
 
 class ExpectationFailedError(LakehouseError):
@@ -93,8 +91,6 @@ class ExpectationFailedError(LakehouseError):
             f"e.g. {row}. Nothing was committed to {table}. Fix the data upstream (or make the rule drop "
             "or warn instead of failing the update), then run the asset again."
         )
-        self.rule = rule
-        self.table = table
 
 
 class CorruptCheckpointError(LakehouseError):
@@ -107,13 +103,11 @@ class CorruptCheckpointError(LakehouseError):
             f"query from it. Full-refresh the table with `lakehouse reset {target}` (it deletes "
             f"the table and this checkpoint), then run it again: it is rebuilt from its source."
         )
-        self.checkpoint = checkpoint
-        self.file = file
-        self.table_name = table_name
 
 
 class TableBusyError(LakehouseError):
     """Another run holds a table's write lock."""
+
 
 class SourceRecreatedError(LakehouseError):
     """A table a streaming query reads was dropped or recreated under its checkpoint."""
@@ -132,7 +126,6 @@ class EngineUnavailableError(LakehouseError):
             "(or point LAKEHOUSE_SPARK_REMOTE at a running one), or unset LAKEHOUSE_SPARK_REMOTE to "
             "run Spark embedded."
         )
-        self.url = url
 
 
 class EngineStartError(LakehouseError):

@@ -1,17 +1,11 @@
 """Named fault points, so crash tests can kill a run at an exact moment.
 
 ``LAKEHOUSE_FAULT=<point>:<hit>`` makes the process kill itself with SIGKILL the
-``<hit>``-th time it reaches ``<point>`` (``<hit>`` defaults to 1). When the process leads
-its own process group (the crash harness starts runs that way), the whole group is killed,
-Spark's JVM included, as a power cut would. Without the variable a fault point costs one
-attribute check.
-
-In process, :func:`raising_at` arms a point to raise :class:`InjectedFault` instead: a run in
-the test's own process stops there as the kill would stop it, without a process and a JVM to
-start per fault. A Spark query whose ``foreachBatch`` function raises stops before it records
-the batch as done, as a killed one does; what differs is what a dying process cannot do, the
-failure record that the IO manager writes to the event log
-(``test_crash_recovery.py`` compares the two on disk).
+``<hit>``-th time it reaches ``<point>`` (``<hit>`` defaults to 1); a process that leads its own
+process group (the crash harness starts runs that way) kills the whole group, Spark's JVM
+included, as a power cut would. In process, :func:`raising_at` arms a point to raise
+:class:`InjectedFault` instead, which stops a run as the kill would without a process and a JVM
+to start per fault (docs/reliability.md). Without either, a fault point costs one attribute check.
 """
 
 from __future__ import annotations
@@ -77,21 +71,16 @@ def armed_fault() -> tuple[str, int] | None:
 def fault_point(point: str) -> None:
     """Die here, by SIGKILL, if ``LAKEHOUSE_FAULT`` arms this point for this hit (or raise
     :class:`InjectedFault`, if :func:`raising_at` does)."""
-    if _raising is not None and _raising[0] == point:
-        with _lock:
-            _hits[point] = _hits.get(point, 0) + 1
-            if _hits[point] == _raising[1]:
-                raise InjectedFault(f"fault injected at {point} (arrival {_raising[1]}): {POINTS[point]}")
-        return
-    if ENV_VAR not in os.environ:
-        return
-    armed = armed_fault()
+    raising = _raising  # read once: the block arming it may end meanwhile
+    armed = raising or (armed_fault() if ENV_VAR in os.environ else None)
     if armed is None or armed[0] != point:
         return
     with _lock:
         _hits[point] = _hits.get(point, 0) + 1
         if _hits[point] != armed[1]:
             return
+    if raising is not None:
+        raise InjectedFault(f"fault injected at {point} (arrival {armed[1]}): {POINTS[point]}")
     if os.getpgrp() == os.getpid():
         os.killpg(os.getpgrp(), signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)

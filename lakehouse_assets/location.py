@@ -1,30 +1,26 @@
 """Where a file or folder of the lakehouse is: a local path, or a key on S3-API object storage,
 and how to reach it from Python without Spark.
 
-Spark and Delta Lake's connector reach the store through S3A. The lakehouse's own files (landing
-listings, stored schemas, checkpoints' folders, locks) are read and listed by pyarrow's file
-systems, which also read Parquet, and written and deleted on a store by obstore (Rust's
-``object_store``, the crate delta-rs commits with): pyarrow cannot send S3's conditional headers
-(``If-None-Match``, ``If-Match``) that creating once and replacing only what was read need, puts
-even a small file in three requests (a multipart upload), and leaves a folder marker behind a
-deleted file. All are given the
-same endpoint and region (the lakehouse resource's :class:`ObjectStore`); each takes its
-credentials from its own AWS chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, a profile or
-an instance role). A store's prefix is listed in pages of 1,000 keys, as S3's ListObjectsV2 gives
-them.
+Spark reaches the store through S3A. The lakehouse's own files are read and listed by pyarrow's
+file systems (which also read Parquet), and written and deleted on a store by obstore (the
+``object_store`` crate delta-rs commits with): pyarrow cannot send S3's conditional headers
+(``If-None-Match``, ``If-Match``), puts a small file in three requests, and leaves a folder
+marker behind a deleted file. All are given the same endpoint and region (:class:`ObjectStore`);
+each takes its credentials from its own AWS chain.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import os
 import tempfile
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlparse
 
 import obstore
@@ -35,7 +31,7 @@ from obstore.store import S3Store
 from lakehouse_assets.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from obstore.store import S3Config
+    from obstore.store import ClientConfig, S3Config
 
 #: URI schemes of S3-API object storage: ``s3a://`` as Hadoop names it (and the lakehouse
 #: writes it), ``s3://`` as AWS does.
@@ -86,7 +82,6 @@ class ObjectStore:
         if self.region is not None:
             conf["fs.s3a.endpoint.region"] = self.region
         return conf
-
 
 
 @dataclass(frozen=True)
@@ -169,7 +164,7 @@ class Location:
         if not self.is_local:
             # pyarrow would leave a marker of the parent folder behind; a store has no folders.
             bucket, key = self._bucket_key()
-            objects = _s3_objects(self.store, bucket)
+            objects = s3_objects(self.store, bucket)
             below = [str(meta["path"]) for batch in obstore.list(objects, key.rstrip("/") + "/") for meta in batch]
             obstore.delete(objects, [*below, key])
             return
@@ -212,19 +207,9 @@ class Location:
         """Write the file whole, as :meth:`write_text` does."""
         if not self.is_local:
             bucket, key = self._bucket_key()
-            obstore.put(_s3_objects(self.store, bucket), key, data)
+            obstore.put(s3_objects(self.store, bucket), key, data)
             return
-        folder = os.path.dirname(self.path)
-        os.makedirs(folder, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(temp, self.path)
-        except BaseException:
-            if os.path.exists(temp):
-                os.unlink(temp)
-            raise
+        self._write_beside(data, os.replace)
 
     def create_text(self, text: str) -> str | None:
         """Write the file whole unless it exists: its :meth:`version` when this call wrote it,
@@ -234,32 +219,35 @@ class Location:
         if not self.is_local:
             bucket, key = self._bucket_key()
             try:
-                return str(obstore.put(_s3_objects(self.store, bucket), key, data, mode="create")["e_tag"])
+                return str(obstore.put(s3_objects(self.store, bucket), key, data, mode="create")["e_tag"])
             except AlreadyExistsError:
                 return None
+        try:
+            self._write_beside(data, os.link)
+        except FileExistsError:
+            return None
+        return self.version()
+
+    def _write_beside(self, data: bytes, place: Callable[[str, str], None]) -> None:
+        """Write a local file's ``data`` to a temporary file beside it, then ``place`` that there."""
         folder = os.path.dirname(self.path)
         os.makedirs(folder, exist_ok=True)
         fd, temp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
-            os.link(temp, self.path)
-        except FileExistsError:
-            return None
+            place(temp, self.path)
         finally:
-            os.unlink(temp)
-        return self.version()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)  # gone once renamed into place
 
     def version(self) -> str | None:
         """What identifies the file's present content (an object's ETag; a local file's time and
         size), or None when there is none."""
-        if not self.is_local:
-            bucket, key = self._bucket_key()
-            try:
-                return str(obstore.head(_s3_objects(self.store, bucket), key)["e_tag"])
-            except FileNotFoundError:
-                return None
         try:
+            if not self.is_local:
+                bucket, key = self._bucket_key()
+                return str(obstore.head(s3_objects(self.store, bucket), key)["e_tag"])
             stat = os.stat(self.path)
         except FileNotFoundError:
             return None
@@ -274,7 +262,7 @@ class Location:
                                      "object storage only")
         bucket, key = self._bucket_key()
         try:
-            written = obstore.put(_s3_objects(self.store, bucket), key, text.encode("utf-8"),
+            written = obstore.put(s3_objects(self.store, bucket), key, text.encode("utf-8"),
                                   mode={"e_tag": version})
         except (PreconditionError, FileNotFoundError):
             return None
@@ -351,16 +339,21 @@ def _s3_file_system(store: ObjectStore) -> pafs.FileSystem:
                              endpoint_override=endpoint.netloc + endpoint.path.rstrip("/"))
 
 
-@functools.lru_cache(maxsize=16)
-def _s3_objects(store: ObjectStore, bucket: str) -> S3Store:
-    # obstore reads the credentials from the AWS variables itself, as delta-rs does.
+def s3_store(store: ObjectStore, bucket: str, client_options: ClientConfig | None = None,
+             **options: Any) -> S3Store:
+    """obstore's client of ``bucket`` on ``store`` (``client_options`` and ``options``: more of
+    S3Store's settings); obstore reads the credentials from the AWS variables itself, as delta-rs does."""
     config: S3Config = {}
     if store.endpoint_url is not None:
         config["endpoint"] = store.endpoint_url
     if store.region is not None:
         config["region"] = store.region
     allow_http = store.endpoint_url is not None and store.endpoint_url.startswith("http://")
-    return S3Store(bucket, config=config, client_options={"allow_http": allow_http})
+    return S3Store(bucket, config=config, client_options={**(client_options or {}), "allow_http": allow_http},
+                   **options)
+
+
+s3_objects = functools.lru_cache(maxsize=16)(s3_store)
 
 
 def table_file_path(table_path: str, relative: str) -> str:

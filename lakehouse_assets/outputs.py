@@ -1,14 +1,10 @@
 """What a table asset's body hands the Delta IO manager, and what the manager hands back.
 
-A body returns the transformation only: a DataFrame (or :class:`ExpectedRows`, its rules
-attached by the declaration), an :class:`IncrementalSource` (an ingestion stream), several
-:class:`AppendFlows`, :class:`RoutedRows` (a table and its quarantine), or
-:class:`TableKept` (nothing landed: the table is reported as it stands). The IO manager picks
-the handler by this type (:mod:`lakehouse_assets.io.handlers`); an input whose table does not
-exist yet comes in as :class:`MissingTable`, any other as an :class:`UpstreamTable`, read
-when the body runs. Declarations (:mod:`lakehouse_assets.assets`)
-and the IO manager (:mod:`lakehouse_assets.io`) both import these from here, so the IO layer
-knows nothing of how an asset is declared.
+A body returns the transformation only (a DataFrame, :class:`ExpectedRows`, an
+:class:`IncrementalSource`, :class:`AppendFlows`, :class:`RoutedRows` or :class:`TableKept`),
+and the IO manager picks the handler by its type; an input comes in as an
+:class:`UpstreamTable`, or as :class:`MissingTable` before its table exists. Declarations and
+the IO manager both import these from here, so the IO layer knows nothing of declarations.
 """
 
 from __future__ import annotations

@@ -75,13 +75,8 @@ class LakehouseSettings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LakehouseSettings:
-        """Read ``LAKEHOUSE_ROOT``, ``LAKEHOUSE_SPARK_MASTER``, ``LAKEHOUSE_SPARK_CONF`` (a JSON
-        object of Spark settings), ``LAKEHOUSE_SENSOR_INTERVAL`` (seconds),
-        ``LAKEHOUSE_SPARK_REMOTE`` (a Spark Connect URL), ``LAKEHOUSE_ENGINE_PORT``,
-        ``LAKEHOUSE_DELTA_JARS`` (the folder of Delta Lake's jars) and
-        ``LAKEHOUSE_ASSET_PACKAGES`` (importable package names, separated by commas) and
-        ``LAKEHOUSE_PIPELINES`` (pipeline project folders, separated by ``:``), Dagster's
-        ``DAGSTER_HOME``, and the AWS variables of :class:`ObjectStore`."""
+        """Read the ``LAKEHOUSE_*`` variables, Dagster's ``DAGSTER_HOME``, ``XDG_STATE_HOME`` and the
+        AWS variables of :class:`ObjectStore` (docs/configuration.md lists them)."""
         env = os.environ if environ is None else environ
         store = ObjectStore.from_env(env)
         root = lakehouse_root(env.get("LAKEHOUSE_ROOT") or DEFAULT_ROOT, store=store)
@@ -166,9 +161,6 @@ class LakehouseSettings:
     def schema_path(self, layer: str, name: str) -> Location:
         """Where ingestion stores the inferred schema of ``layer.name``."""
         return self.root / SCHEMAS_DIR / _safe_part(layer) / _safe_part(name)
-
-
-# ``scheme:`` or ``scheme://`` at the start of a location (a URL, not a path).
 
 
 def class_archive_settings() -> LakehouseSettings:

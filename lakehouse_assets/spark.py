@@ -1,10 +1,7 @@
 """The one way to build a SparkSession for lakehouse_assets, embedded or on a Spark Connect engine.
 
 Sessions are built on demand, never at import: Dagster imports the definitions in several
-processes, and a JVM start costs seconds. With an engine URL in the settings (``spark_remote``)
-every session is a Spark Connect session of that engine (:mod:`lakehouse_assets.engine`);
-without, Spark runs embedded in this process. The lakehouse resource
-(:mod:`lakehouse_assets.resource`) asks here for its run's session.
+processes, and a JVM start costs seconds.
 """
 
 from __future__ import annotations
@@ -38,10 +35,10 @@ def build_spark_session(
     run asks for ``new_session`` so that nothing it registers (temp views, settings, data
     sources) is seen by another run on the same engine.
     """
+    requested = {**settings.spark_conf, **(extra_conf or {})}
     if settings.spark_remote:
         from lakehouse_assets.engine.client import connect_session
 
-        requested = {**settings.spark_conf, **(extra_conf or {})}
         return connect_session(settings, conf={**requested, **REQUIRED_CONF}, new_session=new_session)
     is_local = settings.spark_master.startswith("local")
     if is_local:
@@ -49,7 +46,6 @@ def build_spark_session(
         # interpreter, not this virtualenv.
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    requested = {**settings.spark_conf, **(extra_conf or {})}
     spark = SparkSession.getActiveSession() or _running_session()
     if spark is None:
         conf = engine_conf(settings, extra_conf)

@@ -41,18 +41,12 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     # Delta's VACUUM lists and diffs a table's files in this many partitions (10,000 by
     # default): on two cores a week of small files took minutes of empty tasks.
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
-    # Spark sizes its memory pages from the heap (32 MiB here), and every hash join's build
-    # side takes at least one page: the silver join's broadcast of a few hundred patients held
-    # 32 MiB, kept by a Connect engine for an hour with each stopped query (Spark's cache of
-    # stopped queries), +40 MiB of heap per run. A page grows past this size when a row needs it.
+    # Every hash join's build side takes at least one page (32 MiB from this heap), kept by an
+    # engine with each stopped query (docs/engines.md); a page grows past this when a row needs it.
     "spark.buffer.pageSize": "2m",
-    # Delta rebuilds a table's state (its files, its app transactions) with a shuffle into 50
-    # partitions by default; every idempotent write asks for it. One partition does it in
-    # 0.7 s instead of 4-6 s here.
+    # Delta's table state, rebuilt for every idempotent write: 0.7 s instead of 4-6 s (docs/reliability.md).
     "spark.databricks.delta.snapshotPartitions": "1",
-    # Spark keeps the code it generates and compiles (Janino) for 100 query shapes by default; one
-    # run of the reference graph has more, so every run compiled them again. With 1,000 a run of
-    # the graph in a warm JVM took 15% less CPU (29 s instead of 35 s on 2 cores).
+    # One run of the reference graph has more than the default 100 query shapes: 15% less CPU.
     "spark.sql.codegen.cache.maxEntries": "1000",
 }
 
@@ -139,11 +133,8 @@ def delta_jars(folder: Path, sums: Path = DELTA_JAR_SUMS) -> list[Path]:
     """Delta Lake's jars in ``folder``, each checked against its committed SHA-256 sum: a
     missing or altered jar stops the driver before it starts, rather than failing it later
     on a missing class (or running code nobody reviewed)."""
-    expected: dict[str, str] = {}
-    for line in sums.read_text().splitlines():
-        if line.strip():
-            digest, name = line.split(maxsplit=1)
-            expected[name] = digest
+    lines = [line.split(maxsplit=1) for line in sums.read_text().splitlines() if line.strip()]
+    expected = {name: digest for digest, name in lines}
     missing = [name for name in sorted(expected) if not (folder / name).is_file()]
     if missing:
         raise ConfigurationError(

@@ -1,24 +1,17 @@
-"""Applies a change feed to an SCD table, one micro-batch at a time, exactly once.
+"""Applies a change feed to an SCD table, one micro-batch at a time, exactly once (how, and
+what it promises: docs/guides/cdc.md).
 
-Guarantee: each micro-batch changes the table once, whatever crashes. The batch's changes
-become the rows of the keys it changes (type 1: a key's row, or none once deleted; type 2:
-every version of a key), and one Delta ``MERGE INTO`` replaces those keys' rows with them,
-recording the batch's app transaction (query id, batch id), so a replay of a batch the table
-holds is skipped. The work is Spark's; no row passes through the driver.
-
-Each table keeps a state beside it (``<table>/_cdc_state``, a Delta table no reader of the
-table sees). Type 1: the last sequence applied to each key and whether it deleted the key, so
-a late upsert older than a delete does not bring the row back. Type 2: every change applied
-(its change log), so a late change is slotted in among the very changes a version stands for,
-even those that only updated it in place. The table is committed first and its state second,
-each recording the batch: a replay after a crash between the two skips the table and commits
-the state, which was computed from the state before the batch, as the table was.
+The batch's changes become the rows of the keys it changes, and one Delta ``MERGE INTO``
+replaces those keys' rows, recording the batch's app transaction. A state table beside it
+(``<table>/_cdc_state``) keeps what a late change is judged against; the table is committed
+first and its state second, each recording the batch, so a replay after a crash between the two
+skips the table and commits the state, computed from the state before the batch as the table was.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame, SparkSession
@@ -41,9 +34,9 @@ from lakehouse_assets.cdc.spec import AutoCdc
 from lakehouse_assets.errors import LakehouseError
 from lakehouse_assets.faults import fault_point
 from lakehouse_assets.storage.declared_types import DeclaredTypes
-from lakehouse_assets.storage.engine import AppTransaction, CommitResult
+from lakehouse_assets.storage.engine import AppTransaction, CommitResult, HistoryEntry
 from lakehouse_assets.storage.layout import TableLayout
-from lakehouse_assets.storage.sink import KeptTableSink
+from lakehouse_assets.storage.sink import DeltaSink, RunStamp
 
 if TYPE_CHECKING:
     from lakehouse_assets.storage.delta import DeltaTableStore
@@ -76,7 +69,8 @@ class AutoCdcTable:
     def apply(self, changes: DataFrame, transaction: AppTransaction, metadata: Mapping[str, str]) -> CommitResult:
         """Apply the batch of change rows ``changes``, recording ``transaction`` and ``metadata``
         in the table's commit (and its state's); a batch the table holds is skipped."""
-        if transaction.held_by(self.store, self.state_path):
+        committed = self.store.committed_batch(self.state_path, transaction.app_id)
+        if committed is not None and committed >= transaction.batch_id:
             # The state is committed after the table: a batch it holds, both hold. A replay
             # after the run that committed both is skipped before any Spark work.
             return CommitResult(self.path, None, skipped=True)
@@ -103,12 +97,10 @@ class AutoCdcTable:
         effective = scd1_effective(events, state, self.spec, truncated_at).persist()
         try:
             changed_keys = effective.select(*keys)
-            if transaction.held_by(store, path):
-                result = CommitResult(path, None, skipped=True)
-            else:
-                result = store.merge(scd1_table_rows(effective, kept), path, keys=keys, replacing=changed_keys,
-                                     transaction=transaction, operation="AUTO CDC", metadata=metadata,
-                                     layout=self.layout, declared=self.declared)
+            # Skipped, before any Spark work, when the table holds the batch (the state did not).
+            result = store.merge(scd1_table_rows(effective, kept), path, keys=keys, replacing=changed_keys,
+                                 transaction=transaction, operation="AUTO CDC", metadata=metadata,
+                                 layout=self.layout, declared=self.declared)
             fault_point("cdc.table_committed")
             store.merge(scd1_state_rows(effective, self.spec), self.state_path, keys=keys, replacing=changed_keys,
                         transaction=transaction, operation="AUTO CDC STATE", metadata=metadata)
@@ -130,14 +122,12 @@ class AutoCdcTable:
             fresh = fresh.join(applied.select(*keys, SEQ), [*keys, SEQ], "left_anti")
         fresh = fresh.persist()
         try:
-            if transaction.held_by(store, path):
-                result = CommitResult(path, None, skipped=True)
-            else:
-                every_event = fresh if applied is None else applied.unionByName(fresh)
-                result = store.merge(scd2_history(every_event, self.spec, kept, tracked), path,
-                                     keys=self.spec.row_identity, replacing=changed_keys, transaction=transaction,
-                                     operation="AUTO CDC", metadata=metadata, layout=self.layout,
-                                     declared=self.declared)
+            every_event = fresh if applied is None else applied.unionByName(fresh)
+            # Skipped, before any Spark work, when the table holds the batch (the state did not).
+            result = store.merge(scd2_history(every_event, self.spec, kept, tracked), path,
+                                 keys=self.spec.row_identity, replacing=changed_keys, transaction=transaction,
+                                 operation="AUTO CDC", metadata=metadata, layout=self.layout,
+                                 declared=self.declared)
             fault_point("cdc.table_committed")
             store.write(scd2_state_rows(fresh), self.state_path, mode="append", transaction=transaction,
                         operation="AUTO CDC STATE", metadata=metadata)
@@ -158,15 +148,36 @@ class AutoCdcTable:
 
 
 @dataclass
-class AutoCdcSink(KeptTableSink):
+class AutoCdcSink:
     """A ``foreachBatch`` function applying each micro-batch of changes to ``sink.path`` as
-    ``spec`` says, with ``sink``'s exactly-once commits (query id, run id, offsets)."""
+    ``spec`` says, with ``sink``'s exactly-once commit identity (query id, the run's stamp)."""
 
+    sink: DeltaSink
     spec: AutoCdc
 
     @property
+    def output_mode(self) -> str:
+        return self.sink.output_mode
+
+    @property
     def table(self) -> AutoCdcTable:
+        """The table the batches are applied to, with its state."""
         return AutoCdcTable(self.sink.store, self.sink.path, self.spec, self.sink.layout, self.sink.declared)
+
+    def for_run(self, stamp: RunStamp) -> AutoCdcSink:
+        """This sink, recording ``stamp`` in its commits."""
+        return replace(self, sink=self.sink.for_run(stamp))
+
+    def run_commits(self) -> list[HistoryEntry]:
+        """What this sink's run committed to the table (not its state), from the table's log."""
+        return self.sink.run_commits()
+
+    def __call__(self, batch_df: DataFrame, batch_id: int,
+                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
+        """Apply the batch, once."""
+        fault_point("batch.started")
+        transaction, metadata = self.sink.batch_commit(batch_df, batch_id, commit_metadata)
+        return self.table.apply(batch_df, transaction, metadata)
 
 
 def _current_rows(store: DeltaTableStore, spark: SparkSession, path: str) -> DataFrame | None:

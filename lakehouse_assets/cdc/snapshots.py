@@ -1,15 +1,10 @@
 """AUTO CDC FROM SNAPSHOT: a table kept from full snapshots of a source, as Lakeflow's
-``create_auto_cdc_from_snapshot_flow`` keeps it. Each snapshot is compared with the one
-before it: a key that is new or whose values differ becomes an upsert, a key the snapshot
-lacks a delete, at the snapshot's version; the changes are then applied as any AUTO CDC batch
-(:class:`~lakehouse_assets.cdc.sink.AutoCdcTable`), so a type 2 table's history opens and
-closes versions at snapshot versions.
-
-Guarantee: snapshots apply in version order, each once. Their commits (the table's, then its
-state's) record the version as the app transaction of the snapshot source; a snapshot whose
-state commit is there is skipped, and one whose table commit alone is there is applied again,
-the table skipping it. Changes come from two snapshots, never from the table, so a replay
-computes the same changes.
+``create_auto_cdc_from_snapshot_flow`` keeps it (docs/guides/cdc.md). Each snapshot is compared
+with the one before it and the changes applied as any AUTO CDC batch
+(:class:`~lakehouse_assets.cdc.sink.AutoCdcTable`). Snapshots apply in version order, each once:
+their commits record the version as the snapshot source's app transaction (a snapshot whose state
+commit is there is skipped), and changes come from two snapshots, never from the table, so a
+replay computes the same changes.
 """
 
 from __future__ import annotations

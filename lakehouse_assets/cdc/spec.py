@@ -1,10 +1,5 @@
-"""What an AUTO CDC flow is asked to do, with Lakeflow's names.
-
-One :class:`AutoCdc` describes how a feed of change rows (one row per change to a key,
-ordered by a sequence column) is applied to a target table: as SCD type 1 (the table holds
-the latest row of each live key) or SCD type 2 (the table holds every version of each key,
-each with the sequence values that opened and closed it, ``__START_AT`` and ``__END_AT``).
-"""
+"""What an AUTO CDC flow is asked to do, with Lakeflow's names: how a feed of change rows is
+applied to a target table as SCD type 1 or type 2 (docs/guides/cdc.md)."""
 
 from __future__ import annotations
 

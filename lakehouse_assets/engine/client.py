@@ -1,9 +1,6 @@
-"""The project's sessions of a Spark Connect engine.
-
-A URL names the engine (``sc://host:port``). Its token comes from the URL
-(``sc://localhost:15002/;token=...``), else from ``SPARK_CONNECT_AUTHENTICATE_TOKEN``, else,
-for the managed local engine of this lakehouse, from its token file. A run that finds no
-engine listening fails at once, naming the URL, instead of retrying for minutes.
+"""The project's sessions of a Spark Connect engine (``sc://host:port``), with the token of the
+URL, of ``SPARK_CONNECT_AUTHENTICATE_TOKEN`` or of the managed engine's token file
+(docs/engines.md). A run that finds no engine listening fails at once, naming the URL.
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ import os
 import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypedDict
 
 from pyspark.sql import SparkSession
 
@@ -22,34 +18,19 @@ from lakehouse_assets.errors import ConfigurationError, EngineUnavailableError
 from lakehouse_assets.settings import LakehouseSettings
 
 TOKEN_PARAM = "token"
-
-
-class _RetrySettings(TypedDict):
-    """The arguments of pyspark's Connect ``DefaultPolicy`` the engine client sets."""
-
-    max_retries: int
-    initial_backoff: int
-    max_backoff: int
-
-
-# Backoff 0.1, 0.4, 1.6, then 5 s: about 27 s of retries before a lost engine fails the run.
-ENGINE_RETRIES: _RetrySettings = {"max_retries": 8, "initial_backoff": 100, "max_backoff": 5000}
-# An engine on this machine that stops answering has died (its sessions with it): about 2 s of
-# retries, not half a minute of waiting for a process that is gone (a killed engine's run took
-# 57 s to fail with the retries above).
-LOOPBACK_ENGINE_RETRIES: _RetrySettings = {"max_retries": 3, "initial_backoff": 100, "max_backoff": 5000}
+# Backoff 0.1, 0.4, 1.6, then 5 s: 8 retries are about 27 s before a lost engine fails the run.
+# An engine on this machine that stops answering has died (its sessions with it): 3 retries,
+# about 2 s, not half a minute of waiting for a process that is gone (a killed engine's run
+# took 57 s to fail with 8).
+ENGINE_RETRIES, LOOPBACK_ENGINE_RETRIES = 8, 3
 # How gRPC and pyspark say that the engine is gone (status codes and pyspark's error class).
 _CONNECTION_LOSS_SIGNS = ("StatusCode.UNAVAILABLE", "RETRIES_EXCEEDED", "failed to connect to all addresses",
                           "Connection refused", "Socket closed")
 _LOOPBACK = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
-# Spark keys its Python worker pools by the worker's environment, which with artifact isolation
-# holds an id of the session, and each streaming query runs in a clone of its own: every query
-# that ran Python (a UDF, a rule) left a Python daemon (60-100 MiB) and a JVM thread in the
-# engine for good (+250 MiB of RSS per run of the reference pipeline). Runs upload no artifacts
-# (the code is installed beside the engine), so their pools can be shared; views, settings and
-# registered sources stay per session. It takes effect when set before the session's first
-# query (the session's artifact state is made then); set on the server it does not.
+# Runs upload no artifacts (the code is installed beside the engine), so their Python worker
+# pools can be shared: with isolation every query left a Python daemon behind (docs/engines.md).
+# It takes effect when set before the session's first query; set on the server it does not.
 RUN_SESSION_CONF = {"spark.sql.artifact.isolation.enabled": "false"}
 
 # The process's shared session of each engine, by URL. pyspark's ``getOrCreate`` returns the
@@ -75,11 +56,7 @@ class EngineAddress:
         host, _, port_text = location.rpartition(":")
         if not host or not port_text.isdigit():
             raise ConfigurationError(f"{url!r} names no host and port: write sc://host:port")
-        params = {}
-        for part in param_text.split(";"):
-            if part:
-                key, _, value = part.partition("=")
-                params[key] = value
+        params = dict(part.partition("=")[::2] for part in param_text.split(";") if part)
         return cls(host, int(port_text), params)
 
     @property
@@ -133,7 +110,7 @@ def connect_session(
         _bound_retries(spark, address)
         modifiable = {key: value for key, value in conf.items() if spark.conf.isModifiable(key)}
     except Exception as exc:  # noqa: BLE001 - gRPC errors have no common base worth naming
-        raise EngineUnavailableError(shown, _reason(exc)) from exc
+        raise EngineUnavailableError(shown, refusal_reason(exc)) from exc
     for key, value in {**modifiable, **RUN_SESSION_CONF}.items():
         spark.conf.set(key, value)
     return spark
@@ -146,7 +123,7 @@ def _bound_retries(spark: SparkSession, address: EngineAddress) -> None:
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     retries = LOOPBACK_ENGINE_RETRIES if address.is_loopback else ENGINE_RETRIES
-    spark.client.set_retry_policies([DefaultPolicy(**retries)])
+    spark.client.set_retry_policies([DefaultPolicy(max_retries=retries, initial_backoff=100, max_backoff=5000)])
 
 
 def close_session(spark: SparkSession) -> None:
@@ -197,11 +174,13 @@ def _check_listening(address: EngineAddress, shown: str) -> None:
         raise EngineUnavailableError(shown, f"nothing listens there ({exc.strerror or exc})") from exc
 
 
-def _reason(exc: BaseException) -> str:
+def refusal_reason(exc: BaseException) -> str:
+    """What a failed request to an engine says, in one line."""
     text = str(exc)
     if "UNAUTHENTICATED" in text or "authentication" in text.lower():
         return (
             "it refused this client's token (the managed engine's token is in $LAKEHOUSE_ROOT/_engine/token; "
             "another engine's goes in the URL as sc://host:port/;token=...)"
         )
-    return text.splitlines()[0][:300] if text else type(exc).__name__
+    first = text.strip().splitlines()[0][:300] if text.strip() else ""
+    return first or type(exc).__name__

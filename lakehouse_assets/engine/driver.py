@@ -1,29 +1,11 @@
 """The engine's driver program: Spark Connect's own server, with stopped queries let go sooner.
 
-``spark-submit`` runs this file as the engine's Python driver (``lakehouse engine start`` does);
-it talks to the driver JVM through the Py4J gateway that ``spark-submit`` opens, and imports
-neither pyspark nor the project, so it costs one small Python process.
-
-Why it exists: Spark Connect keeps every stopped streaming query, with its last plan, its
-session clone and what they hold (shuffle files, Python runner threads), for an hour after it
-stopped; Spark 4.2 has no setting for that (``SparkConnectStreamingQueryCache`` hard-codes it).
-A warm engine running a few queries per run therefore grew by about 10 MiB of heap and 4.5
-threads per run until the hour let go. Before the server starts, this sets the cache's
-timeout to ``spark.lakehouse.engine.stoppedQueryRetention`` (default 60 s) and its polling
-period to ``spark.lakehouse.engine.queryCachePolling`` (default 10 s), by reflection on the
-two private fields. A stopped query is still found by its id while it is retained, which is
-all a client needs to read its last progress right after it stopped.
-
-It also ends the idle-worker monitor threads that Spark leaves behind: every
-``PythonWorkerFactory`` starts one that loops forever, and the Python runners of a streaming
-query (its ``foreachBatch`` function, a Python data source's reader) each make a factory of
-their own, outside SparkEnv's pool, per query start: some five threads per run of the
-reference pipeline, never freed. Such a factory uses no daemon and pools no idle worker, so
-its monitor has nothing to do; every ``spark.lakehouse.engine.monitorReapInterval`` (default
-30 s) those monitors are ended, which lets their factories be collected.
-
-If Spark's internals ever move (another Spark version), the server starts anyway with Spark's
-behaviour and says so in the engine's log.
+``spark-submit`` runs this file as the engine's Python driver; it talks to the driver JVM through
+the Py4J gateway ``spark-submit`` opens and imports neither pyspark nor the project. Before the
+server starts it shortens the server's stopped-query cache (an hour, hard-coded in Spark 4.2),
+and it ends the idle-worker monitor threads Spark leaves behind, both by reflection
+(docs/engines.md, "A long-lived engine"). If Spark's internals move, the server starts anyway
+with Spark's behaviour and says so in the engine's log.
 """
 
 from __future__ import annotations
@@ -43,12 +25,6 @@ CACHE_FIELDS = {
     "stoppedQueryInactivityTimeout": ("spark.lakehouse.engine.stoppedQueryRetention", "60s"),
     "sessionPollingPeriod": ("spark.lakehouse.engine.queryCachePolling", "10s"),
 }
-
-
-def _gateway() -> JavaGateway:
-    return JavaGateway(gateway_parameters=GatewayParameters(
-        port=int(os.environ["PYSPARK_GATEWAY_PORT"]), auth_token=os.environ["PYSPARK_GATEWAY_SECRET"],
-        auto_convert=True))
 
 
 def shorten_query_retention(jvm: JVMView) -> str:
@@ -120,7 +96,9 @@ def _end_orphan_monitors_forever(gateway: JavaGateway, interval_seconds: float) 
 
 
 def main() -> int:
-    gateway = _gateway()
+    gateway = JavaGateway(gateway_parameters=GatewayParameters(
+        port=int(os.environ["PYSPARK_GATEWAY_PORT"]), auth_token=os.environ["PYSPARK_GATEWAY_SECRET"],
+        auto_convert=True))
     jvm = gateway.jvm
     try:
         print(f"lakehouse engine: stopped-query cache set ({shorten_query_retention(jvm)})", flush=True)

@@ -7,7 +7,7 @@ import contextlib
 import socket
 import threading
 
-from lakehouse_assets.engine.client import EngineAddress
+from lakehouse_assets.engine.client import EngineAddress, refusal_reason
 
 
 def listening(port: int) -> bool:
@@ -55,16 +55,9 @@ def _authenticated_request(port: int, token: str, warm_up: bool) -> str | None:
     except Exception as exc:  # noqa: BLE001 - gRPC errors have no common base worth naming
         if spark is not None:
             spark.release_session_on_close = False  # nothing to release; do not retry to say so
-        return _reason(exc)
+        return refusal_reason(exc)
     finally:
         if spark is not None:
             with contextlib.suppress(Exception):
                 spark.stop()
 
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc)
-    if "UNAUTHENTICATED" in text or "authentication" in text.lower():
-        return "it refused the token of _engine/token (another engine may hold the port)"
-    first = text.strip().splitlines()[0][:300] if text.strip() else ""
-    return first or type(exc).__name__

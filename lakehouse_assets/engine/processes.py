@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from lakehouse_assets.engine.files import EngineFiles
@@ -48,11 +49,9 @@ def end_engine(pid: int | None, files: EngineFiles, *, timeout_seconds: float) -
     """SIGTERM the server's process group (SIGKILL after ``timeout_seconds``), then every
     process left that carries the engine's marker."""
     if pid is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGTERM)  # started in a session of its own: group id = pid
+        _signal(pid, signal.SIGTERM, os.killpg)  # started in a session of its own: group id = pid
         if not _wait_gone([pid], timeout_seconds):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+            _signal(pid, signal.SIGKILL, os.killpg)
             _wait_gone([pid], 5)
     end_leftovers(files)
 
@@ -68,9 +67,9 @@ def end_leftovers(files: EngineFiles) -> None:
         _wait_gone(leftovers, _LEFTOVER_GRACE_SECONDS)
 
 
-def _signal(pid: int, signum: int) -> None:
+def _signal(pid: int, signum: int, send: Callable[[int, int], None] = os.kill) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signum)
+        send(pid, signum)
 
 
 def _wait_gone(pids: list[int], timeout_seconds: float) -> bool:

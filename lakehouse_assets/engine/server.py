@@ -1,22 +1,16 @@
 """The managed local engine of a lakehouse: one Spark Connect server, started, asked after, stopped.
 
-Guarantees:
+Guarantees (docs/engines.md says how it is used):
 
-* At most one managed engine per lakehouse root: ``start_engine`` and ``stop_engine`` hold a
-  lock on ``$LAKEHOUSE_ROOT/_engine/``, and ``start_engine`` returns the engine already running
-  (same process) when it answers.
-* ``start_engine`` returns only once the engine answers an authenticated request and has run
-  one job. The engine listens on 127.0.0.1 only and serves only clients that send the token of
-  ``_engine/token``; the token is written to owner-only files, never on a command line.
-* ``stop_engine`` leaves no process of the engine behind, its Python workers included. PySpark's
-  daemon moves itself and its workers to a process group of their own, so signalling the
-  server's group is not enough: every process the server starts inherits a marker in its
-  environment (``LAKEHOUSE_ENGINE_DIR=<the _engine folder>``), and stop ends each process that
-  carries it, whatever its group or parent.
-* A recorded pid is trusted only while ``/proc/<pid>/cmdline`` shows the Connect server with
-  this lakehouse's settings file, so a pid reused by another program is never signalled.
-* Nothing here prints, and nothing here switches the calling process into Spark Connect mode:
-  the checks talk to the engine through a session object of their own, not the builder.
+* At most one managed engine per lakehouse root: start and stop hold a lock on its ``_engine/``
+  folder, and ``start_engine`` returns the engine already running when it answers, once it
+  answers an authenticated request and has run one job.
+* It listens on 127.0.0.1 only and serves only clients that send the token of ``_engine/token``,
+  which is written to owner-only files, never on a command line.
+* ``stop_engine`` leaves no process of the engine behind, its Python workers included (found by
+  the marker in their environment: :mod:`.processes`). A recorded pid is trusted only while
+  ``/proc/<pid>/cmdline`` shows the Connect server with this lakehouse's settings file.
+* Nothing here prints or switches the calling process into Spark Connect mode.
 """
 
 from __future__ import annotations
@@ -28,14 +22,15 @@ import fcntl
 import os
 import secrets
 import shutil
-import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lakehouse_assets.engine.files import ENGINE_MARKER, EngineFiles, write_private
 from lakehouse_assets.engine.probe import listening, probe
@@ -63,7 +58,6 @@ _CLIENT_ONLY_ENV = ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_R
                     "SPARK_CONNECT_AUTHENTICATE_TOKEN", "LAKEHOUSE_SPARK_REMOTE", "PYSPARK_SUBMIT_ARGS")
 
 
-
 @dataclass(frozen=True)
 class EngineStatus:
     """What is known of the managed engine of one lakehouse root.
@@ -86,8 +80,7 @@ def engine_status(settings: LakehouseSettings, *, probe_timeout_seconds: float =
     """Whether the engine recorded under ``settings.root`` runs and answers an authenticated
     request. Fast when nothing listens (a TCP check comes first); changes nothing."""
     files = EngineFiles.of(settings)
-    state = files.read_state() or {}
-    pid, port = _recorded(state, settings)
+    state, pid, port = _recorded(files, settings)
     url = _public_url(port)
     started_at = state.get("started_at")
     if pid is None:
@@ -110,8 +103,7 @@ def attached_to_running_engine(settings: LakehouseSettings) -> LakehouseSettings
     """``settings`` pointed at the lakehouse's managed engine when it has started and its
     process listens (no request is sent: milliseconds); None when no engine runs."""
     files = EngineFiles.of(settings)
-    state = files.read_state() or {}
-    pid, port = _recorded(state, settings)
+    state, pid, port = _recorded(files, settings)
     if pid is None or not state.get("ready") or not is_engine_process(pid, files) or not listening(port):
         return None
     return dataclasses.replace(settings, spark_remote=_public_url(port), engine_port=port)
@@ -143,7 +135,7 @@ def start_engine(settings: LakehouseSettings, *, timeout_seconds: float = 180) -
                 f"Stop it with `lakehouse engine stop`, then start it again; its log is {files.log}.")
         end_leftovers(files)  # what a crashed engine left behind (its Python workers)
         _remove_files(files)
-        _find_java()
+        _check_java()
         port = settings.engine_port
         _check_port_free(port)
         token = secrets.token_urlsafe(32)
@@ -171,25 +163,11 @@ def stop_engine(settings: LakehouseSettings, *, timeout_seconds: float = 30) -> 
     a stopped engine returns False (and still cleans up after a crashed one)."""
     files = EngineFiles.of(settings)
     with _engine_lock(files):
-        state = files.read_state() or {}
-        pid, _ = _recorded(state, settings)
+        _, pid, _ = _recorded(files, settings)
         was_running = pid is not None and is_engine_process(pid, files)
         end_engine(pid if was_running else None, files, timeout_seconds=timeout_seconds)
         _remove_files(files)
         return was_running
-
-
-def kill_engine(settings: LakehouseSettings) -> int | None:
-    """SIGKILL the engine's server process, as a crash would, and clean nothing up: its
-    state and token stay, and its Python workers are left to notice on their own. Returns the
-    pid killed, or None when no engine was running. For fault-injection tests."""
-    files = EngineFiles.of(settings)
-    pid, _ = _recorded(files.read_state() or {}, settings)
-    if pid is None or not is_engine_process(pid, files):
-        return None
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-    return pid
 
 
 def engine_processes(settings: LakehouseSettings) -> list[int]:
@@ -200,21 +178,16 @@ def engine_processes(settings: LakehouseSettings) -> list[int]:
 
 # --- starting ---------------------------------------------------------------------------------
 
-def _find_java() -> str:
+def _check_java() -> None:
     java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        java_path = Path(java_home) / "bin" / "java"
-        if os.access(java_path, os.X_OK):
-            return str(java_path)
+    if java_home and not os.access(Path(java_home) / "bin" / "java", os.X_OK):
         raise EngineStartError(
-            f"JAVA_HOME is {java_home}, but {java_path} is not an executable Java: point JAVA_HOME at a Java 17 "
-            f"runtime, or unset it and install one with `{JAVA_INSTALL_HINT}`.")
-    java = shutil.which("java")
-    if java is None:
+            f"JAVA_HOME is {java_home}, but {java_home}/bin/java is not an executable Java: point JAVA_HOME at a "
+            f"Java 17 runtime, or unset it and install one with `{JAVA_INSTALL_HINT}`.")
+    if not java_home and shutil.which("java") is None:
         raise EngineStartError(
             "Java is not installed, and Spark needs it: install a Java 17 runtime with "
             f"`{JAVA_INSTALL_HINT}` (or set JAVA_HOME to one), then start the engine again.")
-    return java
 
 
 def _check_port_free(port: int) -> None:
@@ -246,24 +219,16 @@ def _server_conf(settings: LakehouseSettings, port: int, token: str) -> dict[str
 def _properties_text(conf: Mapping[str, str]) -> str:
     """``conf`` as a Java properties file (what ``spark-submit --properties-file`` reads)."""
     lines = ["# Written by `lakehouse engine start`; holds the engine's token: keep it private."]
-    lines += [f"{_escape(key, is_key=True)}={_escape(value, is_key=False)}" for key, value in sorted(conf.items())]
+    lines += [f"{_escape(key)}={_escape(value)}" for key, value in sorted(conf.items())]
     return "\n".join(lines) + "\n"
 
 
-def _escape(text: str, *, is_key: bool) -> str:
-    out = []
-    for i, char in enumerate(text):
-        if char == "\\":
-            out.append("\\\\")
-        elif char in "\n\r\t\f":
-            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t", "\f": "\\f"}[char])
-        elif char in "=:#!" and (is_key or i == 0):
-            out.append("\\" + char)
-        elif char == " " and (is_key or i == 0):
-            out.append("\\ ")
-        else:
-            out.append(char)
-    return "".join(out)
+def _escape(text: str) -> str:
+    """``text`` as a key or value of a properties file: a character that could mean something
+    there (a space, ``\\=:#!``, a control or non-ASCII one) as its ``\\uXXXX`` (UTF-16) escape."""
+    data = text.encode("utf-16-le")
+    units = struct.unpack(f"<{len(data) // 2}H", data)
+    return "".join(chr(u) if "!" < chr(u) <= "~" and chr(u) not in "\\=:#" else f"\\u{u:04x}" for u in units)
 
 
 def _spark_submit() -> Path:
@@ -366,9 +331,11 @@ def _remove_files(files: EngineFiles) -> None:
 
 # --- records ----------------------------------------------------------------------------------
 
-def _recorded(state: Mapping[str, object], settings: LakehouseSettings) -> tuple[int | None, int]:
+def _recorded(files: EngineFiles, settings: LakehouseSettings) -> tuple[dict[str, Any], int | None, int]:
+    """The engine's recorded state, and its server's pid (None when there is none) and port."""
+    state = files.read_state() or {}
     pid, port = state.get("pid"), state.get("port")
-    return (pid if isinstance(pid, int) and pid > 0 else None,
+    return (state, pid if isinstance(pid, int) and pid > 0 else None,
             port if isinstance(port, int) else settings.engine_port)
 
 

@@ -65,10 +65,6 @@ class Flows:
     routings: tuple[Routing, ...] = ()
     recomputations: tuple[Recomputation, ...] = ()
 
-    def quarantine_of(self, table: str) -> list[str]:
-        """The quarantine written by ``table``'s query, if it routes."""
-        return [r.quarantine for r in self.routings if r.table == table]
-
 
 def declared_flows(assets: Iterable[Any]) -> Flows:
     """The flows the table assets among ``assets`` declare."""

@@ -1,30 +1,11 @@
-"""The lakehouse's exactly-once promises, checked on the tables as they are stored
-(on a local disk or S3-API object storage).
+"""The lakehouse's exactly-once promises, checked on the tables as they are stored (on a local
+disk or S3-API object storage), for every table its declaration puts in a flow (:mod:`.flows`).
 
-Each invariant is read from the Delta tables directly (their history and rows through Delta's
-public interfaces, Spark-free: not the write path, so they are independent of the code they
-judge), for every table its declaration puts in a flow
-(:mod:`.flows`), each result naming the tables it checked:
-
-``landed_once`` (:mod:`.landed_once`)
-    Every record of every landed file is in its bronze table exactly once.
-``routed`` (:mod:`.routed`)
-    For every routed table: source = table + quarantine, record for record; and the
-    expectation counts committed with its batches checked exactly those rows, once.
-``gold_recomputed`` (:mod:`.recomputed`)
-    Every table kept incrementally equals its query recomputed in batch (the one check that
-    runs Spark: the declaration's SQL is the recomputation).
-``versions_whole`` (:mod:`.versions_whole`)
-    No table has a half-written version: every table's history reads, its versions run
-    without gaps, no streaming batch is committed twice, and every data file of the latest
-    snapshot exists with the size and row count its log entry states.
-
-With ``pending_ok`` the checks accept work that a run has not done yet (files not ingested,
-a table behind its source), as after a crash and before the next run: what is there must
-still be whole and never duplicated.
-
-Rows are compared in Python, so a check reads each table once into memory: fine for the
-reference data set and for tests, minutes for tables of tens of millions of rows.
+Each invariant (``landed_once``, ``routed``, ``gold_recomputed``, ``versions_whole``, a module
+each; docs/reliability.md says what each holds) reads the Delta tables through delta-rs, not the
+write path, so a bug there cannot hide itself from the check; ``gold_recomputed`` alone runs
+Spark. With ``pending_ok`` the checks accept work a run has not done yet, as after a crash. Rows
+are compared in Python: fine for the reference data and tests, minutes for tens of millions.
 """
 
 from __future__ import annotations

@@ -18,10 +18,9 @@ import json
 import re
 from collections.abc import Callable
 
-import pyarrow.parquet as pq
-
 from lakehouse_assets.ingestion.files import landed_paths, local_file_path
 from lakehouse_assets.location import Location
+from lakehouse_assets.reliability.table_reader import parquet_rows
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
@@ -34,9 +33,7 @@ def _read_bytes(file: Location) -> bytes:
 
 def json_record_count(file: Location) -> int:
     """The records ingestion must turn ``file`` (JSON lines) into."""
-    data = _read_bytes(file)
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
+    data = _read_bytes(file).removeprefix(_BOM)
     count = 0
     for line in _LINE_END.split(data):
         text = line.strip()
@@ -84,7 +81,7 @@ def record_counter(file_format: str, *, header: bool = False,
     if file_format == "csv":
         return lambda file: csv_record_count(file, header=header)
     if file_format == "parquet":
-        return lambda file: int(pq.read_metadata(file.path, filesystem=file.fs).num_rows)
+        return parquet_rows
     return None
 
 

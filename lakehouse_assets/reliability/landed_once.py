@@ -9,8 +9,8 @@ from collections import Counter
 from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN as SOURCE_FILE
 from lakehouse_assets.reliability.flows import Flows, Ingestion
 from lakehouse_assets.reliability.landed import landed_record_counts, landing_key, record_counter
-from lakehouse_assets.reliability.reading import read_or_report, table_path
 from lakehouse_assets.reliability.report import InvariantResult
+from lakehouse_assets.reliability.table_reader import read_or_report, table_path
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage.discovery import is_table
 

@@ -1,13 +1,6 @@
-"""Where a row came from: its landing file and line, and the table versions that carried it.
-
-Every bronze, silver and quarantined row keeps ``_source_file`` and ``_source_line``. The
-versions that carried it are read from the tables themselves: for each table of the row's
-chain, the first version that holds a row of that file and line (found by reading the table
-at its versions with delta-rs, halving the range each time: the tables are appended to). A
-table's source is the table its commits record their run reading (:class:`Reading`), so
-nothing about the graph is declared twice. A grouped table's rows are traced through the
-columns its declared query groups by, to the first version whose run had read the version of
-its source that holds the row.
+"""Where a row came from: its landing file and line, and the table versions that carried it
+(``lakehouse trace``; docs/operations.md says how each version is found). Nothing about the
+graph is declared twice: a table's source is the table its commits record their run reading.
 """
 
 from __future__ import annotations

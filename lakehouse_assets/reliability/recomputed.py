@@ -1,29 +1,22 @@
-"""The ``gold_recomputed`` invariant: every table kept incrementally equals a batch
-recomputation of its query.
-
-A grouped streaming table declared in SQL runs its query on the stream in output mode
-``update``: Spark keeps the groups in the query's checkpoint, and each batch's changed groups
-are merged into the table by the columns it groups by
-(:mod:`lakehouse_assets.tables.sql_aggregate`). Its query run in batch over its sources as they
-stand (``STREAM(x)`` read as ``x``) must give the same groups: none lost, none twice, none
-counting a batch twice or missing one. The recomputation is the declaration's own SQL, run by
-Spark in batch; the streaming state and the merges it judges play no part, and the table's
-rows are read with the independent reader. Groups are matched by the table's merge keys,
-numbers within a relative 1e-9 (a sum or mean added up batch by batch is not bit for bit the
-one over all rows at once).
+"""The ``gold_recomputed`` invariant: every table kept incrementally (a grouped streaming table,
+Spark's stateful aggregation merged by its group keys) equals its declared query run by Spark in
+batch over its sources as they stand (``STREAM(x)`` read as ``x``). Groups are matched by the
+table's merge keys, numbers within a relative 1e-9 (a sum added up batch by batch is not bit for
+bit the one over all rows at once); the table's rows are read with the independent reader.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from lakehouse_assets.reliability import table_reader
 from lakehouse_assets.reliability.flows import Flows, Recomputation
-from lakehouse_assets.reliability.reading import read_or_report, table_path
 from lakehouse_assets.reliability.report import InvariantResult
+from lakehouse_assets.reliability.table_reader import read_or_report, table_path
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage.discovery import is_table
 from lakehouse_assets.tables import LakehouseTables
@@ -78,7 +71,8 @@ def _compare(result: InvariantResult, recomputation: Recomputation, expected: An
         result.add(table, f"the table lacks the columns {missing_columns} its query computes")
         return
     recomputed = _groups(expected, keys, values)
-    held, duplicated = _groups(actual, keys, values), _duplicated(actual, keys)
+    held = _groups(actual, keys, values)
+    duplicated = [key for key, times in Counter(_rows(actual, keys)).items() if times > 1]
 
     def describe(key: tuple[Any, ...]) -> str:
         return " ".join(f"{k}={v!r}" for k, v in zip(keys, key, strict=True))
@@ -91,7 +85,7 @@ def _compare(result: InvariantResult, recomputation: Recomputation, expected: An
     missing = [f"{describe(k)}: {shown(v)}" for k, v in recomputed.items() if k not in held]
     extra = [f"{describe(k)}: {shown(v)}" for k, v in held.items() if k not in recomputed]
     wrong = [f"{describe(k)}: {shown(held[k])}, recomputed {shown(v)}"
-             for k, v in recomputed.items() if k in held and not _same(held[k], v)]
+             for k, v in recomputed.items() if k in held and not all(map(_close, held[k], v))]
     if missing:
         result.add(table, f"{len(missing)} groups of the recomputation are missing", missing)
     if extra:
@@ -113,20 +107,6 @@ def _utc(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
     return value
-
-
-def _duplicated(rows: Any, keys: list[str]) -> list[tuple[Any, ...]]:
-    seen: set[tuple[Any, ...]] = set()
-    twice = []
-    for key in _rows(rows, keys):
-        if key in seen:
-            twice.append(key)
-        seen.add(key)
-    return twice
-
-
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    return all(_close(x, y) for x, y in zip(a, b, strict=True))
 
 
 def _close(a: Any, b: Any) -> bool:

@@ -1,11 +1,9 @@
 """What a quarantine replay cut short still owes the quarantine, read from the logs.
 
-A replay (:mod:`lakehouse_assets.io.replay`) appends the rows that now pass to the table,
-then deletes them from the quarantine; each commit records app transaction
-``quarantine-replay`` with the replay's number. Between the two, the rows of a replay the
-table holds and the quarantine does not are in both tables but are the table's: the
-accounting takes them out of the quarantine. Read with the independent reader
-(:mod:`.table_reader`): Delta's history and app transactions, and the files each version adds.
+A replay (:mod:`lakehouse_assets.io.replay`) appends the rows that now pass to the table, then
+deletes them from the quarantine, each commit recording app transaction ``quarantine-replay``.
+Between the two, its rows are in both tables but are the table's: the accounting takes them
+out of the quarantine.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from lakehouse_assets.ingestion.columns import SOURCE_FILE_COLUMN, SOURCE_LINE_C
 from lakehouse_assets.location import Location
 from lakehouse_assets.reliability import table_reader
 from lakehouse_assets.storage import HistoryEntry
+from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
 from lakehouse_assets.storage.discovery import is_table
 
 #: The app transaction replays are recorded under, in the table and in its quarantine.
@@ -36,7 +35,7 @@ def owed_to_table(table: Location, quarantine: Location,
     replay already moved to the table: those of the table's replays the quarantine has not
     recorded yet. Both tables are folders on a disk or a store."""
     # From the app transaction, not the replay commits: those may be cleaned from the log.
-    done = (table_reader.committed_batch(quarantine, REPLAY_APP) if is_table(quarantine) else None)
+    done = open_delta_table(quarantine).transaction_version(REPLAY_APP) if is_table(quarantine) else None
     done = -1 if done is None else done
     owed: Counter[tuple[Any, ...]] = Counter()
     for commit in table_reader.history(table):

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 # How many offending rows or files a violation quotes; the count says how many there are.
 SAMPLE_SIZE = 5
+
+
+def quote(columns: Iterable[str], rows: Counter[tuple[Any, ...]]) -> list[str]:
+    """A few of ``rows`` as ``{column: value}`` text, each with how many times it counts."""
+    names = list(columns)
+    return [f"{dict(zip(names, row, strict=True))}" + (f" x{n}" if n > 1 else "")
+            for row, n in list(rows.items())[:SAMPLE_SIZE]]
 
 
 @dataclass(frozen=True)

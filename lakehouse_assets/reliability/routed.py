@@ -1,12 +1,6 @@
 """The ``routed`` invariant: for every routed table, its source = table + quarantine, record
-for record.
-
-A routed table's query reads its source as a stream and writes each row either to the table
-or to its quarantine. Rows are known by where they landed (``_source_file``,
-``_source_line``), which bronze gives every record and the routing keeps in both tables:
-each source row must be in exactly one of the two, once. A table whose rows do not carry
-that identity (a SQL table selecting only its own columns) is held to the count: its rows
-are the source's less the quarantined ones. The expectation counts committed with the
+for record, rows known by where they landed (``_source_file``, ``_source_line``); a table whose
+rows do not carry that identity is held to the count. The expectation counts committed with the
 table's batches must have checked exactly those rows, once.
 """
 
@@ -20,9 +14,9 @@ from lakehouse_assets.location import Location
 from lakehouse_assets.quality.expectations import EXPECTATIONS_KEY, ExpectationCounts
 from lakehouse_assets.reliability import table_reader
 from lakehouse_assets.reliability.flows import Flows, Routing
-from lakehouse_assets.reliability.reading import quote, read_or_report, table_path
 from lakehouse_assets.reliability.replayed import is_replay, owed_to_table
-from lakehouse_assets.reliability.report import SAMPLE_SIZE, InvariantResult
+from lakehouse_assets.reliability.report import SAMPLE_SIZE, InvariantResult, quote
+from lakehouse_assets.reliability.table_reader import read_or_report, table_path
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage.discovery import is_table
 

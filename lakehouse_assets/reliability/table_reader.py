@@ -1,11 +1,6 @@
-"""A Delta table read for the invariants, through Delta's public interfaces only: its
-history and app transactions (delta-rs), the data files each version lists, and rows
-(pyarrow over the files delta-rs names).
-
-The invariant checker reads tables this way (no Spark, none of the write path), so a bug in
-the code that writes the tables cannot also hide itself from the check. A table is a
-:class:`~lakehouse_assets.location.Location` (a folder on a local disk or a prefix on an
-object store): delta-rs opens the table on the store its location names.
+"""A Delta table read for the invariants, through Delta's public interfaces only (delta-rs, and
+pyarrow over the files it names), on a local disk or an object store: no Spark and none of the
+write path, so a bug in the code that writes the tables cannot also hide itself from the check.
 """
 
 from __future__ import annotations
@@ -18,6 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_assets.location import Location
+from lakehouse_assets.reliability.report import InvariantResult
+from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets.storage import DeltaRsSnapshot, HistoryEntry, SnapshotFile
 from lakehouse_assets.storage.delta import table_history
 from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
@@ -26,11 +23,6 @@ from lakehouse_assets.storage.delta_rs_snapshot import open_delta_table
 def history(table: Location) -> list[HistoryEntry]:
     """Every commit of the table, oldest first, as Delta's history gives them."""
     return table_history(table)[::-1]
-
-
-def committed_batch(table: Location, app_id: str) -> int | None:
-    """The last version app transaction ``app_id`` committed to the table (Delta's ``txn``), or None."""
-    return open_delta_table(table).transaction_version(app_id)
 
 
 def snapshot_files(table: Location, version: int | None = None) -> list[SnapshotFile]:
@@ -63,6 +55,24 @@ def read_rows(table: Location, columns: Sequence[str] | None = None) -> pa.Table
         present = set(snapshot.column_names())
         columns = [c for c in columns if c in present]
     return snapshot.to_arrow(columns)
+
+
+def table_path(settings: LakehouseSettings, name: str) -> Location:
+    """The folder of table ``layer.name``, on a local disk or an object store."""
+    layer, table = name.split(".", 1)
+    return settings.table_path(layer, table)
+
+
+def read_or_report(result: InvariantResult, settings: LakehouseSettings, name: str,
+                   columns: list[str] | None) -> pa.Table | None:
+    """The rows of table ``name`` (``layer.name``), or None after recording in ``result`` why
+    they cannot be read."""
+    path = table_path(settings, name)
+    try:
+        return read_rows(path, columns)
+    except Exception as exc:  # noqa: BLE001 - a damaged table is a finding, not a crash
+        result.add(name, f"cannot read the table at {path}: {error_summary(exc)}")
+        return None
 
 
 def row_tuples(table: pa.Table, columns: Sequence[str]) -> Iterator[tuple[Any, ...]]:

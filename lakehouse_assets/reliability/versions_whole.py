@@ -21,8 +21,7 @@ def check_versions_whole(settings: LakehouseSettings) -> InvariantResult:
     if not tables:
         result.skipped = "no tables yet"
     for name in tables:
-        layer, table = name.split(".", 1)
-        check_table_whole(result, name, settings.table_path(layer, table))
+        check_table_whole(result, name, table_reader.table_path(settings, name))
     return result
 
 

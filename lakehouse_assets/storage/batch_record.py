@@ -1,21 +1,10 @@
 """The one record of what a batch did: the Delta commit that writes its rows.
 
-Every commit the lakehouse makes carries, in Delta's ``userMetadata`` (a JSON object; its keys
-start with ``lakehouse.``), what nobody else records:
-
-- who made it: the operation, the run (:data:`RUN_KEY`, a Dagster run's id), and for a
-  streaming batch its query and batch id (also Delta's own app transaction, ``txn``);
-- what the run read (:data:`READING_KEY`, a :class:`Reading`): the tables it read at the
-  versions it found them before its query started, or the landed files a table loaded in
-  batch read;
-- what the batch's rows did (keys under :data:`BATCH_METADATA_PREFIX`): what each expectation
-  counted, the duplicates it quarantined, when the batch started.
-
-Delta records the rest itself (the version, when, ``operationMetrics``: rows written). Nothing
-else records a batch: Dagster's metadata, the event log view, freshness, trace, verify and
-``lakehouse status`` read it back from the table's history (:class:`~.engine.HistoryEntry`).
-Delta's own streaming sink writes the same ``userMetadata`` text for every batch of a query,
-so its commits carry the run's facts but no per-batch counts (it counts nothing).
+Every commit the lakehouse makes carries, in Delta's ``userMetadata`` (a JSON object of
+``lakehouse.*`` keys), who made it (operation, run, query and batch), what the run read
+(:class:`Reading`) and what the batch's rows did (keys under :data:`BATCH_METADATA_PREFIX`).
+Delta records the rest (version, time, rows written). Dagster's metadata, the event log,
+freshness, trace, verify and ``lakehouse status`` read it back from the table's history.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
-"""What recent versions of a table added: the rows of a version range, for incremental checks.
-
-A data-quality check that re-reads the whole table on every materialization costs more as
-the table grows. When the table at the later version holds every data file it held at the
-earlier one, the rows added in between are exactly the files it gained (delta-rs lists both
-snapshots' files): Spark's executors read just those. A range that removed files (an
-overwrite, a complete-mode batch, a delete or merge, a compaction) has no such answer, and
-the whole current table is read instead.
+"""What recent versions of a table added: the rows of a version range, for incremental checks
+(docs/quality.md). When the later version holds every data file the earlier one held, the rows
+added in between are exactly the files it gained, which Spark's executors read alone; a range
+that removed files has no such answer, and the whole current table is read instead.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """Fitting rows to a Delta table before they are written, the same for every way a table is
-written (a batch write, a merge, Delta's own streaming sink): the columns its definition
-declares a type for are cast to it first (:class:`DeclaredTypes`), so the declaration fixes
-the type the table is created with; then the table gets the layout it is declared with
-(:mod:`~lakehouse_assets.storage.layout`),
-a type that fits the table's is cast to it, a wider one is refused by name (or widened
-first where the table allows type widening), and new columns are added only when the write
-allows it. What fits is one rule for both steps (:func:`~lakehouse_assets.storage._schema.fits`)."""
+written (a batch write, a merge, Delta's own streaming sink): one rule of what fits
+(:func:`~lakehouse_assets.storage._schema.fits`) for the declared types and the table's."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The column types a table's definition declares, held to by every write: the rows' column
-is cast to the declared type where the cast keeps its values (the one rule of what fits,
-:func:`~lakehouse_assets.storage._schema.fits`, that fitting rows to an existing table uses
-too), and the write is refused, naming the table, the column and both types, where it would
-not, or where the rows lack a declared column."""
+"""The column types a table's definition declares, held to by every write (:class:`DeclaredTypes`)."""
 
 from __future__ import annotations
 

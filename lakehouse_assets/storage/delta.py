@@ -107,11 +107,9 @@ class DeltaTableStore:
     # -- reading ------------------------------------------------------------------------------
     def read(self, spark: SparkSession, path: str, *, version: int | None = None) -> DataFrame:
         """The table at its latest version, or at ``version`` (time travel)."""
-        if version is not None:
-            self._open(path, version=version)  # a version the table lacks is named, with its range
-            return spark.read.format("delta").option("versionAsOf", version).load(str(path))
-        self._open(path)
-        return spark.read.format("delta").load(str(path))
+        self._open(path, version=version)  # a missing table, or a version it lacks, is named
+        options = {} if version is None else {"versionAsOf": str(version)}
+        return spark.read.format("delta").options(**options).load(str(path))
 
     def read_stream(self, spark: SparkSession, path: str, options: StreamOptions | None = None) -> DataFrame:
         """The table as Delta's streaming source: each committed version's new rows, once;
@@ -264,9 +262,7 @@ class DeltaTableStore:
 
     def drop(self, path: str) -> None:
         """Delete the table folder and everything in it."""
-        location = locate(path, self._object_store)
-        if location.exists():
-            location.fs.delete_dir(location.path)
+        locate(path, self._object_store).remove()
 
     # -- internals ----------------------------------------------------------------------------
     def _open(self, path: str, *, version: int | None = None) -> DeltaTable:

@@ -100,18 +100,13 @@ class DeltaRsSnapshot:
                 size=None if add.get("size_bytes") is None else int(add["size_bytes"]),
                 num_records=None if add.get("num_records") is None else int(add["num_records"]),
             )
-            for add in self._add_actions().to_pylist()
+            for add in pa.table(self._table.get_add_actions(flatten=True)).to_pylist()
         ]
 
     def row_count(self) -> int | None:
         """Rows at this version, summed from the log's per-file statistics."""
-        actions = self._add_actions()
-        if actions.num_rows == 0:
-            return 0
-        counts = actions.column("num_records")
-        if counts.null_count:
-            return None
-        return sum(int(count) for count in counts.to_pylist())
+        counts = [file.num_records for file in self.files()]
+        return None if None in counts else sum(count or 0 for count in counts)
 
     def to_arrow(self, columns: Sequence[str] | None = None, *, limit: int | None = None,
                  where: pc.Expression | None = None) -> pa.Table:
@@ -123,9 +118,6 @@ class DeltaRsSnapshot:
         if limit is not None:
             return dataset.head(limit, columns=selected, filter=where)
         return dataset.to_table(columns=selected, filter=where)
-
-    def _add_actions(self) -> pa.Table:
-        return pa.table(self._table.get_add_actions(flatten=True))
 
     def _dataset(self) -> pads.Dataset:
         # pyarrow.dataset is imported by delta-rs here, when rows are read: importing it up

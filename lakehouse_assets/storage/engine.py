@@ -8,12 +8,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from lakehouse_assets.storage.batch_record import READING_KEY, RUN_KEY, STARTED_KEY, Reading
-
-if TYPE_CHECKING:
-    from lakehouse_assets.storage.delta import DeltaTableStore
 
 #: How a batch is written: appended, overwriting the table, or merged (upserted) by keys.
 #: :meth:`DeltaTableStore.write` appends and overwrites; :meth:`DeltaTableStore.merge` merges.
@@ -27,11 +24,6 @@ class AppTransaction:
 
     app_id: str
     batch_id: int
-
-    def held_by(self, store: DeltaTableStore, path: str) -> bool:
-        """Whether the table at ``path`` has committed this batch (or a later one of its query)."""
-        committed = store.committed_batch(path, self.app_id) if store.exists(path) else None
-        return committed is not None and committed >= self.batch_id
 
 
 @dataclass(frozen=True)
@@ -85,13 +77,9 @@ class HistoryEntry:
 
 @dataclass(frozen=True)
 class StreamOptions:
-    """Options of a table read as a stream, as Delta's source names them: where a new query
-    starts (``startingVersion``), how much one micro-batch takes (``maxFilesPerTrigger``,
-    ``maxBytesPerTrigger``: whichever is reached first, and at least one file), and what to do
-    with commits that remove rows (``skipChangeCommits``: skip any; ``ignoreDeletes``: skip
-    those that only delete; otherwise the stream stops on them), or whether to read the
-    table's change data feed instead (``readChangeFeed``: every insert, update and delete,
-    with ``_change_type``, ``_commit_version`` and ``_commit_timestamp``)."""
+    """Options of a table read as a stream, as Delta's source names them (``startingVersion``,
+    ``maxFilesPerTrigger``, ``maxBytesPerTrigger``, ``skipChangeCommits``, ``ignoreDeletes``,
+    ``readChangeFeed``) and means them."""
 
     starting_version: int | None = None
     max_files_per_trigger: int | None = None

@@ -1,13 +1,6 @@
 """How a table is laid out: the Delta properties, partition columns or clustering columns its
-definition declares. The table is created with them; a table that exists is given the
-properties and clustering it lacks (both change without rewriting a file), and a partitioning
-that differs from the declared one stops the write, since only a rebuild changes it.
-
-Found by trying Delta 4 on a path's table: its writer ignores ``clusterBy``, and its
-streaming sink the table properties, so such a table is created first by ``CREATE TABLE``
-(a commit with no rows), then written; an overwrite drops the clustering, so it is given back
-after each (a commit changing no rows); an overwrite that replaces the schema drops the
-partitioning unless it names it.
+definition declares, given to the table when it is created and, for properties and clustering,
+later (docs/guides/add-a-source.md, "Table layout", says why some tables are created first).
 """
 
 from __future__ import annotations

@@ -1,24 +1,9 @@
-"""Table maintenance through Delta Lake: ``OPTIMIZE`` (optionally ``ZORDER BY``) and
-``VACUUM``, the latter checked against the lakehouse's streaming readers first.
-
-What each promises:
-
-- A compaction changes no rows. Delta's OPTIMIZE commits the small files' removal and the
-  compacted files with ``dataChange=false``, which Delta's streaming source skips: a stream
-  reading across it sees every row once.
-- A VACUUM deletes only files the table has not listed for longer than ``retention``:
-  Delta's VACUUM lists the table's folder and deletes the files its current version does not
-  reference whose removal (or, for a file no commit lists, whose last modification) is older
-  than that, ``_change_data`` files included; folders named ``_...`` (the AUTO CDC state
-  table inside a table) are left alone. Before anything is deleted, the
-  files are checked against every streaming reader of the table, given with the newest
-  version it has read whole (delta-rs lists the files of each version since): if one has
-  yet to read a file, or no record says how far it has read, it refuses with
-  :class:`~lakehouse_assets.errors.VacuumRefusedError` naming the table, the reader, the
-  retention it needs and the ways out, and deletes nothing. A dry run lists the files and
-  deletes nothing.
-- The log's commit files older than ``delta.logRetentionDuration`` (30 days) are removed by
-  Delta itself, at its log checkpoints: a reader that lags longer must be reset.
+"""Table maintenance through Delta Lake: ``OPTIMIZE`` (optionally ``ZORDER BY``) and ``VACUUM``
+(docs/operations.md says what each promises). A compaction commits with ``dataChange=false``,
+which streams skip. Before VACUUM deletes anything, its files are checked against every streaming
+reader of the table, given with the newest version it has read whole (delta-rs lists the files
+of each version since): one that has yet to read a file, or whose position no record says, makes
+it refuse with :class:`~lakehouse_assets.errors.VacuumRefusedError`, deleting nothing.
 """
 
 from __future__ import annotations
@@ -141,7 +126,8 @@ def _refuse_if_needed(table: Location, candidates: Sequence[str], readers: Seque
         clash = needed & doomed
         if not clash:
             continue
-        needs = _hours_since(_commit_time(table, reader.version + 1))
+        waited = dt.datetime.now(dt.UTC) - _commit_time(table, reader.version + 1)
+        needs = max(1, math.ceil(waited.total_seconds() / 3600))
         raise VacuumRefusedError(
             f"Not vacuuming Delta table {path} with a retention of {hours} hours: the streaming query "
             f"writing {reader.name} (checkpoint {reader.checkpoint}) has read it to version {reader.version} "
@@ -209,10 +195,6 @@ def _commit_time(table: Location, version: int) -> dt.datetime:
     commits = delta_table.history(max(1, delta_table.version() - version + 1))
     chosen = next((c for c in commits if c["version"] == version), min(commits, key=lambda c: c["version"]))
     return dt.datetime.fromtimestamp(chosen["timestamp"] / 1000, dt.UTC)
-
-
-def _hours_since(moment: dt.datetime) -> int:
-    return max(1, math.ceil((dt.datetime.now(dt.UTC) - moment).total_seconds() / 3600))
 
 
 def _mtime(table: Location, path: str) -> float:

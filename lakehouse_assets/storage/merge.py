@@ -1,12 +1,8 @@
-"""Changing rows in place: the ``MERGE INTO`` statement Delta Lake runs for every upsert,
-AUTO CDC batch and quarantine replay.
-
-One statement shape serves them all. The batch's rows are upserted by their keys; with
-``replacing`` (groups of rows, by some of the key columns), the table's rows of those groups
-that the batch has no row for are deleted, so the batch becomes the whole of its groups
-(an SCD table's versions of a key, a key deleted by a change). Rows the table already
-holds as they are take no part: Delta would rewrite the files holding them and record them
-as updates in the change data feed. Null keys match null keys.
+"""Changing rows in place: the one ``MERGE INTO`` statement shape Delta Lake runs for every
+upsert, AUTO CDC batch and quarantine replay. Rows are upserted by their keys (null matching
+null); with ``replacing``, the rows of those groups the batch has no row for are deleted. Rows
+the table already holds as they are take no part: Delta would rewrite their files and record
+them as updates in the change data feed.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Exactly-once Delta sinks for Structured Streaming.
 
-Spark replays a micro-batch after a crash when its offsets were logged but the batch was
-not marked done in the checkpoint. Each commit records ``(query id, batch id)`` as a Delta
-app transaction, so a replayed batch that the table already holds is skipped: the table
-changes exactly once per batch whatever happens between the commit and the checkpoint.
-
-:class:`DeltaSink` is a ``foreachBatch`` function: it records each batch's counts in its
-commit, and it writes tables the way the others are kept (complete, merged, two tables per
-batch). :class:`DeltaStreamSink` is Delta Lake's own streaming sink, for a query appending
-to one table with nothing counted per batch.
-
-The sinks keep no state of their own and read nothing of the checkpoint: on a Spark Connect
-engine a ``foreachBatch`` function is pickled into a Python worker of the server, and nothing
-it remembers would come back. A batch learns its query's id from Spark
-(:func:`batch_query_id`), and each commit names the run that made it and what the run read
-(:class:`RunStamp`), so what a run wrote is read back from the table's log
-(:func:`run_commits`): the commit is the one record of what a batch did
-(:mod:`~lakehouse_assets.storage.batch_record`).
+Each commit records ``(query id, batch id)`` as a Delta app transaction, so a batch Spark replays
+after a crash is skipped when the table holds it. :class:`DeltaSink` is a ``foreachBatch``
+function (counts per batch; complete, merged, two tables per batch); :class:`DeltaStreamSink` is
+Delta Lake's own streaming sink, for a query appending to one table and counting nothing.
+The sinks keep no state: on a Spark Connect engine a ``foreachBatch`` function runs pickled in
+the server's Python worker, so a batch asks Spark for its query's id (:func:`batch_query_id`),
+and what a run wrote is read back from the table's log (:func:`run_commits`).
 """
 
 from __future__ import annotations
@@ -198,17 +188,11 @@ class DeltaSink:
 @dataclass
 class DeltaStreamSink:
     """Appends each micro-batch to the table at ``path`` through Delta Lake's own streaming
-    sink, for a query that appends to one table and counts nothing per batch (an ingestion
-    without expectations, a windowed aggregate, a change feed's log).
-
-    Exactly once as :class:`DeltaSink` is: Delta records each batch as the app transaction
-    (query id, batch id) of its commit and skips a replay the table holds. No Python runs per
-    batch, so on an engine no Python worker starts for the query. The commits carry what
-    every batch of the query shares (output mode, the run's stamp: Delta's sink fixes that
-    text per query), not per-batch counts or times. A query that ``reads_files`` says so (its
-    rows read are its rows written). The table is created with ``layout``; rows are fitted to
-    the ``declared`` types and to the table as every write fits them (a type that fits cast to
-    the column's, another refused by name).
+    sink, for a query that appends to one table and counts nothing per batch, exactly once as
+    :class:`DeltaSink` is (Delta records each batch's app transaction). No Python runs per
+    batch; the commits carry what every batch of the query shares (output mode, the run's
+    stamp), not per-batch counts or times. A query that ``reads_files`` says so (its rows read
+    are its rows written); ``layout`` and ``declared`` as :class:`DeltaSink`'s.
     """
 
     store: DeltaTableStore
@@ -238,45 +222,6 @@ class DeltaStreamSink:
             metadata[READS_FILES_KEY] = "true"
         return self.store.stream_writer(df, self.path, merge_schema=self.merge_schema, layout=self.layout,
                                         metadata=metadata, declared=self.declared)
-
-
-class KeptTable(Protocol):
-    """A table kept from each batch by its own rules (an AUTO CDC table): :meth:`apply`
-    commits one batch once, by its app transaction."""
-
-    def apply(self, rows: DataFrame, transaction: AppTransaction, metadata: Mapping[str, str]) -> CommitResult: ...
-
-
-@dataclass
-class KeptTableSink:
-    """A ``foreachBatch`` function handing each micro-batch to :attr:`table`'s ``apply``,
-    with ``sink``'s exactly-once commit identity (query id, the run's stamp). Subclasses say
-    which table keeps the batches."""
-
-    sink: DeltaSink
-
-    @property
-    def output_mode(self) -> str:
-        return self.sink.output_mode
-
-    @property
-    def table(self) -> KeptTable:
-        raise NotImplementedError
-
-    def for_run(self, stamp: RunStamp) -> KeptTableSink:
-        """This sink, recording ``stamp`` in its commits."""
-        return replace(self, sink=self.sink.for_run(stamp))
-
-    def run_commits(self) -> list[HistoryEntry]:
-        """What this sink's run committed to the table (not its state), from the table's log."""
-        return self.sink.run_commits()
-
-    def __call__(self, batch_df: DataFrame, batch_id: int,
-                 commit_metadata: Mapping[str, str] | None = None) -> CommitResult:
-        """Apply the batch, once."""
-        fault_point("batch.started")
-        transaction, metadata = self.sink.batch_commit(batch_df, batch_id, commit_metadata)
-        return self.table.apply(batch_df, transaction, metadata)
 
 
 def run_commits(store: DeltaTableStore, path: str, run_id: str) -> list[HistoryEntry]:

@@ -2,34 +2,13 @@
 
 A store that lacks one of these fails a run deep inside, with an error that does not name the
 store (obstore's ``501 NotImplemented``, Spark's ``FileNotFoundException`` on a checkpoint). The
-probe writes a few small objects under a scratch folder of the root (``<root>/_probe-<uuid>``),
-checks each capability, removes them, and refuses a store that lacks any with one
-:class:`~lakehouse_assets.errors.ConfigurationError` line naming the endpoint, what is missing and
-the way out:
-
-- **objects**: put (obstore, as the lakehouse writes; a store refusing it is out of reach: wrong
-  endpoint, bucket or credentials), read and list (pyarrow, as the lakehouse reads; its AWS SDK
-  checks the checksums a response carries, and gives up on a server whose checksums it rejects);
-- **conditional create**: a put with ``If-None-Match: *`` is refused (412) when the key exists.
-  Table locks take a lock this way, and delta-rs commits every Delta version this way: a store that
-  ignores the header lets two writers both win;
-- **conditional replace**: a put with ``If-Match`` on a version no longer there is refused: how a
-  lock's holder renews it and a waiter takes over a dead holder's lock;
-- **copy**: a server-side copy (``PUT`` with ``x-amz-copy-source``): S3A renames a file by copying
-  it and deleting the original, and Spark writes every checkpoint file under a temporary name and
-  renames it into place;
-- **folder markers**: an empty object whose key ends in ``/`` (what S3A's ``mkdirs`` puts, e.g. a
-  checkpoint's ``sources/0/``) is listed under its own prefix, where S3A looks for the folder next;
-- **multi-object delete** (``POST ?delete``, as obstore sends it, with a checksum header): how the
-  lakehouse deletes every object it deletes.
-
-On a store that passes, the probe leaves nothing of its own, with one exception: pyarrow, the only
-client of the lakehouse that can delete a folder marker, puts the marker of the parent folder in
-its place, so the root keeps an empty marker of itself (``<root>/``, one zero-byte object, the same
-on every run; what S3A's ``mkdirs`` of the root would write; none when the root is a bucket).
-
-The outcome is kept per endpoint and bucket for the life of the process; a store that could not be
-reached at all is asked again next time.
+probe writes a few small objects under ``<root>/_probe-<uuid>``, checks each capability (one
+function each, below: reads and listings as pyarrow makes them, conditional create and replace,
+server-side copy, folder markers, multi-object delete), removes them, and refuses a store that
+lacks any with one :class:`~lakehouse_assets.errors.ConfigurationError` line naming the endpoint,
+what is missing and the way out. It leaves nothing but, at most, an empty marker of the root
+(``<root>/``), which pyarrow puts in place of the folder marker it deletes. The outcome is kept
+per endpoint and bucket for the process; a store out of reach is asked again next time.
 """
 
 from __future__ import annotations
@@ -39,17 +18,13 @@ import re
 import threading
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import S3Store
 
 from lakehouse_assets.errors import ConfigurationError
-from lakehouse_assets.location import Location
-
-if TYPE_CHECKING:
-    from obstore.store import S3Config
+from lakehouse_assets.location import Location, ObjectStore, s3_store
 
 #: The way out named when a store lacks a capability.
 WAY_OUT = ("use an S3-API server with conditional writes and multi-object delete "
@@ -83,7 +58,7 @@ def _probe(root: Location, bucket: str, root_key: str) -> tuple[str | None, bool
     store = root.store
     where = (f"The object store at {store.endpoint_url}" if store.endpoint_url
              else f"AWS S3{f' ({store.region})' if store.region else ''}") + f" (bucket {bucket}, root {root})"
-    objects = _probe_objects(root, bucket)
+    objects = _probe_objects(root.store, bucket)
     scratch = root / f"_probe-{uuid.uuid4().hex}"
     prefix = f"{root_key}/{scratch.name}" if root_key else scratch.name
     try:
@@ -165,8 +140,8 @@ def _multi_object_delete(objects: S3Store, scratch: Location, prefix: str) -> st
 
 
 _Check = Callable[[S3Store, Location, str], "str | None"]
-_CHECKS: tuple[_Check, ...] = (_read, _list, _create, _replace, _copy, _folder_marker, _multi_object_delete)
-_NAMES: dict[_Check, str] = {
+# Each check, in the order asked, and its name for when the store refuses a request of it.
+_CHECKS: dict[_Check, str] = {
     _read: "reads (GET, as pyarrow reads)", _list: "listings (ListObjectsV2, as pyarrow lists)",
     _create: "conditional create (If-None-Match: *)", _replace: "conditional replace (If-Match)",
     _copy: "server-side copy", _folder_marker: "folder markers",
@@ -179,7 +154,7 @@ def _ask(check: _Check, objects: S3Store, scratch: Location, prefix: str) -> str
     try:
         return check(objects, scratch, prefix)
     except Exception as error:  # noqa: BLE001 - a refused request is what the probe reports
-        return f"{_NAMES[check]} ({_summary(error)})"
+        return f"{_CHECKS[check]} ({_summary(error)})"
 
 
 def _clean_up(objects: S3Store, scratch: Location, prefix: str) -> str | None:
@@ -201,22 +176,13 @@ def _clean_up(objects: S3Store, scratch: Location, prefix: str) -> str | None:
     return "; ".join(problems) or "they are still listed"
 
 
-def _probe_objects(root: Location, bucket: str) -> S3Store:
-    """obstore's client of the bucket, configured as the lakehouse's own (its endpoint and region;
-    its credentials from the AWS variables), but giving up after two quick retries: a server that
+def _probe_objects(store: ObjectStore, bucket: str) -> S3Store:
+    """The lakehouse's client of the bucket, but giving up after two quick retries: a server that
     answers 501 would otherwise be asked ten times, over seconds, before the probe could say so."""
-    store = root.store
-    config: S3Config = {}
-    if store.endpoint_url is not None:
-        config["endpoint"] = store.endpoint_url
-    if store.region is not None:
-        config["region"] = store.region
-    allow_http = store.endpoint_url is not None and store.endpoint_url.startswith("http://")
-    return S3Store(bucket, config=config,
-                   client_options={"allow_http": allow_http, "connect_timeout": "5s", "timeout": "30s"},
-                   retry_config={"max_retries": 2, "retry_timeout": dt.timedelta(seconds=10),
-                                 "backoff": {"init_backoff": dt.timedelta(milliseconds=50),
-                                             "max_backoff": dt.timedelta(seconds=1), "base": 2}})
+    return s3_store(store, bucket, {"connect_timeout": "5s", "timeout": "30s"},
+                    retry_config={"max_retries": 2, "retry_timeout": dt.timedelta(seconds=10),
+                                  "backoff": {"init_backoff": dt.timedelta(milliseconds=50),
+                                              "max_backoff": dt.timedelta(seconds=1), "base": 2}})
 
 
 def _summary(error: BaseException) -> str:

@@ -1,23 +1,11 @@
 """One writer per table at a time: an exclusive lock per table, held while it is written.
 
-Two materializations of one asset started together would run two streaming queries on one
-checkpoint: Spark does not stop the second (it only refuses two in one JVM), and both would
-plan the same batch numbers. On object storage there is more at stake: Delta Lake's S3 log
-store checks that a commit's file is free and then puts it, so two writers at once can each
-believe their commit landed while one overwrote the other. The IO manager takes this lock
-around a table's write (both tables of a routed query); the second run waits for the first, up
-to a time limit, then fails with an error that names the table and the run holding it.
-
-The lock is ``<root>/_locks/<layer>.<name>.lock``, in one of two kinds:
-
-- **On a local disk**, ``flock`` on that file: the kernel releases it when the holder's file is
-  closed, so a process killed even by SIGKILL leaves no stale lock. It holds between processes
-  and between threads (each acquisition opens the file anew).
-- **On object storage**, the object itself, created with ``If-None-Match: *`` so that of two
-  runs exactly one gets it. Its holder renews it (a put with ``If-Match``) every third of its
-  lease; a waiter that sees it unchanged for a whole lease, by its own clock, knows the holder
-  died and takes it over from exactly that version. A holder whose renewal fails has lost the
-  lock, and says so when it ends.
+Two runs of one table would run two streaming queries on one checkpoint, and on object storage
+two Delta commits at once may both "succeed" (docs/guides/object-storage.md, which says how the
+lock works there). A second run waits, up to a time limit, then fails naming the table and the
+run holding it. The lock is ``<root>/_locks/<layer>.<name>.lock``: on a local disk, ``flock`` on
+that file (the kernel releases it when its holder dies); on object storage, the object itself,
+created with ``If-None-Match: *`` and renewed with ``If-Match`` every third of its lease.
 """
 
 from __future__ import annotations

@@ -34,13 +34,13 @@ from lakehouse_assets.engine.server import (
     EngineStatus,
     engine_processes,
     engine_status,
-    kill_engine,
     start_engine,
     stop_engine,
 )
 from lakehouse_assets.errors import EngineStartError
 from lakehouse_assets.settings import LakehouseSettings
 from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
+from lakehouse_assets_tests.engine.crash import kill_engine
 from lakehouse_assets_tests.ports import free_port
 
 # Short-lived test JVM, as in the suite's embedded session: less CPU spent warming up.
@@ -59,11 +59,11 @@ CLIENT_TIMEOUT_SECONDS = 120
 CHECKS_AFTER_THE_ENGINE_DIES = textwrap.dedent("""
     import sys
     import dagster as dg
-    from lakehouse_assets.engine.server import kill_engine
     from lakehouse_assets.quality import silver
     from lakehouse_assets.quality.checks import contract_checks
     from lakehouse_assets.settings import LakehouseSettings
     from lakehouse_assets.resource import LakehouseResource
+    from lakehouse_assets_tests.engine.crash import kill_engine
     url, root, port = sys.argv[1:]
     settings = LakehouseSettings.from_env({"LAKEHOUSE_ROOT": root, "LAKEHOUSE_ENGINE_PORT": port})
 

@@ -406,7 +406,7 @@ class CrashHarness:
 
     def _kill_engine(self) -> bool:
         """SIGKILL the harness's engine server, as a crash would; whether one was running."""
-        from lakehouse_assets.engine.server import kill_engine
+        from lakehouse_assets_tests.engine.crash import kill_engine
 
         return kill_engine(self.engine_settings) is not None
 
