@@ -108,28 +108,37 @@ def step_windows(instance: Any, run_id: str) -> list[dict[str, Any]]:
     return [w for w in windows.values() if "start" in w and "end" in w]
 
 
-def job_submissions(event_log: Path) -> list[float]:
-    """When Spark submitted each job (seconds since the epoch), from its event log (a file, or
-    a folder of rolled files as Spark 4 writes it)."""
+def job_submissions(event_log: Path) -> list[tuple[float, str]]:
+    """When Spark submitted each job (seconds since the epoch) and its call site (what the job
+    did: the Python line or Delta operation), from the event log (a file, or a folder of
+    rolled files as Spark 4 writes it)."""
     files = sorted(p for p in event_log.iterdir() if p.name.startswith("events_")) if event_log.is_dir() else [event_log]
-    times = []
+    jobs = []
     for file in files:
         with file.open() as lines:
             for line in lines:
                 if '"SparkListenerJobStart"' in line:
-                    times.append(json.loads(line)["Submission Time"] / 1000)
-    return times
+                    event = json.loads(line)
+                    properties = event.get("Properties") or {}
+                    site = properties.get("callSite.short") or properties.get("spark.job.description") or "?"
+                    jobs.append((event["Submission Time"] / 1000, " ".join(site.split())[:120]))
+    return jobs
 
 
-def attribute(run: dict[str, Any], submitted: list[float]) -> dict[str, Any]:
+def attribute(run: dict[str, Any], submitted: list[tuple[float, str]]) -> dict[str, Any]:
     """The run's Spark jobs, in all and per step (a step is a table, or a table and its
-    quarantine; jobs outside every step are Dagster's run around them)."""
-    in_run = [t for t in submitted if run["started"] <= t <= run["ended"]]
+    quarantine; jobs outside every step are Dagster's run around them), with each step's
+    jobs by call site: the profile a missed target is reported with."""
     per_step: Counter[str] = Counter()
-    for t in in_run:
+    sites: dict[str, Counter[str]] = {}
+    for t, site in submitted:
+        if not run["started"] <= t <= run["ended"]:
+            continue
         step = next((w["step"] for w in run["steps"] if w["start"] <= t <= w["end"]), "(between steps)")
         per_step[step] += 1
-    return {"seconds": run["seconds"], "jobs": len(in_run), "per_step": dict(per_step.most_common())}
+        sites.setdefault(step, Counter())[site] += 1
+    return {"seconds": run["seconds"], "jobs": sum(per_step.values()), "per_step": dict(per_step.most_common()),
+            "call_sites": {step: dict(c.most_common()) for step, c in sites.items()}}
 
 
 def markdown(result: dict[str, Any]) -> str:
