@@ -288,6 +288,10 @@ def _why_memory(results: dict[str, Any], contender: str, scenarios: Sequence[str
 # -- documents -----------------------------------------------------------------------------------------
 
 
+#: ``make bench-jobs``'s results, which the report carries beside the seconds.
+SPARK_JOBS = Path(__file__).resolve().parent / "results" / "spark_jobs.json"
+
+
 def write(doc: dict[str, Any], json_path: Path, md_path: Path) -> None:
     doc["targets"] = evaluate_targets(doc)
     json_path.parent.mkdir(parents=True, exist_ok=True)
@@ -328,6 +332,7 @@ def markdown(doc: dict[str, Any]) -> str:
             "assets without their checks; a routed silver step writes its quarantine table in the same step, so that "
             "routing is part of the pipeline alone. *+ quality checks* also runs the asset checks on those assets.\n")
 
+    _spark_jobs(out, SPARK_JOBS)
     out("## Targets\n")
     out("| target | limit | measured | met | why (when missed) |")
     out("|---|---|---|---|---|")
@@ -415,6 +420,40 @@ def markdown(doc: dict[str, Any]) -> str:
         "metastore (its tables must outlive the process for incremental runs).")
     out("- Full data: `benchmarks/results/latest.json` (every run, its phases and profiles).")
     return "\n".join(lines) + "\n"
+
+
+def _spark_jobs(out: Any, path: Path) -> None:
+    """The last ``make bench-jobs`` measurement (``spark_jobs.json``), so that the job counts
+    stand beside the seconds: per run, and where the one-file run's jobs go."""
+    if not path.exists():
+        return
+    jobs = json.loads(path.read_text())
+    at = f" at {jobs['commit']}" if jobs.get("commit") else ""
+    out("## Spark jobs of the whole graph (`make bench-jobs`, embedded)\n")
+    out(f"Measured {jobs['measured_at']}{at} by `benchmarks/spark_jobs.py`: Spark's own event log, each job given "
+        "to the Dagster step running when it was submitted, checks included (the counts do not depend on the "
+        "machine; details in `spark_jobs.md`).\n")
+    out("| run | Spark jobs | target | met | seconds |")
+    out("|---|---:|---:|---|---:|")
+    for name, run in jobs["runs"].items():
+        target = jobs["targets"].get(name)
+        met = "–" if target is None else ("yes" if run["jobs"] <= target else "**no**")
+        out(f"| {name} | {run['jobs']} | {'' if target is None else f'≤ {target}'} | {met} | {run['seconds']} |")
+    one_file = jobs["runs"].get("one_file") or {}
+    if one_file.get("per_step"):
+        out("\nWhere the one-file run's jobs go (per step, its three most frequent call sites):\n")
+        out("| step | jobs | call sites |")
+        out("|---|---:|---|")
+        for step, count in one_file["per_step"].items():
+            sites = list((one_file.get("call_sites") or {}).get(step, {}).items())[:3]
+            where = "; ".join(f"{_call_site(site)} ({n})" for site, n in sites)
+            out(f"| {step} | {count} | {where} |")
+    out("")
+
+
+def _call_site(site: str) -> str:
+    """A job's call site as the table shows it: paths from the repository, a query's ids dropped."""
+    return site.split(" id = ")[0].replace(f"{SPARK_JOBS.parents[2]}/", "").replace("|", "/")
 
 
 def _warm_section(out: Any, results: dict[str, Any]) -> None:
