@@ -20,12 +20,12 @@ from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.built import BuiltLakehouse, build_lakehouse
 from lakehouse_assets_tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
 
-#: JVMs that live for one run (crash children, command subprocesses): the C1 compiler alone
-#: and the serial GC spend far less CPU warming up (about 40% on 2 cores).
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-#: The test session's JVM lives for the whole pass: with C2 as well, a warm run of the seeds'
-#: graph took 16 s instead of 23 s and the JVM less CPU in all (measured over 8 runs alone).
-SESSION_JVM_OPTIONS = "-XX:+UseSerialGC"
+#: Every JVM the tests start (the test session's, engines, runs, children): the C1 compiler
+#: alone, a code cache it does not fill, and the serial GC. In the test session's JVM over ten
+#: test files (CPU by thread, 2026-12-07), C2's compiler threads took 140 of its 394 CPU seconds;
+#: with C1 alone the rest ran a third slower but the JVM took 351 in all (29 compiling). With
+#: the default code cache C1 filled it and the sweeper thread took a sixth of the JVM's CPU.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m -XX:+UseSerialGC"
 #: Spark settings for the tests' tiny data, in the test session and every engine, run and child
 #: the tests start. Delta's state in one partition, as local masters have it: the cluster's
 #: engine (no local defaults) rebuilt every table's state in 50, a shuffle of 50 tasks on the
@@ -104,7 +104,7 @@ def spark(session_root: Path) -> Iterator[SparkSession]:
                                            "LAKEHOUSE_SPARK_REMOTE": os.environ.get("LAKEHOUSE_SPARK_REMOTE", "")})
     session = build_spark_session(settings, app_name="lakehouse_assets_tests",
                                   extra_conf={**SMALL_DATA_CONF,
-                                              "spark.driver.extraJavaOptions": SESSION_JVM_OPTIONS,
+                                              "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS,
                                               # One JVM makes hundreds of Delta tables over the session,
                                               # and Delta keeps each table's log and state cached: 1 GiB
                                               # ran out in CI late in the suite (a run makes a handful).
