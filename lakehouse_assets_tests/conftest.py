@@ -23,7 +23,7 @@ from lakehouse_assets_tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, s
 #: Every JVM the tests start (the test session's, engines, runs, children): the C1 compiler
 #: alone, a code cache it does not fill, and the serial GC. In the test session's JVM over ten
 #: test files (CPU by thread, 2026-12-07), C2's compiler threads took 140 of its 394 CPU seconds;
-#: with C1 alone the rest ran a third slower but the JVM took 351 in all (29 compiling). With
+#: with C1 alone the rest ran about a quarter slower, but the JVM took 351 in all (29 compiling). With
 #: the default code cache C1 filled it and the sweeper thread took a sixth of the JVM's CPU.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m -XX:+UseSerialGC"
 #: Spark settings for the tests' tiny data, in the test session and every engine, run and child
