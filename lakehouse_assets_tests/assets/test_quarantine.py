@@ -75,6 +75,9 @@ def test_bad_records_are_quarantined_with_reasons_across_incremental_runs(built)
     assert bronze == landed.counts.total + more.counts.total
     assert quarantined == landed.counts.bad + more.counts.bad
     assert run["silver/recordings_quarantine"]["rows_written"] == more.counts.bad
+    # The quarantine's materialization names the commit this run made to it.
+    assert run["silver/recordings_quarantine"]["written_version"] == DeltaTable(
+        str(settings.table_path("silver", "recordings_quarantine"))).version()
     # This run's expectation counts, read from silver's commits, agree with what it quarantined.
     silver_run = run["silver/recordings_enriched"]
     assert silver_run["expectations/rows_checked"] == more.counts.total
