@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,16 +21,12 @@ from lakehouse_assets.storage import DeltaTableStore
 from lakehouse_assets_tests.built import BuiltLakehouse, build_lakehouse
 from lakehouse_assets_tests.s3_server import ACCESS_KEY, SECRET_KEY, S3Server, s3_server
 
-#: The JVMs the tests start (the test session's, runs, children; not the Connect pass's engine): the C1 compiler
-#: alone, a code cache it does not fill, and the serial GC. In the test session's JVM over ten
+#: Every JVM the tests start (the test session's, the Connect pass's engine, runs, children): the C1
+#: compiler alone, a code cache it does not fill, and the serial GC. In the test session's JVM over ten
 #: test files (CPU by thread, 2026-12-07), C2's compiler threads took 140 of its 394 CPU seconds;
 #: with C1 alone the rest ran about a quarter slower, but the JVM took 351 in all (29 compiling). With
 #: the default code cache C1 filled it and the sweeper thread took a sixth of the JVM's CPU.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=512m -XX:+UseSerialGC"
-#: The Connect pass's engine keeps C2 (serial GC only), as before: with C1 it was not measured
-#: alone, and the one clean-clone run with it there failed e2e/test_land_to_gold's shutdown
-#: deadline (dagster dev did not stop within 25 s; cause not found yet).
-ENGINE_JVM_OPTIONS = "-XX:+UseSerialGC"
 #: Spark settings for the tests' tiny data, in the test session and every engine, run and child
 #: the tests start. Delta's state in one partition, as local masters have it: the cluster's
 #: engine (no local defaults) rebuilt every table's state in 50, a shuffle of 50 tasks on the
@@ -166,6 +163,21 @@ def store() -> DeltaTableStore:
 def pytest_configure(config: pytest.Config) -> None:
     # Spark's Python workers must run this interpreter even before the first session starts.
     os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
+    interrupt_as_python_does()
+
+
+def interrupt_as_python_does() -> None:
+    """SIGINT raises KeyboardInterrupt in the test process, as in a terminal, also when it was
+    started as a background job (with SIGINT ignored: the Connect pass, CI). Every in-process
+    Dagster run sets SIGTERM to SIGINT's handler when it ends (``capture_interrupts``): with
+    SIGINT ignored, SIGTERM was then ignored too, and so in every process the tests start
+    after it (an ignored signal survives exec). A ``make run`` script started so could not
+    trap SIGTERM, and dagster dev never stopped (e2e/test_land_to_gold's 25 s deadline); a
+    JVM does not handle a signal it starts with ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 #: The files that take longest (each minutes on 2 cores, measured with --durations), longest

@@ -43,17 +43,21 @@ env --default-signal=INT "$@" &
 child=$!
 set +m
 stopped_by=""
+command_name=$(basename "$1")
 stop_child() {
   stopped_by=$1
+  echo "$(date +%T) $2 received: interrupting $command_name (pid $child); it has ${STOP_GRACE_SECONDS} s to stop."
   kill -INT "$child" 2>/dev/null || true
 }
-trap 'stop_child 130' INT
-trap 'stop_child 143' TERM
+trap 'stop_child 130 SIGINT' INT
+trap 'stop_child 143 SIGTERM' TERM
 status=0
 wait "$child" || status=$?
 if [ -n "$stopped_by" ]; then
   # dagster dev has the grace period to stop its services; then whatever is left of its group goes.
-  timeout "$STOP_GRACE_SECONDS" tail --pid="$child" -s 0.2 -f /dev/null || true
+  if ! timeout "$STOP_GRACE_SECONDS" tail --pid="$child" -s 0.2 -f /dev/null; then
+    echo "$(date +%T) $command_name did not stop within ${STOP_GRACE_SECONDS} s: killing its processes."
+  fi
   kill -KILL -- "-$child" 2>/dev/null || true
   wait "$child" 2>/dev/null || true
   status=$stopped_by

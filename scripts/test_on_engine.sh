@@ -15,9 +15,10 @@ stop_engine() {
 }
 trap stop_engine EXIT
 # Set like the test session's embedded one (lakehouse_assets_tests/conftest.py): the Spark settings
-# for tiny data and the serial GC (one collector thread: the other cores are the other pass's).
-LAKEHOUSE_SPARK_CONF=$("$BIN/python" -c 'import json; from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, ENGINE_JVM_OPTIONS
-print(json.dumps({**SMALL_DATA_CONF, "spark.driver.extraJavaOptions": ENGINE_JVM_OPTIONS}))') \
+# for tiny data, the C1 compiler alone and the serial GC (one collector thread: the other cores are
+# the other pass's).
+LAKEHOUSE_SPARK_CONF=$("$BIN/python" -c 'import json; from lakehouse_assets_tests.conftest import SMALL_DATA_CONF, TEST_JVM_OPTIONS
+print(json.dumps({**SMALL_DATA_CONF, "spark.driver.extraJavaOptions": TEST_JVM_OPTIONS}))') \
   "$BIN/lakehouse" --root "$engine_root" engine start
 LAKEHOUSE_SPARK_REMOTE="sc://localhost:${LAKEHOUSE_ENGINE_PORT}/;token=$(cat "$engine_root/_engine/token")"
 export LAKEHOUSE_SPARK_REMOTE

@@ -48,10 +48,11 @@ FAST_SPARK_CONF = {**SMALL_DATA_CONF, "spark.driver.extraJavaOptions": TEST_JVM_
 RUN_FINISHED = frozenset({"SUCCESS", "FAILURE", "CANCELED"})
 
 # What a started service's SIGINT and SIGTERM are set to (options of coreutils' env, see _start):
-# as a terminal's foreground job has them, or as `make run &` has them (SIGINT ignored).
+# as a terminal's foreground job has them, or as `make run &` has them (SIGINT ignored, SIGTERM
+# not), whatever this process has them set to.
 _ENV = "/usr/bin/env"
 _DEFAULT_INTERRUPT_SIGNALS = ("--default-signal=INT,TERM",)
-_BACKGROUND_JOB_SIGNALS = ("--ignore-signal=INT",)
+_BACKGROUND_JOB_SIGNALS = ("--ignore-signal=INT", "--default-signal=TERM")
 
 
 class DagsterDeploymentError(AssertionError):
@@ -120,6 +121,8 @@ class StopReport:
     exit_codes: dict[str, int | None]
     leftovers: list[ProcessInfo] = field(default_factory=list)
     port_released: bool = True
+    #: The services' logs after a shutdown that hung, with every leftover Python process's threads.
+    hung_logs: str = ""
 
     @property
     def clean(self) -> bool:
@@ -129,6 +132,8 @@ class StopReport:
     def describe(self) -> str:
         lines = [f"shutdown took {self.seconds:.1f}s; exit codes {self.exit_codes}; port released: {self.port_released}"]
         lines += [f"left running (killed): pid {p.pid} [{p.state}] {p.cmdline[:200]}" for p in self.leftovers]
+        if self.hung_logs:
+            lines.append(self.hung_logs)
         return "\n".join(lines)
 
 
@@ -178,6 +183,9 @@ class DagsterDeployment:
             "PYSPARK_PYTHON": sys.executable,
             # Keep Spark's driver on loopback too (it would pick the machine's network address).
             "SPARK_LOCAL_IP": "127.0.0.1",
+            # A shutdown that hangs is diagnosed from the stacks: SIGABRT makes Python print every
+            # thread's before it dies (see stop).
+            "PYTHONFAULTHANDLER": "1",
             **(env or {}),
         }
 
@@ -386,6 +394,9 @@ class DagsterDeployment:
             time.sleep(0.5)
             leftovers = processes_in(groups)
         seconds = time.monotonic() - started_at
+        hung_logs = ""
+        if leftovers or None in exit_codes.values():
+            hung_logs = self._dump_stacks(leftovers or processes_in(groups))
         for group in {*groups, *(p.pgid for p in leftovers)}:  # a service's own groups in its session too
             _signal_group(group, signal.SIGKILL)
         for s in self._started:
@@ -393,7 +404,23 @@ class DagsterDeployment:
                 s.popen.wait(timeout=10)
             s.log.close()
         self._started = []
-        return StopReport(seconds=seconds, exit_codes=exit_codes, leftovers=leftovers, port_released=port_is_free(self.port))
+        return StopReport(seconds=seconds, exit_codes=exit_codes, leftovers=leftovers, port_released=port_is_free(self.port), hung_logs=hung_logs)
+
+    def _dump_stacks(self, processes: list[ProcessInfo]) -> str:
+        """Every thread's stack of each Python process in ``processes``, into its log (SIGABRT under
+        PYTHONFAULTHANDLER), then the services' logs from the stop signal on: what a hung shutdown
+        waited on."""
+        states = [f"pid {process.pid}: " + " ".join(_signal_state(process.pid)) for process in processes]
+        for process in processes:
+            if "python" in process.cmdline or "/dagster" in process.cmdline:
+                try:
+                    os.kill(process.pid, signal.SIGABRT)
+                except ProcessLookupError:
+                    continue
+                time.sleep(0.5)  # one dump at a time: they share the log
+        time.sleep(1)
+        return "\n".join(["signals (hex masks) and wait channel:", *states]) + "\n" + "\n".join(f"---- {s.log_path} (last 200 lines) ----\n" + "\n".join(
+            s.log_path.read_text(errors="replace").splitlines()[-200:]) for s in self._started)
 
     def __enter__(self) -> DagsterDeployment:
         return self
@@ -409,6 +436,17 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
     except ProcessLookupError:  # the whole group is already gone
         pass
+
+
+def _signal_state(pid: int) -> list[str]:
+    """What /proc says of ``pid``'s signals (pending, blocked, ignored, caught) and what it waits in."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return ["gone"]
+    fields = [line.replace("\t", "") for line in status if line.split(":")[0] in ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")]
+    return [*fields, f"wchan:{wchan}"]
 
 
 def _script(name: str) -> str:
