@@ -233,7 +233,7 @@ def needed_below_in_run(context: Any, table: dg.AssetKey, lakehouse: LakehouseRe
     to read (new rows of its other sources, which a lookup ``table`` joins; or rows it is
     behind on, say after a run that wrote ``table`` and failed further down)."""
     graph = context.job_def.asset_layer.asset_graph
-    selected = set(context.dagster_run.asset_selection or graph.get_all_asset_keys())
+    selected = set(context.run.asset_selection or graph.get_all_asset_keys())
     settings, store = lakehouse.settings(), lakehouse.store()
     below, seen = list(graph.get(table).child_keys) if graph.has(table) else [], {table}
     while below:
