@@ -481,6 +481,16 @@ def serve_requests(handle: Callable[[Mapping[str, Any], Phases], None]) -> int:
 # -- summaries ------------------------------------------------------------------------------------
 
 
+def head_commit(repo: Path) -> str:
+    """The short commit the checkout at ``repo`` stands at: which code a result measured
+    (empty when git cannot say)."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True,
+                              text=True).stdout.strip()
+    except OSError:
+        return ""
+
+
 def median(values: Sequence[float]) -> float | None:
     clean = [v for v in values if v is not None]
     return statistics.median(clean) if clean else None

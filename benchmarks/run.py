@@ -29,6 +29,7 @@ from pathlib import Path
 from benchmarks import report
 from benchmarks.contenders import PRODUCT_ENV, REPO, all_contenders
 from benchmarks.contenders.lakehouse_assets import QUARANTINE_ENV
+from benchmarks.measure import head_commit
 from benchmarks.scenarios import (
     ALL_SCENARIOS,
     LOAD_SCENARIOS,
@@ -152,7 +153,7 @@ def use_product(ref: str, folder: Path) -> dict[str, str]:
 
     if ref == "worktree":
         changed = git("status", "--porcelain", "--", "lakehouse_assets", "instance", "workspace.yaml").splitlines()
-        return {"source": "working tree", "commit": git("rev-parse", "--short", "HEAD").strip(),
+        return {"source": "working tree", "commit": head_commit(REPO),
                 "uncommitted_product_files": str(len(changed))}
     commit = git("rev-parse", "--short", ref).strip()
     folder.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,7 @@ from benchmarks.contenders import (
     stage_files,
 )
 from benchmarks.engine import EngineFailed, WarmEngine, snapshot
-from benchmarks.measure import ChildFailed, ProcessResult, ResidentChild, median, run_child, spread
+from benchmarks.measure import ChildFailed, ProcessResult, ResidentChild, head_commit, median, run_child, spread
 
 LOAD_SCENARIOS = ("initial_load", "increment", "no_new_data", "run_overhead")
 ALL_SCENARIOS = (*LOAD_SCENARIOS, "history", "latency")
@@ -617,10 +617,6 @@ def machine_facts() -> dict[str, Any]:
             facts["mem_total_gib"] = round(int(handle.readline().split()[1]) / 2**20, 1)
     except OSError:
         pass
-    try:
-        facts["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                             text=True).stdout.strip()
-    except OSError:
-        pass
+    facts["git_commit"] = head_commit(REPO)
     facts["started"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     return facts

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.contenders import VENV_BIN, base_env
+from benchmarks.measure import head_commit
 
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The targets of issue 67 (embedded, the whole graph).
@@ -58,9 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         if len(logs) != 1:
             raise RuntimeError(f"expected one Spark event log in {events}, found {[p.name for p in logs]}")
         submitted = job_submissions(logs[0])
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=RESULTS.parent.parent, capture_output=True,
-                            text=True).stdout.strip()
-    result = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": commit, "targets": TARGETS,
+    result = {"measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "commit": head_commit(RESULTS.parent.parent), "targets": TARGETS,
               "runs": {run["name"]: attribute(run, submitted) for run in runs}}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.output}.json").write_text(json.dumps(result, indent=2) + "\n")
