@@ -407,12 +407,12 @@ class DagsterDeployment:
         return StopReport(seconds=seconds, exit_codes=exit_codes, leftovers=leftovers, port_released=port_is_free(self.port), hung_logs=hung_logs)
 
     def _dump_stacks(self, processes: list[ProcessInfo]) -> str:
-        """Every thread's stack of each Python process in ``processes``, into its log (SIGABRT under
-        PYTHONFAULTHANDLER), then the services' logs from the stop signal on: what a hung shutdown
-        waited on."""
+        """Each process's signal masks, every thread's stack of each Python process in ``processes``
+        (SIGABRT under PYTHONFAULTHANDLER prints them into its log), then the last lines of the
+        services' logs: what a hung shutdown waited on."""
         states = [f"pid {process.pid}: " + " ".join(_signal_state(process.pid)) for process in processes]
         for process in processes:
-            if "python" in process.cmdline or "/dagster" in process.cmdline:
+            if "python" in process.cmdline.split(" ", 1)[0]:  # the interpreter, not a script naming dagster
                 try:
                     os.kill(process.pid, signal.SIGABRT)
                 except ProcessLookupError:
